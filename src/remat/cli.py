@@ -1,0 +1,156 @@
+"""`remat <subcommand>`: argument parsing only; the work happens in the modules it calls.
+
+Contract (scripts, rules and reports depend on these names; see DESIGN.md):
+    remat check      [--layers N] [--json]
+    remat account    --model M --mode none|selective|full [--tp T] [--sp] [--seq S] [--micro-batch B] [--json]
+    remat measure    --model M --policy P --device cpu|cuda|fake [--layers N] [--seq S] [--micro-batch B] [--json]
+    remat bandwidth  --device cpu|cuda [--json]
+    remat plan       --model M --memory 80GiB [...] [--format md|json]
+    remat report     [--engine auto|quarto|fallback] [NAME ...]
+    remat experiment NAME --params JSON --out FILE     (pipeline rules: one tidy table per call)
+    remat figure     NAME --inputs CSV... --out PNG    (pipeline rules: tables -> one figure, PNG + SVG)
+
+Exit codes: 0 ok; 1 a check failed; 2 bad input (one line naming the field, nothing written);
+3 infeasible plan (names the smallest budget that works).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from remat.errors import InfeasibleError, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr and exit 2 (no usage dump)."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an int ≥ 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be ≥ 1")
+    return value
+
+
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc.msg})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def _emit(obj, as_json: bool, text: str | None = None) -> None:
+    print(json.dumps(obj, indent=2, default=str) if as_json else (text if text is not None else obj))
+
+
+# --- check -------------------------------------------------------------------------------------------------
+
+def _add_check(sub):
+    p = sub.add_parser("check", help="numpy gradient checks of every checkpoint schedule (Chen 2016)")
+    p.add_argument("--layers", type=positive_int, default=16, help="chain length L (default 16)")
+    p.add_argument("--width", type=positive_int, default=8, help="layer width d (default 8)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=_run_check)
+
+
+def _run_check(args) -> int:
+    from remat.experiments import chen
+    table = chen.gradient_check(layers=args.layers, width=args.width)
+    _emit(table.to_dict(orient="records"), args.json, table.to_string(index=False))
+    failed = table.loc[~table["passed"], "schedule"].tolist()
+    if failed:
+        print(f"remat check: FAILED schedules: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# --- experiment / figure (pipeline rules) --------------------------------------------------------------------
+
+def _add_experiment(sub):
+    from remat.experiments import REGISTRY
+    p = sub.add_parser("experiment", help="run one experiment and write its tidy table (CSV)")
+    p.add_argument("name", choices=sorted(REGISTRY))
+    p.add_argument("--params", type=_json_object, default={}, help="experiment parameters as a JSON object")
+    p.add_argument("--out", required=True, help="output CSV path (written atomically)")
+    p.set_defaults(func=_run_experiment)
+
+
+def _run_experiment(args) -> int:
+    from remat.experiments import run_experiment
+    run_experiment(args.name, args.params, args.out)
+    return 0
+
+
+def _add_figure(sub):
+    from remat.figures import REGISTRY
+    p = sub.add_parser("figure", help="draw one figure (PNG + SVG) from result tables")
+    p.add_argument("name", choices=sorted(REGISTRY))
+    p.add_argument("--inputs", nargs="+", required=True, help="result CSV paths")
+    p.add_argument("--out", required=True, help="output .png path; an .svg is written beside it")
+    p.set_defaults(func=_run_figure)
+
+
+def _run_figure(args) -> int:
+    from remat.figures import draw
+    draw(args.name, args.inputs, args.out)
+    return 0
+
+
+# --- report ----------------------------------------------------------------------------------------------------
+
+def _add_report(sub):
+    p = sub.add_parser("report", help="render the Quarto reports (quarto if on PATH, else the fallback)")
+    p.add_argument("names", nargs="*", help="report names (reports/NAME.qmd); default: all")
+    p.add_argument("--engine", choices=["auto", "quarto", "fallback"], default="auto")
+    p.set_defaults(func=_run_report)
+
+
+def _run_report(args) -> int:
+    from remat.report import render
+    for path in render(args.names or None, engine=args.engine):
+        print(path)
+    return 0
+
+
+# --- measure (runtime) -----------------------------------------------------------------------------------------
+# --- account (Korthikanti accounting) --------------------------------------------------------------------------
+# --- bandwidth (offload) ---------------------------------------------------------------------------------------
+# --- plan (planner) --------------------------------------------------------------------------------------------
+
+_SECTIONS = [_add_check, _add_experiment, _add_figure, _add_report]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="remat", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for add in _SECTIONS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as exc:
+        print(f"remat {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except InfeasibleError as exc:
+        print(f"remat {args.command}: infeasible: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

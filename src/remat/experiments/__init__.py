@@ -1,0 +1,31 @@
+"""Experiments: one module per rule family; each experiment returns one tidy table (a row per point).
+
+``REGISTRY`` maps the name used by ``remat experiment NAME`` (and by the Snakemake rules) to
+"module:function". The function takes the rule's parameters (a dict, validated by the function, UsageError
+naming the key on bad values) and returns a pandas DataFrame whose rows carry provenance columns
+(``remat.measure.provenance.provenance``). ``run_experiment`` writes it atomically.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+REGISTRY: dict[str, str] = {
+    "chen-check": "remat.experiments.chen:gradient_check_table",
+    "chen-segments": "remat.experiments.chen:segment_sweep",
+    "chen-depth": "remat.experiments.chen:depth_sweep",
+    "chen-revolve": "remat.experiments.chen:revolve_sweep",
+}
+
+
+def resolve(name: str):
+    """The experiment function registered under ``name``."""
+    module, func = REGISTRY[name].split(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def run_experiment(name: str, params: dict, out: str) -> None:
+    """Run experiment ``name`` with ``params`` and write its table to ``out`` (CSV, atomic)."""
+    from remat.io import write_csv
+    frame = resolve(name)(params)
+    write_csv(out, frame)

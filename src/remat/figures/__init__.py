@@ -1,0 +1,33 @@
+"""Tables -> figures, one module per topic. A figure never measures: it reads result CSVs and draws one PNG
+(+ SVG beside it).
+
+``REGISTRY`` maps ``remat figure NAME`` to a function ``(list of DataFrames) -> matplotlib Figure``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+REGISTRY: dict[str, str] = {
+    "chen-segments": "remat.figures.chen:segments",
+    "chen-depth": "remat.figures.chen:depth",
+}
+
+
+def draw(name: str, inputs: list[str], out: str) -> None:
+    """Draw figure ``name`` from the CSV ``inputs``; write ``out`` (PNG) and the SVG beside it, atomically."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from remat.io import atomic_path
+
+    module, func = REGISTRY[name].split(":")
+    fig = getattr(importlib.import_module(module), func)([pd.read_csv(p) for p in inputs])
+    out = Path(out)
+    for path in (out, out.with_suffix(".svg")):
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=path.suffix[1:], dpi=150, bbox_inches="tight")
+    plt.close(fig)

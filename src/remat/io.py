@@ -1,0 +1,46 @@
+"""Atomic writes: every file the pipeline or the CLI makes is written to a temp name beside it, then renamed.
+
+A run killed half-way never leaves a truncated CSV, JSON or HTML under the final name (os.replace is atomic
+on POSIX within one filesystem).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temp path in the target's folder; rename it onto ``path`` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (UTF-8)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(path: str | os.PathLike, obj) -> None:
+    """Write ``obj`` as indented JSON, atomically."""
+    write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def write_csv(path: str | os.PathLike, frame) -> None:
+    """Write a pandas DataFrame as CSV (no index), atomically."""
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)

@@ -1,0 +1,1 @@
+"""Measurement: saved-activation accounting, peak memory, FLOPs, timing, provenance."""

@@ -1,0 +1,55 @@
+"""Provenance carried by every results row: device, dtype, versions, git commit, host, timestamp, seed."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import socket
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+
+@lru_cache(maxsize=1)
+def git_commit() -> str:
+    """Short commit hash of the checkout this package runs from, with '+dirty' if modified; 'unknown' outside git."""
+    root = Path(__file__).resolve().parents[3]
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                             capture_output=True, text=True, timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def device_name(device: str) -> str:
+    """Human name of a device string: the CUDA device name, the CPU model, or 'fake'."""
+    if device.startswith("cuda"):
+        import torch
+        return torch.cuda.get_device_name(torch.device(device))
+    if device == "fake":
+        return "fake (FakeTensorMode, no memory)"
+    return platform.processor() or platform.machine()
+
+
+def provenance(device: str = "cpu", dtype: str = "float32", seed: int | None = None) -> dict:
+    """One flat dict of provenance columns to append to every results row."""
+    import numpy
+    try:
+        import torch
+        torch_version = torch.__version__
+    except ImportError:  # the numpy engine runs without torch
+        torch_version = None
+    return {
+        "device": device,
+        "device_name": device_name(device),
+        "dtype": dtype,
+        "seed": seed,
+        "torch_version": torch_version,
+        "numpy_version": numpy.__version__,
+        "git_commit": git_commit(),
+        "host": socket.gethostname(),
+        "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
