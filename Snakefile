@@ -1,0 +1,25 @@
+# remat: replicate Chen et al. 2016 and Korthikanti et al. 2022, then render the reports.
+#   snakemake --cores all                                   # CPU defaults (config/config.yaml)
+#   snakemake --cores all --configfile config/gpu.yaml ...  # paper-like sizes on a GPU node (README)
+# Rules live in workflow/rules/*.smk; each is a one-line shell calling `remat <subcommand>`, with a log.
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/chen.smk"
+include: "workflow/rules/reports.smk"
+
+
+rule all:
+    input:
+        report_targets(),
+    default_target: True

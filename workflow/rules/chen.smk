@@ -1,0 +1,45 @@
+# Chen et al. 2016 on the numpy reference engine: gradient checks, segment and depth sweeps, Revolve.
+
+
+rule chen_check:
+    output:
+        "results/chen/check.csv",
+    params:
+        p=params_json("chen", "check"),
+    log:
+        "logs/chen/check.log",
+    conda:
+        "../../envs/numpy.yaml"
+    shell:
+        "{REMAT} experiment chen-check --params {params.p} --out {output} > {log} 2>&1"
+
+
+rule chen_sweep:
+    output:
+        "results/chen/{sweep}.csv",
+    wildcard_constraints:
+        sweep="segments|depth|revolve",
+    params:
+        p=lambda wc: params_json("chen", wc.sweep),
+    log:
+        "logs/chen/{sweep}.log",
+    conda:
+        "../../envs/numpy.yaml"
+    shell:
+        "{REMAT} experiment chen-{wildcards.sweep} --params {params.p} --out {output} > {log} 2>&1"
+
+
+rule chen_figure:
+    input:
+        "results/chen/{sweep}.csv",
+    output:
+        png="figures/chen_{sweep}.png",
+        svg="figures/chen_{sweep}.svg",
+    wildcard_constraints:
+        sweep="segments|depth",
+    log:
+        "logs/figures/chen_{sweep}.log",
+    conda:
+        "../../envs/reports.yaml"
+    shell:
+        "{REMAT} figure chen-{wildcards.sweep} --inputs {input} --out {output.png} > {log} 2>&1"

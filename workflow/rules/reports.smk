@@ -1,0 +1,40 @@
+# Reports: each reads results/ and figures/ (never runs an experiment) and renders reports/NAME.html.
+
+REPORT_INPUTS = {
+    "chen2016": expand("results/chen/{t}.csv", t=["check", "segments", "depth", "revolve"])
+    + expand("figures/chen_{f}.png", f=["segments", "depth"]),
+}
+
+
+def report_targets():
+    return expand("reports/{name}.html", name=config["reports"]) + ["reports/index.html"]
+
+
+rule report:
+    input:
+        qmd="reports/{name}.qmd",
+        data=lambda wc: REPORT_INPUTS[wc.name],
+    output:
+        "reports/{name}.html",
+    wildcard_constraints:
+        name="|".join(REPORT_INPUTS),
+    log:
+        "logs/reports/{name}.log",
+    conda:
+        "../../envs/reports.yaml"
+    shell:
+        "{REMAT} report {wildcards.name} --engine auto > {log} 2>&1"
+
+
+rule report_index:
+    input:
+        qmd="reports/index.qmd",
+        reports=expand("reports/{name}.html", name=config["reports"]),
+    output:
+        "reports/index.html",
+    log:
+        "logs/reports/index.log",
+    conda:
+        "../../envs/reports.yaml"
+    shell:
+        "{REMAT} report index --engine auto > {log} 2>&1"
