@@ -11,7 +11,7 @@ rule chen_check:
     conda:
         "../../envs/numpy.yaml"
     shell:
-        "{REMAT} experiment chen-check --params {params.p} --out {output} > {log} 2>&1"
+        "remat experiment chen-check --params {params.p} --out {output} > {log} 2>&1"
 
 
 rule chen_sweep:
@@ -26,7 +26,7 @@ rule chen_sweep:
     conda:
         "../../envs/numpy.yaml"
     shell:
-        "{REMAT} experiment chen-{wildcards.sweep} --params {params.p} --out {output} > {log} 2>&1"
+        "remat experiment chen-{wildcards.sweep} --params {params.p} --out {output} > {log} 2>&1"
 
 
 rule chen_figure:
@@ -42,4 +42,4 @@ rule chen_figure:
     conda:
         "../../envs/reports.yaml"
     shell:
-        "{REMAT} figure chen-{wildcards.sweep} --inputs {input} --out {output.png} > {log} 2>&1"
+        "remat figure chen-{wildcards.sweep} --inputs {input} --out {output.png} > {log} 2>&1"

@@ -18,11 +18,9 @@ def check_config(cfg):
 
 check_config(config)
 
-# Under --sdm conda the env has the dependencies but not the console script: run the package from src/.
+# Under --sdm conda the env has the dependencies but not the console script: `remat` runs the package from src/.
 if "conda" in str(getattr(workflow.deployment_settings, "deployment_method", "")).lower():
-    REMAT = "PYTHONPATH=src python -m remat"
-else:
-    REMAT = "remat"
+    shell.prefix('export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"; remat() { python -m remat "$@"; }; ')
 
 
 def params_json(*keys):
@@ -31,3 +29,8 @@ def params_json(*keys):
     for key in keys:
         section = section.get(key, {})
     return shlex.quote(json.dumps(section, sort_keys=True))
+
+
+def report_targets():
+    """Every configured report plus the index page (rule all)."""
+    return expand("reports/{name}.html", name=config["reports"]) + ["reports/index.html"]

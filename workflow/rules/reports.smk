@@ -6,10 +6,6 @@ REPORT_INPUTS = {
 }
 
 
-def report_targets():
-    return expand("reports/{name}.html", name=config["reports"]) + ["reports/index.html"]
-
-
 rule report:
     input:
         qmd="reports/{name}.qmd",
@@ -23,7 +19,7 @@ rule report:
     conda:
         "../../envs/reports.yaml"
     shell:
-        "{REMAT} report {wildcards.name} --engine auto > {log} 2>&1"
+        "remat report {wildcards.name} --engine auto > {log} 2>&1"
 
 
 rule report_index:
@@ -37,4 +33,4 @@ rule report_index:
     conda:
         "../../envs/reports.yaml"
     shell:
-        "{REMAT} report index --engine auto > {log} 2>&1"
+        "remat report index --engine auto > {log} 2>&1"
