@@ -1,0 +1,44 @@
+"""Shared fixtures: the repository root and a copy of the project in a temp dir (for pipeline runs)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+def copy_project(dest: Path) -> Path:
+    """Copy the files git would ship (tracked + untracked, not ignored) into ``dest``."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    for rel in files:
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    return dest
+
+
+def run_env() -> dict:
+    """Environment with this interpreter's bin/ first on PATH (so rules find `remat`)."""
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def snakemake(cwd: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run snakemake in ``cwd``; return the completed process (text output)."""
+    return subprocess.run([str(BIN / "snakemake"), *args], cwd=cwd, env=run_env(),
+                          capture_output=True, text=True, timeout=timeout)

@@ -1,0 +1,42 @@
+"""Bad pipeline config stops Snakemake before any job, with the schema error naming the key."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from conftest import copy_project, snakemake
+
+BAD_CONFIGS = [
+    ({"chen": {"check": {"layers": -3}}}, "layers"),
+    ({"chen": {"check": {"layers": 2.5}}}, "layers"),
+    ({"chen": {"segments": {"layers": 8, "ks": [3, 9]}}}, "chen.segments.ks"),
+    ({"chen": {"segments": {"layers": 0}}}, "layers"),
+    ({"chen": {"depth": {"depths": []}}}, "depths"),
+    ({"chen": {"segmnets": {"layers": 8}}}, "segmnets"),
+    ({"colour": "blue"}, "colour"),
+    ({"device": "tpu"}, "device"),
+    ({"reports": ["nonesuch"]}, "nonesuch"),
+]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    return copy_project(tmp_path_factory.mktemp("proj"))
+
+
+@pytest.mark.parametrize("override,key", BAD_CONFIGS, ids=[k for _, k in BAD_CONFIGS])
+def test_bad_config_stops_before_any_job(project, override, key):
+    bad = project / "bad.yaml"
+    bad.write_text(yaml.safe_dump(override))
+    proc = snakemake(project, "--cores", "1", "--configfile", "bad.yaml", timeout=120)
+    assert proc.returncode != 0
+    assert key in proc.stdout + proc.stderr
+    assert not (project / "results").exists()
+    assert not (project / "logs").exists()
+
+
+def test_default_and_gpu_config_dry_run_clean(project):
+    for extra in ([], ["--configfile", "config/gpu.yaml"]):
+        proc = snakemake(project, "-n", "--cores", "1", *extra, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
