@@ -1,0 +1,331 @@
+"""Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models" (arXiv 2205.05198).
+
+Closed forms, in BYTES (16-bit activations, 1-byte dropout masks) and FLOPs, with the paper's symbols:
+s sequence length, b micro-batch, h hidden size, a attention heads, L layers, t tensor-parallel size,
+p pipeline-parallel size, m interleaving stages (virtual stages per GPU), v vocabulary size, B batch.
+
+* ``TERMS`` — the §4.1 itemization of one layer's saved activations, one ``Term`` per stored tensor.
+* ``layer_bytes`` — bytes per layer derived from ``TERMS`` for any (t, sp, recompute); ``table2_bytes`` —
+  the six rows of Table 2 as printed (Eq. 1–4 and the recompute rows). Tests check that the two agree.
+* ``first_stage_bytes`` (Eq. 5/6 with the interleave factor), ``outside_layer_bytes`` (§4.3),
+  ``params_per_gpu`` and ``model_state_bytes`` (parameters + optimizer state for the Figure 1 bars).
+* FLOPs (Appendix A): ``layer_forward_flops``, ``model_flops`` (Eq. 7), ``hardware_flops_eq8`` (Eq. 8 as
+  printed) and ``hardware_flops`` (forward + backward + the recompute the paper's text describes).
+* ``paper_term`` — maps one saved tensor of the GPT layer (module, op, shape, dtype) to its ``Term`` name,
+  ``None`` for what the paper does not count (LayerNorm statistics, the causal mask, ...).
+
+All functions are pure integer arithmetic (``fractions.Fraction`` where the paper divides); a result that is
+not a whole number of bytes is rounded to the nearest int and the docstring says where that can happen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from remat.errors import UsageError
+
+RECOMPUTE = ("none", "selective", "full")
+ACT_BYTES = 2   # 16-bit activations (fp16/bf16), the paper's assumption
+MASK_BYTES = 1  # dropout masks: 1 byte per element
+
+
+# --- validation ----------------------------------------------------------------------------------------------
+
+def check_parallel(s: int, h: int, a: int, t: int = 1, sp: bool = False, recompute: str = "none") -> None:
+    """Validate a (t, sp, recompute) choice for a layer of size (s, h, a).
+
+    Raises UsageError naming the field: ``tp`` if t < 1 or t does not divide a or h (Megatron shards heads
+    and the hidden dimension), ``sp`` if sequence parallelism is asked without tensor parallelism (t = 1),
+    ``seq`` if t does not divide s under SP (the sequence is split across the t ranks), ``mode`` if
+    ``recompute`` is not one of none|selective|full.
+    """
+    if recompute not in RECOMPUTE:
+        raise UsageError("mode", f"unknown mode {recompute!r} (use {'|'.join(RECOMPUTE)})")
+    if isinstance(t, bool) or not isinstance(t, int) or t < 1:
+        raise UsageError("tp", f"must be an integer ≥ 1, got {t!r}")
+    if a % t:
+        raise UsageError("tp", f"t={t} does not divide the number of heads a={a}")
+    if h % t:
+        raise UsageError("tp", f"t={t} does not divide the hidden size h={h}")
+    if sp and t == 1:
+        raise UsageError("sp", "sequence parallelism needs tensor parallelism (tp ≥ 2)")
+    if sp and s % t:
+        raise UsageError("seq", f"t={t} does not divide the sequence length s={s} (needed by --sp)")
+
+
+def _whole(x: Fraction) -> int:
+    """A Fraction of bytes/FLOPs as an int (rounded half-even if not whole)."""
+    return int(round(x))
+
+
+# --- §4.1 itemization ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Term:
+    """One tensor the paper counts in §4.1: ``sbh_coeff``·sbh + ``as2b_coeff``·as²b bytes (t = 1).
+
+    ``tp_split``: divided by t under tensor parallelism (it lives inside the column/row-parallel region);
+    the others are replicated on every TP rank (the "10" of Eq. 2) unless sequence parallelism shards them.
+    ``core_attn``: inside Megatron's core attention (QKᵀ, softmax, softmax dropout, ·V), i.e. what selective
+    recompute does not store (§5).
+    """
+
+    name: str
+    label: str
+    block: str
+    sbh_coeff: int
+    as2b_coeff: int
+    tp_split: bool
+    core_attn: bool = False
+
+    def bytes(self, s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False) -> int:
+        """Bytes of this term on one TP rank (Korthikanti §4.1, §4.2.1/§4.2.2)."""
+        full = Fraction(self.sbh_coeff * s * b * h + self.as2b_coeff * a * s * s * b)
+        return _whole(full / t if (self.tp_split or sp) else full)
+
+
+TERMS: tuple[Term, ...] = (
+    Term("ln1_input", "LayerNorm 1 input", "layernorm", 2, 0, False),
+    Term("qkv_input", "QKV input (LayerNorm 1 output)", "attention", 2, 0, False),
+    Term("q_k", "Q and K (inputs of QKᵀ)", "attention", 4, 0, True),
+    Term("softmax_output", "softmax output", "attention", 0, 2, True, core_attn=True),
+    Term("softmax_dropout_mask", "softmax-dropout mask", "attention", 0, 1, True, core_attn=True),
+    Term("attn_probs_dropped", "softmax-dropout output (input of ·V)", "attention", 0, 2, True, core_attn=True),
+    Term("v", "V (input of ·V)", "attention", 2, 0, True),
+    Term("proj_input", "output-projection input", "attention", 2, 0, True),
+    Term("attn_dropout_mask", "dropout mask after the projection", "attention", 1, 0, False),
+    Term("ln2_input", "LayerNorm 2 input", "layernorm", 2, 0, False),
+    Term("fc1_input", "fc1 input (LayerNorm 2 output)", "mlp", 2, 0, False),
+    Term("gelu_input", "GeLU input (fc1 output)", "mlp", 8, 0, True),
+    Term("fc2_input", "fc2 input (GeLU output)", "mlp", 8, 0, True),
+    Term("mlp_dropout_mask", "dropout mask after the MLP", "mlp", 1, 0, False),
+)
+TERM_BY_NAME = {term.name: term for term in TERMS}
+MASK_TERMS = frozenset({"softmax_dropout_mask", "attn_dropout_mask", "mlp_dropout_mask"})
+FULL_RECOMPUTE_TERM = "layer_input"  # what full recompute stores: the layer input (= LayerNorm 1 input)
+
+
+def paper_element_bytes(term: str) -> int:
+    """Bytes per element the paper assumes for ``term``: 1 for dropout masks, 2 for everything else."""
+    return MASK_BYTES if term in MASK_TERMS else ACT_BYTES
+
+
+def stored_terms(recompute: str = "none") -> tuple[str, ...]:
+    """Names of the §4.1 terms a layer stores under ``recompute`` (none: all 14; selective: all but the three
+    core-attention terms; full: the layer input only). Raises UsageError("mode") for an unknown mode."""
+    check_parallel(1, 1, 1, recompute=recompute)
+    if recompute == "full":
+        return (FULL_RECOMPUTE_TERM,)
+    return tuple(term.name for term in TERMS if not (recompute == "selective" and term.core_attn))
+
+
+def term_bytes(name: str, s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False) -> int:
+    """Bytes of the §4.1 term ``name`` on one TP rank; ``layer_input`` is the full-recompute checkpoint
+    (2sbh, or 2sbh/t when SP shards the layer input)."""
+    if name == FULL_RECOMPUTE_TERM:
+        return _whole(Fraction(2 * s * b * h, t if sp else 1))
+    return TERM_BY_NAME[name].bytes(s, b, h, a, t, sp)
+
+
+def layer_bytes(s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False, recompute: str = "none") -> int:
+    """Activation bytes of one transformer layer on one TP rank, summed from the §4.1 itemization.
+
+    s, b, h, a, t as in the paper; sp: sequence parallelism (§4.2.2); recompute: none | selective (core
+    attention recomputed, §5) | full (only the layer input kept: 2sbh; 2sbh/t when SP shards that input —
+    Table 2's full-recompute row is written without SP). Returns int bytes (exact for valid inputs).
+    Raises UsageError (tp, sp, seq, mode) via ``check_parallel``.
+    """
+    check_parallel(s, h, a, t, sp, recompute)
+    return sum(term_bytes(name, s, b, h, a, t, sp) for name in stored_terms(recompute))
+
+
+def table2_bytes(s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False, recompute: str = "none") -> int:
+    """Table 2 of the paper as printed (bytes per layer); ``layer_bytes`` must agree with it.
+
+    none, t=1:             sbh(34 + 5as/h)                  (Eq. 1)
+    none, t:               sbh(10 + 24/t + 5as/(ht))        (Eq. 2)
+    none, t, SP:           sbh(34/t + 5as/(ht))             (Eq. 4)
+    selective, t:          sbh(10 + 24/t)
+    selective, t, SP:      34·sbh/t
+    full:                  2sbh  (2sbh/t with SP: the layer input is the sequence shard)
+    Raises UsageError (tp, sp, seq, mode).
+    """
+    check_parallel(s, h, a, t, sp, recompute)
+    sbh, ash = Fraction(s * b * h), Fraction(5 * a * s, h)
+    if recompute == "full":
+        return _whole(2 * sbh / (t if sp else 1))
+    attn = ash / t if recompute == "none" else 0
+    if sp:
+        return _whole(sbh * (Fraction(34, t) + attn))
+    return _whole(sbh * (10 + Fraction(24, t) + attn))
+
+
+# --- §4.2 pipeline, §4.3 outside the layers, Figure 1 model state -----------------------------------------------
+
+def interleave_factor(p: int, m: int = 1) -> Fraction:
+    """Activation multiplier of the first pipeline stage under the interleaved schedule (§4.2.3):
+    1 + (p − 1)/(p·m) when m > 1 (m virtual stages per GPU); 1 for plain 1F1B (m = 1) or p = 1."""
+    return Fraction(1) if m <= 1 or p <= 1 else 1 + Fraction(p - 1, p * m)
+
+
+def first_stage_bytes(per_layer: int, L: int, p: int = 1, m: int = 1) -> int:
+    """Activation bytes on the first pipeline stage (Eq. 5/6): 1F1B keeps p micro-batches in flight on the
+    first stage, each for L/p layers, i.e. L layers' worth — ``per_layer``·L·interleave_factor(p, m).
+    ``per_layer``: bytes per layer (formula or measured). Rounded to int bytes."""
+    return _whole(per_layer * L * interleave_factor(p, m))
+
+
+def outside_layer_bytes(s: int, b: int, h: int, v: int, t: int = 1, p: int = 1) -> dict[str, int]:
+    """Activation bytes outside the transformer layers on the first stage (§4.3), as a dict of named terms:
+    embedding dropout mask sbhp/t (p micro-batches in flight); when p = 1 (first stage = last stage) also the
+    final LayerNorm input 2sbh/t, the output-projection input 2sbh/t and the fp32 logits 4sbv/t.
+    The paper writes these with SP (the /t); bytes are rounded to int."""
+    sbh = Fraction(s * b * h)
+    terms = {"embedding_dropout_mask": _whole(sbh * p / t)}
+    if p == 1:
+        terms |= {"final_ln_input": _whole(2 * sbh / t), "output_proj_input": _whole(2 * sbh / t),
+                  "logits_fp32": _whole(Fraction(4 * s * b * v, t))}
+    return terms
+
+
+def params_per_layer(h: int, t: int = 1) -> int:
+    """Parameters of one GPT layer on one TP rank: QKV (3h²+3h)/t, projection h²/t + h (bias replicated),
+    fc1 (4h²+4h)/t, fc2 4h²/t + h, two LayerNorms 4h (replicated). For t = 1: 12h² + 13h."""
+    return (12 * h * h + 7 * h) // t + 6 * h
+
+
+def params_per_gpu(h: int, L: int, v: int, s: int, t: int = 1, p: int = 1) -> int:
+    """Parameters held by one GPU of the FIRST pipeline stage: L/p layers (``params_per_layer``), the
+    vocabulary-parallel word embedding v·h/t and the (replicated) position embedding s·h; the final LayerNorm
+    (2h) too when p = 1 (the output layer shares the word embedding). L/p rounded up (uneven split)."""
+    layers = -(-L // p)
+    extra = 2 * h if p == 1 else 0
+    return layers * params_per_layer(h, t) + (v * h) // t + s * h + extra
+
+
+BYTES_PER_PARAM = 18
+BYTES_PER_PARAM_WHY = (
+    "18 B/parameter: 16-bit weights (2) + fp32 gradients accumulated in main_grad (4) + fp32 master weights (4) "
+    "+ Adam m and v (4 + 4) — Megatron's non-distributed mixed-precision optimizer (Megatron-Core "
+    "distributed-optimizer guide: 'float16 param, fp32 grads: 18'); ZeRO's count without fp32 grads is 16.")
+
+
+def model_state_bytes(n_params: int, bytes_per_param: int = BYTES_PER_PARAM) -> int:
+    """Parameters + gradients + optimizer state (bytes) for ``n_params`` parameters (see BYTES_PER_PARAM_WHY)."""
+    return n_params * bytes_per_param
+
+
+# --- FLOPs (Appendix A: only the GEMMs are counted) ---------------------------------------------------------------
+
+def layer_forward_flops(s: int, b: int, h: int) -> int:
+    """Forward FLOPs of one layer (all TP ranks together): 24bsh² + 4bs²h — QKV 6bsh², QKᵀ 2bs²h, ·V 2bs²h,
+    projection 2bsh², MLP 16bsh² (Appendix A). Backward is 2× forward."""
+    return 24 * b * s * h * h + 4 * b * s * s * h
+
+
+def core_attn_forward_flops(s: int, b: int, h: int) -> int:
+    """Forward FLOPs of core attention (QKᵀ and ·V): 4bs²h — what selective recompute re-executes (§5)."""
+    return 4 * b * s * s * h
+
+
+def logits_flops(s: int, b: int, h: int, v: int) -> int:
+    """Forward FLOPs of the output projection to the vocabulary: 2bshv (Appendix A)."""
+    return 2 * b * s * h * v
+
+
+def recompute_flops(s: int, b: int, h: int, recompute: str) -> int:
+    """FLOPs one layer re-executes in backward: none 0; selective 4bs²h (core attention forward, per the
+    paper's §5 text); full 24bsh² + 4bs²h (one extra forward). Raises UsageError("mode")."""
+    check_parallel(s, 1, 1, recompute=recompute)
+    return {"none": 0, "selective": core_attn_forward_flops(s, b, h),
+            "full": layer_forward_flops(s, b, h)}[recompute]
+
+
+def model_flops(B: int, s: int, h: int, L: int, v: int) -> int:
+    """Eq. 7: model FLOPs per iteration, 72·B·L·s·h²·(1 + s/(6h) + v/(12hL)) = 3·(L·(24Bsh² + 4Bs²h) + 2Bshv)."""
+    return 72 * B * L * s * h * h + 12 * B * L * s * s * h + 6 * B * s * h * v
+
+
+def hardware_flops_eq8(B: int, s: int, h: int, L: int, v: int) -> int:
+    """Eq. 8 AS PRINTED: hardware FLOPs with selective recompute, 72·B·L·s·h²·(1 + s/(3h) + v/(12hL)).
+
+    Its s-term (24BLs²h) exceeds Eq. 7's (12BLs²h) by 12BLs²h = 3× the core-attention forward — i.e. it
+    charges forward + backward of attention again, while the paper's text says only the forward QKᵀ and ·V
+    (4Bs²h per layer) are recomputed. See ``hardware_flops``; the report shows both against FlopCounterMode.
+    """
+    return 72 * B * L * s * h * h + 24 * B * L * s * s * h + 6 * B * s * h * v
+
+
+def hardware_flops(B: int, s: int, h: int, L: int, v: int, recompute: str = "selective") -> int:
+    """Hardware FLOPs per iteration = model FLOPs (Eq. 7) + L·``recompute_flops`` (logits never recomputed).
+
+    selective: 72BLsh²(1 + 2s/(9h) + v/(12hL)) — the recompute the paper's text describes (4Bs²h per layer);
+    full: 96BLsh²(1 + s/(6h)) + 6Bshv; none: Eq. 7. Raises UsageError("mode")."""
+    return model_flops(B, s, h, L, v) + L * recompute_flops(s, B, h, recompute)
+
+
+# --- labels for saved tensors of the GPT layer -------------------------------------------------------------------
+
+_MODULE_TERMS = {
+    "ln_1": "ln1_input", "attn.qkv": "qkv_input", "attn.proj": "proj_input", "attn.dropout": "attn_dropout_mask",
+    "ln_2": "ln2_input", "mlp.fc1": "fc1_input", "mlp.act": "gelu_input", "mlp.fc2": "fc2_input",
+    "mlp.dropout": "mlp_dropout_mask",
+}
+
+
+def paper_term(module: str, op: str, shape, dtype) -> str | None:
+    """The §4.1 term a tensor saved by the GPT layer stands for, or None if the paper does not count it.
+
+    module: qualified submodule name relative to the layer (a model prefix such as "layers.3." is ignored);
+    op: the aten op that saved it (overload suffix ignored); shape: the saved tensor's shape; dtype: its dtype
+    (str or torch.dtype). Serial and TP/SP layers share submodule names (ln_1, attn.qkv, attn.core,
+    attn.proj, attn.dropout, ln_2, mlp.fc1, mlp.act, mlp.fc2, mlp.dropout), so one map serves both.
+    Not counted (None): LayerNorm mean/rstd (trailing dim 1), the causal mask (bool, s×s without batch),
+    anything outside these modules. Returns a ``TERMS`` name or ``"layer_input"`` (full recompute).
+    """
+    module = _layer_relative(module)
+    op = str(op).split(".")[0].removeprefix("aten::").removeprefix("aten.")
+    shape = tuple(int(d) for d in shape)
+    if module == "":
+        # the layer itself: under full recompute the checkpoint keeps only the layer input
+        return FULL_RECOMPUTE_TERM if op in _CHECKPOINT_OPS else None
+    if module.startswith("attn.core"):
+        return _core_term(module, op, shape, str(dtype))
+    term = _MODULE_TERMS.get(module)
+    if term in ("ln1_input", "ln2_input") and shape and shape[-1] == 1:
+        return None  # LayerNorm statistics (mean, rstd): the paper ignores them (§4.1)
+    return term
+
+
+_CHECKPOINT_OPS = {"checkpoint", "checkpoint_input", "_NoopSaveInputs", "NoopSaveInputs"}
+_LAYER_PARTS = ("ln_1", "attn", "ln_2", "mlp")
+
+
+def _layer_relative(module: str) -> str:
+    """Strip a model prefix ("layers.3.", "h.0.") so the name starts at the layer's own submodules."""
+    parts = module.split(".") if module else []
+    for i, part in enumerate(parts):
+        if part in _LAYER_PARTS:
+            return ".".join(parts[i:])
+    return ""
+
+
+def _core_term(module: str, op: str, shape: tuple, dtype: str) -> str | None:
+    """Terms inside core attention: Q/K/V, softmax output, softmax-dropout mask and output."""
+    square = len(shape) >= 2 and shape[-1] == shape[-2]
+    if "bool" in dtype and len(shape) == 2:
+        return None  # the causal mask (s×s, no batch): PyTorch keeps it, the paper does not count it
+    if op in ("_softmax", "softmax", "_safe_softmax"):
+        return "softmax_output"
+    if op in ("native_dropout", "mul", "bernoulli", "dropout"):
+        return "softmax_dropout_mask"
+    if square:
+        return "attn_probs_dropped"
+    if op in ("bmm", "baddbmm", "matmul", *_CHECKPOINT_OPS):
+        return "q_k" if _is_qk(op, shape) else "v"
+    return None
+
+
+def _is_qk(op: str, shape: tuple) -> bool:
+    return True
