@@ -118,8 +118,13 @@ def _add_report(sub):
 
 
 def _run_report(args) -> int:
-    from remat.report import render
-    for path in render(args.names or None, engine=args.engine):
+    from remat.report import RenderError, render
+    try:
+        paths = render(args.names or None, engine=args.engine)
+    except RenderError as exc:
+        print(f"remat report: failed: {exc}", file=sys.stderr)
+        return exc.exit_code
+    for path in paths:
         print(path)
     return 0
 
