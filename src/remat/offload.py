@@ -1,0 +1,640 @@
+"""Activation offload: a pinned host buffer pool, asynchronous offload saved-tensor hooks, and the host-link
+bandwidth microbenchmark with its fit t = t0 + bytes/BW.
+
+Three parts, one concept (moving saved activations off the device and back):
+
+* ``HostBufferPool`` — host buffers reused across steps, pinned when CUDA is present (page-locked memory is
+  what lets a device->host copy run asynchronously); it accounts bytes reserved (pinned), live and peak.
+* ``OffloadHooks`` — ``torch.autograd.graph.saved_tensors_hooks`` that, during forward, copy each saved
+  activation's storage into the pool on a side stream, and during backward bring a layer's storages back and
+  prefetch the next layer's (the previous one in forward order) on that stream. Views of one storage are
+  copied once; storages under ``min_bytes`` and leaf storages (parameters, inputs) stay on the device.
+  ``torch.autograd.graph.save_on_cpu`` is the synchronous reference it is compared with.
+* ``measure_bandwidth`` / ``fit_copy_model`` — host<->device copies (pinned vs pageable, both directions,
+  alone and overlapped with a matmul on another stream), fitted per direction and memory kind.
+
+Without CUDA the "device" is the CPU: offload copies into a separate host buffer and the benchmark measures a
+host memcpy; every such output says ``SIMULATED`` ("simulated: host memcpy") and never calls it PCIe. Streams
+and events exist only with CUDA; on the CPU the same code runs with no-op synchronization.
+
+Run: ``remat bandwidth --device cpu --json``; the hooks are used by the runtime's ``offload`` policy
+(``remat.policies``) and by ``remat experiment offload-steps``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.autograd.graph import saved_tensors_hooks
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from remat.errors import UsageError
+
+SIMULATED = "simulated: host memcpy"
+DEFAULT_MIN_BYTES = 2**16  # 64 KiB: storages below this stay on the device (per-copy latency t0 dominates)
+KiB, MiB, GiB = 2**10, 2**20, 2**30
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``device`` as a torch.device (``"cpu"`` or ``"cuda[:i]"``).
+
+    Raises UsageError("--device") for another device type, or for cuda when CUDA is not available.
+    """
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise UsageError("--device", f"unknown device {device!r} (use cpu or cuda)") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise UsageError("--device", f"unsupported device {device!r} (use cpu or cuda)")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device", "cuda requested but CUDA is not available on this machine")
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    return dev
+
+
+def link_label(device: str | torch.device) -> str:
+    """What a copy from/to ``device`` crosses: ``SIMULATED`` on the CPU, the host<->CUDA link otherwise."""
+    return SIMULATED if torch.device(device).type == "cpu" else "host<->device copy (cuda)"
+
+
+# --- synchronization: CUDA streams and events, or no-ops on the CPU ---------------------------------------------
+
+class _Sync:
+    """A side stream and events on CUDA (torch.cuda.Stream / torch.cuda.Event); every method a no-op on CPU."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.side = torch.cuda.Stream(device) if self.cuda else None
+
+    def on_side(self):
+        """Context: work issued inside runs on the side stream, after all work already on the current stream."""
+        if not self.cuda:
+            return contextlib.nullcontext()
+        self.side.wait_stream(torch.cuda.current_stream(self.side.device))
+        return torch.cuda.stream(self.side)
+
+    def record(self):
+        """An event recorded on the current stream (None on CPU)."""
+        if not self.cuda:
+            return None
+        event = torch.cuda.Event()
+        event.record()
+        return event
+
+    def used_on_side(self, tensor: torch.Tensor) -> None:
+        """Tell the caching allocator ``tensor`` is in use on the side stream (Tensor.record_stream)."""
+        if self.cuda:
+            tensor.record_stream(self.side)
+
+    def wait(self, event) -> None:
+        """Make the current stream wait for ``event`` (no-op for None)."""
+        if event is not None:
+            torch.cuda.current_stream(self.side.device).wait_event(event)
+
+
+# --- the host buffer pool ------------------------------------------------------------------------------------------
+
+class HostBufferPool:
+    """Host byte buffers reused across steps; pinned (page-locked) when ``pin`` and CUDA is present.
+
+    ``acquire(nbytes)`` returns a 1-D uint8 tensor of exactly ``nbytes`` bytes, reusing a free buffer of that
+    size when there is one (a training step saves the same sizes every step, so after the first step the pool
+    stops growing). ``release(buf, event)`` returns it; a buffer released with a CUDA event (a copy still
+    reading it) is reused only after that event completes.
+
+    Accounting (int bytes): ``reserved_bytes`` — all buffers the pool holds (the bytes pinned when pinned);
+    ``live_bytes`` — buffers handed out now; ``peak_live_bytes`` — the most live at once since the last
+    ``reset_peak()``. ``clear()`` frees the cached buffers (reserved back to the live bytes).
+    Pinned memory: torch.empty(..., pin_memory=True) (CUDA's caching host allocator).
+    """
+
+    def __init__(self, pin: bool = False):
+        self.pin = bool(pin) and torch.cuda.is_available()
+        self._free: dict[int, list[tuple[torch.Tensor, object]]] = {}
+        self._lock = threading.Lock()
+        self.reserved_bytes = 0
+        self.live_bytes = 0
+        self.peak_live_bytes = 0
+        self.allocations = 0
+
+    def acquire(self, nbytes: int) -> torch.Tensor:
+        """A uint8 host buffer of ``nbytes`` bytes (reused or newly allocated)."""
+        with self._lock:
+            free = self._free.get(nbytes)
+            buf, event = free.pop() if free else (None, None)
+            self.live_bytes += nbytes
+            self.peak_live_bytes = max(self.peak_live_bytes, self.live_bytes)
+            if buf is None:
+                self.reserved_bytes += nbytes
+                self.allocations += 1
+        if event is not None:
+            event.synchronize()  # a device copy may still be reading the buffer
+        if buf is None:
+            buf = torch.empty(nbytes, dtype=torch.uint8, pin_memory=self.pin)
+        return buf
+
+    def release(self, buf: torch.Tensor, event=None) -> None:
+        """Give ``buf`` back; ``event`` (CUDA) marks when the last copy using it is done."""
+        with self._lock:
+            self.live_bytes -= buf.numel()
+            self._free.setdefault(buf.numel(), []).append((buf, event))
+
+    def reset_peak(self) -> None:
+        """Start a new peak measurement at the current live bytes."""
+        self.peak_live_bytes = self.live_bytes
+
+    def clear(self) -> None:
+        """Free every cached (not live) buffer."""
+        with self._lock:
+            for bufs in self._free.values():
+                for buf, event in bufs:
+                    if event is not None:
+                        event.synchronize()
+                    self.reserved_bytes -= buf.numel()
+            self._free.clear()
+
+    def stats(self) -> dict:
+        """{'pinned': bool, 'reserved_bytes', 'live_bytes', 'peak_live_bytes', 'allocations'} (bytes, ints)."""
+        return {"pinned": self.pin, "reserved_bytes": self.reserved_bytes, "live_bytes": self.live_bytes,
+                "peak_live_bytes": self.peak_live_bytes, "allocations": self.allocations}
+
+
+# --- offload saved-tensor hooks ------------------------------------------------------------------------------------
+
+class _Stored:
+    """One device storage moved to the host: its bytes in a pool buffer, and (after a fetch) back on device."""
+
+    __slots__ = ("nbytes", "group", "host", "host_event", "device_bytes", "ready", "cell", "__weakref__")
+
+    def __init__(self, nbytes: int, group: int):
+        self.nbytes, self.group = nbytes, group
+        self.host = self.host_event = self.device_bytes = self.ready = None
+        self.cell = [None]  # [(host buffer, event)] while the host copy is held; shared with the finalizer
+
+
+def _give_back(pool: HostBufferPool, cell: list) -> None:
+    """Finalizer of a _Stored never fetched (its saved tensors died unused): return its host buffer."""
+    if cell[0] is not None:
+        pool.release(*cell[0])
+        cell[0] = None
+
+
+@dataclass
+class _Packed:
+    """What autograd keeps for one offloaded saved tensor: the layout of the view and its stored storage."""
+
+    stored: _Stored
+    dtype: torch.dtype
+    size: tuple
+    stride: tuple
+    offset: int
+
+
+class OffloadHooks:
+    """Asynchronous activation offload through ``torch.autograd.graph.saved_tensors_hooks``.
+
+    Usage (one object per model, shared by its offloaded layers; a layer's saved tensors form one group)::
+
+        hooks = OffloadHooks("cuda")
+        for layer in layers:
+            with hooks.layer():           # saved tensors of this call are offloaded as one group
+                x = layer(x)
+        loss.backward()                   # groups come back in reverse order, the next one prefetched
+
+    Forward (pack): for each saved tensor of a device storage ≥ ``min_bytes`` bytes that is not a leaf's
+    (parameters and inputs stay: they are alive anyway), the whole untyped storage is copied once (views
+    of one storage share the copy) into a ``HostBufferPool`` buffer on a side stream, after the current
+    stream's work (stream wait); ``Tensor.record_stream`` keeps the allocator from reusing the device memory
+    before the copy has read it. Backward (unpack): the first unpack of a group issues its host->device copies
+    on the side stream (if not prefetched), the current stream waits on their event, and the previous group
+    (the next layer backward visits) is prefetched. Host buffers go back to the pool when their copy back is
+    issued; a group's device copies are freed when autograd drops the saved tensors.
+
+    On the CPU the "device" is host memory: copies are synchronous host memcpys into the pool (SIMULATED)
+    and the stream operations are no-ops — the same code with ``device`` a parameter.
+
+    Args: device ("cpu" | "cuda[:i]"); min_bytes (int bytes, storages smaller stay on device); pool (a
+    HostBufferPool; default: a new one, pinned on CUDA); prefetch (bool).
+    Attributes (int bytes, unique storages, since ``reset_counters()``): ``offloaded_bytes`` (copied to the
+    host), ``kept_bytes`` (non-leaf storages left on the device: under ``min_bytes``, or not strided/plain);
+    leaf storages (parameters, inputs) are not counted, as in remat.measure.saved.
+    Raises UsageError("--device") for a device that is not cpu/cuda or cuda without CUDA.
+    Source: torch.autograd.graph.saved_tensors_hooks; torch.cuda.Stream/Event; Tensor.record_stream.
+    """
+
+    def __init__(self, device: str | torch.device = "cpu", min_bytes: int = DEFAULT_MIN_BYTES,
+                 pool: HostBufferPool | None = None, prefetch: bool = True):
+        if isinstance(min_bytes, bool) or not isinstance(min_bytes, int) or min_bytes < 0:
+            raise UsageError("min_bytes", f"must be an integer ≥ 0, got {min_bytes!r}")
+        self.device = resolve_device(device)
+        self.min_bytes = min_bytes
+        self.pool = pool if pool is not None else HostBufferPool(pin=self.device.type == "cuda")
+        self.prefetch = prefetch
+        self.sync = _Sync(self.device)
+        self._groups: list[list] = []  # per group: weakrefs to its _Stored not yet fetched
+        self._by_storage: dict[int, tuple[StorageWeakRef, weakref.ref]] = {}
+        self._kept: dict[int, StorageWeakRef] = {}
+        self.reset_counters()
+
+    # counters ---------------------------------------------------------------------------------------------------
+    def reset_counters(self) -> None:
+        """Zero ``kept_bytes``, ``offloaded_bytes`` and ``copies`` (unique storages)."""
+        self.kept_bytes = self.offloaded_bytes = self.copies = 0
+        self._kept.clear()
+
+    def stats(self) -> dict:
+        """Counters and pool accounting in one flat dict (bytes are ints)."""
+        return {"offloaded_bytes": self.offloaded_bytes, "kept_bytes": self.kept_bytes, "copies": self.copies,
+                "min_bytes": self.min_bytes, "link": link_label(self.device),
+                **{f"host_{k}": v for k, v in self.pool.stats().items()}}
+
+    # contexts ---------------------------------------------------------------------------------------------------
+    def layer(self) -> saved_tensors_hooks:
+        """Context manager: tensors saved inside form one new group (one layer call)."""
+        self._groups.append([])
+        self._prune()
+        return saved_tensors_hooks(self._pack_into(len(self._groups) - 1), self._unpack)
+
+    def _prune(self) -> None:
+        for key in [k for k, (ref, _) in self._by_storage.items() if ref.expired()]:
+            del self._by_storage[key]
+
+    # pack -------------------------------------------------------------------------------------------------------
+    def _keep_reason(self, tensor: torch.Tensor) -> str | None:
+        """Why ``tensor`` stays on the device ("leaf", "small", "other"), or None when it is offloaded."""
+        if tensor.device != self.device or tensor.layout != torch.strided:
+            return "other"
+        if type(tensor) not in (torch.Tensor, torch.nn.Parameter):
+            return "other"  # tensor subclasses (fake, DTensor, ...)
+        base = tensor._base if tensor._base is not None else tensor
+        if base.is_leaf and base.requires_grad:
+            return "leaf"  # a parameter or an input: alive anyway, nothing to gain
+        return "small" if tensor.untyped_storage().nbytes() < max(self.min_bytes, 1) else None
+
+    def _pack_into(self, group: int):
+        def pack(tensor: torch.Tensor):
+            reason = self._keep_reason(tensor)
+            if reason is not None:
+                self._count_kept(tensor.untyped_storage(), reason)
+                return tensor
+            stored = self._offload(tensor.untyped_storage(), group)
+            return _Packed(stored, tensor.dtype, tuple(tensor.size()), tuple(tensor.stride()),
+                           tensor.storage_offset())
+        return pack
+
+    def _count_kept(self, storage: torch.UntypedStorage, reason: str) -> None:
+        ref = self._kept.get(storage.data_ptr())
+        if ref is None or ref.expired():
+            self._kept[storage.data_ptr()] = StorageWeakRef(storage)
+            if reason != "leaf":
+                self.kept_bytes += storage.nbytes()
+
+    def _offload(self, storage: torch.UntypedStorage, group: int) -> _Stored:
+        """The _Stored for ``storage``: an earlier copy of the same live storage, or a new async copy."""
+        key = storage.data_ptr()
+        hit = self._by_storage.get(key)
+        if hit is not None and not hit[0].expired() and hit[1]() is not None:
+            return hit[1]()
+        nbytes = storage.nbytes()
+        stored = _Stored(nbytes, group)
+        host = self.pool.acquire(nbytes)
+        device_bytes = torch.empty(0, dtype=torch.uint8, device=self.device).set_(storage)
+        with torch.no_grad(), self.sync.on_side():
+            host.copy_(device_bytes, non_blocking=self.pool.pin)
+            stored.host_event = self.sync.record()
+        self.sync.used_on_side(device_bytes)
+        stored.host = host
+        stored.cell[0] = (host, stored.host_event)
+        weakref.finalize(stored, _give_back, self.pool, stored.cell)
+        self._by_storage[key] = (StorageWeakRef(storage), weakref.ref(stored))
+        self._groups[group].append(weakref.ref(stored))
+        self.offloaded_bytes += nbytes
+        self.copies += 1
+        return stored
+
+    # unpack -----------------------------------------------------------------------------------------------------
+    def _fetch(self, group: int) -> None:
+        """Issue the host->device copies of every not-yet-fetched storage of ``group`` on the side stream."""
+        refs, self._groups[group] = self._groups[group], []
+        for ref in refs:
+            stored = ref()
+            if stored is not None and stored.device_bytes is None:
+                self._fetch_one(stored)
+
+    def _fetch_one(self, stored: _Stored) -> None:
+        device_bytes = torch.empty(stored.nbytes, dtype=torch.uint8, device=self.device)
+        with torch.no_grad(), self.sync.on_side():
+            device_bytes.copy_(stored.host, non_blocking=self.pool.pin)
+            stored.ready = self.sync.record()
+        self.sync.used_on_side(device_bytes)
+        stored.device_bytes = device_bytes
+        self.pool.release(stored.host, stored.ready)
+        stored.host, stored.cell[0] = None, None
+
+    def _unpack(self, packed):
+        if not isinstance(packed, _Packed):
+            return packed  # kept on device
+        stored = packed.stored
+        if stored.device_bytes is None:
+            self._fetch(stored.group)
+            if stored.device_bytes is None:  # deduplicated into a group fetched earlier, then re-saved
+                self._fetch_one(stored)
+            if self.prefetch:
+                self._prefetch_before(stored.group)
+        self.sync.wait(stored.ready)
+        return torch.empty(0, dtype=packed.dtype, device=self.device).set_(
+            stored.device_bytes.untyped_storage(), packed.offset, packed.size, packed.stride)
+
+    def _prefetch_before(self, group: int) -> None:
+        """Prefetch the nearest earlier group that still has storages on the host (backward's next layer)."""
+        for earlier in range(group - 1, -1, -1):
+            if any(ref() is not None for ref in self._groups[earlier]):
+                self._fetch(earlier)
+                return
+
+
+def offload_context(hooks: OffloadHooks | None = None, device: str | torch.device = "cpu",
+                    min_bytes: int = DEFAULT_MIN_BYTES):
+    """A context manager offloading the tensors saved inside it as one group.
+
+    Convenience for one region: ``with offload_context(device="cuda"): y = layer(x)``; pass a shared
+    ``OffloadHooks`` to chain several layers (prefetch needs the shared object).
+    """
+    return (hooks or OffloadHooks(device, min_bytes=min_bytes)).layer()
+
+
+# --- host<->device bandwidth: measurement and the fit t = t0 + bytes/BW -----------------------------------------
+
+DIRECTIONS = ("h2d", "d2h")
+DEFAULT_MAX_BYTES = {"cpu": 256 * MiB, "cuda": 1 * GiB}
+_TARGET_BYTES = {"cpu": 256 * MiB, "cuda": 4 * GiB}  # bytes copied per point: fewer repeats for big sizes
+_ARENA_BYTES = {"cpu": 256 * MiB, "cuda": 1 * GiB}  # copies cycle through this much memory (cold caches)
+
+
+def copy_sizes(device: str | torch.device = "cpu", min_bytes: int = 64 * KiB,
+               max_bytes: int | None = None) -> list[int]:
+    """Log-spaced copy sizes (powers of two, int bytes) from ``min_bytes`` to ``max_bytes`` inclusive.
+
+    Default ``max_bytes``: 1 GiB on cuda, 256 MiB on cpu (keeps the CPU sweep to seconds).
+    Raises UsageError("--min-size"/"--max-size") when a bound is not a power of two ≥ 1 KiB or min > max.
+    """
+    kind = torch.device(device).type
+    max_bytes = DEFAULT_MAX_BYTES.get(kind, 256 * MiB) if max_bytes is None else max_bytes
+    for name, value in (("--min-size", min_bytes), ("--max-size", max_bytes)):
+        if value < KiB or value & (value - 1):
+            raise UsageError(name, f"must be a power of two ≥ 1 KiB, got {value} bytes")
+    if min_bytes > max_bytes:
+        raise UsageError("--min-size", f"{min_bytes} bytes > --max-size {max_bytes} bytes")
+    return [2**k for k in range(min_bytes.bit_length() - 1, max_bytes.bit_length())]
+
+
+class _CopyBench:
+    """Buffers and timers for one device: a device buffer and host buffers (pageable; pinned with CUDA).
+
+    On the CPU the device buffer is a second host buffer, so every copy is a host memcpy (SIMULATED).
+    Each copy takes the next slice of an arena of ``arena_bytes`` (a running cursor), so a copy never finds
+    its bytes in a CPU cache left warm by the previous one: like a real link, it moves bytes from memory.
+    """
+
+    def __init__(self, device: torch.device, arena_bytes: int):
+        self.device, self.cuda = device, device.type == "cuda"
+        self.arena, self.cursor = arena_bytes, 0
+        self.dev = torch.ones(arena_bytes, dtype=torch.uint8, device=device)  # touched: no first-use faults
+        self.host = {"pageable": torch.ones(arena_bytes, dtype=torch.uint8)}
+        if self.cuda:
+            self.host["pinned"] = torch.ones(arena_bytes, dtype=torch.uint8, pin_memory=True)
+            self.copy_stream = torch.cuda.Stream(device)
+            self.compute_stream = torch.cuda.Stream(device)
+            n = 4096
+            self.a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+            self.mm_s = self._time_matmul()
+
+    def _pair(self, direction: str, memory: str, nbytes: int):
+        """(dst, src) slices for the next copy of ``nbytes`` bytes."""
+        if self.cursor + nbytes > self.arena:
+            self.cursor = 0
+        lo, self.cursor = self.cursor, self.cursor + nbytes
+        host, dev = self.host[memory][lo:lo + nbytes], self.dev[lo:lo + nbytes]
+        return (dev, host) if direction == "h2d" else (host, dev)
+
+    def _time_matmul(self) -> float:
+        """Seconds per 4096² bf16 matmul on the compute stream (CUDA events)."""
+        with torch.cuda.stream(self.compute_stream):
+            for _ in range(3):
+                self.a @ self.a
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(20):
+                self.a @ self.a
+            end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / 20
+
+    def time_copies(self, direction: str, memory: str, nbytes: int, repeats: int, overlap: bool,
+                    expect_s: float | None = None) -> list[float]:
+        """Seconds per copy of ``nbytes`` bytes, ``repeats`` times, after one warm-up copy.
+
+        CUDA: torch.cuda.Event timing on a copy stream; with ``overlap``, matmuls enough to outlast the
+        copies (2x ``expect_s``·repeats) are queued first on a compute stream. CPU: time.perf_counter
+        around each memcpy; with ``overlap``, a host thread runs matmuls meanwhile.
+        """
+        pairs = [self._pair(direction, memory, nbytes) for _ in range(repeats + 1)]
+        pairs[0][0].copy_(pairs[0][1])  # warm-up
+        if self.cuda:
+            return self._time_cuda(pairs[1:], overlap, expect_s)
+        with _host_matmul_thread(overlap):
+            times = []
+            for dst, src in pairs[1:]:
+                t = time.perf_counter()
+                dst.copy_(src)
+                times.append(time.perf_counter() - t)
+        return times
+
+    def _time_cuda(self, pairs, overlap, expect_s) -> list[float]:
+        torch.cuda.synchronize(self.device)
+        if overlap:
+            n_mm = int(np.ceil(2 * (expect_s or 1e-3) * len(pairs) / self.mm_s)) + 2
+            with torch.cuda.stream(self.compute_stream):
+                for _ in range(n_mm):
+                    self.a @ self.a
+        events = []
+        with torch.cuda.stream(self.copy_stream):
+            for dst, src in pairs:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                dst.copy_(src, non_blocking=True)
+                end.record()
+                events.append((start, end))
+        torch.cuda.synchronize(self.device)
+        return [s.elapsed_time(e) / 1e3 for s, e in events]
+
+
+@contextlib.contextmanager
+def _host_matmul_thread(active: bool, n: int = 512):
+    """While active: a host thread running n×n float32 matmuls (torch releases the GIL) — the CPU stand-in
+    for a concurrent compute stream."""
+    if not active:
+        yield
+        return
+    stop = threading.Event()
+    a = torch.randn(n, n)
+
+    def spin():
+        torch.set_num_threads(1)  # the other core (OpenMP thread counts are per calling thread)
+        while not stop.is_set():
+            torch.mm(a, a)
+
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    time.sleep(0.01)
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def measure_bandwidth(device: str | torch.device = "cpu", min_bytes: int = 64 * KiB,
+                      max_bytes: int | None = None, max_repeats: int = 20,
+                      overlap: tuple[bool, ...] = (False, True)) -> list[dict]:
+    """Time host<->device copies: both directions, pinned and pageable host memory (pinned with CUDA only),
+    sizes ``copy_sizes(device, min_bytes, max_bytes)``, alone and overlapped with a concurrent matmul.
+
+    Returns one dict per point: direction ("h2d" | "d2h"), memory ("pinned" | "pageable"), overlap (bool),
+    bytes (int), seconds (median, s), seconds_iqr (s), repeats, bw_gb_s (10^9 bytes/s), bw_gib_s
+    (2^30 bytes/s), link (SIMULATED on the CPU), simulated (bool), device.
+    Repeats per size: min(max_repeats, max(3, target/bytes)) — fewer for the big sizes (target: 256 MiB
+    copied per point on cpu, 4 GiB on cuda). On the CPU the copies run on one host thread (one copy engine).
+    Raises UsageError("--device") without CUDA for cuda, ("--repeats") for max_repeats < 1.
+    Source: torch.Tensor.copy_(non_blocking=True), torch.cuda.Event(enable_timing=True).
+    """
+    dev = resolve_device(device)
+    if max_repeats < 1:
+        raise UsageError("--repeats", f"must be ≥ 1, got {max_repeats}")
+    sizes = copy_sizes(dev, min_bytes, max_bytes)
+    bench = _CopyBench(dev, max(sizes[-1], _ARENA_BYTES[dev.type]))
+    with _one_host_thread(dev):
+        return _sweep(bench, dev, sizes, max_repeats, overlap)
+
+
+@contextlib.contextmanager
+def _one_host_thread(device: torch.device):
+    """On the CPU, run copies with one intra-op thread (torch.set_num_threads(1)), restored afterwards.
+
+    A link has one copy engine; a memcpy split over both cores of a shared 2-core machine waits for the busier
+    core and measures the scheduler, not the copy. The overlapping matmul thread then has the other core.
+    """
+    if device.type != "cpu":
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _sweep(bench: _CopyBench, dev: torch.device, sizes: list[int], max_repeats: int,
+           overlap: tuple[bool, ...]) -> list[dict]:
+    rows = []
+    for memory in bench.host:
+        for direction in DIRECTIONS:
+            alone: dict[int, float] = {}
+            for ov in sorted(overlap):  # alone first: its times size the overlapping matmul queue
+                for nbytes in sizes:
+                    repeats = min(max_repeats, max(3, _TARGET_BYTES[dev.type] // nbytes))
+                    times = bench.time_copies(direction, memory, nbytes, repeats, ov, alone.get(nbytes))
+                    median = statistics.median(times)
+                    alone.setdefault(nbytes, median)
+                    q1, q3 = np.percentile(times, [25, 75])
+                    rows.append({"device": dev.type, "direction": direction, "memory": memory, "overlap": ov,
+                                 "bytes": nbytes, "seconds": median, "seconds_iqr": float(q3 - q1),
+                                 "repeats": repeats, "bw_gb_s": nbytes / median / 1e9,
+                                 "bw_gib_s": nbytes / median / GiB, "link": link_label(dev),
+                                 "simulated": dev.type == "cpu"})
+    return rows
+
+
+def fit_copy_model(nbytes, seconds) -> tuple[float, float]:
+    """Fit t = t0 + bytes/BW to measured copies; returns (t0 in seconds, BW in bytes/s).
+
+    Weighted least squares on the relative residual (t0 + bytes/BW)/t − 1, so small and large copies count
+    alike, with t0 ≥ 0 and 1/BW ≥ 0 (scipy.optimize.lsq_linear). ``nbytes``, ``seconds``: 1-D, same length
+    ≥ 2, seconds > 0. Raises ValueError otherwise.
+    """
+    from scipy.optimize import lsq_linear
+    x, t = np.asarray(nbytes, dtype=float), np.asarray(seconds, dtype=float)
+    if x.ndim != 1 or x.shape != t.shape or len(x) < 2 or np.any(t <= 0):
+        raise ValueError("fit_copy_model needs ≥ 2 points of (bytes, seconds > 0)")
+    design = np.column_stack([np.ones_like(x), x]) / t[:, None]
+    res = lsq_linear(design, np.ones_like(t), bounds=(0, np.inf), method="bvls")
+    t0, inv_bw = res.x
+    return float(t0), float(1 / inv_bw) if inv_bw > 0 else float("inf")
+
+
+def predicted_copy_s(nbytes, t0_s: float, bw_bytes_s: float):
+    """The fitted model t = t0 + bytes/BW (seconds) for ``nbytes`` (int or array of bytes)."""
+    return t0_s + np.asarray(nbytes, dtype=float) / bw_bytes_s
+
+
+FIT_KEYS = ("device", "direction", "memory", "overlap")
+
+
+def fit_bandwidth(rows: list[dict], fit_min_bytes: int = 0) -> list[dict]:
+    """One fit per (device, direction, memory, overlap) of ``rows`` (from ``measure_bandwidth``).
+
+    Returns dicts: the keys, t0_s (s), bw_gb_s (10^9 bytes/s), bw_gib_s (2^30 bytes/s), points, and
+    max_rel_error_ge_1mib (max |predicted/measured − 1| over sizes ≥ 1 MiB), link, simulated. Only rows with
+    bytes ≥ ``fit_min_bytes`` enter the fit.
+    """
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row[k] for k in FIT_KEYS), []).append(row)
+    fits = []
+    for key, pts in groups.items():
+        used = [r for r in pts if r["bytes"] >= fit_min_bytes]
+        t0, bw = fit_copy_model([r["bytes"] for r in used], [r["seconds"] for r in used])
+        big = [r for r in pts if r["bytes"] >= MiB]
+        err = max((abs(predicted_copy_s(r["bytes"], t0, bw) / r["seconds"] - 1) for r in big), default=None)
+        fits.append({**dict(zip(FIT_KEYS, key)), "t0_s": t0, "bw_gb_s": bw / 1e9, "bw_gib_s": bw / GiB,
+                     "points": len(used), "max_rel_error_ge_1mib": err, "link": pts[0]["link"],
+                     "simulated": pts[0]["simulated"]})
+    return fits
+
+
+def with_fit(rows: list[dict], fits: list[dict]) -> list[dict]:
+    """``rows`` with their group's fit (fit_t0_s, fit_bw_gb_s, fit_bw_gib_s), predicted_s and rel_error."""
+    by_key = {tuple(f[k] for k in FIT_KEYS): f for f in fits}
+    out = []
+    for row in rows:
+        fit = by_key[tuple(row[k] for k in FIT_KEYS)]
+        pred = float(predicted_copy_s(row["bytes"], fit["t0_s"], fit["bw_gb_s"] * 1e9))
+        out.append({**row, "fit_t0_s": fit["t0_s"], "fit_bw_gb_s": fit["bw_gb_s"],
+                    "fit_bw_gib_s": fit["bw_gib_s"], "predicted_s": pred, "rel_error": pred / row["seconds"] - 1})
+    return out
+
+
+BANDWIDTH_UNITS = "bw_gb_s: GB/s = 10^9 bytes/s; bw_gib_s: GiB/s = 2^30 bytes/s; seconds: s; bytes: bytes"
+
+
+def bandwidth_summary(device: str = "cpu", min_bytes: int = 64 * KiB, max_bytes: int | None = None,
+                      max_repeats: int = 20, overlap: tuple[bool, ...] = (False, True)) -> dict:
+    """Measure and fit (what `remat bandwidth` prints): {device, link, simulated, units, fits, rows}.
+
+    ``rows``: ``measure_bandwidth`` points with their fit (``with_fit``); ``fits``: ``fit_bandwidth``.
+    Raises UsageError as ``measure_bandwidth`` / ``copy_sizes``.
+    """
+    rows = measure_bandwidth(device, min_bytes, max_bytes, max_repeats, overlap)
+    fits = fit_bandwidth(rows)
+    kind = resolve_device(device).type
+    return {"device": kind, "link": link_label(kind), "simulated": kind == "cpu", "units": BANDWIDTH_UNITS,
+            "fits": fits, "rows": with_fit(rows, fits)}
