@@ -1,0 +1,244 @@
+"""Chen et al. 2016 experiments on the numpy chain: gradient checks, the segment sweep, the depth sweep and
+the Revolve grid. Each returns a tidy DataFrame (one row per point) with provenance columns; every count in
+it (peak bytes, forwards) is read from the executor's store, with the closed form beside it.
+
+Parameters (config keys; defaults are the CPU sizes; unknown keys are errors naming ``chen-<name>.<key>``):
+    chen-check     layers=16 width=8 batch=4 seed=0                    (float64, so FD checks have digits)
+    chen-segments  layers=64 ks=[1..layers] width=16 hidden=width batch=4 seed=0 dtype="float32"
+    chen-depth     depths=[2,4,...,512] width=16 hidden=width batch=4 seed=0 dtype="float32"
+                   revolve_slots="log2" ("log2": ⌈log2 L⌉, "sqrt": ⌈√L⌉, or an int)
+    chen-revolve   steps=[2,3,5,8,10,16,24,32,50,64] slots=[1,2,3,4,6] width=4 batch=2 seed=0
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from remat import chain, schedules
+from remat.errors import UsageError
+from remat.experiments.params import check_known, get_int, get_int_list
+from remat.formulas import chen as formulas
+from remat.formulas import revolve as binomial
+from remat.measure.provenance import provenance
+
+FD_TOLERANCE = 1e-6  # relative, float64 central differences
+DEFAULT_DEPTHS = [2, 4, 8, 16, 32, 64, 128, 256, 512]
+DEFAULT_STEPS = [2, 3, 5, 8, 10, 16, 24, 32, 50, 64]
+DEFAULT_SLOTS = [1, 2, 3, 4, 6]
+
+
+# --- closed forms per schedule ---------------------------------------------------------------------------------
+
+def predicted(schedule: schedules.Schedule, x_bytes: int, h_bytes: int) -> dict:
+    """Closed-form peak stored bytes and layer forwards of ``schedule`` (remat.formulas.chen/revolve).
+
+    Returns {"peak_bytes_formula", "forwards_formula", "peak_formula"} where peak_formula is "exact" or
+    "bound" (Revolve); None values for a family without a closed form (e.g. a schedule injected in a test).
+    """
+    L, p = schedule.layers, schedule.param
+    if schedule.family in ("none", "segments", "sqrt"):
+        peak, fwd, kind = formulas.segments_peak_bytes(L, p, x_bytes, h_bytes), formulas.segments_forwards(L, p), "exact"
+    elif schedule.family == "recursive":
+        peak, fwd, kind = formulas.recursive_peak_bytes(L, p, x_bytes, h_bytes), formulas.recursive_forwards(L, p), "exact"
+    elif schedule.family == "revolve":
+        peak, fwd, kind = formulas.revolve_peak_bytes_bound(L, p, x_bytes, h_bytes), formulas.revolve_forwards(L, p), "bound"
+    else:
+        peak = fwd = kind = None
+    return {"peak_bytes_formula": peak, "forwards_formula": fwd, "peak_formula": kind}
+
+
+def _measure(net: chain.Chain, x: np.ndarray, schedule: schedules.Schedule) -> dict:
+    """Run ``schedule`` and return its counted row: schedule, family, param, peak/forwards counted and predicted."""
+    x_bytes, h_bytes = x.nbytes, x.shape[0] * net.hidden * x.itemsize
+    result = chain.run(net, x, schedule)
+    return {"schedule": schedule.name, "family": schedule.family, "param": schedule.param,
+            "layers": schedule.layers, "peak_bytes": result.peak_bytes, "forwards": result.forwards,
+            "extra_forwards": result.forwards - schedule.layers, **predicted(schedule, x_bytes, h_bytes),
+            "x_bytes": x_bytes, "h_bytes": h_bytes}
+
+
+def _frame(rows: list[dict], dtype: str, seed: int) -> pd.DataFrame:
+    prov = provenance(device="cpu", dtype=dtype, seed=seed)
+    return pd.DataFrame([{**row, **prov} for row in rows])
+
+
+# --- gradient checks -------------------------------------------------------------------------------------------
+
+def gradient_check(layers: int = 16, width: int = 8, batch: int = 4, seed: int = 0,
+                   extra: Mapping[str, schedules.Schedule] | None = None) -> pd.DataFrame:
+    """Run every schedule of ``schedules.catalogue(layers)`` (plus ``extra``) on a float64 chain and compare.
+
+    Row per schedule: schedule, family, param, bitwise_equal (every gradient np.array_equal to the plain
+    backward's), max_abs_diff_vs_naive, fd_rel_error (vs central differences, see chain.finite_differences),
+    peak_bytes / forwards counted and their closed forms, formula_match (counted == closed form; ≤ for
+    Revolve's peak bound; NA without a closed form), error (the ScheduleError text, if it failed to run) and
+    passed = ran ∧ bitwise_equal ∧ fd_rel_error ≤ 1e-6 ∧ formula_match is not False. Provenance columns.
+    Used by ``remat check`` (exit 1 names the schedules with passed = False).
+    Raises UsageError("layers"/"width"/"batch") for sizes < 1.
+    """
+    net = chain.make_chain(layers, width, dtype="float64", seed=seed)
+    x = chain.make_input(net, batch, seed=seed + 1)
+    _, reference = chain.naive_grads(net, x)
+    fd = chain.finite_differences(net, x, seed=seed)
+    x_bytes, h_bytes = x.nbytes, batch * net.hidden * x.itemsize
+    found = {**schedules.catalogue(layers), **(extra or {})}
+    rows = []
+    for name, schedule in found.items():
+        row = {"schedule": name, "family": schedule.family, "param": schedule.param, "layers": layers,
+               "width": width, "batch": batch, "error": None}
+        try:
+            result = chain.run(net, x, schedule)
+        except chain.ScheduleError as exc:
+            rows.append({**row, "bitwise_equal": False, "max_abs_diff_vs_naive": math.nan,
+                         "fd_rel_error": math.nan, "formula_match": None, "passed": False, "error": str(exc)})
+            continue
+        pred = predicted(schedule, x_bytes, h_bytes)
+        if pred["peak_formula"] is None:
+            match = None
+        else:
+            peak_ok = (result.peak_bytes <= pred["peak_bytes_formula"] if pred["peak_formula"] == "bound"
+                       else result.peak_bytes == pred["peak_bytes_formula"])
+            match = bool(peak_ok and result.forwards == pred["forwards_formula"])
+        bitwise = result.grads.bitwise_equal(reference)
+        fd_error = chain.fd_relative_error(result.grads, fd)
+        rows.append({**row, "bitwise_equal": bitwise, "max_abs_diff_vs_naive": result.grads.max_abs_diff(reference),
+                     "fd_rel_error": fd_error, "peak_bytes": result.peak_bytes, "forwards": result.forwards,
+                     **pred, "formula_match": match,
+                     "passed": bool(bitwise and fd_error <= FD_TOLERANCE and match is not False)})
+    return _frame(rows, "float64", seed)
+
+
+def gradient_check_table(params: dict) -> pd.DataFrame:
+    """Registry entry ``chen-check``: gradient_check with params layers (16), width (8), batch (4), seed (0)."""
+    check_known(params, {"layers", "width", "batch", "seed"}, "chen-check")
+    return gradient_check(layers=get_int(params, "layers", 16), width=get_int(params, "width", 8),
+                          batch=get_int(params, "batch", 4), seed=get_int(params, "seed", 0, minimum=0))
+
+
+# --- sweeps ----------------------------------------------------------------------------------------------------
+
+def _chain_params(params: dict, where: str, known: set[str], width: int) -> tuple[dict, str, int]:
+    """Validate the shared chain keys; return (make_chain/make_input kwargs, dtype, seed)."""
+    check_known(params, known | {"width", "hidden", "batch", "seed", "dtype"}, where)
+    width = get_int(params, "width", width)
+    dtype = params.get("dtype", "float32")
+    if not isinstance(dtype, str):
+        raise UsageError("dtype", f"must be a string such as 'float32', got {dtype!r}")
+    seed = get_int(params, "seed", 0, minimum=0)
+    kwargs = {"width": width, "hidden": get_int(params, "hidden", width), "dtype": dtype,
+              "batch": get_int(params, "batch", 4)}
+    return kwargs, dtype, seed
+
+
+def _make(layers: int, kwargs: dict, seed: int) -> tuple[chain.Chain, np.ndarray]:
+    net = chain.make_chain(layers, kwargs["width"], kwargs["hidden"], kwargs["dtype"], seed=seed)
+    return net, chain.make_input(net, kwargs["batch"], seed=seed + 1)
+
+
+def segment_sweep(params: dict) -> pd.DataFrame:
+    """Registry entry ``chen-segments``: segments(k) for k in ``ks`` (default 1..layers) at fixed L.
+
+    Row per k: counted peak_bytes and forwards, peak_bytes_formula / forwards_formula (exact closed forms),
+    k_sqrt (⌈√L⌉), k_opt (integer arg-min of the closed form), k_star (√(L(x+h)/x)), sizes in bytes.
+    Keys: layers (64), ks, width (16), hidden (= width), batch (4), seed (0), dtype ("float32").
+    Raises UsageError("ks") if some k > layers.
+    """
+    kwargs, dtype, seed = _chain_params(params, "chen-segments", {"layers", "ks"}, width=16)
+    layers = get_int(params, "layers", 64)
+    ks = get_int_list(params, "ks", list(range(1, layers + 1)))
+    for k in ks:
+        if k > layers:
+            raise UsageError("ks", f"k = {k} segments > layers = {layers}")
+    net, x = _make(layers, kwargs, seed)
+    x_bytes, h_bytes = x.nbytes, x.shape[0] * net.hidden * x.itemsize
+    extra = {"k_sqrt": formulas.sqrt_segments(layers), "k_opt": formulas.optimal_segments(layers, x_bytes, h_bytes),
+             "k_star": formulas.optimal_segments_approx(layers, x_bytes, h_bytes), "width": kwargs["width"],
+             "hidden": net.hidden, "batch": kwargs["batch"]}
+    rows = [{**_measure(net, x, schedules.segments(layers, k)), "k": k,
+             "segment_max": -(-layers // k), **extra} for k in ks]
+    return _frame(rows, dtype, seed)
+
+
+def _revolve_slots(rule, layers: int) -> int:
+    if rule == "log2":
+        return schedules.default_slots(layers)
+    if rule == "sqrt":
+        return formulas.sqrt_segments(layers)
+    return get_int({"revolve_slots": rule}, "revolve_slots")
+
+
+def depth_sweep(params: dict) -> pd.DataFrame:
+    """Registry entry ``chen-depth``: none, sqrt, recursive(1), revolve(s) for each L in ``depths``.
+
+    Row per (L, schedule): counted peak_bytes, forwards; closed forms beside (peak_formula says "exact", or
+    "bound" for Revolve). Revolve's slots: ``revolve_slots`` = "log2" (default, ⌈log2 L⌉ — the checkpoints
+    of recursive(1), so the two meet at about equal memory), "sqrt" (⌈√L⌉) or a fixed int.
+    Keys: depths ([2, 4, ..., 512]), revolve_slots, width (16), hidden (= width), batch (4), seed (0), dtype.
+    """
+    kwargs, dtype, seed = _chain_params(params, "chen-depth", {"depths", "revolve_slots"}, width=16)
+    depths = get_int_list(params, "depths", DEFAULT_DEPTHS)
+    rule = params.get("revolve_slots", "log2")
+    rows = []
+    for layers in depths:
+        net, x = _make(layers, kwargs, seed)
+        found = [schedules.none(layers), schedules.sqrt(layers), schedules.recursive(layers, 1),
+                 schedules.revolve(layers, _revolve_slots(rule, layers))]
+        rows += [_measure(net, x, s) for s in found]
+    return _frame(rows, dtype, seed)
+
+
+def revolve_sweep(params: dict) -> pd.DataFrame:
+    """Registry entry ``chen-revolve``: for each (l, s) in steps × slots, the counted extra forwards of
+    revolve(s) on an l-layer chain vs T(l, s) = r·l − β(s+1, r−1) and vs the DP minimum.
+
+    Row per (l, s): steps, slots, r, extra_forwards (counted), extra_forwards_formula, extra_forwards_dp,
+    peak_bytes, peak_bytes_bound. Keys: steps, slots, width (4), hidden, batch (2), seed (0), dtype.
+    """
+    kwargs, dtype, seed = _chain_params(params, "chen-revolve", {"steps", "slots"}, width=4)
+    if "batch" not in params:
+        kwargs["batch"] = 2
+    steps = get_int_list(params, "steps", DEFAULT_STEPS)
+    slots = get_int_list(params, "slots", DEFAULT_SLOTS)
+    rows = []
+    for l in steps:
+        net, x = _make(l, kwargs, seed)
+        table, _ = binomial.advance_table(l, min(max(slots), l))
+        for s in slots:
+            row = _measure(net, x, schedules.revolve(l, s))
+            rows.append({"steps": l, "slots": s, "r": binomial.repetitions(l, s),
+                         "extra_forwards": row["extra_forwards"],
+                         "extra_forwards_formula": binomial.extra_forwards(l, s),
+                         "extra_forwards_dp": int(table[l, min(s, l)]),
+                         "peak_bytes": row["peak_bytes"], "peak_bytes_bound": row["peak_bytes_formula"],
+                         "x_bytes": row["x_bytes"], "h_bytes": row["h_bytes"]})
+    return _frame(rows, dtype, seed)
+
+
+# --- fits shared by the figures, the report and the tests ------------------------------------------------------
+
+def fit_loglog_exponent(x, y) -> float:
+    """Slope of log y against log x by least squares (scipy.stats.linregress): y ∝ x^slope."""
+    return float(stats.linregress(np.log(np.asarray(x, float)), np.log(np.asarray(y, float))).slope)
+
+
+def fit_log2_growth(x, y) -> tuple[float, float]:
+    """Least-squares y ≈ a + b·log2 x (scipy.stats.linregress). Returns (b, r²); b in y's units per doubling."""
+    fit = stats.linregress(np.log2(np.asarray(x, float)), np.asarray(y, float))
+    return float(fit.slope), float(fit.rvalue ** 2)
+
+
+def depth_fits(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per schedule family of a ``chen-depth`` table: exponent (log–log slope of peak bytes vs L),
+    bytes_per_doubling and r2_log2 (fit of peak bytes linear in log2 L), forwards_exponent."""
+    rows = []
+    for family, part in frame.groupby("family", sort=False):
+        per_doubling, r2 = fit_log2_growth(part["layers"], part["peak_bytes"])
+        rows.append({"family": family, "exponent": fit_loglog_exponent(part["layers"], part["peak_bytes"]),
+                     "bytes_per_doubling": per_doubling, "r2_log2": r2,
+                     "forwards_exponent": fit_loglog_exponent(part["layers"], part["forwards"])})
+    return pd.DataFrame(rows)
