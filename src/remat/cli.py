@@ -132,9 +132,37 @@ def _run_report(args) -> int:
 # --- measure (runtime) -----------------------------------------------------------------------------------------
 # --- account (Korthikanti accounting) --------------------------------------------------------------------------
 # --- bandwidth (offload) ---------------------------------------------------------------------------------------
+
+def _add_bandwidth(sub):
+    p = sub.add_parser("bandwidth", help="host<->device copy bandwidth: pinned/pageable, both directions, fit "
+                                         "t = t0 + bytes/BW (without CUDA: simulated, a host memcpy)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--min-size", default="64KiB", help="smallest copy (power of two; default 64KiB)")
+    p.add_argument("--max-size", default=None, help="largest copy (power of two; default 1GiB cuda, 256MiB cpu)")
+    p.add_argument("--repeats", type=positive_int, default=20, help="most repeats per size (big sizes: fewer)")
+    p.add_argument("--no-overlap", action="store_true", help="skip the runs overlapped with a matmul")
+    p.add_argument("--json", action="store_true", help="print JSON (fits and every point) instead of a table")
+    p.set_defaults(func=_run_bandwidth)
+
+
+def _run_bandwidth(args) -> int:
+    from remat.offload import bandwidth_summary
+    from remat.units import parse_bytes
+    lo = parse_bytes(args.min_size, "--min-size")
+    hi = None if args.max_size is None else parse_bytes(args.max_size, "--max-size")
+    out = bandwidth_summary(args.device, lo, hi, args.repeats, (False,) if args.no_overlap else (False, True))
+    if args.json:
+        _emit(out, True)
+        return 0
+    import pandas as pd
+    cols = ["direction", "memory", "overlap", "t0_s", "bw_gb_s", "bw_gib_s", "max_rel_error_ge_1mib", "link"]
+    print(f"remat bandwidth --device {out['device']} ({out['link']}); {out['units']}")
+    print(pd.DataFrame(out["fits"])[cols].to_string(index=False))
+    return 0
+
 # --- plan (planner) --------------------------------------------------------------------------------------------
 
-_SECTIONS = [_add_check, _add_experiment, _add_figure, _add_report]
+_SECTIONS = [_add_check, _add_experiment, _add_figure, _add_report, _add_bandwidth]
 
 
 def build_parser() -> argparse.ArgumentParser:
