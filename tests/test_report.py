@@ -1,0 +1,288 @@
+"""remat.report: the fallback renderer (nbclient + pandoc + crossref.lua) on a tiny project, engine choice,
+the CLI's errors, and the index / provenance helpers.
+
+One module-scoped render of a fixture .qmd is shared by the assertions on its HTML (one kernel start).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from remat.cli import main
+from remat.errors import UsageError
+from remat.report import (RenderError, index_markdown, provenance_markdown, quarto_binary, render,
+                          report_sources)
+
+ROOT = Path(__file__).resolve().parents[1]
+NBSP = "\u00a0"
+
+DEMO = textwrap.dedent('''\
+    ---
+    title: "Demo report"
+    author: remat tests
+    date: today
+    execute:
+      echo: true
+      warning: true
+    ---
+
+    ## Setup {#sec-setup}
+
+    ```{python}
+    import pandas as pd
+    df = pd.read_csv("results/t.csv")          # cwd is the project root
+    answer = int(df["a"].sum()) * 1000 + 7     # 4007
+    name = "Chen"
+    x = 1
+    ```
+
+    Inline: the answer is `{python} f"{answer:,}"`, the name is `{python} name`, before: `{python} x`.
+    See @fig-plot, @tbl-data, @fig-static, @tbl-md and @sec-results; also [-@sec-setup].
+    Math: $s b h (34 + 5 a s / h)$.
+
+    ## Results {#sec-results}
+
+    ```{python}
+    x = 2
+    ```
+
+    After: `{python} x`.
+
+    ```{python}
+    #| label: fig-plot
+    #| fig-cap: "A line, $y = x$."
+    import matplotlib.pyplot as plt
+    plt.plot([0, 1], [0, 1])
+    plt.show()
+    ```
+
+    ```{python}
+    #| label: tbl-data
+    #| tbl-cap: "The data table."
+    df
+    ```
+
+    ![A static figure from a rule.](../figures/line.png){#fig-static}
+
+    | x | y |
+    |---|---|
+    | 1 | 2 |
+
+    : Markdown table {#tbl-md}
+
+    ::: {.callout-note}
+    Later value: `{python} answer + 1`.
+    :::
+
+    ```{python}
+    #| echo: false
+    secret_source_token = 1
+    print("VISIBLE_OUTPUT")
+    ```
+
+    ```{python}
+    #| include: false
+    print("INCLUDE_FALSE_OUTPUT")
+    ```
+
+    ```{python}
+    #| warning: false
+    import warnings
+    warnings.warn("HIDDEN_WARNING")
+    ```
+
+    ```{python}
+    import warnings
+    warnings.warn("SHOWN_WARNING")
+    ```
+
+    ```{python}
+    #| output: asis
+    print("**asis bold**")
+    ```
+    ''')
+
+
+def make_project(root: Path) -> Path:
+    """A tiny Quarto project: the repo's _quarto.yml, one figure, one results table."""
+    import matplotlib
+    matplotlib.use("Agg")   # the test process only; report cells leave the backend alone
+    import matplotlib.pyplot as plt
+    for folder in ("reports", "figures", "results"):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "_quarto.yml", root / "_quarto.yml")
+    fig, ax = plt.subplots(figsize=(2, 1.5))
+    ax.plot([1, 2, 3])
+    fig.savefig(root / "figures" / "line.png")
+    plt.close(fig)
+    (root / "results" / "t.csv").write_text("a,b\n1,2\n3,4\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    return make_project(tmp_path_factory.mktemp("project"))
+
+
+@pytest.fixture(scope="module")
+def html(project) -> str:
+    (project / "reports" / "demo.qmd").write_text(DEMO)
+    paths = render(["demo"], engine="fallback", root=project)
+    assert paths == [project / "reports" / "demo.html"]
+    return paths[0].read_text(encoding="utf-8")
+
+
+def test_inline_values_are_evaluated_in_kernel_order(html):
+    assert "the answer is 4,007," in html
+    assert "the name is Chen," in html            # a str shows without its quotes, as in Quarto
+    assert "before: 1." in html and "After: 2." in html
+    assert "Later value: 4008." in html
+    assert "{python}" not in html
+
+
+def test_figures_are_embedded_and_numbered(html):
+    plot = re.search(r'<figure id="fig-plot">(.*?)</figure>', html, re.S).group(1)
+    assert 'src="data:image/png;base64,' in plot
+    assert f"Figure{NBSP}1: A line," in plot and "<math" in plot
+    static = re.search(r'<figure id="fig-static">(.*?)</figure>', html, re.S).group(1)
+    assert 'src="data:image/png;base64,' in static
+    assert f"Figure{NBSP}2: A static figure from a rule." in static
+    assert not re.search(r'src="(?!data:)', html)    # nothing left to fetch: self-contained
+
+
+def test_cross_references_are_links(html):
+    assert f'<a href="#fig-plot" class="quarto-xref">Figure{NBSP}1</a>' in html
+    assert f'<a href="#fig-static" class="quarto-xref">Figure{NBSP}2</a>' in html
+    assert f'<a href="#tbl-data" class="quarto-xref">Table{NBSP}1</a>' in html
+    assert f'<a href="#tbl-md" class="quarto-xref">Table{NBSP}2</a>' in html
+    assert f'<a href="#sec-results" class="quarto-xref">Section{NBSP}2</a>' in html
+    assert '<a href="#sec-setup" class="quarto-xref">1</a>' in html       # [-@sec-setup]: number only
+    assert re.search(r'<h2 data-number="2" id="sec-results">', html)      # the number the ref names
+
+
+def test_table_captions(html):
+    table = re.search(r'<div id="tbl-data" class="table-float">(.*?)</table>', html, re.S).group(1)
+    assert table.index(f"Table{NBSP}1: The data table.") < table.index("<table")   # caption above
+    assert re.search(r"<th>a</th>\s*<th>b</th>", table)
+    assert f"<caption>Table{NBSP}2: Markdown table</caption>" in html
+
+
+def test_cell_options(html):
+    assert re.search(r'<pre class="sourceCode python cell-code">.*?read_csv', html, re.S)   # echo: true
+    assert "secret_source_token" not in html and "VISIBLE_OUTPUT" in html   # echo: false
+    assert "INCLUDE_FALSE_OUTPUT" not in html            # include: false
+    assert "UserWarning: HIDDEN_WARNING" not in html and "UserWarning: SHOWN_WARNING" in html
+    assert "<strong>asis bold</strong>" in html          # output: asis
+    assert 'class="callout callout-note"' in html and ">\nNote\n<" in html
+
+
+def test_offline_html(html):
+    assert "<math" in html and "mathjax" not in html.lower()
+    assert "Demo report" in html and '<nav id="TOC"' in html
+
+
+def test_failing_cell_fails_the_render_and_writes_nothing(project):
+    (project / "reports" / "bad.qmd").write_text(
+        '---\ntitle: bad\n---\n\n```{python}\n#| label: boom\nx = 1\n```\n\n```{python}\n1 / 0\n```\n')
+    with pytest.raises(RenderError, match=r"(?s)reports/bad.qmd: the cell at line 10 raised.*ZeroDivisionError"):
+        render(["bad"], engine="fallback", root=project)
+    assert not (project / "reports" / "bad.html").exists()
+    assert not list((project / "reports").glob(".bad.html.*"))   # no temp file left behind
+
+
+def test_failing_inline_expression_fails_the_render(project):
+    (project / "reports" / "badinline.qmd").write_text(
+        "---\ntitle: bad inline\n---\n\nValue: `{python} undefined_name`.\n")
+    with pytest.raises(RenderError, match=r"line 5: `\{python\} undefined_name` raised NameError"):
+        render(["badinline"], engine="fallback", root=project)
+    assert not (project / "reports" / "badinline.html").exists()
+
+
+def test_report_outside_the_subset_is_a_usage_error(project, monkeypatch, capsys):
+    (project / "reports" / "tabs.qmd").write_text("---\ntitle: tabs\n---\n\n::: {.panel-tabset}\nx\n:::\n")
+    monkeypatch.chdir(project)
+    assert main(["report", "--engine", "fallback", "tabs"]) == 2
+    assert "reports/tabs.qmd" in capsys.readouterr().err
+    assert not (project / "reports" / "tabs.html").exists()
+    assert main(["report", "--engine", "fallback", "no-such-report"]) == 2
+    assert "NAME: no reports/no-such-report.qmd" in capsys.readouterr().err
+
+
+def test_cli_failed_render_is_exit_1(project, monkeypatch, capsys):
+    (project / "reports" / "bad2.qmd").write_text("---\ntitle: bad\n---\n\n```{python}\nraise KeyError('k')\n```\n")
+    monkeypatch.chdir(project)
+    assert main(["report", "--engine", "fallback", "bad2"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("remat report: failed: reports/bad2.qmd") and "KeyError" in err
+
+
+def test_engine_choice(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))        # no quarto on PATH
+    assert quarto_binary("auto") is None and quarto_binary("fallback") is None
+    with pytest.raises(UsageError, match="--engine"):
+        quarto_binary("quarto")
+    with pytest.raises(UsageError, match="--engine"):
+        quarto_binary("pandoc")
+    fake = tmp_path / "quarto"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    assert quarto_binary("auto") == str(fake) and quarto_binary("fallback") is None
+
+
+def test_quarto_engine_runs_quarto_render_in_the_project_root(tmp_path, monkeypatch):
+    """A stand-in `quarto` records how it was called and writes the HTML where Quarto would."""
+    root = make_project(tmp_path / "proj")
+    (root / "reports" / "r.qmd").write_text("---\ntitle: r\n---\n\nText.\n")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "quarto"
+    fake.write_text('#!/bin/sh\necho "$PWD $@" > call.txt\nbase=${2%.qmd}\necho "<html>" > "$base.html"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    assert render(["r"], engine="auto", root=root) == [root / "reports" / "r.html"]
+    assert (root / "call.txt").read_text().split() == [str(root), "render", "reports/r.qmd"]
+
+
+def test_report_sources_order_and_names(tmp_path):
+    for name in ("index", "chen2016", "zeta"):
+        (tmp_path / "reports").mkdir(exist_ok=True)
+        (tmp_path / "reports" / f"{name}.qmd").write_text("---\ntitle: t\n---\n")
+    assert [p.stem for p in report_sources(tmp_path)] == ["chen2016", "zeta", "index"]   # index last
+    assert [p.stem for p in report_sources(tmp_path, ["reports/zeta.qmd", "chen2016.qmd"])] == ["zeta", "chen2016"]
+    with pytest.raises(UsageError, match="NAME: no reports/nope.qmd"):
+        report_sources(tmp_path, ["nope"])
+
+
+def test_index_links_only_rendered_reports(tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    for name, title in (("planner", "The planner"), ("chen2016", "Chen et al. 2016"), ("extra", "Extra")):
+        (reports / f"{name}.qmd").write_text(f"---\ntitle: {title}\n---\n")
+    (reports / "chen2016.html").write_text("<html></html>")
+    (reports / "index.qmd").write_text("---\ntitle: Index\n---\n")
+    assert index_markdown(tmp_path).splitlines() == [
+        "- [Chen et al. 2016](chen2016.html)",
+        "- The planner — not rendered yet (`remat report planner`)",
+        "- Extra — not rendered yet (`remat report extra`)",
+    ]
+
+
+def test_provenance_markdown_summarises_result_rows():
+    rows = pd.DataFrame({"device_name": ["NVIDIA H100", "NVIDIA H100", "AMD EPYC"],
+                         "git_commit": ["abc123", "abc123", "abc123"],
+                         "timestamp": ["2025-01-02T00:00:00+00:00", "2025-01-01T00:00:00+00:00",
+                                       "2025-01-03T00:00:00+00:00"]})
+    text = provenance_markdown(rows)
+    assert "- results, device: `AMD EPYC`, `NVIDIA H100`" in text
+    assert "- results, git commit: `abc123`" in text
+    assert "- results measured: 2025-01-01T00:00:00+00:00 to 2025-01-03T00:00:00+00:00" in text
+    assert re.search(r"- rendered: \d{4}-\d\d-\d\dT.* git commit `\w+", text)
+    assert re.search(r"- versions: Python 3\.\d+\.\d+, torch \S+, numpy \S+, pandas \S+", text)
