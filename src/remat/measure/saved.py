@@ -77,9 +77,12 @@ class _OpNoter(TorchDispatchMode):
     """Names the aten op responsible for each save.
 
     Autograd saves an op's inputs just before the op reaches this mode and its outputs just after it
-    returns (ops that return no tensor are ignored). So: a pack that arrives right after op X and *is* one of X's outputs (same storage, offset, size,
-    stride) was saved by X; any other pack waits and is attributed to the next op that runs. View ops never
-    save their outputs, so they never claim a pack.
+    returns (ops that return no tensor are ignored). So a pack that arrives right after op X, from the same
+    Python call site (frame and bytecode offset) and *is* one of X's outputs (same storage, offset, size,
+    stride), was saved by X; any other pack waits and is attributed to the next op that runs. The call site
+    tells X's output-save from the next op's input-save of the same tensor. View ops never save their
+    outputs, so they never claim a pack. (Inside one composite call, e.g. torch.matmul copying a
+    non-contiguous input for mm, an input-save of a copy may still be named after the copying op.)
     """
 
     def __init__(self, log: "SavedTensorLog"):
@@ -87,6 +90,7 @@ class _OpNoter(TorchDispatchMode):
         self.log = log
         self.last_op: str | None = None
         self.last_outputs: set = set()
+        self.last_call: tuple | None = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -96,13 +100,29 @@ class _OpNoter(TorchDispatchMode):
         name = func.overloadpacket.__name__
         self.log._resolve_pending(name)
         self.last_op = name
+        self.last_call = _call_site()
         self.last_outputs = set() if func.is_view else {_view_key(t) for t in tensors}
         return out
+
+    def claims(self, t: torch.Tensor) -> bool:
+        """Whether a pack happening now is an output-save of the last op (same call site, one of its outputs)."""
+        return bool(self.last_outputs) and _call_site() == self.last_call and _view_key(t) in self.last_outputs
 
 
 def _view_key(t: torch.Tensor):
     storage = _storage_of(t)
     return (None if storage is None else storage._cdata, t.storage_offset(), tuple(t.shape), t.stride())
+
+
+_SKIP_FILES = (__file__, "_python_dispatch.py", "eval_frame.py", "_compile.py")
+
+
+def _call_site() -> tuple:
+    """(frame id, bytecode offset, code) of the nearest Python frame outside torch's dispatch plumbing."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.endswith(_SKIP_FILES):
+        frame = frame.f_back
+    return (id(frame), frame.f_lasti, frame.f_code) if frame is not None else (None, -1, None)
 
 
 def _function_name() -> str | None:
@@ -173,7 +193,7 @@ class SavedTensorLog:
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
         op = _function_name()
-        if op is None and _view_key(t) in self._noter.last_outputs:
+        if op is None and self._noter.claims(t):
             op = self._noter.last_op
         else:
             self._noter.last_outputs = set()  # an input-save ends the run of output-saves

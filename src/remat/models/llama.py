@@ -1,0 +1,123 @@
+"""A Llama-style layer: RMSNorm, RoPE, grouped-query attention (GQA), SwiGLU MLP, SDPA, no dropout.
+
+Sequence-first like the GPT layer ([s, b, h] in and out) and with the same top-level names, so policies and
+accounting treat both alike:
+
+    ln_1 (RMSNorm) -> attn.qkv (fused Linear h -> (a + 2·kv)·d, gpt-fast style) -> RoPE on q, k
+    -> attn.core (F.scaled_dot_product_attention, causal, GQA) -> attn.proj (h -> h) -> + residual
+    ln_2 (RMSNorm) -> mlp.gate, mlp.up (h -> ffn) -> mlp.act (SiLU) · up -> mlp.down (ffn -> h) -> + residual
+
+Mistral/Qwen2 sliding-window attention is an explicit boolean mask when the window is shorter than s.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from remat.models.presets import ModelConfig
+
+
+def rope_tables(positions: int, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin tables [positions, head_dim] for rotate-half RoPE (Su et al. 2021; HF Llama layout).
+
+    Frequency i (of d/2) is θ^(−2i/d); both halves of the head dimension share it.
+    """
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    angles = torch.outer(torch.arange(positions, dtype=torch.float32), inv_freq)  # [positions, d/2]
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate x [s, b, heads, d] by position: x·cos + rotate_half(x)·sin, cos/sin [s, d]."""
+    x1, x2 = x.chunk(2, dim=-1)
+    rotated = torch.cat([-x2, x1], dim=-1)
+    return x * cos[:, None, None, :] + rotated * sin[:, None, None, :]
+
+
+class SDPACore(nn.Module):
+    """Core attention through F.scaled_dot_product_attention (causal, GQA via enable_gqa).
+
+    q [s, b, a, d], k and v [s, b, kv, d] -> context [s, b, a·d].
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.gqa = cfg.kv_heads != cfg.heads
+        self.window = cfg.sliding_window
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        s, b, a, d = q.shape
+        q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # [b, heads, s, d]
+        if self.window is not None and self.window < s:
+            i = torch.arange(s, device=q.device)
+            allowed = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < self.window)
+            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=self.gqa)
+        else:
+            ctx = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.gqa)
+        return ctx.permute(2, 0, 1, 3).reshape(s, b, a * d)
+
+
+class LlamaAttention(nn.Module):
+    """qkv (fused) -> RoPE -> core (SDPA, GQA) -> proj. x [s, b, h] -> [s, b, h]."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = cfg.heads, cfg.kv_heads, cfg.head_dim
+        self.qkv = nn.Linear(cfg.hidden, cfg.hidden + 2 * cfg.kv_hidden, bias=cfg.qkv_bias)
+        self.core = SDPACore(cfg)
+        self.proj = nn.Linear(cfg.hidden, cfg.hidden, bias=False)
+        cos, sin = rope_tables(cfg.max_positions, cfg.head_dim, cfg.rope_theta)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s, b, _ = x.shape
+        d = self.head_dim
+        q, k, v = self.qkv(x).split([self.heads * d, self.kv_heads * d, self.kv_heads * d], dim=-1)
+        cos, sin = self.rope_cos[:s], self.rope_sin[:s]
+        q = apply_rope(q.view(s, b, self.heads, d), cos, sin)
+        k = apply_rope(k.view(s, b, self.kv_heads, d), cos, sin)
+        return self.proj(self.core(q, k, v.view(s, b, self.kv_heads, d)))
+
+
+class SwiGLU(nn.Module):
+    """down(act(gate(x)) · up(x)) with SiLU (Shazeer 2020). x [s, b, h] -> [s, b, h]."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.gate = nn.Linear(cfg.hidden, cfg.ffn_hidden, bias=False)
+        self.up = nn.Linear(cfg.hidden, cfg.ffn_hidden, bias=False)
+        self.act = nn.SiLU()
+        self.down = nn.Linear(cfg.ffn_hidden, cfg.hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(self.act(self.gate(x)) * self.up(x))
+
+
+class LlamaLayer(nn.Module):
+    """Pre-norm Llama layer. x [s, b, h] -> [s, b, h]; residual adds here."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.ln_1 = nn.RMSNorm(cfg.hidden, eps=cfg.norm_eps)
+        self.attn = LlamaAttention(cfg)
+        self.ln_2 = nn.RMSNorm(cfg.hidden, eps=cfg.norm_eps)
+        self.mlp = SwiGLU(cfg)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class LlamaEmbedding(nn.Module):
+    """Token embedding only (positions enter through RoPE). tokens [s, b] -> [s, b, h]."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.tok = nn.Embedding(cfg.vocab, cfg.hidden)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.tok(tokens)
