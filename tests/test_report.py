@@ -206,6 +206,13 @@ def test_failing_inline_expression_fails_the_render(project):
     assert not (project / "reports" / "badinline.html").exists()
 
 
+def test_missing_image_fails_the_render(project):
+    (project / "reports" / "noimg.qmd").write_text("---\ntitle: t\n---\n\n![gone](../figures/missing.png)\n")
+    with pytest.raises(RenderError, match="Could not fetch resource ../figures/missing.png"):
+        render(["noimg"], engine="fallback", root=project)
+    assert not (project / "reports" / "noimg.html").exists()
+
+
 def test_report_outside_the_subset_is_a_usage_error(project, monkeypatch, capsys):
     (project / "reports" / "tabs.qmd").write_text("---\ntitle: tabs\n---\n\n::: {.panel-tabset}\nx\n:::\n")
     monkeypatch.chdir(project)

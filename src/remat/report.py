@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import os
 import platform
 import re
 import shutil
@@ -97,10 +98,6 @@ class Qmd:
     front: dict
     blocks: list = field(default_factory=list)
     problems: list = field(default_factory=list)   # front matter that does not parse
-
-    @property
-    def cells(self) -> list[Cell]:
-        return [b for b in self.blocks if isinstance(b, Cell)]
 
 
 _FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*?)\s*$")
@@ -570,7 +567,9 @@ def _kernel(root: Path, timeout: int):
                                 transport="ipc", ip=str(Path(sockets) / "kernel"))
         client = NotebookClient(nbformat.v4.new_notebook(), km=km, timeout=timeout,
                                 extra_arguments=_KERNEL_ARGS)
-        with client.setup_kernel(cwd=str(root), cleanup_kc=True):
+        # Inline figures even where the caller's environment sets MPLBACKEND (e.g. Agg for the figure rules).
+        env = {**os.environ, "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+        with client.setup_kernel(cwd=str(root), env=env, cleanup_kc=True):
             yield client
 
 
