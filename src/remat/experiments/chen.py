@@ -165,10 +165,13 @@ def segment_sweep(params: dict) -> pd.DataFrame:
 
 
 def _revolve_slots(rule, layers: int) -> int:
+    """Revolve's slot count at depth L under ``rule`` ("log2", "sqrt" or an int ≥ 1); UsageError otherwise."""
     if rule == "log2":
         return schedules.default_slots(layers)
     if rule == "sqrt":
         return formulas.sqrt_segments(layers)
+    if isinstance(rule, str):
+        raise UsageError("revolve_slots", f"must be 'log2', 'sqrt' or an integer ≥ 1, got {rule!r}")
     return get_int({"revolve_slots": rule}, "revolve_slots")
 
 
@@ -183,6 +186,7 @@ def depth_sweep(params: dict) -> pd.DataFrame:
     kwargs, dtype, seed = _chain_params(params, "chen-depth", {"depths", "revolve_slots"}, width=16)
     depths = get_int_list(params, "depths", DEFAULT_DEPTHS)
     rule = params.get("revolve_slots", "log2")
+    _revolve_slots(rule, 2)  # validate before any work
     rows = []
     for layers in depths:
         net, x = _make(layers, kwargs, seed)

@@ -175,7 +175,7 @@ def revolve_peak_bytes_bound(layers: int, slots: int, x_bytes: int, h_bytes: int
     output) = (s + 2)·x_bytes + h_bytes, with s capped at L − 1 (more slots are never used).
 
     An upper bound for any schedule in the slot model. That it is attained is not derived here: the tests
-    find the counted peak of ``remat.schedules.revolve`` equal to it for every L ≤ 64, s ≤ 8 they run.
+    find the counted peak of ``remat.schedules.revolve`` equal to it for every L ≤ 40, s ≤ 8.
     """
     _check_layers(layers)
     return (min(slots, layers - 1) + 2) * x_bytes + h_bytes
