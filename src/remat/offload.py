@@ -222,8 +222,10 @@ class OffloadHooks:
     and the stream operations are no-ops — the same code with ``device`` a parameter.
 
     Args: device ("cpu" | "cuda[:i]"); min_bytes (int bytes, storages smaller stay on device); pool (a
-    HostBufferPool; default: a new one, pinned on CUDA); prefetch (bool).
-    Attributes (int bytes, unique storages, since ``reset_counters()``): ``offloaded_bytes`` (copied to the
+    HostBufferPool; default: a new one, pinned on CUDA); prefetch (bool); keep (an nn.Module whose
+    parameters' and buffers' storages stay, like leaves: model state, not activations).
+    Attributes (int bytes, unique storages, since ``reset_counters()``): ``fetches`` (list of (group,
+    "demand" | "prefetch") in the order the copies back were issued), ``offloaded_bytes`` (copied to the
     host), ``kept_bytes`` (non-leaf storages left on the device: under ``min_bytes``, or not strided/plain);
     leaf storages (parameters, inputs) are not counted, as in remat.measure.saved.
     Raises UsageError("--device") for a device that is not cpu/cuda or cuda without CUDA.
@@ -231,7 +233,8 @@ class OffloadHooks:
     """
 
     def __init__(self, device: str | torch.device = "cpu", min_bytes: int = DEFAULT_MIN_BYTES,
-                 pool: HostBufferPool | None = None, prefetch: bool = True):
+                 pool: HostBufferPool | None = None, prefetch: bool = True,
+                 keep: torch.nn.Module | None = None):
         if isinstance(min_bytes, bool) or not isinstance(min_bytes, int) or min_bytes < 0:
             raise UsageError("min_bytes", f"must be an integer ≥ 0, got {min_bytes!r}")
         self.device = resolve_device(device)
@@ -240,14 +243,20 @@ class OffloadHooks:
         self.prefetch = prefetch
         self.sync = _Sync(self.device)
         self._groups: list[list] = []  # per group: weakrefs to its _Stored not yet fetched
+        self._visited: set[int] = set()  # groups whose backward has started (their successor prefetched)
         self._by_storage: dict[int, tuple[StorageWeakRef, weakref.ref]] = {}
         self._kept: dict[int, StorageWeakRef] = {}
+        self.keep: dict[int, StorageWeakRef] = {}
+        if keep is not None:
+            for t in [*keep.parameters(), *keep.buffers()]:
+                self.keep[t.untyped_storage().data_ptr()] = StorageWeakRef(t.untyped_storage())
         self.reset_counters()
 
     # counters ---------------------------------------------------------------------------------------------------
     def reset_counters(self) -> None:
         """Zero ``kept_bytes``, ``offloaded_bytes`` and ``copies`` (unique storages)."""
         self.kept_bytes = self.offloaded_bytes = self.copies = 0
+        self.fetches: list[tuple[int, str]] = []  # (group, "demand" | "prefetch") in the order issued
         self._kept.clear()
 
     def stats(self) -> dict:
@@ -259,11 +268,15 @@ class OffloadHooks:
     # contexts ---------------------------------------------------------------------------------------------------
     def layer(self) -> saved_tensors_hooks:
         """Context manager: tensors saved inside form one new group (one layer call)."""
-        self._groups.append([])
         self._prune()
+        self._groups.append([])
         return saved_tensors_hooks(self._pack_into(len(self._groups) - 1), self._unpack)
 
     def _prune(self) -> None:
+        """Forget expired storages; start group numbering afresh once no group holds a host copy (new step)."""
+        if not any(ref() is not None for group in self._groups for ref in group):
+            self._groups.clear()
+            self._visited.clear()
         for key in [k for k, (ref, _) in self._by_storage.items() if ref.expired()]:
             del self._by_storage[key]
 
@@ -277,6 +290,9 @@ class OffloadHooks:
         base = tensor._base if tensor._base is not None else tensor
         if base.is_leaf and base.requires_grad:
             return "leaf"  # a parameter or an input: alive anyway, nothing to gain
+        ref = self.keep.get(tensor.untyped_storage().data_ptr())
+        if ref is not None and not ref.expired():
+            return "leaf"  # a parameter or buffer of ``keep`` (model state, e.g. a causal-mask buffer)
         return "small" if tensor.untyped_storage().nbytes() < max(self.min_bytes, 1) else None
 
     def _pack_into(self, group: int):
@@ -321,9 +337,10 @@ class OffloadHooks:
         return stored
 
     # unpack -----------------------------------------------------------------------------------------------------
-    def _fetch(self, group: int) -> None:
+    def _fetch(self, group: int, why: str) -> None:
         """Issue the host->device copies of every not-yet-fetched storage of ``group`` on the side stream."""
         refs, self._groups[group] = self._groups[group], []
+        self.fetches.append((group, why))
         for ref in refs:
             stored = ref()
             if stored is not None and stored.device_bytes is None:
@@ -344,11 +361,12 @@ class OffloadHooks:
             return packed  # kept on device
         stored = packed.stored
         if stored.device_bytes is None:
-            self._fetch(stored.group)
+            self._fetch(stored.group, "demand")
             if stored.device_bytes is None:  # deduplicated into a group fetched earlier, then re-saved
                 self._fetch_one(stored)
-            if self.prefetch:
-                self._prefetch_before(stored.group)
+        if self.prefetch and stored.group not in self._visited:
+            self._visited.add(stored.group)  # backward entered this layer: bring the next one back
+            self._prefetch_before(stored.group)
         self.sync.wait(stored.ready)
         return torch.empty(0, dtype=packed.dtype, device=self.device).set_(
             stored.device_bytes.untyped_storage(), packed.offset, packed.size, packed.stride)
@@ -357,7 +375,7 @@ class OffloadHooks:
         """Prefetch the nearest earlier group that still has storages on the host (backward's next layer)."""
         for earlier in range(group - 1, -1, -1):
             if any(ref() is not None for ref in self._groups[earlier]):
-                self._fetch(earlier)
+                self._fetch(earlier, "prefetch")
                 return
 
 

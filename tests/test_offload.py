@@ -1,0 +1,243 @@
+"""Activation offload hooks (remat.offload): gradients bitwise equal to no offload, views copied once, the size
+threshold, device-side saved bytes, host bytes back at baseline every step, prefetch order, save_on_cpu.
+
+On the CPU the "device" is host memory (simulated: host memcpy); the CUDA tests run only where CUDA is.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.distributed._tools.mem_tracker import MemTracker
+
+from remat.errors import UsageError
+from remat.measure.saved import SavedTensorLog
+from remat.models.presets import from_name
+from remat.models.transformer import build_model, lm_loss, random_tokens
+from remat.offload import SIMULATED, HostBufferPool, OffloadHooks
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+LAYERS = 3
+
+
+def _model(dtype="float32", device="cpu", **over):
+    cfg = from_name("gpt-tiny", layers=LAYERS, dtype=dtype, **over)
+    torch.manual_seed(0)
+    model = build_model(cfg, device=device)
+    return model, random_tokens(cfg, device=device)
+
+
+def _forward(model, tokens, hooks, seed=1):
+    """The model's forward with each layer call one offload group (hooks=None: plain)."""
+    torch.manual_seed(seed)
+    x = model.embed(tokens)
+    for layer in model.layers:
+        if hooks is None:
+            x = layer(x)
+        else:
+            with hooks.layer():
+                x = layer(x)
+    return lm_loss(model.head(model.norm(x)), tokens)
+
+
+def _step(model, tokens, hooks, seed=1):
+    """One forward + backward; returns (loss, {name: grad}) and clears the grads."""
+    loss = _forward(model, tokens, hooks, seed)
+    loss.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    return loss.detach(), grads
+
+
+def _assert_bitwise(a, b):
+    (loss_a, grads_a), (loss_b, grads_b) = a, b
+    assert torch.equal(loss_a, loss_b)
+    assert grads_a.keys() == grads_b.keys()
+    for name in grads_a:
+        assert torch.equal(grads_a[name], grads_b[name]), name
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("min_bytes", [0, 8 * 1024])
+def test_gradients_bitwise_equal_to_none(dtype, min_bytes):
+    model, tokens = _model(dtype)  # dropout 0.1 active: the masks travel through the host too
+    hooks = OffloadHooks("cpu", min_bytes=min_bytes)
+    reference = _step(model, tokens, None)
+    _assert_bitwise(_step(model, tokens, hooks), reference)
+    assert hooks.offloaded_bytes > 0
+    _assert_bitwise(_step(model, tokens, hooks), reference)  # second step: reused pool buffers
+
+
+def test_same_gradients_as_torch_save_on_cpu():
+    model, tokens = _model()
+    reference = _step(model, tokens, None)
+
+    class _SaveOnCpu:  # torch's synchronous reference, one context per layer
+        def layer(self):
+            return torch.autograd.graph.save_on_cpu(pin_memory=False, device_type="cpu")
+
+    _assert_bitwise(_step(model, tokens, _SaveOnCpu()), reference)
+    _assert_bitwise(_step(model, tokens, OffloadHooks("cpu", min_bytes=0)), reference)
+
+
+def test_offloaded_plus_kept_bytes_equal_the_layers_saved_bytes():
+    model, tokens = _model()
+    with SavedTensorLog(model) as log:
+        loss = _forward(model, tokens, None)
+    loss.backward()
+    layer_bytes = sum(log.bytes_per_layer(LAYERS))
+    sizes = sorted({r.storage_nbytes for r in log.activations() if r.module.startswith("layers.")})
+    threshold = sizes[len(sizes) // 2]  # some storages under it, some over
+    hooks = OffloadHooks("cpu", min_bytes=threshold, keep=model)  # the causal-mask buffer is model state
+    _forward(model, tokens, hooks).backward()
+    assert hooks.kept_bytes > 0 and hooks.offloaded_bytes > 0
+    assert hooks.offloaded_bytes + hooks.kept_bytes == layer_bytes
+    small = sum(r.storage_nbytes for r in log.activations()
+                if r.module.startswith("layers.") and r.storage_nbytes < threshold)
+    assert hooks.kept_bytes == small
+
+
+def test_views_of_one_storage_are_copied_once():
+    w = torch.randn(64, 64, requires_grad=True)
+    base = torch.randn(4, 64, 64) * 1.0  # one non-leaf storage, 64 KiB
+    hooks = OffloadHooks("cpu", min_bytes=0)
+    with hooks.layer():
+        # matmul saves each view of ``base`` for the weight gradient; three views, one storage
+        out = sum((base[i] @ w).sum() for i in range(3)) + (base.transpose(1, 2)[3] @ w).sum()
+    assert hooks.copies == 1
+    assert hooks.offloaded_bytes == base.untyped_storage().nbytes()
+    out.backward()
+    expected = torch.autograd.grad(sum((base[i] @ w).sum() for i in range(3))
+                                   + (base.transpose(1, 2)[3] @ w).sum(), w)[0]
+    assert torch.equal(w.grad, expected)
+
+
+def _activation_bytes(model, tokens, hooks) -> int:
+    """MemTracker's 'Activation' bytes on the CPU right after forward (then backward, to free the graph)."""
+    tracker = MemTracker()
+    tracker.track_external(model)
+    with tracker:
+        loss = _forward(model, tokens, hooks)
+        snapshot = tracker.get_tracker_snapshot("current")[torch.device("cpu")]
+        loss.backward()
+    model.zero_grad(set_to_none=True)
+    return [v for k, v in snapshot.items() if getattr(k, "value", None) == "Activation"][0]
+
+
+def test_device_side_saved_bytes_are_the_kept_tensors_only():
+    """Device-resident saved bytes under offload, measured by torch's MemTracker (not by the hooks' own
+    counters): equal to what stays outside the layers plus the tensors kept under the threshold, which is at
+    most the layer inputs plus those tensors (the acceptance bound), and far below `none`'s activations."""
+    model, tokens = _model()
+    with SavedTensorLog(model) as log:
+        loss = _forward(model, tokens, None)
+    loss.backward()
+    saved_none, saved_layers = log.total_bytes(), sum(log.bytes_per_layer(LAYERS))
+    live_none = _activation_bytes(model, tokens, None)
+    not_saved = live_none - saved_none  # live after forward but not saved (the loss): the same in both runs
+
+    hooks = OffloadHooks("cpu", min_bytes=4096, keep=model)
+    _step(model, tokens, hooks)  # warm the pool: the measured step allocates no host buffer
+    hooks.reset_counters()
+    live_offload = _activation_bytes(model, tokens, hooks)
+    pool_live = hooks.pool.peak_live_bytes  # the simulated host buffers are CPU memory too: not the device's
+    device_saved = live_offload - pool_live - not_saved
+    outside_layers = saved_none - saved_layers
+    layer_inputs = LAYERS * tokens.numel() * model.cfg.hidden * 4  # [s, b, h] float32 per layer
+    assert device_saved - outside_layers == hooks.kept_bytes
+    assert device_saved - outside_layers <= layer_inputs + hooks.kept_bytes
+    assert device_saved < saved_none / 4
+
+
+def test_host_bytes_back_at_baseline_after_each_of_10_steps():
+    model, tokens = _model()
+    hooks = OffloadHooks("cpu", min_bytes=0)
+    reserved = []
+    for _ in range(10):
+        hooks.pool.reset_peak()
+        _step(model, tokens, hooks)
+        assert hooks.pool.live_bytes == 0  # every host buffer returned after the step
+        assert hooks.pool.peak_live_bytes > 0
+        reserved.append(hooks.pool.reserved_bytes)
+    assert len(set(reserved)) == 1  # no growth: step 1 sized the pool, steps 2..10 reuse it
+    assert reserved[0] == hooks.pool.peak_live_bytes
+
+
+def test_graph_dropped_without_backward_returns_host_buffers():
+    model, tokens = _model()
+    hooks = OffloadHooks("cpu", min_bytes=0)
+    loss = _forward(model, tokens, hooks)
+    assert hooks.pool.live_bytes > 0
+    del loss
+    assert hooks.pool.live_bytes == 0
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_backward_fetches_the_last_layer_and_prefetches_the_next(prefetch):
+    model, tokens = _model()
+    hooks = OffloadHooks("cpu", min_bytes=0, prefetch=prefetch)
+    reference = _step(model, tokens, None)
+    _assert_bitwise(_step(model, tokens, hooks), reference)
+    order = list(range(LAYERS - 1, -1, -1))
+    expected = [(order[0], "demand")] + [(g, "prefetch" if prefetch else "demand") for g in order[1:]]
+    assert hooks.fetches == expected
+
+
+def test_pool_reuses_buffers_and_accounts_bytes():
+    pool = HostBufferPool(pin=False)
+    a, b = pool.acquire(1000), pool.acquire(24)
+    assert (pool.live_bytes, pool.reserved_bytes, pool.allocations) == (1024, 1024, 2)
+    pool.release(a)
+    assert pool.acquire(1000).data_ptr() == a.data_ptr()  # reused, not reallocated
+    assert pool.allocations == 2 and pool.peak_live_bytes == 1024
+    pool.release(b)
+    pool.clear()
+    assert pool.reserved_bytes == 1000 and pool.live_bytes == 1000
+
+
+def test_cpu_stats_say_simulated_and_bad_arguments_name_the_field():
+    assert OffloadHooks("cpu").stats()["link"] == SIMULATED
+    assert OffloadHooks("cpu").pool.pin is False  # pinning needs CUDA
+    with pytest.raises(UsageError, match="min_bytes"):
+        OffloadHooks("cpu", min_bytes=-1)
+    with pytest.raises(UsageError, match="--device"):
+        OffloadHooks("meta")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
+def test_cuda_without_cuda_is_a_usage_error():
+    with pytest.raises(UsageError, match="--device"):
+        OffloadHooks("cuda")
+
+
+# --- CUDA: the real asynchronous path (pinned pool, side stream, events) ---------------------------------------
+
+@CUDA
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_cuda_gradients_bitwise_equal_to_none(dtype):
+    model, tokens = _model(dtype, device="cuda", seq=64)
+    hooks = OffloadHooks("cuda", min_bytes=0)
+    reference = _step(model, tokens, None)
+    for _ in range(3):
+        _assert_bitwise(_step(model, tokens, hooks), reference)
+    assert hooks.pool.pin and hooks.pool.live_bytes == 0
+    assert hooks.fetches[0][1] == "demand" and {w for _, w in hooks.fetches[1:]} == {"prefetch"}
+
+
+@CUDA
+def test_cuda_device_memory_released_during_forward():
+    model, tokens = _model("float32", device="cuda", seq=64)
+    hooks = OffloadHooks("cuda", min_bytes=0)
+    _step(model, tokens, hooks)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    loss_none = _forward(model, tokens, None)
+    held_none = torch.cuda.memory_allocated() - before
+    del loss_none
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    loss = _forward(model, tokens, hooks)
+    torch.cuda.synchronize()
+    held_offload = torch.cuda.memory_allocated() - before
+    loss.backward()
+    assert held_offload < held_none / 2
