@@ -1,0 +1,92 @@
+"""Bandwidth microbenchmark and fit (remat.offload): sizes, the t = t0 + bytes/BW fit, the CPU simulation's
+labels, and `remat bandwidth` (exit 2 and one line on bad input)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from remat import cli
+from remat.errors import UsageError
+from remat.offload import (GiB, KiB, MiB, SIMULATED, copy_sizes, fit_bandwidth, fit_copy_model,
+                           measure_bandwidth, predicted_copy_s, with_fit)
+
+
+def test_default_sizes_are_log_spaced_64kib_to_256mib_on_cpu_and_1gib_on_cuda():
+    sizes = copy_sizes("cpu")
+    assert sizes[0] == 64 * KiB and sizes[-1] == 256 * MiB and len(sizes) == 13
+    assert all(b == 2 * a for a, b in zip(sizes, sizes[1:]))
+    assert copy_sizes("cuda")[-1] == GiB  # a default only; measuring needs CUDA
+    for bad in ({"max_bytes": 3 * MiB}, {"min_bytes": 512}, {"min_bytes": 2 * MiB, "max_bytes": MiB}):
+        with pytest.raises(UsageError, match="size"):
+            copy_sizes("cpu", **bad)
+
+
+def test_fit_recovers_latency_and_bandwidth_exactly_from_model_data():
+    nbytes = np.array(copy_sizes("cpu", 64 * KiB, 1 * GiB), dtype=float)
+    t0, bw = 9e-6, 24.5e9  # a PCIe-like link: 9 µs, 24.5 GB/s
+    seconds = predicted_copy_s(nbytes, t0, bw)
+    fit_t0, fit_bw = fit_copy_model(nbytes, seconds)
+    assert fit_t0 == pytest.approx(t0, rel=1e-9) and fit_bw == pytest.approx(bw, rel=1e-9)
+
+
+def test_fit_weights_relative_error_so_small_copies_are_not_ignored():
+    rng = np.random.default_rng(0)
+    nbytes = np.array(copy_sizes("cpu", 64 * KiB, 256 * MiB), dtype=float)
+    truth = predicted_copy_s(nbytes, 20e-6, 6e9)
+    noisy = truth * (1 + rng.uniform(-0.02, 0.02, truth.shape))  # ±2% multiplicative noise
+    t0, bw = fit_copy_model(nbytes, noisy)
+    assert np.max(np.abs(predicted_copy_s(nbytes, t0, bw) / noisy - 1)) < 0.05
+    assert t0 == pytest.approx(20e-6, rel=0.2) and bw == pytest.approx(6e9, rel=0.05)
+    with pytest.raises(ValueError):
+        fit_copy_model([1.0], [1.0])
+
+
+def test_cpu_sweep_is_labelled_simulated_with_both_units():
+    threads = torch.get_num_threads()
+    rows = measure_bandwidth("cpu", 64 * KiB, 1 * MiB, max_repeats=3)
+    assert torch.get_num_threads() == threads  # the one-copy-engine setting is restored
+    keys = {(r["direction"], r["memory"], r["overlap"]) for r in rows}
+    assert keys == {(d, "pageable", o) for d in ("h2d", "d2h") for o in (False, True)}  # no pinning without CUDA
+    assert len(rows) == len(keys) * 5
+    for r in rows:
+        assert r["link"] == SIMULATED and r["simulated"] is True
+        assert r["bw_gb_s"] == pytest.approx(r["bytes"] / r["seconds"] / 1e9)
+        assert r["bw_gib_s"] == pytest.approx(r["bytes"] / r["seconds"] / 2**30)
+    fits = fit_bandwidth(rows)
+    assert len(fits) == len(keys) and all(f["bw_gb_s"] > 0 and f["t0_s"] >= 0 for f in fits)
+    for r in with_fit(rows, fits):
+        assert r["predicted_s"] == pytest.approx(r["fit_t0_s"] + r["bytes"] / (r["fit_bw_gb_s"] * 1e9))
+
+
+def test_cli_json_never_says_pcie_on_cpu(capsys):
+    rc = cli.main(["bandwidth", "--device", "cpu", "--json", "--max-size", "256KiB", "--repeats", "3",
+                   "--no-overlap"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "pcie" not in out.lower()
+    data = json.loads(out)
+    assert data["simulated"] is True and data["link"] == SIMULATED
+    assert {r["link"] for r in data["rows"]} == {SIMULATED} and len(data["rows"]) == 2 * 3
+    assert "10^9" in data["units"] and "2^30" in data["units"]
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["--max-size", "3MiB"], "--max-size"),
+    (["--min-size", "lots"], "--min-size"),
+] + ([] if torch.cuda.is_available() else [(["--device", "cuda"], "--device")]))
+def test_cli_bad_input_is_one_line_exit_2(capsys, argv, field):
+    rc = cli.main(["bandwidth", *argv])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and field in err
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_sweep_has_pinned_and_pageable_and_the_fit_holds_above_1mib():
+    rows = measure_bandwidth("cuda", 64 * KiB, 64 * MiB, max_repeats=5, overlap=(False,))
+    assert {r["memory"] for r in rows} == {"pinned", "pageable"}
+    assert all(r["link"] != SIMULATED and not r["simulated"] for r in rows)
+    pinned = [f for f in fit_bandwidth(rows) if f["memory"] == "pinned"]
+    assert all(f["max_rel_error_ge_1mib"] < 0.10 for f in pinned)
