@@ -22,12 +22,14 @@ from remat.models.presets import ModelConfig
 def rope_tables(positions: int, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
     """cos, sin tables [positions, head_dim] for rotate-half RoPE (Su et al. 2021; HF Llama layout).
 
-    Frequency i (of d/2) is θ^(−2i/d); both halves of the head dimension share it.
+    Frequency i (of d/2) is θ^(−2i/d); both halves of the head dimension share it. Computed in float64,
+    returned in the default dtype (build_model sets it to the model dtype).
     """
-    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
-    angles = torch.outer(torch.arange(positions, dtype=torch.float32), inv_freq)  # [positions, d/2]
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    angles = torch.outer(torch.arange(positions, dtype=torch.float64), inv_freq)  # [positions, d/2]
     angles = torch.cat([angles, angles], dim=-1)
-    return angles.cos(), angles.sin()
+    dtype = torch.get_default_dtype()  # the model dtype while build_model runs
+    return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

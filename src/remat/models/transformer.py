@@ -14,6 +14,8 @@ instance) to checkpoint several layers as one unit (Megatron's uniform method, C
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -68,10 +70,20 @@ def build_model(cfg: ModelConfig, device: str | torch.device = "cpu") -> Transfo
     Seed torch (``torch.manual_seed``) first for reproducible weights. Under an active FakeTensorMode the
     parameters are fake (no memory), which is how paper-size models are measured.
     """
-    with torch.device(device):
-        model = Transformer(cfg)
-    model.apply(_init_weights)
-    return model.to(dtype=getattr(torch, cfg.dtype)).train()
+    with torch.device(device), _default_dtype(getattr(torch, cfg.dtype)):
+        model = Transformer(cfg)  # built in the dtype: Module.to(dtype) cannot swap tied fake parameters
+        model.apply(_init_weights)
+    return model.train()
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype):
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
 
 
 def random_tokens(cfg: ModelConfig, device: str | torch.device = "cpu",
