@@ -104,6 +104,7 @@ TERMS: tuple[Term, ...] = (
 TERM_BY_NAME = {term.name: term for term in TERMS}
 MASK_TERMS = frozenset({"softmax_dropout_mask", "attn_dropout_mask", "mlp_dropout_mask"})
 FULL_RECOMPUTE_TERM = "layer_input"  # what full recompute stores: the layer input (= LayerNorm 1 input)
+QKV_GROUP = "q_k_v"  # a saved core-attention input that is one of Q, K, V (selective recompute's checkpoint)
 
 
 def paper_element_bytes(term: str) -> int:
@@ -267,10 +268,17 @@ def hardware_flops(B: int, s: int, h: int, L: int, v: int, recompute: str = "sel
 
 # --- labels for saved tensors of the GPT layer -------------------------------------------------------------------
 
-_MODULE_TERMS = {
-    "ln_1": "ln1_input", "attn.qkv": "qkv_input", "attn.proj": "proj_input", "attn.dropout": "attn_dropout_mask",
-    "ln_2": "ln2_input", "mlp.fc1": "fc1_input", "mlp.act": "gelu_input", "mlp.fc2": "fc2_input",
-    "mlp.dropout": "mlp_dropout_mask",
+_LINEAR = None  # any op: a Linear (serial, column- or row-parallel) saves only its input
+_MODULE_TERMS = {  # module -> (term, ops that save it; None = any)
+    "ln_1": ("ln1_input", {"native_layer_norm", "layer_norm"}),
+    "attn.qkv": ("qkv_input", _LINEAR),
+    "attn.proj": ("proj_input", _LINEAR),
+    "attn.dropout": ("attn_dropout_mask", {"native_dropout", "mul", "bernoulli", "dropout"}),
+    "ln_2": ("ln2_input", {"native_layer_norm", "layer_norm"}),
+    "mlp.fc1": ("fc1_input", _LINEAR),
+    "mlp.act": ("gelu_input", {"gelu"}),
+    "mlp.fc2": ("fc2_input", _LINEAR),
+    "mlp.dropout": ("mlp_dropout_mask", {"native_dropout", "mul", "bernoulli", "dropout"}),
 }
 
 
@@ -282,7 +290,8 @@ def paper_term(module: str, op: str, shape, dtype) -> str | None:
     (str or torch.dtype). Serial and TP/SP layers share submodule names (ln_1, attn.qkv, attn.core,
     attn.proj, attn.dropout, ln_2, mlp.fc1, mlp.act, mlp.fc2, mlp.dropout), so one map serves both.
     Not counted (None): LayerNorm mean/rstd (trailing dim 1), the causal mask (bool, s×s without batch),
-    anything outside these modules. Returns a ``TERMS`` name or ``"layer_input"`` (full recompute).
+    anything outside these modules. Returns a ``TERMS`` name, ``"layer_input"`` (full recompute: the
+    checkpointed layer input) or ``"q_k_v"`` (selective recompute: a checkpointed core-attention input).
     """
     module = _layer_relative(module)
     op = str(op).split(".")[0].removeprefix("aten::").removeprefix("aten.")
@@ -292,7 +301,9 @@ def paper_term(module: str, op: str, shape, dtype) -> str | None:
         return FULL_RECOMPUTE_TERM if op in _CHECKPOINT_OPS else None
     if module.startswith("attn.core"):
         return _core_term(module, op, shape, str(dtype))
-    term = _MODULE_TERMS.get(module)
+    term, ops = _MODULE_TERMS.get(module, (None, set()))
+    if term is None or (ops is not None and op not in ops):
+        return None  # e.g. a Llama layer's RMSNorm or SiLU under the same module names: not §4.1 terms
     if term in ("ln1_input", "ln2_input") and shape and shape[-1] == 1:
         return None  # LayerNorm statistics (mean, rstd): the paper ignores them (§4.1)
     return term
@@ -312,20 +323,20 @@ def _layer_relative(module: str) -> str:
 
 
 def _core_term(module: str, op: str, shape: tuple, dtype: str) -> str | None:
-    """Terms inside core attention: Q/K/V, softmax output, softmax-dropout mask and output."""
-    square = len(shape) >= 2 and shape[-1] == shape[-2]
+    """Terms inside core attention (remat.models.gpt.CoreAttention): baddbmm saves Q and K (QKᵀ), _softmax
+    its output, native_dropout its mask, bmm the dropout output (the s×s operand) and V; checkpoint inputs
+    (selective recompute keeps core attention's inputs q, k, v) are "q_k_v": one of Q, K or V, which the
+    shape cannot tell apart (all [s, b, a/t, d]) — ``remat.accounting`` splits them by argument order."""
     if "bool" in dtype and len(shape) == 2:
-        return None  # the causal mask (s×s, no batch): PyTorch keeps it, the paper does not count it
+        return None  # the causal mask (s×s, no batch): a buffer in our layer; the paper does not count it
     if op in ("_softmax", "softmax", "_safe_softmax"):
         return "softmax_output"
     if op in ("native_dropout", "mul", "bernoulli", "dropout"):
         return "softmax_dropout_mask"
-    if square:
-        return "attn_probs_dropped"
-    if op in ("bmm", "baddbmm", "matmul", *_CHECKPOINT_OPS):
-        return "q_k" if _is_qk(op, shape) else "v"
+    if op in _CHECKPOINT_OPS:
+        return QKV_GROUP
+    if op == "baddbmm":
+        return "q_k"
+    if op in ("bmm", "matmul"):
+        return "attn_probs_dropped" if len(shape) >= 2 and shape[-1] == shape[-2] else "v"
     return None
-
-
-def _is_qk(op: str, shape: tuple) -> bool:
-    return True
