@@ -211,6 +211,7 @@ def test_missing_image_fails_the_render(project):
     with pytest.raises(RenderError, match="Could not fetch resource ../figures/missing.png"):
         render(["noimg"], engine="fallback", root=project)
     assert not (project / "reports" / "noimg.html").exists()
+    assert not list((project / "reports").glob(".noimg.html.*"))   # pandoc's temp output removed
 
 
 def test_report_outside_the_subset_is_a_usage_error(project, monkeypatch, capsys):
