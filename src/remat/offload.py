@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch._subclasses.fake_tensor import is_fake
 from torch.autograd.graph import saved_tensors_hooks
 from torch.multiprocessing.reductions import StorageWeakRef
 
@@ -42,10 +43,11 @@ DEFAULT_MIN_BYTES = 2**16  # 64 KiB: storages below this stay on the device (per
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 
 
-def resolve_device(device: str | torch.device) -> torch.device:
+def resolve_device(device: str | torch.device, need_cuda: bool = True) -> torch.device:
     """``device`` as a torch.device (``"cpu"`` or ``"cuda[:i]"``).
 
-    Raises UsageError("--device") for another device type, or for cuda when CUDA is not available.
+    Raises UsageError("--device") for another device type, or (``need_cuda``) for cuda when CUDA is not
+    available — fake CUDA tensors (FakeTensorMode) need no CUDA.
     """
     try:
         dev = torch.device(device)
@@ -53,10 +55,11 @@ def resolve_device(device: str | torch.device) -> torch.device:
         raise UsageError("--device", f"unknown device {device!r} (use cpu or cuda)") from None
     if dev.type not in ("cpu", "cuda"):
         raise UsageError("--device", f"unsupported device {device!r} (use cpu or cuda)")
-    if dev.type == "cuda" and not torch.cuda.is_available():
+    available = dev.type == "cuda" and torch.cuda.is_available()
+    if dev.type == "cuda" and need_cuda and not available:
         raise UsageError("--device", "cuda requested but CUDA is not available on this machine")
     if dev.type == "cuda" and dev.index is None:
-        dev = torch.device("cuda", torch.cuda.current_device())
+        dev = torch.device("cuda", torch.cuda.current_device() if available else 0)
     return dev
 
 
@@ -71,7 +74,7 @@ class _Sync:
     """A side stream and events on CUDA (torch.cuda.Stream / torch.cuda.Event); every method a no-op on CPU."""
 
     def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
+        self.cuda = device.type == "cuda" and torch.cuda.is_available()  # else CPU, or fake CUDA tensors
         self.side = torch.cuda.Stream(device) if self.cuda else None
 
     def on_side(self):
@@ -172,11 +175,12 @@ class HostBufferPool:
 class _Stored:
     """One device storage moved to the host: its bytes in a pool buffer, and (after a fetch) back on device."""
 
-    __slots__ = ("nbytes", "group", "host", "host_event", "device_bytes", "ready", "cell", "__weakref__")
+    __slots__ = ("nbytes", "group", "host", "host_event", "device_bytes", "ready", "cell", "fake_mode",
+                 "__weakref__")
 
     def __init__(self, nbytes: int, group: int):
         self.nbytes, self.group = nbytes, group
-        self.host = self.host_event = self.device_bytes = self.ready = None
+        self.host = self.host_event = self.device_bytes = self.ready = self.fake_mode = None
         self.cell = [None]  # [(host buffer, event)] while the host copy is held; shared with the finalizer
 
 
@@ -237,7 +241,7 @@ class OffloadHooks:
                  keep: torch.nn.Module | None = None):
         if isinstance(min_bytes, bool) or not isinstance(min_bytes, int) or min_bytes < 0:
             raise UsageError("min_bytes", f"must be an integer ≥ 0, got {min_bytes!r}")
-        self.device = resolve_device(device)
+        self.device = resolve_device(device, need_cuda=False)  # fake CUDA tensors need no CUDA
         self.min_bytes = min_bytes
         self.pool = pool if pool is not None else HostBufferPool(pin=self.device.type == "cuda")
         self.prefetch = prefetch
@@ -249,7 +253,7 @@ class OffloadHooks:
         self.keep: dict[int, StorageWeakRef] = {}
         if keep is not None:
             for t in [*keep.parameters(), *keep.buffers()]:
-                self.keep[t.untyped_storage().data_ptr()] = StorageWeakRef(t.untyped_storage())
+                self.keep[t.untyped_storage()._cdata] = StorageWeakRef(t.untyped_storage())
         self.reset_counters()
 
     # counters ---------------------------------------------------------------------------------------------------
@@ -285,12 +289,12 @@ class OffloadHooks:
         """Why ``tensor`` stays on the device ("leaf", "small", "other"), or None when it is offloaded."""
         if tensor.device != self.device or tensor.layout != torch.strided:
             return "other"
-        if type(tensor) not in (torch.Tensor, torch.nn.Parameter):
-            return "other"  # tensor subclasses (fake, DTensor, ...)
+        if type(tensor) not in (torch.Tensor, torch.nn.Parameter) and not is_fake(tensor):
+            return "other"  # tensor subclasses (DTensor, ...)
         base = tensor._base if tensor._base is not None else tensor
         if base.is_leaf and base.requires_grad:
             return "leaf"  # a parameter or an input: alive anyway, nothing to gain
-        ref = self.keep.get(tensor.untyped_storage().data_ptr())
+        ref = self.keep.get(tensor.untyped_storage()._cdata)
         if ref is not None and not ref.expired():
             return "leaf"  # a parameter or buffer of ``keep`` (model state, e.g. a causal-mask buffer)
         return "small" if tensor.untyped_storage().nbytes() < max(self.min_bytes, 1) else None
@@ -301,40 +305,51 @@ class OffloadHooks:
             if reason is not None:
                 self._count_kept(tensor.untyped_storage(), reason)
                 return tensor
-            stored = self._offload(tensor.untyped_storage(), group)
+            stored = self._offload(tensor, group)
             return _Packed(stored, tensor.dtype, tuple(tensor.size()), tuple(tensor.stride()),
                            tensor.storage_offset())
         return pack
 
     def _count_kept(self, storage: torch.UntypedStorage, reason: str) -> None:
-        ref = self._kept.get(storage.data_ptr())
+        ref = self._kept.get(storage._cdata)
         if ref is None or ref.expired():
-            self._kept[storage.data_ptr()] = StorageWeakRef(storage)
+            self._kept[storage._cdata] = StorageWeakRef(storage)
             if reason != "leaf":
                 self.kept_bytes += storage.nbytes()
 
-    def _offload(self, storage: torch.UntypedStorage, group: int) -> _Stored:
-        """The _Stored for ``storage``: an earlier copy of the same live storage, or a new async copy."""
-        key = storage.data_ptr()
+    def _offload(self, tensor: torch.Tensor, group: int) -> _Stored:
+        """The _Stored for ``tensor``'s storage: an earlier copy of the same live storage, or a new async copy.
+
+        A fake tensor (FakeTensorMode) is accounted like a real one but not copied: its _Stored keeps the
+        fake mode, and the fetch makes a fresh fake storage on the device (shapes and bytes only).
+        """
+        storage = tensor.untyped_storage()
+        key = storage._cdata  # the StorageImpl: one key for every view of it (real or fake)
         hit = self._by_storage.get(key)
         if hit is not None and not hit[0].expired() and hit[1]() is not None:
             return hit[1]()
-        nbytes = storage.nbytes()
-        stored = _Stored(nbytes, group)
-        host = self.pool.acquire(nbytes)
+        stored = _Stored(storage.nbytes(), group)
+        if is_fake(tensor):
+            stored.fake_mode = tensor.fake_mode  # nothing to copy, nothing on the host
+        else:
+            self._copy_to_host(stored, storage)
+        self._by_storage[key] = (StorageWeakRef(storage), weakref.ref(stored))
+        self._groups[group].append(weakref.ref(stored))
+        self.offloaded_bytes += stored.nbytes
+        self.copies += 1
+        return stored
+
+    def _copy_to_host(self, stored: _Stored, storage: torch.UntypedStorage) -> None:
+        """Device storage -> a pool buffer, on the side stream after the current stream's work."""
+        host = self.pool.acquire(stored.nbytes)
         device_bytes = torch.empty(0, dtype=torch.uint8, device=self.device).set_(storage)
         with torch.no_grad(), self.sync.on_side():
             host.copy_(device_bytes, non_blocking=self.pool.pin)
             stored.host_event = self.sync.record()
-        self.sync.used_on_side(device_bytes)
+        self.sync.used_on_side(device_bytes)  # the allocator must not reuse it before the copy has read it
         stored.host = host
         stored.cell[0] = (host, stored.host_event)
         weakref.finalize(stored, _give_back, self.pool, stored.cell)
-        self._by_storage[key] = (StorageWeakRef(storage), weakref.ref(stored))
-        self._groups[group].append(weakref.ref(stored))
-        self.offloaded_bytes += nbytes
-        self.copies += 1
-        return stored
 
     # unpack -----------------------------------------------------------------------------------------------------
     def _fetch(self, group: int, why: str) -> None:
@@ -347,6 +362,10 @@ class OffloadHooks:
                 self._fetch_one(stored)
 
     def _fetch_one(self, stored: _Stored) -> None:
+        if stored.fake_mode is not None:  # fake: a fresh fake storage, no copy
+            with stored.fake_mode:
+                stored.device_bytes = torch.empty(stored.nbytes, dtype=torch.uint8, device=self.device)
+            return
         device_bytes = torch.empty(stored.nbytes, dtype=torch.uint8, device=self.device)
         with torch.no_grad(), self.sync.on_side():
             device_bytes.copy_(stored.host, non_blocking=self.pool.pin)
@@ -368,8 +387,9 @@ class OffloadHooks:
             self._visited.add(stored.group)  # backward entered this layer: bring the next one back
             self._prefetch_before(stored.group)
         self.sync.wait(stored.ready)
-        return torch.empty(0, dtype=packed.dtype, device=self.device).set_(
-            stored.device_bytes.untyped_storage(), packed.offset, packed.size, packed.stride)
+        with stored.fake_mode or contextlib.nullcontext():
+            return torch.empty(0, dtype=packed.dtype, device=self.device).set_(
+                stored.device_bytes.untyped_storage(), packed.offset, packed.size, packed.stride)
 
     def _prefetch_before(self, group: int) -> None:
         """Prefetch the nearest earlier group that still has storages on the host (backward's next layer)."""
