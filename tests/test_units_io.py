@@ -47,3 +47,11 @@ def test_write_csv_and_json_roundtrip(tmp_path):
     assert pd.read_csv(tmp_path / "t.csv").equals(frame)
     write_json(tmp_path / "d" / "t.json", {"k": 1})
     assert (tmp_path / "d" / "t.json").read_text().strip() == '{\n  "k": 1\n}'
+
+
+def test_atomic_write_gives_normal_file_mode(tmp_path):
+    import os
+    write_json(tmp_path / "m.json", {})
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (tmp_path / "m.json").stat().st_mode & 0o777 == 0o666 & ~mask

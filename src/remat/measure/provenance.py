@@ -31,7 +31,18 @@ def device_name(device: str) -> str:
         return torch.cuda.get_device_name(torch.device(device))
     if device == "fake":
         return "fake (FakeTensorMode, no memory)"
-    return platform.processor() or platform.machine()
+    return _cpu_model() or platform.processor() or platform.machine()
+
+
+def _cpu_model() -> str | None:
+    """The CPU model name from /proc/cpuinfo (Linux), else None."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
 
 
 def provenance(device: str = "cpu", dtype: str = "float32", seed: int | None = None) -> dict:
