@@ -15,6 +15,8 @@ REGISTRY: dict[str, str] = {
     "chen-segments": "remat.experiments.chen:segment_sweep",
     "chen-depth": "remat.experiments.chen:depth_sweep",
     "chen-revolve": "remat.experiments.chen:revolve_sweep",
+    "offload-bandwidth": "remat.experiments.offload:bandwidth_table",
+    "offload-steps": "remat.experiments.offload:steps_table",
 }
 
 

@@ -1,0 +1,228 @@
+"""Offload experiments (issue "[5/7] Activation offload"), each returning one tidy table:
+
+* ``bandwidth_table``  (offload-bandwidth): host<->device copies, pinned vs pageable, both directions,
+  64 KiB..max, alone and overlapped with a matmul, with the fit t = t0 + bytes/BW per group.
+* ``steps_table``      (offload-steps): per (s, h) of a small GPT, a training step under none, selective,
+  full, offload (remat.policies.apply_plan) and torch's save_on_cpu: step time, gradients bitwise equal to
+  none, device bytes held after forward, host bytes (pinned/reserved, peak, live after the step), FLOPs.
+* ``breakeven_table``  (offload-breakeven): the break-even model of remat.formulas.offload over a grid of
+  (s, h, BW, achieved FLOP/s), and the measured sizes of ``steps_table`` placed on it (model vs measured).
+
+Without CUDA the "device" is the CPU and every copy a host memcpy: rows say ``link = "simulated: host
+memcpy"``, never PCIe. Run: ``remat experiment offload-steps --params '{"device": "cpu"}' --out x.csv``.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import pandas as pd
+import torch
+
+from remat.errors import UsageError
+from remat.experiments.params import check_known, get_int, get_int_list
+from remat.measure.provenance import provenance
+from remat.offload import bandwidth_summary, link_label, resolve_device
+from remat.units import parse_bytes
+
+VARIANTS = ("none", "selective", "full", "offload", "save_on_cpu")
+
+
+def _device(params: dict) -> str:
+    device = params.get("device", "cpu")
+    if device not in ("cpu", "cuda"):
+        raise UsageError("device", f"must be cpu or cuda, got {device!r}")
+    try:
+        return resolve_device(device).type
+    except UsageError as exc:
+        raise UsageError("device", str(exc).split(": ", 1)[1]) from None
+
+
+def _size(params: dict, key: str, default) -> int | None:
+    value = params.get(key, default)
+    return None if value is None else parse_bytes(value, key)
+
+
+# --- offload-bandwidth -------------------------------------------------------------------------------------------
+
+def bandwidth_table(params: dict) -> pd.DataFrame:
+    """offload-bandwidth: one row per (direction, memory, overlap, bytes) with its group's fit.
+
+    params: device ("cpu" | "cuda"), min_size (default "64KiB"), max_size (default 1 GiB on cuda, 256 MiB
+    on cpu), repeats (most repeats per size, default 20), overlap (bool: also measure overlapped, default
+    true). Columns: see remat.offload.measure_bandwidth and with_fit; bw in GB/s (10^9) and GiB/s (2^30).
+    """
+    check_known(params, {"device", "min_size", "max_size", "repeats", "overlap"}, "offload.bandwidth")
+    device = _device(params)
+    overlap = params.get("overlap", True)
+    if not isinstance(overlap, bool):
+        raise UsageError("overlap", f"must be true or false, got {overlap!r}")
+    out = bandwidth_summary(device, _size(params, "min_size", "64KiB"), _size(params, "max_size", None),
+                            get_int(params, "repeats", 20), (False, True) if overlap else (False,))
+    frame = pd.DataFrame(out["rows"])
+    prov = provenance(device=device, dtype="uint8")
+    return frame.assign(**{k: v for k, v in prov.items() if k != "device"})
+
+
+# --- offload-steps -----------------------------------------------------------------------------------------------
+
+def _model_config(params: dict, seq: int, hidden: int):
+    from remat.models.presets import from_name
+    return from_name(params.get("model", "gpt-tiny"), layers=get_int(params, "layers", 4), seq=seq,
+                     hidden=hidden, heads=get_int(params, "heads", 4), ffn_hidden=4 * hidden,
+                     micro_batch=get_int(params, "micro_batch", 2), dtype=params.get("dtype", "float32"),
+                     dropout=params.get("dropout", 0.1))
+
+
+class _SaveOnCpu:
+    """torch.autograd.graph.save_on_cpu(pin_memory=True) around each layer (via the model's run_layers),
+    with host accounting: it copies every saved tensor (views and parameters included) to a new host
+    tensor; ``live_bytes`` are those alive now, ``peak_bytes`` the most since ``reset_peak()``."""
+
+    def __init__(self, model):
+        self.model, self.live_bytes, self.peak_bytes = model, 0, 0
+        self.model.run_layers = self._run_layers  # the documented per-instance hook (models.transformer)
+
+    def reset_peak(self) -> None:
+        self.peak_bytes = self.live_bytes
+
+    def _freed(self, nbytes: int) -> None:
+        self.live_bytes -= nbytes
+
+    def _context(self):
+        ctx = torch.autograd.graph.save_on_cpu(pin_memory=True)
+        pack = ctx.pack_hook
+
+        def counting_pack(t):
+            device, host = pack(t)
+            nbytes = host.numel() * host.element_size()
+            self.live_bytes += nbytes
+            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+            weakref.finalize(host, self._freed, nbytes)
+            return device, host
+        ctx.pack_hook = counting_pack
+        return ctx
+
+    def _run_layers(self, x):
+        for layer in self.model.layers:
+            with self._context():
+                x = layer(x)
+        return x
+
+
+def _setup(model, variant: str, min_bytes: int | None):
+    """Apply ``variant`` to ``model``; returns a function giving the host bytes live now (int)."""
+    from remat.policies import apply_plan, clear_plan
+    clear_plan(model)
+    if variant == "save_on_cpu":
+        saver = _SaveOnCpu(model)
+        return saver, lambda: saver.live_bytes
+    apply_plan(model, variant)
+    hooks = getattr(model, "remat_offload_hooks", None) if variant == "offload" else None
+    if hooks is not None and min_bytes is not None:
+        hooks.min_bytes = min_bytes
+    return hooks, (lambda: hooks.pool.live_bytes) if hooks is not None else (lambda: 0)
+
+
+def _one_step(model, tokens, seed: int, on_forward=None) -> tuple[dict, float]:
+    """Forward + backward with a fixed seed; returns ({name: grad}, loss) and clears the grads."""
+    from remat.models.transformer import lm_loss
+    torch.manual_seed(seed)
+    loss = lm_loss(model(tokens), tokens)
+    if on_forward is not None:
+        on_forward()
+    loss.backward()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    return grads, float(loss.detach())
+
+
+def _measure_variant(model, tokens, variant: str, reference: dict, device: str, repeats: int, seed: int,
+                     min_bytes: int | None) -> dict:
+    from remat.measure.peak import PeakMemory
+    from remat.measure.timing import time_step
+    state, host_live = _setup(model, variant, min_bytes)
+    _one_step(model, tokens, seed)  # warm-up: sizes the host pool, so the measured step allocates none
+    if isinstance(state, _SaveOnCpu):
+        state.reset_peak()
+    pool = getattr(state, "pool", None)
+    if pool is not None:
+        pool.reset_peak()
+        state.reset_counters()
+    seen = {}
+    with PeakMemory(device, model, tokens) as mem:
+        before = mem.current_bytes()
+
+        def after_forward():
+            seen["held"] = mem.current_bytes() - before
+            seen["host"] = host_live()
+        grads, loss = _one_step(model, tokens, seed, after_forward)
+    counters = state.stats() if pool is not None else {}
+    equal = grads.keys() == reference.keys() and all(torch.equal(grads[k], reference[k]) for k in grads)
+    host_in_device_memory = device == "cpu"  # the simulated host buffers are CPU memory, like the "device"
+    held = seen["held"] - (seen["host"] if host_in_device_memory else 0)
+    timing = time_step(lambda: _one_step(model, tokens, seed), device, warmup=1, repeats=repeats)
+    row = {"variant": variant, "grads_bitwise_equal": bool(equal), "loss": loss,
+           "step_time_s": timing.median_s, "step_time_iqr_s": timing.iqr_s, "timing_method": timing.method,
+           "device_held_after_forward_bytes": int(held), "peak_bytes": mem.peak_bytes,
+           "peak_method": mem.method, "peak_includes_host_copies": host_in_device_memory,
+           "host_bytes_after_forward": int(seen["host"]), "host_live_after_step_bytes": int(host_live()),
+           "host_reserved_bytes": None, "host_peak_bytes": None, "host_pinned": None,
+           "offloaded_bytes": None, "kept_bytes": None, "min_bytes": None}
+    if pool is not None:
+        row.update(host_reserved_bytes=pool.reserved_bytes, host_peak_bytes=pool.peak_live_bytes,
+                   host_pinned=pool.pin, offloaded_bytes=counters["offloaded_bytes"],
+                   kept_bytes=counters["kept_bytes"], min_bytes=state.min_bytes)
+    elif isinstance(state, _SaveOnCpu):
+        row.update(host_peak_bytes=state.peak_bytes, host_pinned=torch.cuda.is_available(),
+                   offloaded_bytes=int(seen["host"]))
+    return row
+
+
+def steps_table(params: dict) -> pd.DataFrame:
+    """offload-steps: a training step of a small GPT at each (s, h) under each variant of VARIANTS.
+
+    params: device, model (default "gpt-tiny"), layers (4), heads (4), micro_batch (2), dtype ("float32"),
+    dropout (0.1), seqs ([64, 128]), hiddens ([64, 128]), repeats (≥ 5, default 5), seed (0), min_bytes
+    (offload threshold, e.g. "64KiB"; default: the policy's).
+    Columns: s, h, b, L, variant, grads_bitwise_equal (vs none, same seed, dropout active), step_time_s
+    (median) and _iqr_s, device_held_after_forward_bytes (bytes alive on the device after forward: saved
+    activations and the loss; host copies excluded), peak_bytes (+ method; on the CPU it includes the
+    simulated host copies), host_* (bytes: pool reserved = pinned on CUDA, peak live, live after the
+    step), offloaded_bytes / kept_bytes per step, flops_model (forward + backward, FlopCounterMode),
+    achieved_flops_s (flops_model / step time of none), link, provenance.
+    """
+    check_known(params, {"device", "model", "layers", "heads", "micro_batch", "dtype", "dropout", "seqs",
+                         "hiddens", "repeats", "seed", "min_bytes"}, "offload.steps")
+    device = _device(params)
+    seqs, hiddens = get_int_list(params, "seqs", [64, 128]), get_int_list(params, "hiddens", [64, 128])
+    repeats = get_int(params, "repeats", 5, minimum=5)
+    seed = get_int(params, "seed", 0, minimum=0)
+    min_bytes = _size(params, "min_bytes", None)
+    rows = []
+    for s in seqs:
+        for h in hiddens:
+            rows += _measure_size(_model_config(params, s, h), device, repeats, seed, min_bytes)
+    prov = provenance(device=device, dtype=params.get("dtype", "float32"), seed=seed)
+    return pd.DataFrame(rows).assign(**{k: v for k, v in prov.items() if k not in ("device", "dtype")})
+
+
+def _measure_size(cfg, device: str, repeats: int, seed: int, min_bytes: int | None) -> list[dict]:
+    from remat.measure.flops import count_step_flops
+    from remat.models.transformer import build_model, lm_loss, random_tokens
+    from remat.policies import clear_plan
+    torch.manual_seed(seed)
+    model = build_model(cfg, device=device)
+    tokens = random_tokens(cfg, device=device)
+    flops = count_step_flops(lambda: lm_loss(model(tokens), tokens))
+    model.zero_grad(set_to_none=True)
+    reference, _ = _one_step(model, tokens, seed)
+    rows = [_measure_variant(model, tokens, v, reference, device, repeats, seed, min_bytes) for v in VARIANTS]
+    clear_plan(model)
+    t_none = next(r["step_time_s"] for r in rows if r["variant"] == "none")
+    model_flops = flops.forward + flops.backward
+    base = {"model": cfg.name, "s": cfg.seq, "h": cfg.hidden, "a": cfg.heads, "b": cfg.micro_batch,
+            "L": cfg.layers, "dtype": cfg.dtype, "device": device, "link": link_label(device),
+            "flops_model": model_flops, "achieved_flops_s": model_flops / t_none}
+    return [{**base, **row, "overhead_vs_none_s": row["step_time_s"] - t_none} for row in rows]
+
