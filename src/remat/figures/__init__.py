@@ -12,6 +12,7 @@ from pathlib import Path
 REGISTRY: dict[str, str] = {
     "chen-segments": "remat.figures.chen:segments",
     "chen-depth": "remat.figures.chen:depth",
+    "offload-bandwidth": "remat.figures.offload:bandwidth",
 }
 
 
