@@ -1,0 +1,127 @@
+"""Render the Quarto reports: `quarto render` when Quarto is on PATH, else a fallback (nbclient + pandoc).
+
+    remat report [--engine auto|quarto|fallback] [NAME ...]     ->  reports/NAME.html (one self-contained file)
+
+The Quarto project is the repository root (``_quarto.yml``): cells run with cwd = the root and read
+``results/`` and ``figures/``; ``reports/NAME.qmd`` renders in place to ``reports/NAME.html``.
+
+Both engines accept the same subset of Quarto markdown, which ``lint_qmd`` checks (``render`` refuses a
+report outside it, so a report that renders in the fallback renders the same way under Quarto):
+
+- YAML front matter with ``title`` (required) and only: subtitle, author, date, jupyter (``python3``),
+  format (``html`` with toc / toc-depth), execute (echo / warning / output).
+- Code cells are ```` ```{python} ```` only; ``#|`` options at the top of a cell, only label, echo, output
+  (true / false / asis), fig-cap, tbl-cap, include, warning. A cell with fig-cap is labelled ``fig-…``, one
+  with tbl-cap ``tbl-…``. No ``matplotlib.use(`` (it hides figures under Quarto's Jupyter engine).
+- Inline values `` `{python} expr` `` (a str shows without quotes). Math ``$…$`` / ``$$…$$``.
+- Cross references ``@fig-x``, ``@tbl-x``, ``@sec-x`` (also ``[-@fig-x]``) to labels defined in the file:
+  headings ``## Title {#sec-x}``; images ``![caption](path){#fig-x}``; markdown tables with a caption line
+  ``: caption {#tbl-x}``; cells with ``#| label: fig-x`` + ``#| fig-cap:`` or ``tbl-x`` + ``tbl-cap``.
+- Image paths are relative to the .qmd (``../figures/x.png``) or to the project root (``/figures/x.png``),
+  as in Quarto; never remote.
+- Fenced divs only ``::: {.callout-note}`` / ``-warning`` / ``-tip`` (optional ``title="…"``).
+- No shortcodes (``{{< >}}``), no raw LaTeX (``{=latex}`` blocks, ``\\begin{…}`` outside math), no spans
+  ``[x]{…}``, no other attributes (``{.panel-tabset}``, ``layout-ncol``, ``fig-align``, …), no citations.
+
+The fallback mirrors Quarto's Jupyter engine: cells run in order in one ipykernel (this interpreter) and each
+inline expression is evaluated as a Jupyter ``user_expressions`` request after the cells above it, as
+Quarto's ``notebook.py`` does; outputs become markdown; pandoc (pypandoc-binary) writes standalone HTML with
+``--embed-resources --mathml --toc --number-sections`` and ``crossref.lua`` (Quarto-style "Figure N" refs).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from remat.errors import UsageError
+from remat.report.fallback import render_fallback
+from remat.report.pages import index_markdown, provenance_markdown
+from remat.report.qmd import CELL_TIMEOUT_S, ENGINES, REPORTS_DIR, RenderError, lint_qmd, parse_qmd
+
+__all__ = ["RenderError", "index_markdown", "lint_qmd", "parse_qmd", "project_root", "provenance_markdown",
+           "quarto_binary", "render", "render_fallback", "render_quarto", "report_sources"]
+
+
+# --- render: choosing files and engine ---------------------------------------------------------------------
+
+def project_root(start: Path | None = None) -> Path:
+    """The Quarto project root: the nearest folder at or above ``start`` (default: cwd) with _quarto.yml.
+
+    Raises UsageError("reports") when there is none (run `remat report` inside the repository).
+    """
+    start = (start or Path.cwd()).resolve()
+    for folder in (start, *start.parents):
+        if (folder / "_quarto.yml").is_file():
+            return folder
+    raise UsageError("reports", f"no _quarto.yml in {start} or above; run `remat report` in the repository")
+
+
+def report_sources(root: Path, names: list[str] | None = None) -> list[Path]:
+    """The .qmd files to render: ``reports/NAME.qmd`` for each name (``NAME``, ``NAME.qmd`` or
+    ``reports/NAME.qmd`` accepted), or every ``reports/*.qmd`` with ``index`` last (it links the others).
+
+    Raises UsageError("NAME") for a name with no .qmd.
+    """
+    folder = root / REPORTS_DIR
+    available = sorted(p.stem for p in folder.glob("*.qmd"))
+    wanted = [Path(n).stem if n.endswith(".qmd") else n for n in names] if names else available
+    for name in wanted:
+        if name not in available:
+            raise UsageError("NAME", f"no {REPORTS_DIR}/{name}.qmd (available: {', '.join(available) or 'none'})")
+    wanted = list(dict.fromkeys(wanted))
+    if not names:
+        wanted.sort(key=lambda n: n == "index")   # stable: index last
+    return [folder / f"{name}.qmd" for name in wanted]
+
+
+def render(names: list[str] | None = None, engine: str = "auto", root: str | Path | None = None,
+           timeout: int = CELL_TIMEOUT_S) -> list[Path]:
+    """Render reports to ``reports/NAME.html`` (self-contained: figures embedded, MathML); return the paths.
+
+    engine: "auto" (Quarto when a ``quarto`` binary is on PATH, else the fallback), "quarto", "fallback".
+    root: the project root (default: the folder with _quarto.yml at or above cwd). timeout: seconds per cell.
+    Every selected .qmd is linted first (``lint_qmd``); nothing is rendered if one is outside the subset.
+    Raises UsageError("--engine") for an unknown engine or "quarto" without Quarto on PATH,
+    UsageError("NAME") for an unknown report, UsageError("reports/NAME.qmd") listing lint problems,
+    RenderError when a cell raises or pandoc/quarto fails (that report's HTML is not written).
+    """
+    quarto = quarto_binary(engine)
+    root = Path(root).resolve() if root else project_root()
+    sources = report_sources(root, names)
+    for qmd in sources:
+        problems = lint_qmd(qmd.read_text(encoding="utf-8"))
+        if problems:
+            raise UsageError(str(qmd.relative_to(root)), "outside the Quarto subset: " + "; ".join(problems))
+    if quarto is None:
+        return [render_fallback(qmd, root, timeout) for qmd in sources]
+    return [render_quarto(qmd, root, quarto) for qmd in sources]
+
+
+def quarto_binary(engine: str) -> str | None:
+    """The ``quarto`` executable ``engine`` asks for, or None for the fallback: "auto" -> Quarto when on
+    PATH; "quarto" -> Quarto (UsageError("--engine") when not on PATH); "fallback" -> None."""
+    if engine not in ENGINES:
+        raise UsageError("--engine", f"{engine!r} is not one of {', '.join(ENGINES)}")
+    quarto = shutil.which("quarto") if engine != "fallback" else None
+    if engine == "quarto" and not quarto:
+        raise UsageError("--engine", "quarto is not on PATH (use --engine fallback or auto)")
+    return quarto
+
+
+def render_quarto(qmd: Path, root: Path, quarto: str = "quarto") -> Path:
+    """`quarto render reports/NAME.qmd` in the project root (settings from _quarto.yml); returns the HTML
+    path. Raises RenderError when quarto exits non-zero or writes no HTML."""
+    rel = qmd.relative_to(root)
+    proc = subprocess.run([quarto, "render", str(rel)], cwd=root)
+    out = qmd.with_suffix(".html")
+    if proc.returncode != 0 or not out.exists():
+        raise RenderError(f"{rel}: quarto render failed (exit {proc.returncode})")
+    return out
+
+
+
+if __name__ == "__main__":   # pragma: no cover - `python -m remat.report NAME` == `remat report NAME`
+    print("\n".join(str(p) for p in render(sys.argv[1:] or None)))

@@ -1,0 +1,269 @@
+"""Render one .qmd without Quarto: cells and inline expressions in one ipykernel (nbclient), outputs to
+markdown, pandoc (pypandoc-binary) + crossref.lua to one self-contained HTML file."""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import os
+import re
+import tempfile
+from contextlib import contextmanager
+from importlib.resources import files
+from pathlib import Path
+
+import yaml
+
+from remat.io import atomic_path
+from remat.report.qmd import (CELL_TIMEOUT_S, EXECUTE_KEYS, HTML_FORMAT_KEYS, Cell, Prose, RenderError, _line_of,
+                              inline_exprs, parse_qmd)
+
+
+# --- render: the fallback --------------------------------------------------------------------------------
+
+def render_fallback(qmd: Path, root: Path, timeout: int = CELL_TIMEOUT_S) -> Path:
+    """Render one .qmd without Quarto: run its cells and inline expressions in one ipykernel (cwd = root),
+    turn outputs into markdown, convert with pandoc + crossref.lua, write ``qmd.with_suffix('.html')``
+    atomically. Returns that path. Raises RenderError (cell error, inline error, pandoc failure)."""
+    doc = parse_qmd(qmd.read_text(encoding="utf-8"))
+    settings = _settings(root, doc.front)
+    rel = qmd.relative_to(root) if qmd.is_relative_to(root) else qmd
+    parts = []
+    with _kernel(root, timeout) as client:
+        for block in doc.blocks:
+            if isinstance(block, Cell):
+                outputs = _execute_cell(client, block, rel)
+                try:
+                    parts.append(cell_markdown(block, outputs, _cell_options(block, settings)))
+                except RenderError as exc:
+                    raise RenderError(f"{rel}: {exc}") from None
+            else:
+                parts.append(_substitute_inline(client, block, rel))
+    out = qmd.with_suffix(".html")
+    _pandoc(_title_block(doc.front) + "\n\n".join(parts), out, qmd.parent, root, settings, rel)
+    return out
+
+
+def _settings(root: Path, front: dict) -> dict:
+    """Effective options: defaults < _quarto.yml (format.html, execute) < the document's front matter."""
+    settings = {"toc": True, "toc-depth": 3, "echo": True, "warning": True, "output": True}
+    project = root / "_quarto.yml"
+    layers = [yaml.safe_load(project.read_text(encoding="utf-8")) or {}] if project.is_file() else []
+    for layer in (*layers, front):
+        fmt = layer.get("format")
+        html = fmt.get("html") if isinstance(fmt, dict) else None
+        settings.update({k: v for k, v in (html or {}).items() if k in HTML_FORMAT_KEYS})
+        settings.update({k: v for k, v in (layer.get("execute") or {}).items() if k in EXECUTE_KEYS})
+    return settings
+
+
+def _cell_options(cell: Cell, settings: dict) -> dict:
+    opts = {"echo": settings["echo"], "warning": settings["warning"], "output": settings["output"],
+            "include": True}
+    opts.update(cell.options)
+    return opts
+
+
+# Quarto's Jupyter defaults for HTML: fig-width 7in, fig-height 5in, fig-dpi 96, fig-format retina.
+_KERNEL_ARGS = ["--InlineBackend.figure_formats=retina",
+                "--InlineBackend.rc={'figure.figsize': (7.0, 5.0), 'figure.dpi': 96}"]
+
+
+@contextmanager
+def _kernel(root: Path, timeout: int):
+    """An nbclient NotebookClient with a started ipykernel of THIS interpreter (ipykernel's native spec,
+    not whatever 'python3' kernelspec a user dir holds), cwd = ``root``, talking over IPC sockets in a
+    temp dir; shut down on exit."""
+    import nbformat
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import AsyncKernelManager
+    from nbclient import NotebookClient
+
+    with tempfile.TemporaryDirectory(prefix="remat-kernel-") as sockets:   # IPC: local, no open TCP ports
+        km = AsyncKernelManager(kernel_name="python3", kernel_spec_manager=KernelSpecManager(kernel_dirs=[]),
+                                transport="ipc", ip=str(Path(sockets) / "kernel"))
+        client = NotebookClient(nbformat.v4.new_notebook(), km=km, timeout=timeout,
+                                extra_arguments=_KERNEL_ARGS)
+        # Inline figures even where the caller's environment sets MPLBACKEND (e.g. Agg for the figure rules).
+        env = {**os.environ, "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+        with client.setup_kernel(cwd=str(root), env=env, cleanup_kc=True):
+            yield client
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _execute_cell(client, cell: Cell, rel: Path) -> list:
+    """Run one cell; its outputs (nbformat output nodes). Raises RenderError naming the .qmd line."""
+    import nbformat
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    node = nbformat.v4.new_code_cell(cell.code)
+    client.nb.cells.append(node)
+    try:
+        return client.execute_cell(node, len(client.nb.cells) - 1).outputs
+    except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
+        label = f" ({cell.options['label']})" if "label" in cell.options else ""
+        raise RenderError(f"{rel}: the cell at line {cell.line}{label} raised:\n{_ANSI.sub('', str(exc))}") from None
+
+
+def _substitute_inline(client, block: Prose, rel: Path) -> str:
+    """The prose with each `` `{python} expr` `` replaced by its value, evaluated now (after the cells
+    above) through a Jupyter execute request with ``user_expressions`` — Quarto's method."""
+    matches = inline_exprs(block.text)
+    if not matches:
+        return block.text
+    exprs = {str(i): m["expr"] for i, m in enumerate(matches)}
+    reply = client.wait_for_reply(client.kc.execute("", store_history=False, user_expressions=exprs))
+    if reply is None:
+        raise RenderError(f"{rel}: line {block.line}: no reply to the inline expressions (timeout)")
+    results = reply["content"].get("user_expressions", {})
+    text, offset = block.text, 0
+    for i, m in enumerate(matches):
+        value = _inline_value(results.get(str(i), {}), m, block, rel)
+        text = text[:m.start() + offset] + value + text[m.end() + offset:]
+        offset += len(value) - (m.end() - m.start())
+    return text
+
+
+def _inline_value(result: dict, match: re.Match, block: Prose, rel: Path) -> str:
+    """Markdown for one user_expressions result: text/markdown as is, else text/plain (a str without its
+    quotes, as Quarto shows it). Raises RenderError for an error or a value with no text form."""
+    where = f"{rel}: {_line_of(block, block.text, match.start())}: `{{python}} {match['expr']}`"
+    if result.get("status") != "ok":
+        raise RenderError(f"{where} raised {result.get('ename')}: {result.get('evalue')}")
+    data = result.get("data", {})
+    if "text/markdown" in data:
+        return data["text/markdown"]
+    if "text/plain" not in data:
+        raise RenderError(f"{where}: the value has no text/plain or text/markdown form")
+    text = data["text/plain"]
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1]
+    return text
+
+
+# --- outputs -> markdown ----------------------------------------------------------------------------------
+
+_MIME_ORDER = ("text/markdown", "text/html", "image/svg+xml", "image/png", "image/jpeg", "text/plain")
+
+
+def _fenced(text: str, info: str) -> str:
+    """A fenced code block whose fence is longer than any backtick run inside ``text``."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text.rstrip(chr(10))}\n{fence}"
+
+
+def _image_markdown(mime: str, data, metadata: dict) -> str:
+    payload = data.encode() if mime == "image/svg+xml" else None
+    b64 = base64.b64encode(payload).decode() if payload is not None else "".join(str(data).split())
+    size = metadata.get(mime, {}) if isinstance(metadata, dict) else {}
+    attrs = " ".join(f"{k}={int(size[k])}" for k in ("width", "height") if k in size)
+    return f"![](data:{mime};base64,{b64})" + (f"{{{attrs}}}" if attrs else "")
+
+
+def output_markdown(output, asis: bool = False) -> str:
+    """Markdown for one Jupyter output: images as embedded data URIs, text/markdown as markdown,
+    text/html raw, text/plain and streams in code blocks (raw markdown when ``asis``)."""
+    if output["output_type"] == "stream":
+        return output["text"] if asis else _fenced(output["text"], " {.cell-output}")
+    data = output.get("data", {})
+    mime = next((m for m in _MIME_ORDER if m in data), None)
+    if mime is None:
+        return ""
+    if mime.startswith("image/"):
+        return _image_markdown(mime, data[mime], output.get("metadata", {}))
+    if mime == "text/markdown" or asis:
+        return data[mime]
+    if mime == "text/html":
+        return _fenced(data[mime], "{=html}")
+    return _fenced(data[mime], " {.cell-output}")
+
+
+def _is_image(output) -> bool:
+    return output["output_type"] != "stream" and any(m.startswith("image/") for m in output.get("data", {}))
+
+
+def cell_markdown(cell: Cell, outputs: list, opts: dict) -> str:
+    """Markdown for an executed cell under its options (echo, output, include, warning, label + fig-cap /
+    tbl-cap): a labelled figure cell's images go in a ``::: {#fig-x}`` div, a table cell's outputs in
+    ``::: {#tbl-x}``, the caption as the div's last paragraph (crossref.lua numbers them)."""
+    if not opts["include"]:
+        return ""
+    parts = [_fenced(cell.code, " {.python .cell-code}")] if opts["echo"] and cell.code.strip() else []
+    if opts["output"] is False:
+        return "\n\n".join(parts)
+    kept = [o for o in outputs if opts["warning"] or not (o["output_type"] == "stream" and o["name"] == "stderr")]
+    asis = opts["output"] == "asis"
+    label = opts.get("label", "")
+    if "fig-cap" in opts:
+        images = [output_markdown(o) for o in kept if _is_image(o)]
+        if not images:
+            raise RenderError(f"line {cell.line}: cell {label} has a fig-cap but made no figure")
+        parts += [output_markdown(o, asis) for o in kept if not _is_image(o)]
+        parts.append(_float(label, images, opts["fig-cap"]))
+    elif "tbl-cap" in opts:
+        parts.append(_float(label, [output_markdown(o, asis) for o in kept], opts["tbl-cap"]))
+    else:
+        parts += [output_markdown(o, asis) for o in kept]
+    return "\n\n".join(p for p in parts if p)
+
+
+def _float(label: str, body: list[str], caption: str) -> str:
+    inner = "\n\n".join(b for b in body if b)
+    caption = " ".join(caption.split())
+    return f":::::: {{#{label}}}\n{inner}\n\n{caption}\n::::::"
+
+
+# --- pandoc ------------------------------------------------------------------------------------------------
+
+_CSS = """<style>
+body { max-width: 50em; }
+figure { margin: 1.5em 0; }
+figure img, figure svg { max-width: 100%; height: auto; display: block; margin: 0 auto; }
+figcaption, table caption, .table-caption { font-size: 0.92em; color: #333; text-align: left; margin: .4em 0; }
+.cell-output { background: #f6f8fa; border-left: 3px solid #d0d7de; }
+div.sourceCode.cell-code { border-left: 3px solid #9ab; }
+table { border-collapse: collapse; margin: 1em 0; font-variant-numeric: tabular-nums; font-size: 0.92em; }
+th, td { padding: 0.25em 0.7em; border-bottom: 1px solid #d8dde3; }
+thead th { border-bottom: 2px solid #999; }
+.header-section-number { margin-right: 0.4em; color: #666; }
+.callout { border-left: 5px solid #6c757d; background: #f8f9fa; padding: 0.4em 1em; margin: 1.2em 0;
+           border-radius: 4px; }
+.callout-title { font-weight: 600; margin-bottom: 0.2em; }
+.callout-note { border-left-color: #0d6efd; } .callout-warning { border-left-color: #e0a800; }
+.callout-tip { border-left-color: #198754; }
+a.quarto-xref { text-decoration: none; }
+</style>"""
+
+
+def _title_block(front: dict) -> str:
+    """Front matter for pandoc: title, subtitle, author, date (date: today -> the ISO date)."""
+    meta = {k: front[k] for k in ("title", "subtitle", "author", "date") if k in front}
+    if str(meta.get("date", "")).lower() in ("today", "now", "last-modified"):
+        meta["date"] = _dt.date.today().isoformat()
+    meta = {k: v if isinstance(v, (str, list)) else str(v) for k, v in meta.items()}
+    return f"---\n{yaml.safe_dump(meta, allow_unicode=True, sort_keys=False)}---\n\n" if meta else ""
+
+
+def _pandoc(markdown: str, out: Path, doc_dir: Path, root: Path, settings: dict, rel: Path) -> None:
+    """markdown -> standalone, self-contained HTML at ``out`` (atomic). Relative resources resolve from the
+    .qmd's folder (pandoc runs there, as under Quarto), ``/x`` from the project root. Warnings (e.g. a
+    missing image) are errors. Raises RenderError."""
+    import pypandoc
+
+    args = ["--standalone", "--embed-resources", "--mathml", "--number-sections", "--fail-if-warnings",
+            f"--resource-path={doc_dir}", f"--lua-filter={files('remat.report') / 'crossref.lua'}",
+            f"--metadata=remat-project-root:{root}", f"--variable=header-includes:{_CSS}",
+            "--variable=lang:en"]
+    if settings.get("toc"):
+        args += ["--toc", f"--toc-depth={int(settings.get('toc-depth', 3))}"]
+    with atomic_path(out) as tmp:
+        try:
+            pypandoc.convert_text(markdown, "html5", format="markdown", extra_args=args, outputfile=str(tmp),
+                                  cworkdir=str(doc_dir))
+        except RuntimeError as exc:
+            raise RenderError(f"{rel}: pandoc failed: {exc}") from None
+
+

@@ -1,0 +1,79 @@
+"""Markdown blocks report cells print: the provenance of a report's numbers, and the index of reports."""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+from remat.report.qmd import REPORT_ORDER, REPORTS_DIR, parse_qmd
+
+
+# --- provenance and index, for report cells -------------------------------------------------------------
+
+_PROVENANCE_COLUMNS = (("device_name", "device"), ("dtype", "dtype"), ("git_commit", "git commit"),
+                       ("torch_version", "torch"), ("numpy_version", "numpy"), ("host", "host"))
+
+
+def provenance_markdown(*tables) -> str:
+    """Markdown (a bullet list) saying where the report's numbers come from and how it was rendered.
+
+    tables: result tables (pandas DataFrames) whose rows carry the provenance columns of
+    ``remat.measure.provenance.provenance``; for each column present, the distinct values are listed, and
+    the range of ``timestamp``. Then the render itself: UTC time, git commit, host, Python / torch / numpy /
+    pandas / matplotlib versions, and the device the render ran on. Use in a final cell:
+    ``#| output: asis`` + ``print(provenance_markdown(df))``, or ``Markdown(provenance_markdown(df))``.
+    """
+    from remat.measure.provenance import provenance
+
+    lines = ["**Provenance**", ""]
+    for column, name in _PROVENANCE_COLUMNS:
+        values = sorted({str(v) for t in tables if column in t for v in t[column].dropna().unique()})
+        if values:
+            lines.append(f"- results, {name}: {', '.join(f'`{v}`' for v in values)}")
+    stamps = sorted(str(v) for t in tables if "timestamp" in t for v in t["timestamp"].dropna())
+    if stamps:
+        lines.append(f"- results measured: {stamps[0]} to {stamps[-1]}")
+    now = provenance(device=_render_device())
+    lines += [f"- rendered: {now['timestamp']} on `{now['host']}` ({now['device_name']}),"
+              f" git commit `{now['git_commit']}`",
+              f"- versions: Python {platform.python_version()}, torch {now['torch_version']},"
+              f" numpy {now['numpy_version']}, {_versions('pandas', 'matplotlib')}"]
+    return "\n".join(lines) + "\n"
+
+
+def _render_device() -> str:
+    try:
+        import torch
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:
+        return "cpu"
+
+
+def _versions(*modules: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    out = []
+    for name in modules:
+        try:
+            out.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            out.append(f"{name} (not installed)")
+    return ", ".join(out)
+
+
+def index_markdown(root: str | Path = ".") -> str:
+    """Markdown list of the reports in ``root/reports``: a link to NAME.html for each report rendered at
+    this moment, "not rendered yet" for the others; ``REPORT_ORDER`` first, then the rest alphabetically.
+    Titles come from each .qmd's front matter. (Used by reports/index.qmd.)"""
+    folder = Path(root) / REPORTS_DIR
+    names = sorted((p.stem for p in folder.glob("*.qmd") if p.stem != "index"),
+                   key=lambda n: (REPORT_ORDER.index(n) if n in REPORT_ORDER else len(REPORT_ORDER), n))
+    lines = []
+    for name in names:
+        title = parse_qmd((folder / f"{name}.qmd").read_text(encoding="utf-8")).front.get("title", name)
+        if (folder / f"{name}.html").exists():
+            lines.append(f"- [{title}]({name}.html)")
+        else:
+            lines.append(f"- {title} — not rendered yet (`remat report {name}`)")
+    return "\n".join(lines) + "\n" if lines else "No reports yet.\n"
+
+

@@ -1,0 +1,386 @@
+"""Quarto markdown (.qmd): parse into front matter, code cells and prose, and lint against the subset
+both engines (real Quarto and our fallback) render alike. The subset is listed in remat.report's docstring."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import yaml
+
+
+REPORTS_DIR = "reports"
+ENGINES = ("auto", "quarto", "fallback")
+CELL_TIMEOUT_S = 1200
+# Reports the index lists first, in reading order; any other reports/*.qmd follow alphabetically.
+REPORT_ORDER = ("chen2016", "korthikanti2022", "sweeps", "offload", "planner")
+
+FRONT_MATTER_KEYS = {"title", "subtitle", "author", "date", "jupyter", "format", "execute"}
+HTML_FORMAT_KEYS = {"toc", "toc-depth"}
+EXECUTE_KEYS = {"echo", "warning", "output"}
+CELL_OPTIONS = {"label", "echo", "output", "fig-cap", "tbl-cap", "include", "warning"}
+CALLOUTS = {"callout-note", "callout-warning", "callout-tip"}
+CROSSREF_KINDS = ("fig", "tbl", "sec")
+
+
+class RenderError(RuntimeError):
+    """A report failed to render (a cell raised, pandoc or quarto failed). Nothing was written."""
+
+    exit_code = 1
+
+
+# --- parsing ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Cell:
+    """A ```{engine} code cell. ``line`` is the 1-based line of its opening fence in the .qmd."""
+
+    line: int
+    header: str                      # the text between the braces: "python" for a valid cell
+    options: dict                    # the leading '#|' lines, parsed as YAML (as Quarto does)
+    code: str                        # the source without the option lines
+    problems: tuple[str, ...] = ()   # option lines that did not parse, '#|' after code, unclosed fence
+
+
+@dataclass(frozen=True)
+class Prose:
+    """Markdown between cells (static code blocks included). ``line``: 1-based first line in the .qmd."""
+
+    line: int
+    text: str
+
+
+@dataclass
+class Qmd:
+    """A parsed .qmd: front matter, then prose and cells in document order."""
+
+    front: dict
+    blocks: list = field(default_factory=list)
+    problems: list = field(default_factory=list)   # front matter that does not parse
+
+
+_FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*?)\s*$")
+_ENGINE_INFO = re.compile(r"^\{\s*(?P<header>[A-Za-z][^}]*?)\s*\}$")   # {python}, {r}, {python echo=F}
+_OPTION_LINE = re.compile(r"^#\s*\| ?")                                   # Quarto: ^#\s*\| ?
+
+
+def parse_qmd(text: str) -> Qmd:
+    """Split a .qmd into front matter (dict), prose blocks and code cells. Never raises on bad syntax:
+    problems are recorded for ``lint_qmd``."""
+    lines = text.splitlines()
+    front, start, problems = _front_matter(lines)
+    qmd = Qmd(front=front, problems=problems)
+    prose: list[str] = []
+    prose_line = start + 1
+    i = start
+    while i < len(lines):
+        match = _FENCE.match(lines[i])
+        info = _ENGINE_INFO.match(match["info"]) if match else None
+        if match and info:
+            if prose:
+                qmd.blocks.append(Prose(prose_line, "\n".join(prose)))
+            cell, i = _read_cell(lines, i, match["fence"], info["header"])
+            qmd.blocks.append(cell)
+            prose, prose_line = [], i + 1
+            continue
+        if match:   # a static code block: copied through, its content is not markdown
+            end = _closing_fence(lines, i + 1, match["fence"])
+            prose.extend(lines[i:end + 1])
+            i = end + 1
+            continue
+        prose.append(lines[i])
+        i += 1
+    if prose:
+        qmd.blocks.append(Prose(prose_line, "\n".join(prose)))
+    return qmd
+
+
+def _front_matter(lines: list[str]) -> tuple[dict, int, list[str]]:
+    """(front matter dict, index of the first body line, problems)."""
+    if not lines or lines[0].strip() != "---":
+        return {}, 0, ["line 1: no YAML front matter (--- title: ... ---)"]
+    for end in range(1, len(lines)):
+        if lines[end].strip() in ("---", "..."):
+            try:
+                front = yaml.safe_load("\n".join(lines[1:end])) or {}
+            except yaml.YAMLError as exc:
+                return {}, end + 1, [f"front matter: YAML does not parse ({exc})"]
+            if not isinstance(front, dict):
+                return {}, end + 1, ["front matter: not a YAML mapping"]
+            return front, end + 1, []
+    return {}, len(lines), ["front matter: no closing ---"]
+
+
+def _closing_fence(lines: list[str], i: int, fence: str) -> int:
+    """Index of the line closing ``fence`` (same character, at least as long); len(lines) if none."""
+    closing = re.compile(rf"^{re.escape(fence[0])}{{{len(fence)},}}\s*$")
+    while i < len(lines) and not closing.match(lines[i]):
+        i += 1
+    return i
+
+
+def _read_cell(lines: list[str], i: int, fence: str, header: str) -> tuple[Cell, int]:
+    """Parse the cell opening at ``lines[i]``; return it and the index after its closing fence."""
+    end = _closing_fence(lines, i + 1, fence)
+    body = lines[i + 1:end]
+    problems = [] if end < len(lines) else [f"line {i + 1}: cell is never closed ({fence})"]
+    n_opts = 0
+    while n_opts < len(body) and _OPTION_LINE.match(body[n_opts]):
+        n_opts += 1
+    options: dict = {}
+    if n_opts:
+        source = "\n".join(_OPTION_LINE.sub("", line, count=1) for line in body[:n_opts])
+        try:
+            options = yaml.safe_load(source) or {}
+        except yaml.YAMLError as exc:
+            problems.append(f"line {i + 2}: '#|' options are not valid YAML ({exc.problem})")
+        if not isinstance(options, dict):
+            problems.append(f"line {i + 2}: '#|' options must be 'key: value' lines")
+            options = {}
+    for k, line in enumerate(body[n_opts:], start=i + 2 + n_opts):
+        if _OPTION_LINE.match(line):
+            problems.append(f"line {k}: '#|' option after code starts (Quarto ignores it)")
+    code = "\n".join(body[n_opts:])
+    return Cell(i + 1, header.strip(), options, code, tuple(problems)), end + 1
+
+
+# --- the subset both engines accept ------------------------------------------------------------------------
+
+def _blank(match: re.Match) -> str:
+    """Same-length replacement that keeps newlines (so offsets still map to line numbers)."""
+    return re.sub(r"[^\n]", " ", match.group(0))
+
+
+_STATIC_FENCE_BLOCK = re.compile(r"^(`{3,}|~{3,})[^\n]*\n.*?^\1[`~]*[ \t]*$", re.M | re.S)
+_INLINE_EXPR = re.compile(r"(?<!`)`\{(?P<engine>[A-Za-z]\w*)\}[ \t](?P<expr>[^`]+)`")
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)", re.S)
+_MATH = re.compile(r"\$\$.+?\$\$|(?<![\\$])\$(?=\S)[^$\n]*?(?<=\S)\$(?!\d)", re.S)
+
+
+def _mask_static_code(text: str) -> str:
+    """Blank static fenced code blocks (their text is not markdown)."""
+    return _STATIC_FENCE_BLOCK.sub(_blank, text)
+
+
+def inline_exprs(text: str) -> list[re.Match]:
+    """Inline expressions `` `{engine} expr` `` of a prose block, outside static code blocks (Quarto's rule)."""
+    return list(_INLINE_EXPR.finditer(_mask_static_code(text)))
+
+
+def _plain_prose(text: str) -> str:
+    """Prose with static code, inline code and math blanked: what markdown-level rules look at."""
+    text = _CODE_SPAN.sub(_blank, _mask_static_code(text))
+    return _MATH.sub(_blank, text)
+
+
+def lint_qmd(text: str) -> list[str]:
+    """Problems that put a .qmd outside the subset both engines render alike (empty list: it is inside).
+
+    Each problem is one line, "line N: ..." where a line is known. The subset is described in this
+    module's docstring (and in the notes to report authors). Pure function of the text; no I/O.
+    """
+    qmd = parse_qmd(text)
+    problems = list(qmd.problems) + _lint_front(qmd.front)
+    labels: dict[str, int] = {}
+    for block in qmd.blocks:
+        if isinstance(block, Cell):
+            problems += _lint_cell(block, labels)
+        else:
+            problems += _lint_prose(block, labels)
+    for block in qmd.blocks:
+        if isinstance(block, Prose):
+            problems += _lint_refs(block, labels)
+    return problems
+
+
+def _lint_front(front: dict) -> list[str]:
+    problems = []
+    if front and not front.get("title"):
+        problems.append("front matter: a title is required")
+    for key in sorted(set(front) - FRONT_MATTER_KEYS):
+        problems.append(f"front matter: key {key!r} is outside the subset ({', '.join(sorted(FRONT_MATTER_KEYS))})")
+    if "jupyter" in front and front["jupyter"] != "python3":
+        problems.append("front matter: jupyter must be python3")
+    problems += _lint_format(front.get("format", "html"))
+    execute = front.get("execute", {})
+    if not isinstance(execute, dict):
+        problems.append("front matter: execute must be a mapping")
+    else:
+        for key in sorted(set(execute) - EXECUTE_KEYS):
+            problems.append(f"front matter: execute.{key} is outside the subset (echo, warning, output)")
+        problems += [f"front matter: execute.{k} must be true or false"
+                     for k in sorted(set(execute) & EXECUTE_KEYS) if not isinstance(execute[k], bool)]
+    return problems
+
+
+def _lint_format(fmt) -> list[str]:
+    """format: html, or format: {html: {toc: ..., toc-depth: ...}}."""
+    if fmt == "html":
+        return []
+    html = fmt.get("html") if isinstance(fmt, dict) and set(fmt) == {"html"} else False
+    if html is None:
+        return []
+    if not isinstance(html, dict):
+        return ["front matter: format must be html (with only toc / toc-depth)"]
+    return [f"front matter: format.html.{key} is outside the subset (toc, toc-depth)"
+            for key in sorted(set(html) - HTML_FORMAT_KEYS)]
+
+
+def _lint_cell(cell: Cell, labels: dict[str, int]) -> list[str]:
+    at = f"line {cell.line}"
+    if cell.header != "python":
+        engine = cell.header.split()[0]
+        if engine == "python":
+            return [f"{at}: ```{{{cell.header}}}: put cell options in '#|' lines, not in the braces"]
+        return [f"{at}: ```{{{engine}}} cell: only ```{{python}} cells are in the subset"]
+    problems = list(cell.problems)
+    opts = cell.options
+    for key in sorted(set(opts) - CELL_OPTIONS):
+        problems.append(f"{at}: cell option {key!r} is outside the subset ({', '.join(sorted(CELL_OPTIONS))})")
+    for key in ("echo", "include", "warning"):
+        if key in opts and not isinstance(opts[key], bool):
+            problems.append(f"{at}: cell option {key} must be true or false")
+    if "output" in opts and opts["output"] not in (True, False, "asis"):
+        problems.append(f"{at}: cell option output must be true, false or asis")
+    problems += _lint_cell_label(cell, labels)
+    if "matplotlib.use(" in cell.code:
+        problems.append(f"{at}: matplotlib.use( in a cell hides figures under Quarto; leave the backend alone")
+    return problems
+
+
+def _lint_cell_label(cell: Cell, labels: dict[str, int]) -> list[str]:
+    at, opts = f"line {cell.line}", cell.options
+    label = opts.get("label")
+    problems = []
+    for cap, prefix in (("fig-cap", "fig-"), ("tbl-cap", "tbl-")):
+        if cap in opts and not isinstance(opts[cap], str):
+            problems.append(f"{at}: {cap} must be a string")
+        if cap in opts and not (isinstance(label, str) and label.startswith(prefix)):
+            problems.append(f"{at}: a cell with {cap} needs '#| label: {prefix}...'")
+        if isinstance(label, str) and label.startswith(prefix) and cap not in opts:
+            problems.append(f"{at}: cell label {label} needs '#| {cap}: ...'")
+    if label is None:
+        return problems
+    if not isinstance(label, str) or not re.fullmatch(r"[A-Za-z][\w-]*", label):
+        return problems + [f"{at}: cell label {label!r} must be letters, digits, '-' or '_'"]
+    return problems + _define(label, cell.line, labels)
+
+
+def _define(label: str, line: int, labels: dict[str, int]) -> list[str]:
+    if label in labels:
+        return [f"line {line}: label {label} is already defined on line {labels[label]}"]
+    labels[label] = line
+    return []
+
+
+_SHORTCODE = re.compile(r"\{\{[<%]")
+_RAW_FENCE = re.compile(r"^(`{3,}|~{3,})\s*\{=(\w+)\}", re.M)
+_RAW_INLINE = re.compile(r"`\{=(\w+)\}")
+_TEX_ENV = re.compile(r"\\begin\{")
+_DIV = re.compile(r"^:{3,}[ \t]*(?P<attrs>\S.*?)?[ \t]*:*[ \t]*$", re.M)
+_HEADING = re.compile(r"^#{1,6}[ \t].*?\{(?P<attrs>[^{}]*)\}[ \t]*$", re.M)
+_IMAGE = re.compile(r"!\[(?P<cap>(?:[^\[\]]|\[[^\]]*\])*)\]\((?P<src>[^)\s]*)[^)]*\)(?:\{(?P<attrs>[^{}]*)\})?")
+_LINK_ATTRS = re.compile(r"(?<!!)\[[^\]]*\]\([^)]*\)\{")
+_SPAN = re.compile(r"\]\{")
+_TABLE_CAPTION = re.compile(r"^(?:Table)?:[ \t].*?\{(?P<attrs>[^{}]*)\}[ \t]*$", re.M)
+_ANY_ID = re.compile(r"\{[^{}]*?#(?P<id>[A-Za-z][\w-]*)")
+_REF = re.compile(r"(?<![\w@.\\])@(?P<key>[A-Za-z0-9_](?:[\w-]|[:.#$%&+?<>~/](?=\w))*)")
+
+
+def _lineno(block: Prose, text: str, pos: int) -> int:
+    """The .qmd line of offset ``pos`` in ``text`` (the block's text or a same-length masked copy)."""
+    return block.line + text.count("\n", 0, pos)
+
+
+def _line_of(block: Prose, text: str, pos: int) -> str:
+    return f"line {_lineno(block, text, pos)}"
+
+
+def _lint_prose(block: Prose, labels: dict[str, int]) -> list[str]:
+    """Markdown-level rules on one prose block; records the labels it defines."""
+    raw = _mask_static_code(block.text)
+    text = _plain_prose(block.text)
+    problems = []
+    for m in _RAW_FENCE.finditer(block.text):
+        if m[2] != "html":
+            problems.append(f"{_line_of(block, block.text, m.start())}: raw {{={m[2]}}} block (only {{=html}})")
+    for m in _RAW_INLINE.finditer(raw):
+        if m[1] != "html":
+            problems.append(f"{_line_of(block, raw, m.start())}: raw inline {{={m[1]}}} (only {{=html}})")
+    for m in inline_exprs(block.text):
+        if m["engine"] != "python":
+            problems.append(f"{_line_of(block, raw, m.start())}: inline `{{{m['engine']}}} ...`: only {{python}}")
+    checks = ((_SHORTCODE, "shortcodes {{< >}} are Quarto-only"),
+              (_TEX_ENV, "raw LaTeX (\\begin{...}) outside math"),
+              (_LINK_ATTRS, "attributes on a link"),
+              (_SPAN, "bracketed span [text]{...}"))
+    for pattern, why in checks:
+        problems += [f"{_line_of(block, text, m.start())}: {why}" for m in pattern.finditer(text)]
+    problems += _lint_divs(block, text) + _lint_images(block, text, labels)
+    problems += _lint_headings_tables(block, text, labels)
+    return problems
+
+
+def _lint_divs(block: Prose, text: str) -> list[str]:
+    problems = []
+    for m in _DIV.finditer(text):
+        attrs = (m["attrs"] or "").strip()
+        if not attrs:
+            continue   # a closing fence
+        inner = attrs[1:-1] if attrs.startswith("{") and attrs.endswith("}") else attrs
+        tokens = re.findall(r'[^\s"=]+="[^"]*"|\S+', inner)
+        classes = [t.lstrip(".") for t in tokens if not t.startswith("title=")]
+        if len(classes) != 1 or classes[0] not in CALLOUTS:
+            problems.append(f"{_line_of(block, text, m.start())}: fenced div {attrs!r}: only "
+                            "::: {.callout-note} / {.callout-warning} / {.callout-tip}")
+    return problems
+
+
+def _lint_images(block: Prose, text: str, labels: dict[str, int]) -> list[str]:
+    problems = []
+    for m in _IMAGE.finditer(text):
+        at = _line_of(block, text, m.start())
+        src = m["src"]
+        if re.match(r"^[a-z]+://", src):
+            problems.append(f"{at}: remote image {src} (reports render offline)")
+        elif re.match(r"^(figures|results)/", src):
+            problems.append(f"{at}: image path {src} is relative to reports/ under Quarto: "
+                            f"write ../{src} (or /{src}, from the project root)")
+        for token in (m["attrs"] or "").split():
+            if token.startswith("#fig-"):
+                problems += _define(token[1:], _lineno(block, text, m.start()), labels)
+            elif not re.match(r"^(width|height)=\S+$", token):
+                problems.append(f"{at}: image attribute {token!r} (only #fig-..., width=, height=)")
+    return problems
+
+
+def _lint_headings_tables(block: Prose, text: str, labels: dict[str, int]) -> list[str]:
+    problems = []
+    for pattern, id_prefix, ok_classes in ((_HEADING, "#sec-", {".unnumbered", ".unlisted", "-"}),
+                                            (_TABLE_CAPTION, "#tbl-", set())):
+        for m in pattern.finditer(text):
+            at = _line_of(block, text, m.start())
+            for token in m["attrs"].split():
+                if token.startswith(id_prefix):
+                    problems += _define(token[1:], _lineno(block, text, m.start()), labels)
+                elif token not in ok_classes:
+                    problems.append(f"{at}: attribute {token!r} (only {id_prefix}..."
+                                    f"{', ' + ', '.join(sorted(ok_classes)) if ok_classes else ''})")
+    for m in _ANY_ID.finditer(text):
+        if not m["id"].startswith(("fig-", "tbl-", "sec-")):
+            problems.append(f"{_line_of(block, text, m.start())}: label #{m['id']}: only fig-, tbl-, sec- labels")
+    return problems
+
+
+def _lint_refs(block: Prose, labels: dict[str, int]) -> list[str]:
+    text = _plain_prose(block.text)
+    problems = []
+    for m in _REF.finditer(text):
+        key, at = m["key"], _line_of(block, text, m.start())
+        if not key.startswith(tuple(f"{k}-" for k in CROSSREF_KINDS)):
+            problems.append(f"{at}: @{key}: only @fig-, @tbl-, @sec- cross references (no citations)")
+        elif key not in labels:
+            problems.append(f"{at}: @{key} refers to an undefined label")
+    return problems
+
+
