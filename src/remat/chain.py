@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from remat.errors import UsageError
+from remat.formulas.chen import check_count
 from remat.schedules import Backward, Forward, Loss, Schedule
 
 PARAMS = ("W1", "b1", "W2", "b2")
@@ -68,8 +69,7 @@ def make_chain(layers: int, width: int, hidden: int | None = None, dtype: str = 
     """
     hidden = width if hidden is None else hidden
     for name, value in (("layers", layers), ("width", width), ("hidden", hidden)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise UsageError(name, f"must be an integer ≥ 1, got {value!r}")
+        check_count(value, name)
     try:
         dt = np.dtype(dtype)
     except TypeError:
@@ -87,8 +87,7 @@ def make_chain(layers: int, width: int, hidden: int | None = None, dtype: str = 
 
 def make_input(chain: Chain, batch: int, seed: int = 1) -> np.ndarray:
     """A random input x_0 of shape [batch, d] in the chain's dtype. Raises UsageError("batch") if batch < 1."""
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise UsageError("batch", f"must be an integer ≥ 1, got {batch!r}")
+    check_count(batch, "batch")
     return np.random.default_rng(seed).standard_normal((batch, chain.width)).astype(chain.dtype)
 
 
@@ -203,7 +202,7 @@ def finite_differences(chain: Chain, x: np.ndarray, probes: int = 3, eps: float 
 def fd_relative_error(grads: Gradients, fd: list[tuple[str, int, float]]) -> float:
     """‖fd − g‖₂ / max(‖fd‖₂, ‖g‖₂) over the probed entries of ``finite_differences`` (dimensionless)."""
     numeric = np.array([value for _, _, value in fd])
-    analytic = np.array([getattr(grads, name).reshape(-1)[idx] for name, idx, _ in fd])
+    analytic = np.array([getattr(grads, name).reshape(-1)[i] for name, i, _ in fd])
     scale = max(np.linalg.norm(numeric), np.linalg.norm(analytic), np.finfo(np.float64).tiny)
     return float(np.linalg.norm(numeric - analytic) / scale)
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from remat.errors import UsageError
 from remat.formulas import chen as formulas
 from remat.formulas import revolve as binomial
 
@@ -89,11 +88,6 @@ def _tape_and_reverse(ops: list, lo: int, hi: int, layers: int) -> None:
     ops.extend(Backward(i) for i in reversed(range(lo, hi)))
 
 
-def _check_layers(layers: int) -> None:
-    if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
-        raise UsageError("layers", f"must be an integer ≥ 1, got {layers!r}")
-
-
 # --- the schedules ---------------------------------------------------------------------------------------------
 
 def segments(layers: int, k: int, name: str | None = None, family: str = "segments") -> Schedule:
@@ -111,7 +105,7 @@ def segments(layers: int, k: int, name: str | None = None, family: str = "segmen
 
 def none(layers: int) -> Schedule:
     """Keep every activation: the plain backward as a schedule (segments(L, 1))."""
-    _check_layers(layers)
+    formulas.check_count(layers, "layers")
     return segments(layers, 1, name="none", family="none")
 
 
@@ -126,9 +120,8 @@ def recursive(layers: int, k: int = 1) -> Schedule:
     Peak bytes: formulas.chen.recursive_peak_bytes; forwards: formulas.chen.recursive_forwards.
     Raises UsageError("layers"/"k").
     """
-    _check_layers(layers)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise UsageError("k", f"must be an integer ≥ 1, got {k!r}")
+    formulas.check_count(layers, "layers")
+    formulas.check_count(k, "k")
     ops: list = []
 
     def reverse(lo: int, hi: int) -> None:
@@ -151,9 +144,8 @@ def revolve(layers: int, slots: int) -> Schedule:
     formulas.revolve.advance_table; advances = r·L − β(s+1, r−1). Slots beyond L are never used.
     Raises UsageError("layers"/"slots").
     """
-    _check_layers(layers)
-    if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
-        raise UsageError("slots", f"must be an integer ≥ 1, got {slots!r}")
+    formulas.check_count(layers, "layers")
+    formulas.check_count(slots, "slots")
     _, split = binomial.advance_table(layers, min(slots, layers))
     ops: list = []
 
@@ -172,14 +164,14 @@ def revolve(layers: int, slots: int) -> Schedule:
 def default_slots(layers: int) -> int:
     """Revolve's slot count in the depth sweep: max(1, ⌈log2 L⌉) — the checkpoints Chen's recursion (k = 1)
     holds, so the two are compared at (about) equal memory."""
-    _check_layers(layers)
+    formulas.check_count(layers, "layers")
     return max(1, math.ceil(math.log2(layers)))
 
 
 def catalogue(layers: int, slots: list[int] | None = None) -> dict[str, Schedule]:
     """Every schedule ``remat check`` verifies for L = ``layers``: none, segments(k) for k = 1..L, sqrt,
     recursive(1), recursive(2), revolve(s) for s in ``slots`` (default {1, 2, ⌈log2 L⌉}). Keyed by name."""
-    _check_layers(layers)
+    formulas.check_count(layers, "layers")
     slots = sorted(set(slots or [1, 2, default_slots(layers)]))
     found = [none(layers), *(segments(layers, k) for k in range(1, layers + 1)), sqrt(layers),
              recursive(layers, 1), recursive(layers, 2), *(revolve(layers, s) for s in slots)]

@@ -41,15 +41,18 @@ def predicted(schedule: schedules.Schedule, x_bytes: int, h_bytes: int) -> dict:
     "bound" (Revolve); None values for a family without a closed form (e.g. a schedule injected in a test).
     """
     L, p = schedule.layers, schedule.param
-    if schedule.family in ("none", "segments", "sqrt"):
-        peak, fwd, kind = formulas.segments_peak_bytes(L, p, x_bytes, h_bytes), formulas.segments_forwards(L, p), "exact"
-    elif schedule.family == "recursive":
-        peak, fwd, kind = formulas.recursive_peak_bytes(L, p, x_bytes, h_bytes), formulas.recursive_forwards(L, p), "exact"
-    elif schedule.family == "revolve":
-        peak, fwd, kind = formulas.revolve_peak_bytes_bound(L, p, x_bytes, h_bytes), formulas.revolve_forwards(L, p), "bound"
-    else:
-        peak = fwd = kind = None
-    return {"peak_bytes_formula": peak, "forwards_formula": fwd, "peak_formula": kind}
+    forms = {  # family -> (peak bytes, forwards, kind of the peak formula)
+        "none": (formulas.segments_peak_bytes, formulas.segments_forwards, "exact"),
+        "segments": (formulas.segments_peak_bytes, formulas.segments_forwards, "exact"),
+        "sqrt": (formulas.segments_peak_bytes, formulas.segments_forwards, "exact"),
+        "recursive": (formulas.recursive_peak_bytes, formulas.recursive_forwards, "exact"),
+        "revolve": (formulas.revolve_peak_bytes_bound, formulas.revolve_forwards, "bound"),
+    }
+    if schedule.family not in forms:
+        return {"peak_bytes_formula": None, "forwards_formula": None, "peak_formula": None}
+    peak, forwards, kind = forms[schedule.family]
+    return {"peak_bytes_formula": peak(L, p, x_bytes, h_bytes), "forwards_formula": forwards(L, p),
+            "peak_formula": kind}
 
 
 def _measure(net: chain.Chain, x: np.ndarray, schedule: schedules.Schedule) -> dict:
@@ -85,32 +88,38 @@ def gradient_check(layers: int = 16, width: int = 8, batch: int = 4, seed: int =
     x = chain.make_input(net, batch, seed=seed + 1)
     _, reference = chain.naive_grads(net, x)
     fd = chain.finite_differences(net, x, seed=seed)
-    x_bytes, h_bytes = x.nbytes, batch * net.hidden * x.itemsize
     found = {**schedules.catalogue(layers), **(extra or {})}
-    rows = []
-    for name, schedule in found.items():
-        row = {"schedule": name, "family": schedule.family, "param": schedule.param, "layers": layers,
-               "width": width, "batch": batch, "error": None}
-        try:
-            result = chain.run(net, x, schedule)
-        except chain.ScheduleError as exc:
-            rows.append({**row, "bitwise_equal": False, "max_abs_diff_vs_naive": math.nan,
-                         "fd_rel_error": math.nan, "formula_match": None, "passed": False, "error": str(exc)})
-            continue
-        pred = predicted(schedule, x_bytes, h_bytes)
-        if pred["peak_formula"] is None:
-            match = None
-        else:
-            peak_ok = (result.peak_bytes <= pred["peak_bytes_formula"] if pred["peak_formula"] == "bound"
-                       else result.peak_bytes == pred["peak_bytes_formula"])
-            match = bool(peak_ok and result.forwards == pred["forwards_formula"])
-        bitwise = result.grads.bitwise_equal(reference)
-        fd_error = chain.fd_relative_error(result.grads, fd)
-        rows.append({**row, "bitwise_equal": bitwise, "max_abs_diff_vs_naive": result.grads.max_abs_diff(reference),
-                     "fd_rel_error": fd_error, "peak_bytes": result.peak_bytes, "forwards": result.forwards,
-                     **pred, "formula_match": match,
-                     "passed": bool(bitwise and fd_error <= FD_TOLERANCE and match is not False)})
+    rows = [{"schedule": name, "family": schedule.family, "param": schedule.param, "layers": layers,
+             "width": width, "batch": batch, **_check_one(net, x, schedule, reference, fd)}
+            for name, schedule in found.items()]
     return _frame(rows, "float64", seed)
+
+
+def _formula_match(result: chain.RunResult, pred: dict) -> bool | None:
+    """Counted == closed form (peak ≤ bound for Revolve) for peak bytes and forwards; None without a form."""
+    if pred["peak_formula"] is None:
+        return None
+    peak = pred["peak_bytes_formula"]
+    peak_ok = result.peak_bytes <= peak if pred["peak_formula"] == "bound" else result.peak_bytes == peak
+    return bool(peak_ok and result.forwards == pred["forwards_formula"])
+
+
+def _check_one(net: chain.Chain, x: np.ndarray, schedule: schedules.Schedule, reference: chain.Gradients,
+               fd: list) -> dict:
+    """One row of gradient_check (without the identifying columns)."""
+    try:
+        result = chain.run(net, x, schedule)
+    except chain.ScheduleError as exc:
+        return {"bitwise_equal": False, "max_abs_diff_vs_naive": math.nan, "fd_rel_error": math.nan,
+                "formula_match": None, "passed": False, "error": str(exc)}
+    pred = predicted(schedule, x.nbytes, x.shape[0] * net.hidden * x.itemsize)
+    match = _formula_match(result, pred)
+    bitwise = result.grads.bitwise_equal(reference)
+    fd_error = chain.fd_relative_error(result.grads, fd)
+    return {"bitwise_equal": bitwise, "max_abs_diff_vs_naive": result.grads.max_abs_diff(reference),
+            "fd_rel_error": fd_error, "peak_bytes": result.peak_bytes, "forwards": result.forwards, **pred,
+            "formula_match": match, "passed": bool(bitwise and fd_error <= FD_TOLERANCE and match is not False),
+            "error": None}
 
 
 def gradient_check_table(params: dict) -> pd.DataFrame:
@@ -287,7 +296,8 @@ def depth_table(frame: pd.DataFrame, layers: int | None = None) -> pd.DataFrame:
         "schedule": part["family"], "k or slots": part["param"],
         "peak bytes": part["peak_bytes"], "peak (formula)": part["peak_bytes_formula"],
         "formula is": part["peak_formula"], "forwards": part["forwards"],
-        "forwards (formula)": part["forwards_formula"], "extra forwards / L": (part["extra_forwards"] / layers).round(2),
+        "forwards (formula)": part["forwards_formula"],
+        "extra forwards / L": (part["extra_forwards"] / layers).round(2),
     }).reset_index(drop=True)
 
 

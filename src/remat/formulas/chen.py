@@ -35,9 +35,11 @@ from remat.errors import UsageError
 from remat.formulas import revolve
 
 
-def _check_layers(layers: int) -> None:
-    if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
-        raise UsageError("layers", f"must be an integer ≥ 1, got {layers!r}")
+def check_count(value, field: str) -> int:
+    """``value`` if it is an int ≥ 1; UsageError(field) otherwise (layers, k, slots, widths, batch)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(field, f"must be an integer ≥ 1, got {value!r}")
+    return value
 
 
 def activation_bytes(batch: int, width: int, hidden: int, itemsize: int) -> tuple[int, int]:
@@ -48,9 +50,8 @@ def activation_bytes(batch: int, width: int, hidden: int, itemsize: int) -> tupl
 def segment_sizes(layers: int, k: int) -> list[int]:
     """Sizes n_0..n_{k−1} of k consecutive segments of ``layers`` layers (numpy.array_split's rule: the first
     L mod k segments have ⌈L/k⌉ layers, the rest ⌊L/k⌋). Raises UsageError("k") unless 1 ≤ k ≤ layers."""
-    _check_layers(layers)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise UsageError("k", f"number of segments must be an integer ≥ 1, got {k!r}")
+    check_count(layers, "layers")
+    check_count(k, "k")
     if k > layers:
         raise UsageError("k", f"{k} segments > layers = {layers} (each segment needs a layer)")
     q, r = divmod(layers, k)
@@ -62,7 +63,7 @@ def none_peak_bytes(layers: int, x_bytes: int, h_bytes: int) -> int:
 
     x_0..x_L and h_0..h_{L−1} are all live when the loss is taken. Exact for ``remat.chain``'s store.
     """
-    _check_layers(layers)
+    check_count(layers, "layers")
     return (layers + 1) * x_bytes + layers * h_bytes
 
 
@@ -73,8 +74,8 @@ def segments_peak_bytes(layers: int, k: int, x_bytes: int, h_bytes: int) -> int:
     them) AND the live segment's intermediates: a checkpoint's cost includes its segment. Exact (bytes) for
     ``remat.chain``'s store; derivation in the module docstring. Raises UsageError("k") unless 1 ≤ k ≤ L.
     """
-    q, r = divmod(layers, k) if 1 <= k <= layers else (None, None)
-    segment_sizes(layers, k)  # validates
+    segment_sizes(layers, k)  # validates layers and k
+    q, r = divmod(layers, k)
     live = [k * x_bytes + q * (x_bytes + h_bytes)]
     if r:
         live.append(r * x_bytes + (q + 1) * (x_bytes + h_bytes))
@@ -91,13 +92,13 @@ def segments_forwards(layers: int, k: int) -> int:
 
 def optimal_segments(layers: int, x_bytes: int, h_bytes: int) -> int:
     """The integer k in 1..L minimising ``segments_peak_bytes`` (ties: the smallest k, i.e. fewest forwards)."""
-    _check_layers(layers)
+    check_count(layers, "layers")
     return min(range(1, layers + 1), key=lambda k: (segments_peak_bytes(layers, k, x_bytes, h_bytes), k))
 
 
 def optimal_segments_approx(layers: int, x_bytes: int, h_bytes: int) -> float:
     """k* = √(L·(x + h)/x), the minimiser of the continuous k·x + (L/k)·(x + h); √(2L) when d' = d."""
-    _check_layers(layers)
+    check_count(layers, "layers")
     return math.sqrt(layers * (x_bytes + h_bytes) / x_bytes)
 
 
@@ -107,7 +108,7 @@ def sqrt_segments(layers: int) -> int:
     Rounded UP because the exact optimum k* = √(L·(x + h)/x) ≥ √L for every width, and the peak decreases
     in k below k*: of ⌊√L⌋ and ⌈√L⌉, the ceiling is the one on the optimum's side. Exact integer arithmetic.
     """
-    _check_layers(layers)
+    check_count(layers, "layers")
     root = math.isqrt(layers)
     return root if root * root == layers else root + 1
 
@@ -117,8 +118,7 @@ def chen_recursive_memory(n: float, k: int = 1) -> float:
 
     An asymptotic count (continuous n, constants dropped); ``recursive_peak_bytes`` is the exact one.
     """
-    if k < 1:
-        raise UsageError("k", f"must be ≥ 1, got {k}")
+    check_count(k, "k")
     return k * math.log(n, k + 1)
 
 
@@ -143,9 +143,8 @@ def recursive_peak_bytes(layers: int, k: int, x_bytes: int, h_bytes: int) -> int
     For k = 1 and L = 2^p: (p + 2)·x_bytes + h_bytes — log2 L checkpoints, x_0, one layer's tape.
     Raises UsageError("layers"/"k").
     """
-    _check_layers(layers)
-    if k < 1:
-        raise UsageError("k", f"must be ≥ 1, got {k}")
+    check_count(layers, "layers")
+    check_count(k, "k")
     return x_bytes + _recursive_excess(layers, k, x_bytes, h_bytes)
 
 
@@ -156,9 +155,8 @@ def recursive_forwards(layers: int, k: int = 1) -> int:
 
     For k = 1 and L = 2^p: L + (L/2)·log2 L — Chen's O(n log n). Raises UsageError("layers"/"k").
     """
-    _check_layers(layers)
-    if k < 1:
-        raise UsageError("k", f"must be ≥ 1, got {k}")
+    check_count(layers, "layers")
+    check_count(k, "k")
     if layers == 1:
         return 1
     parts = recursive_parts(layers, k)
@@ -177,5 +175,5 @@ def revolve_peak_bytes_bound(layers: int, slots: int, x_bytes: int, h_bytes: int
     An upper bound for any schedule in the slot model. That it is attained is not derived here: the tests
     find the counted peak of ``remat.schedules.revolve`` equal to it for every L ≤ 40, s ≤ 8.
     """
-    _check_layers(layers)
+    check_count(layers, "layers")
     return (min(slots, layers - 1) + 2) * x_bytes + h_bytes
