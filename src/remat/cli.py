@@ -130,6 +130,43 @@ def _run_report(args) -> int:
 
 
 # --- measure (runtime) -----------------------------------------------------------------------------------------
+
+def _add_measure(sub):
+    from remat.models.presets import DTYPES
+    p = sub.add_parser("measure", help="measure one training step under a recompute policy: saved bytes, "
+                                       "peak bytes, FLOPs, step time")
+    p.add_argument("--model", required=True, help="preset (gpt2-124m, gpt3-175b, gpt-tiny, ...) or config.json")
+    p.add_argument("--policy", required=True, help="none|selective|full|offload, uniform:N, block:N, "
+                                                   "segments:k, or one policy per layer, comma-separated")
+    p.add_argument("--device", required=True, choices=["cpu", "cuda", "fake"])
+    p.add_argument("--layers", type=positive_int, help="override L")
+    p.add_argument("--seq", type=positive_int, help="override s")
+    p.add_argument("--micro-batch", type=positive_int, help="override b")
+    p.add_argument("--dtype", choices=DTYPES, help="override the parameter/activation dtype")
+    p.add_argument("--repeats", type=positive_int, default=5, help="timed steps (≥ 5; default 5)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed steps before timing (default 1)")
+    p.add_argument("--no-timing", action="store_true", help="skip the timed steps (step_time_s null)")
+    p.add_argument("--early-stop", action="store_true",
+                   help="torch checkpoint early stop (recompute stops at the last saved tensor)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_run_measure)
+
+
+def _run_measure(args) -> int:
+    from remat.measure.step import measure
+    from remat.models.presets import from_name
+    if args.repeats < 5:
+        raise UsageError("--repeats", f"must be ≥ 5, got {args.repeats}")
+    if args.warmup < 0:
+        raise UsageError("--warmup", f"must be ≥ 0, got {args.warmup}")
+    cfg = from_name(args.model, layers=args.layers, seq=args.seq, micro_batch=args.micro_batch,
+                    dtype=args.dtype)
+    row = measure(cfg, args.policy, args.device, seed=args.seed, warmup=args.warmup, repeats=args.repeats,
+                  timing=not args.no_timing, early_stop=args.early_stop)
+    _emit(row, args.json, "\n".join(f"{k}: {v}" for k, v in row.items()))
+    return 0
+
 # --- account (Korthikanti accounting) --------------------------------------------------------------------------
 # --- bandwidth (offload) ---------------------------------------------------------------------------------------
 
@@ -162,7 +199,7 @@ def _run_bandwidth(args) -> int:
 
 # --- plan (planner) --------------------------------------------------------------------------------------------
 
-_SECTIONS = [_add_check, _add_experiment, _add_figure, _add_report, _add_bandwidth]
+_SECTIONS = [_add_check, _add_experiment, _add_figure, _add_report, _add_bandwidth, _add_measure]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,6 +22,7 @@ policy's hook) are, correctly, not device-resident saved activations and do not 
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import defaultdict
 from dataclasses import asdict, dataclass
@@ -114,13 +115,27 @@ def _view_key(t: torch.Tensor):
     return (None if storage is None else storage._cdata, t.storage_offset(), tuple(t.shape), t.stride())
 
 
-_SKIP_FILES = (__file__, "_python_dispatch.py", "eval_frame.py", "_compile.py")
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_PLUMBING = tuple(os.path.join(_TORCH_DIR, p) for p in (
+    "utils", "_dynamo", "_compile.py", "_subclasses", "distributed", "_ops.py", "_prims", "_decomp", "_refs",
+    "_higher_order_ops", "_library", "fx"))
+
+
+def _is_plumbing(code) -> bool:
+    """Frames of dispatch modes and their machinery (FlopCounterMode, MemTracker, FakeTensorMode, ...)."""
+    return (code.co_name == "__torch_dispatch__" or code.co_filename == __file__
+            or code.co_filename.startswith(_PLUMBING))
 
 
 def _call_site() -> tuple:
-    """(frame id, bytecode offset, code) of the nearest Python frame outside torch's dispatch plumbing."""
+    """(frame id, bytecode offset, code) of the nearest Python frame that called a torch op.
+
+    Dispatch modes stacked with this one (FlopCounterMode, MemTracker, FakeTensorMode) put their own
+    frames between the caller and this mode; those are skipped, so the pack hook and the dispatch mode
+    agree on the call site whatever the mode stack.
+    """
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.endswith(_SKIP_FILES):
+    while frame is not None and _is_plumbing(frame.f_code):
         frame = frame.f_back
     return (id(frame), frame.f_lasti, frame.f_code) if frame is not None else (None, -1, None)
 

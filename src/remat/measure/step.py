@@ -1,0 +1,137 @@
+"""One training step of a model under a recompute plan, measured: saved bytes, peak bytes, FLOPs, time.
+
+    row = measure(from_name("gpt2-124m", seq=256), "selective", device="cpu")
+
+The step is forward (tokens [s, b] -> logits [s, b, v]) + fp32 cross-entropy + backward; no optimizer.
+One instrumented step records, together:
+  * saved-for-backward bytes through saved-tensor hooks (remat.measure.saved.SavedTensorLog), whole model
+    and per layer, and the same quantity a second, independent way: the live-bytes delta across the forward
+    from the memory tracker (``activation_bytes_tracker``; it also holds the loss and excludes the inputs);
+  * peak bytes (remat.measure.peak.PeakMemory; ``peak_method`` says which mechanism);
+  * FLOPs of forward, backward (gradient work only) and recompute (remat.measure.flops).
+Then, on real devices, untimed warm-up steps and ≥ 5 timed ones (remat.measure.timing).
+``device="fake"`` builds the model and inputs under FakeTensorMode on the CPU: paper sizes, no memory, no
+time (step_time_s is None).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+import torch
+
+from remat.errors import UsageError
+from remat.measure.flops import StepFlopCounter
+from remat.measure.peak import PeakMemory
+from remat.measure.provenance import provenance
+from remat.measure.saved import SavedTensorLog
+from remat.measure.timing import MIN_REPEATS, time_step
+from remat.models.presets import ModelConfig
+from remat.models.transformer import build_model, lm_loss, random_tokens
+from remat.policies import apply_plan, parse_plan
+
+DEVICES = ("cpu", "cuda", "fake")
+FLOPS_METHOD = ("torch.utils.flop_counter.FlopCounterMode; recompute counted inside each checkpoint's "
+                "recompute (context_fn); flops_backward excludes it")
+
+
+def _device(device: str) -> str:
+    """The torch device the step runs on ("fake" runs fake tensors on the CPU)."""
+    if device not in DEVICES:
+        raise UsageError("device", f"must be one of {', '.join(DEVICES)}, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("device", "CUDA is not available on this machine")
+    return "cpu" if device == "fake" else device
+
+
+def measure(cfg: ModelConfig, policy: str, device: str = "cpu", seed: int = 0, warmup: int = 1,
+            repeats: int = MIN_REPEATS, timing: bool = True, early_stop: bool = False) -> dict:
+    """Measure one training step of ``cfg`` under ``policy`` on ``device``; returns one flat dict (JSON-ready).
+
+    policy: a spec for remat.policies.parse_plan ("none", "selective", "full", "offload", "uniform:N",
+    "block:N", "segments:k", or a comma list). device: "cpu", "cuda" or "fake". timing: also time the step
+    (ignored under fake). Keys: model, policy, plan, device, dtype, layers, seq, micro_batch, hidden, heads,
+    activation_bytes, activation_bytes_per_layer, activation_bytes_outside_layers,
+    activation_bytes_tracker, peak_bytes, peak_method, flops_forward, flops_forward_layers, flops_backward,
+    flops_recompute, flops_method, offloaded_bytes, offload_note, step_time_s, step_time_iqr_s,
+    step_time_samples, timing_method, loss, plus provenance (torch_version, git_commit, ...).
+    Sizes in bytes (int), FLOPs (int), times in seconds.
+    Raises UsageError("device") for an unknown or unavailable device, UsageError("policy") for a bad plan.
+    """
+    run_on = _device(device)
+    plan = parse_plan(policy, cfg.layers)
+    torch.manual_seed(seed)
+    fake = contextlib.nullcontext() if device != "fake" else _fake_mode()
+    with fake:
+        model = build_model(cfg, run_on)
+        apply_plan(model, plan, early_stop=early_stop)
+        tokens, targets = random_tokens(cfg, run_on), random_tokens(cfg, run_on)
+        row = _instrumented_step(model, tokens, targets, run_on)
+    row = {"model": cfg.name, "policy": plan.spec, "plan": list(plan), "device": device, "dtype": cfg.dtype,
+           "layers": cfg.layers, "seq": cfg.seq, "micro_batch": cfg.micro_batch, "hidden": cfg.hidden,
+           "heads": cfg.heads, **row}
+    row.update(_timing(model, tokens, targets, run_on, warmup, repeats) if timing and device != "fake"
+               else {"step_time_s": None, "step_time_iqr_s": None, "step_time_samples": None,
+                     "timing_method": None})
+    prov = provenance(device=device, dtype=cfg.dtype, seed=seed)
+    return {**row, **{k: v for k, v in prov.items() if k not in row}}
+
+
+def _fake_mode():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    return FakeTensorMode()
+
+
+def _loss(model, tokens, targets) -> torch.Tensor:
+    return lm_loss(model(tokens), targets)
+
+
+def _instrumented_step(model, tokens, targets, device: str) -> dict:
+    """Saved bytes (hooks and tracker delta) and peak bytes of one step, then FLOPs of a second step.
+
+    Two passes because FlopCounterMode around backward changes memory: its module tracker's hooks keep
+    recomputed activations alive until backward ends, which would inflate the peak of checkpointed plans.
+    """
+    model.remat_offload.reset()
+    with PeakMemory(device, model, tokens, targets) as memory:
+        before = memory.current_bytes()
+        with SavedTensorLog(model) as log:
+            loss = _loss(model, tokens, targets)
+        tracker_delta = memory.current_bytes() - before
+        loss.backward()
+        del loss
+    offload = dataclasses.replace(model.remat_offload)  # what the memory pass offloaded
+    model.zero_grad(set_to_none=True)
+    counter = StepFlopCounter()
+    with counter.forward():
+        loss = _loss(model, tokens, targets)
+    counter.backward(loss)
+    flops = counter.result()
+    per_layer = log.bytes_per_layer(len(model.layers))
+    total = log.total_bytes()
+    return {
+        "activation_bytes": total,
+        "activation_bytes_per_layer": per_layer,
+        "activation_bytes_outside_layers": total - sum(per_layer),
+        "activation_bytes_tracker": int(tracker_delta),
+        "peak_bytes": memory.peak_bytes,
+        "peak_method": memory.method,
+        "flops_forward": flops.forward,
+        "flops_forward_layers": flops.forward_layers(),
+        "flops_backward": flops.backward,
+        "flops_recompute": flops.recompute,
+        "flops_method": FLOPS_METHOD,
+        "offloaded_bytes": offload.bytes,
+        "offload_note": ("simulated: host memcpy" if offload.simulated else "device->host copy")
+        if offload.tensors else None,
+    }
+
+
+def _timing(model, tokens, targets, device: str, warmup: int, repeats: int) -> dict:
+    def step():
+        model.zero_grad(set_to_none=True)
+        _loss(model, tokens, targets).backward()
+    t = time_step(step, device, warmup=warmup, repeats=repeats)
+    return {"step_time_s": t.median_s, "step_time_iqr_s": t.iqr_s, "step_time_samples": list(t.samples_s),
+            "timing_method": t.method}
