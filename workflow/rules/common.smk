@@ -13,7 +13,7 @@ def check_config(cfg):
     layers = seg.get("layers", 64)
     for k in seg.get("ks", []):
         if k > layers:
-            raise ConfigError(f"chen.segments.ks: segment size {k} > chen.segments.layers = {layers}")
+            raise ConfigError(f"chen.segments.ks: k = {k} segments > chen.segments.layers = {layers}")
 
 
 check_config(config)
