@@ -16,6 +16,13 @@ from remat.models.presets import ModelConfig, validate
 
 SUPPORTED = ("gpt2", "llama", "mistral", "qwen2")
 _GPT2_ACT = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+_GPT2_KEYS = {"hidden": "n_embd", "heads": "n_head", "kv_heads": "n_head", "layers": "n_layer",
+              "ffn_hidden": "n_inner", "vocab": "vocab_size", "seq": "n_positions", "max_positions": "n_positions",
+              "dropout": "resid_pdrop", "norm_eps": "layer_norm_epsilon"}
+_LLAMA_KEYS = {"hidden": "hidden_size", "heads": "num_attention_heads", "kv_heads": "num_key_value_heads",
+               "layers": "num_hidden_layers", "ffn_hidden": "intermediate_size", "vocab": "vocab_size",
+               "seq": "max_position_embeddings", "max_positions": "max_position_embeddings",
+               "norm_eps": "rms_norm_eps"}
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float64": "float64"}
 
 
@@ -40,7 +47,11 @@ def read_hf_config(path: str | Path) -> ModelConfig:
         raise UsageError("model_type", f"unsupported {model_type!r} (supported: {', '.join(SUPPORTED)})")
     name = str(raw.get("_name_or_path") or (path.parent.name if path.name == "config.json" else path.stem))
     fields = _gpt2(raw) if model_type == "gpt2" else _llama_like(raw, model_type)
-    return validate(ModelConfig(name=name, source=str(path), micro_batch=1, dtype=_dtype(raw), **fields))
+    try:
+        return validate(ModelConfig(name=name, source=str(path), micro_batch=1, dtype=_dtype(raw), **fields))
+    except UsageError as exc:  # name the config.json key, not the ModelConfig field
+        keys = _GPT2_KEYS if model_type == "gpt2" else _LLAMA_KEYS
+        raise UsageError(keys.get(exc.field, exc.field), str(exc)[len(exc.field) + 2:]) from None
 
 
 def _get(raw: dict, key: str, kind=int, default=None, required: bool = True):
@@ -111,7 +122,7 @@ def _llama_like(raw: dict, model_type: str) -> dict:
                 dropout=0.0, norm_eps=float(_get(raw, "rms_norm_eps", float, default=1e-6)),
                 rope_theta=float(_get(raw, "rope_theta", float, default=10000.0)),
                 activation="silu", attention="sdpa", bias=False,
-                qkv_bias=bool(raw.get("attention_bias", model_type == "qwen2")),
+                qkv_bias=model_type == "qwen2" or bool(raw.get("attention_bias", False)),  # Qwen2: always
                 tie_embeddings=bool(_get(raw, "tie_word_embeddings", bool, default=False, required=False)),
                 sliding_window=window,
                 rope_scaling=None if rope_scaling is None else str(rope_scaling.get("rope_type",
