@@ -159,17 +159,31 @@ def observe_recompute(factory: Callable[[], contextlib.AbstractContextManager]):
         _OBSERVERS.remove(factory)
 
 
-class _ForwardWatch:
-    """Forward context: notes which buffers of the region the forward mutates (version counter changes)."""
+def _running_stats(modules: Sequence[nn.Module]) -> list[torch.Tensor]:
+    """Running statistics of BatchNorm-family modules (their kernel updates them without a version bump)."""
+    return [b for region in modules for m in region.modules()
+            if isinstance(m, nn.modules.batchnorm._NormBase) and m.track_running_stats
+            for b in (m.running_mean, m.running_var) if b is not None]
 
-    def __init__(self, buffers: list[torch.Tensor]):
-        self.buffers, self.mutated = buffers, []
+
+class _ForwardWatch:
+    """Forward context: notes which buffers of the region the forward mutates.
+
+    A buffer counts as mutated if its version counter moved (any in-place op through autograd) or if it is a
+    BatchNorm-family running statistic.
+    """
+
+    def __init__(self, modules: Sequence[nn.Module]):
+        self.modules, self.mutated = modules, []
 
     def __enter__(self):
+        self.buffers = [b for m in self.modules for b in m.buffers()]
         self.versions = [b._version for b in self.buffers]
 
     def __exit__(self, *exc):
-        self.mutated = [b for b, v in zip(self.buffers, self.versions) if b._version != v]
+        moved = [b for b, v in zip(self.buffers, self.versions) if b._version != v]
+        ids = {id(b) for b in moved}
+        self.mutated = moved + [b for b in _running_stats(self.modules) if id(b) not in ids]
 
 
 class _Recompute:
@@ -196,7 +210,7 @@ class _Recompute:
 def _checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool) -> Callable:
     """``fn`` run under non-reentrant torch.utils.checkpoint with the recompute context above."""
     def contexts():
-        watch = _ForwardWatch([b for m in modules for b in m.buffers()])
+        watch = _ForwardWatch(modules)
         return watch, _Recompute(watch)
 
     @functools.wraps(fn)
