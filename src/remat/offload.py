@@ -252,9 +252,16 @@ class OffloadHooks:
         self._kept: dict[int, StorageWeakRef] = {}
         self.keep: dict[int, StorageWeakRef] = {}
         if keep is not None:
-            for t in [*keep.parameters(), *keep.buffers()]:
-                self.keep[t.untyped_storage()._cdata] = StorageWeakRef(t.untyped_storage())
+            self.keep_state(keep)
         self.reset_counters()
+
+    def keep_state(self, module: torch.nn.Module) -> None:
+        """Keep ``module``'s parameters and buffers on the device when saved (model state, not activations)."""
+        for t in [*module.parameters(), *module.buffers()]:
+            storage = t.untyped_storage()
+            ref = self.keep.get(storage._cdata)
+            if ref is None or ref.expired():
+                self.keep[storage._cdata] = StorageWeakRef(storage)
 
     # counters ---------------------------------------------------------------------------------------------------
     def reset_counters(self) -> None:

@@ -15,8 +15,9 @@ Policies (one per layer):
                   accounting could not measure it; checkpointing the core module keeps exactly its inputs,
                   saved through autograd like any other tensor.
 * ``offload``   — the layer runs under saved-tensor hooks that copy each saved activation (not parameters)
-                  to a separate host buffer at pack time and back at unpack time, synchronously
-                  (``HostOffload``). On a CPU device this is a host memcpy: "simulated", not PCIe.
+                  to a host buffer at pack time and back at unpack time: asynchronously, through the model's
+                  remat.offload.OffloadHooks (pinned pool, side stream, prefetch); ``HostOffload`` is the
+                  synchronous version. On a CPU device this is a host memcpy: "simulated", not PCIe.
 
 Shorthands (Megatron-LM recompute_method, Chen 2016):
 * ``uniform:N``  — layers split into chunks of N, each chunk checkpointed as one unit (N = 1: per-layer full).
@@ -224,11 +225,16 @@ def _checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool) 
 
 @dataclass
 class OffloadStats:
-    """Bytes the offload hooks copied to host since the last reset (int bytes); simulated on a CPU device."""
+    """Bytes the offload hooks copied to host since the last reset (int bytes); simulated on a CPU device.
+
+    ``hooks``: the model's remat.offload.OffloadHooks (one per model: host pool, side stream, prefetch chain;
+    its ``pool`` has the host accounting), made at the first offloaded forward.
+    """
 
     bytes: int = 0
     tensors: int = 0
     simulated: bool = False
+    hooks: object = field(default=None, repr=False, compare=False)
 
     def reset(self) -> None:
         self.bytes, self.tensors, self.simulated = 0, 0, False
@@ -265,10 +271,25 @@ class HostOffload(torch.autograd.graph.saved_tensors_hooks):
 
 
 def _offloaded(fn: Callable, module: nn.Module, stats: OffloadStats) -> Callable:
+    """``fn`` with its saved activations offloaded asynchronously by the model's shared
+    remat.offload.OffloadHooks (pinned host pool, side stream, prefetch of the next layer in backward; views
+    of one storage copied once); ``module``'s parameters and buffers stay. min_bytes=0: every activation
+    moves, as with HostOffload. ``stats.bytes``/``tensors`` count the storages copied."""
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        with HostOffload(module, stats):
-            return fn(*args, **kwargs)
+        from remat.offload import OffloadHooks
+        device = next(module.parameters()).device
+        if stats.hooks is None or stats.hooks.device.type != device.type:
+            stats.hooks = OffloadHooks(device, min_bytes=0)
+        hooks = stats.hooks
+        hooks.keep_state(module)
+        before = hooks.offloaded_bytes, hooks.copies
+        with hooks.layer():
+            out = fn(*args, **kwargs)
+        stats.bytes += hooks.offloaded_bytes - before[0]
+        stats.tensors += hooks.copies - before[1]
+        stats.simulated = stats.simulated or device.type == "cpu"
+        return out
     return run
 
 
