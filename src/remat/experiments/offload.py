@@ -14,6 +14,7 @@ memcpy"``, never PCIe. Run: ``remat experiment offload-steps --params '{"device"
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 
 import pandas as pd
@@ -66,6 +67,17 @@ def bandwidth_table(params: dict) -> pd.DataFrame:
 
 # --- offload-steps -----------------------------------------------------------------------------------------------
 
+@contextlib.contextmanager
+def _intra_op_threads(n: int):
+    """torch.set_num_threads(n) inside, restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _model_config(params: dict, seq: int, hidden: int):
     from remat.models.presets import from_name
     return from_name(params.get("model", "gpt-tiny"), layers=get_int(params, "layers", 4), seq=seq,
@@ -77,14 +89,18 @@ def _model_config(params: dict, seq: int, hidden: int):
 class _SaveOnCpu:
     """torch.autograd.graph.save_on_cpu(pin_memory=True) around each layer (via the model's run_layers),
     with host accounting: it copies every saved tensor (views and parameters included) to a new host
-    tensor; ``live_bytes`` are those alive now, ``peak_bytes`` the most since ``reset_peak()``."""
+    tensor; ``live_bytes`` are those alive now, ``peak_bytes`` the most since ``start()``."""
 
     def __init__(self, model):
         self.model, self.live_bytes, self.peak_bytes = model, 0, 0
         self.model.run_layers = self._run_layers  # the documented per-instance hook (models.transformer)
 
-    def reset_peak(self) -> None:
+    def start(self) -> None:
         self.peak_bytes = self.live_bytes
+
+    def row(self) -> dict:
+        return {"host_peak_bytes": self.peak_bytes, "host_pinned": torch.cuda.is_available(),
+                "offloaded_bytes": self.peak_bytes}
 
     def _freed(self, nbytes: int) -> None:
         self.live_bytes -= nbytes
@@ -110,18 +126,42 @@ class _SaveOnCpu:
         return x
 
 
+class _PolicyOffload:
+    """Host accounting of the ``offload`` policy: the model's remat.offload.OffloadHooks (made by
+    remat.policies at the first offloaded forward) and its pool."""
+
+    def __init__(self, model, min_bytes: int | None):
+        self.model, self.min_bytes = model, min_bytes
+
+    @property
+    def hooks(self):
+        return self.model.remat_offload.hooks
+
+    @property
+    def live_bytes(self) -> int:
+        return self.hooks.pool.live_bytes if self.hooks is not None else 0
+
+    def start(self) -> None:
+        if self.min_bytes is not None:
+            self.hooks.min_bytes = self.min_bytes
+        self.hooks.pool.reset_peak()
+        self.hooks.reset_counters()
+
+    def row(self) -> dict:
+        pool, stats = self.hooks.pool, self.hooks.stats()
+        return {"host_reserved_bytes": pool.reserved_bytes, "host_peak_bytes": pool.peak_live_bytes,
+                "host_pinned": pool.pin, "offloaded_bytes": stats["offloaded_bytes"],
+                "kept_bytes": stats["kept_bytes"], "min_bytes": stats["min_bytes"]}
+
+
 def _setup(model, variant: str, min_bytes: int | None):
-    """Apply ``variant`` to ``model``; returns a function giving the host bytes live now (int)."""
+    """Apply ``variant`` to ``model``; returns its host accounting (None when nothing leaves the device)."""
     from remat.policies import apply_plan, clear_plan
     clear_plan(model)
     if variant == "save_on_cpu":
-        saver = _SaveOnCpu(model)
-        return saver, lambda: saver.live_bytes
+        return _SaveOnCpu(model)
     apply_plan(model, variant)
-    hooks = getattr(model, "remat_offload_hooks", None) if variant == "offload" else None
-    if hooks is not None and min_bytes is not None:
-        hooks.min_bytes = min_bytes
-    return hooks, (lambda: hooks.pool.live_bytes) if hooks is not None else (lambda: 0)
+    return _PolicyOffload(model, min_bytes) if variant == "offload" else None
 
 
 def _one_step(model, tokens, seed: int, on_forward=None) -> tuple[dict, float]:
@@ -137,45 +177,33 @@ def _one_step(model, tokens, seed: int, on_forward=None) -> tuple[dict, float]:
     return grads, float(loss.detach())
 
 
-def _measure_variant(model, tokens, variant: str, reference: dict, device: str, repeats: int, seed: int,
+def _measure_variant(model, tokens, variant: str, reference: dict, device: str, seed: int,
                      min_bytes: int | None) -> dict:
+    """One measured step of ``variant``: gradients vs ``reference``, device and host bytes (no timing)."""
     from remat.measure.peak import PeakMemory
-    from remat.measure.timing import time_step
-    state, host_live = _setup(model, variant, min_bytes)
+    host = _setup(model, variant, min_bytes)
     _one_step(model, tokens, seed)  # warm-up: sizes the host pool, so the measured step allocates none
-    if isinstance(state, _SaveOnCpu):
-        state.reset_peak()
-    pool = getattr(state, "pool", None)
-    if pool is not None:
-        pool.reset_peak()
-        state.reset_counters()
+    if host is not None:
+        host.start()
     seen = {}
     with PeakMemory(device, model, tokens) as mem:
         before = mem.current_bytes()
 
         def after_forward():
             seen["held"] = mem.current_bytes() - before
-            seen["host"] = host_live()
+            seen["host"] = host.live_bytes if host is not None else 0
         grads, loss = _one_step(model, tokens, seed, after_forward)
-    counters = state.stats() if pool is not None else {}
     equal = grads.keys() == reference.keys() and all(torch.equal(grads[k], reference[k]) for k in grads)
     host_in_device_memory = device == "cpu"  # the simulated host buffers are CPU memory, like the "device"
-    held = seen["held"] - (seen["host"] if host_in_device_memory else 0)
-    timing = time_step(lambda: _one_step(model, tokens, seed), device, warmup=1, repeats=repeats)
     row = {"variant": variant, "grads_bitwise_equal": bool(equal), "loss": loss,
-           "step_time_s": timing.median_s, "step_time_iqr_s": timing.iqr_s, "timing_method": timing.method,
-           "device_held_after_forward_bytes": int(held), "peak_bytes": mem.peak_bytes,
-           "peak_method": mem.method, "peak_includes_host_copies": host_in_device_memory,
-           "host_bytes_after_forward": int(seen["host"]), "host_live_after_step_bytes": int(host_live()),
+           "device_held_after_forward_bytes": int(seen["held"] - (seen["host"] if host_in_device_memory else 0)),
+           "peak_bytes": mem.peak_bytes, "peak_method": mem.method,
+           "peak_includes_host_copies": host_in_device_memory, "host_bytes_after_forward": int(seen["host"]),
+           "host_live_after_step_bytes": host.live_bytes if host is not None else 0,
            "host_reserved_bytes": None, "host_peak_bytes": None, "host_pinned": None,
            "offloaded_bytes": None, "kept_bytes": None, "min_bytes": None}
-    if pool is not None:
-        row.update(host_reserved_bytes=pool.reserved_bytes, host_peak_bytes=pool.peak_live_bytes,
-                   host_pinned=pool.pin, offloaded_bytes=counters["offloaded_bytes"],
-                   kept_bytes=counters["kept_bytes"], min_bytes=state.min_bytes)
-    elif isinstance(state, _SaveOnCpu):
-        row.update(host_peak_bytes=state.peak_bytes, host_pinned=torch.cuda.is_available(),
-                   offloaded_bytes=int(seen["host"]))
+    if host is not None:
+        row.update(host.row())
     return row
 
 
@@ -183,8 +211,10 @@ def steps_table(params: dict) -> pd.DataFrame:
     """offload-steps: a training step of a small GPT at each (s, h) under each variant of VARIANTS.
 
     params: device, model (default "gpt-tiny"), layers (4), heads (4), micro_batch (2), dtype ("float32"),
-    dropout (0.1), seqs ([64, 128]), hiddens ([64, 128]), repeats (≥ 5, default 5), seed (0), min_bytes
-    (offload threshold, e.g. "64KiB"; default: the policy's).
+    dropout (0.1), seqs ([64, 128]), hiddens ([64, 128]), repeats (≥ 5, default 5), rounds (2: variants
+    timed in turn, round after round), seed (0), min_bytes (offload threshold, e.g. "64KiB"; default: the
+    policy's), threads (torch intra-op threads; default 1 on cpu: on a shared 2-core machine OpenMP's
+    spin-waiting threads make step times swing by 10x under load; recorded in the ``threads`` column).
     Columns: s, h, b, L, variant, grads_bitwise_equal (vs none, same seed, dropout active), step_time_s
     (median) and _iqr_s, device_held_after_forward_bytes (bytes alive on the device after forward: saved
     activations and the loss; host copies excluded), peak_bytes (+ method; on the CPU it includes the
@@ -193,21 +223,50 @@ def steps_table(params: dict) -> pd.DataFrame:
     achieved_flops_s (flops_model / step time of none), link, provenance.
     """
     check_known(params, {"device", "model", "layers", "heads", "micro_batch", "dtype", "dropout", "seqs",
-                         "hiddens", "repeats", "seed", "min_bytes"}, "offload.steps")
+                         "hiddens", "repeats", "rounds", "seed", "min_bytes", "threads"}, "offload.steps")
     device = _device(params)
     seqs, hiddens = get_int_list(params, "seqs", [64, 128]), get_int_list(params, "hiddens", [64, 128])
     repeats = get_int(params, "repeats", 5, minimum=5)
+    rounds = get_int(params, "rounds", 2)
     seed = get_int(params, "seed", 0, minimum=0)
     min_bytes = _size(params, "min_bytes", None)
+    threads = get_int(params, "threads", 1 if device == "cpu" else torch.get_num_threads())
     rows = []
-    for s in seqs:
-        for h in hiddens:
-            rows += _measure_size(_model_config(params, s, h), device, repeats, seed, min_bytes)
+    with _intra_op_threads(threads):
+        for s in seqs:
+            for h in hiddens:
+                rows += _measure_size(_model_config(params, s, h), device, repeats, rounds, seed, min_bytes)
+    for row in rows:
+        row["threads"] = threads
     prov = provenance(device=device, dtype=params.get("dtype", "float32"), seed=seed)
     return pd.DataFrame(rows).assign(**{k: v for k, v in prov.items() if k not in ("device", "dtype")})
 
 
-def _measure_size(cfg, device: str, repeats: int, seed: int, min_bytes: int | None) -> list[dict]:
+def _time_variants(model, tokens, device: str, repeats: int, rounds: int, seed: int,
+                   min_bytes: int | None) -> dict[str, dict]:
+    """Step time per variant: ``rounds`` rounds, each timing every variant in turn (remat.measure.timing,
+    1 warm-up + ``repeats``), so a load change on a shared machine hits all variants alike; median and IQR
+    over all samples (seconds)."""
+    import numpy as np
+
+    from remat.measure.timing import time_step
+    samples: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    method = None
+    for _ in range(rounds):
+        for variant in VARIANTS:
+            _setup(model, variant, min_bytes)
+            timing = time_step(lambda: _one_step(model, tokens, seed), device, warmup=1, repeats=repeats)
+            samples[variant] += timing.samples_s
+            method = timing.method
+    out = {}
+    for variant, xs in samples.items():
+        q25, q50, q75 = np.percentile(xs, [25, 50, 75])
+        out[variant] = {"step_time_s": float(q50), "step_time_iqr_s": float(q75 - q25),
+                        "step_time_samples": len(xs), "timing_method": method}
+    return out
+
+
+def _measure_size(cfg, device: str, repeats: int, rounds: int, seed: int, min_bytes: int | None) -> list[dict]:
     from remat.measure.flops import count_step_flops
     from remat.models.transformer import build_model, lm_loss, random_tokens
     from remat.policies import clear_plan
@@ -217,7 +276,9 @@ def _measure_size(cfg, device: str, repeats: int, seed: int, min_bytes: int | No
     flops = count_step_flops(lambda: lm_loss(model(tokens), tokens))
     model.zero_grad(set_to_none=True)
     reference, _ = _one_step(model, tokens, seed)
-    rows = [_measure_variant(model, tokens, v, reference, device, repeats, seed, min_bytes) for v in VARIANTS]
+    rows = [_measure_variant(model, tokens, v, reference, device, seed, min_bytes) for v in VARIANTS]
+    for row in rows:
+        row.update(_time_variants(model, tokens, device, repeats, rounds, seed, min_bytes)[row["variant"]])
     clear_plan(model)
     t_none = next(r["step_time_s"] for r in rows if r["variant"] == "none")
     model_flops = flops.forward + flops.backward
