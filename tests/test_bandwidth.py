@@ -90,3 +90,16 @@ def test_cuda_sweep_has_pinned_and_pageable_and_the_fit_holds_above_1mib():
     assert all(r["link"] != SIMULATED and not r["simulated"] for r in rows)
     pinned = [f for f in fit_bandwidth(rows) if f["memory"] == "pinned"]
     assert all(f["max_rel_error_ge_1mib"] < 0.10 for f in pinned)
+
+
+def test_bandwidth_experiment_rows_carry_fit_and_provenance():
+    from remat.experiments.offload import bandwidth_table
+    frame = bandwidth_table({"device": "cpu", "max_size": "256KiB", "repeats": 3, "overlap": False})
+    assert len(frame) == 2 * 3 and (frame["link"] == SIMULATED).all()
+    for col in ("fit_t0_s", "fit_bw_gb_s", "fit_bw_gib_s", "predicted_s", "rel_error", "git_commit",
+                "torch_version", "device"):
+        assert col in frame.columns
+    with pytest.raises(UsageError, match="overlap"):
+        bandwidth_table({"overlap": "yes"})
+    with pytest.raises(UsageError, match="max_size"):
+        bandwidth_table({"max_size": "3MiB"})

@@ -250,3 +250,31 @@ def test_cuda_device_memory_released_during_forward():
     held_offload = torch.cuda.memory_allocated() - before
     loss.backward()
     assert held_offload < held_none / 2
+
+
+# --- the offload-steps experiment (policy hooks via remat.policies.apply_plan, save_on_cpu) -----------------------
+
+def test_steps_experiment_small_cpu():
+    from remat.experiments.offload import VARIANTS, steps_table
+    frame = steps_table({"seqs": [32], "hiddens": [64], "layers": 2, "rounds": 1}).set_index("variant")
+    assert list(frame.index) == list(VARIANTS)
+    assert frame["grads_bitwise_equal"].all()
+    assert (frame["link"] == SIMULATED).all() and (frame["threads"] == 1).all()
+    held = frame["device_held_after_forward_bytes"]
+    assert held["offload"] < held["full"] < held["none"]  # offload keeps no layer input; full keeps it
+    assert frame.loc["offload", "host_live_after_step_bytes"] == 0
+    assert frame.loc["save_on_cpu", "host_live_after_step_bytes"] == 0
+    # torch's save_on_cpu copies each saved tensor (views separately, parameters too); ours each storage once
+    assert frame.loc["save_on_cpu", "offloaded_bytes"] > frame.loc["offload", "offloaded_bytes"] > 0
+    assert frame.loc["offload", "host_reserved_bytes"] == frame.loc["offload", "host_peak_bytes"]
+    assert (frame["step_time_s"] > 0).all()
+
+
+def test_steps_experiment_bad_params_name_the_key():
+    from remat.experiments.offload import steps_table
+    with pytest.raises(UsageError, match="offload.steps.bogus"):
+        steps_table({"bogus": 1})
+    with pytest.raises(UsageError, match="repeats"):
+        steps_table({"repeats": 2})
+    with pytest.raises(UsageError, match="device"):
+        steps_table({"device": "tpu"})

@@ -58,8 +58,12 @@ def bandwidth_table(params: dict) -> pd.DataFrame:
     overlap = params.get("overlap", True)
     if not isinstance(overlap, bool):
         raise UsageError("overlap", f"must be true or false, got {overlap!r}")
-    out = bandwidth_summary(device, _size(params, "min_size", "64KiB"), _size(params, "max_size", None),
-                            get_int(params, "repeats", 20), (False, True) if overlap else (False,))
+    try:
+        out = bandwidth_summary(device, _size(params, "min_size", "64KiB"), _size(params, "max_size", None),
+                                get_int(params, "repeats", 20), (False, True) if overlap else (False,))
+    except UsageError as exc:  # name the config key, not the CLI flag
+        key = exc.field.lstrip("-").replace("-", "_")
+        raise UsageError(key, str(exc).split(": ", 1)[1]) from None
     frame = pd.DataFrame(out["rows"])
     prov = provenance(device=device, dtype="uint8")
     return frame.assign(**{k: v for k, v in prov.items() if k != "device"})
