@@ -84,6 +84,19 @@ def test_peak_follows_the_policy():
     assert peak["none"] > peak["selective"] > peak["full"]
 
 
+def test_instrumentation_does_not_change_the_peak():
+    cfg = from_name("gpt-tiny", layers=3, seq=64)
+    for plan in ("none", "full"):
+        with FakeTensorMode():
+            torch.manual_seed(0)
+            model = build_model(cfg)
+            apply_plan(model, plan)
+            tokens, targets = random_tokens(cfg), random_tokens(cfg)
+            with PeakMemory("cpu", model, tokens, targets) as plain:
+                lm_loss(model(tokens), targets).backward()
+        assert measure(cfg, plan, "fake")["peak_bytes"] == plain.peak_bytes
+
+
 def test_peak_tracker_sees_a_known_allocation():
     with PeakMemory("cpu") as memory:
         x = torch.empty(1000, dtype=torch.float64)

@@ -16,9 +16,10 @@ PLANS = ["selective", "full", "offload", "uniform:2", "block:1", "segments:2", "
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 
-def gpt_step(name: str, plan: str, dtype: str, device: str = "cpu", freeze_embedding: bool = False):
+def gpt_step(name: str, plan: str, dtype: str, device: str = "cpu", freeze_embedding: bool = False,
+             **overrides):
     """Loss and gradients of one step, same weights, tokens and RNG for every plan."""
-    cfg = from_name(name, layers=4, dtype=dtype)
+    cfg = from_name(name, layers=4, dtype=dtype, **overrides)
     torch.manual_seed(0)
     model = build_model(cfg, device)
     if freeze_embedding:
@@ -47,6 +48,12 @@ def assert_bitwise(ref, out):
 def test_gpt_plans_bitwise_equal_with_dropout(plan, dtype):
     assert from_name("gpt-tiny").dropout > 0
     assert_bitwise(gpt_step("gpt-tiny", "none", dtype), gpt_step("gpt-tiny", plan, dtype))
+
+
+@pytest.mark.parametrize("plan", ["selective", "full"])
+def test_gpt_sdpa_attention_with_dropout_bitwise_equal(plan):
+    ref = gpt_step("gpt-tiny", "none", "float32", attention="sdpa")
+    assert_bitwise(ref, gpt_step("gpt-tiny", plan, "float32", attention="sdpa"))
 
 
 @pytest.mark.parametrize("plan", ["selective", "full", "offload", "uniform:2"])

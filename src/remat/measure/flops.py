@@ -2,10 +2,10 @@
 
     counts = count_step_flops(lambda: lm_loss(model(tokens), targets))
 
-Method: one FlopCounterMode around the forward, one around ``loss.backward()``, and, through
-``remat.policies.observe_recompute``, a fresh FlopCounterMode entered inside every recompute that the
-policies' checkpoints run in backward ("count inside recompute": torch.utils.checkpoint's context_fn
-recompute context). ``backward`` is the gradient work alone (backward total minus recompute), so
+Method: FlopCounterMode around the forward (per-module totals), torch's FLOP registry (the formulas
+FlopCounterMode uses, ``RegistryFlops``) around ``loss.backward()`` and, through
+``remat.policies.observe_recompute``, inside every recompute that the policies' checkpoints run in backward
+("count inside recompute": torch.utils.checkpoint's context_fn recompute context). ``backward`` is the gradient work alone (backward total minus recompute), so
 hardware FLOPs = forward + backward + recompute and model FLOPs = forward + backward.
 FlopCounterMode counts matmul-like ops only (mm, addmm, bmm, baddbmm, SDPA, convolution) — the same scope
 as Korthikanti Appendix A.
@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from remat.policies import observe_recompute
 
@@ -38,17 +39,37 @@ class StepFlops:
         return sum(v for k, v in self.forward_by_module.items() if re.fullmatch(r"layers\.\d+", k))
 
 
+class RegistryFlops(TorchDispatchMode):
+    """Sums the FLOPs of every op in torch.utils.flop_counter's registry (exactly what FlopCounterMode
+    counts) into ``total``, without FlopCounterMode's module tracker: that tracker registers grad hooks on
+    every module input/output it sees, which during a recompute in backward keeps the recomputed activations
+    alive until backward ends — it would change the peak being measured. Used for backward and recompute.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.total = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        count = flop_registry.get(func.overloadpacket)
+        if count is not None:
+            self.total += int(count(*args, **kwargs, out_val=out))
+        return out
+
+
 class _RecomputeTally:
-    """Factory for observe_recompute: a FlopCounterMode per recompute, summed into ``total``."""
+    """Factory for observe_recompute: a RegistryFlops per recompute, summed into ``total``."""
 
     def __init__(self):
         self.total = 0
 
     @contextlib.contextmanager
     def __call__(self):
-        with FlopCounterMode(display=False) as mode:
+        with RegistryFlops() as mode:
             yield
-        self.total += int(mode.get_total_flops())
+        self.total += mode.total
 
 
 def _by_module(mode: FlopCounterMode) -> dict[str, int]:
@@ -77,9 +98,9 @@ class StepFlopCounter:
             yield
 
     def backward(self, loss: torch.Tensor) -> None:
-        with FlopCounterMode(display=False) as bwd:
+        with RegistryFlops() as bwd:
             loss.backward()
-        self._bwd_total = int(bwd.get_total_flops())
+        self._bwd_total = bwd.total
 
     def result(self) -> StepFlops:
         return StepFlops(forward=int(self._fwd.get_total_flops()), backward=self._bwd_total - self._tally.total,

@@ -3,7 +3,7 @@
     row = measure(from_name("gpt2-124m", seq=256), "selective", device="cpu")
 
 The step is forward (tokens [s, b] -> logits [s, b, v]) + fp32 cross-entropy + backward; no optimizer.
-One instrumented step records, together:
+One instrumented step records, together (the instruments hold no tensors, so the peak is the plain step's):
   * saved-for-backward bytes through saved-tensor hooks (remat.measure.saved.SavedTensorLog), whole model
     and per layer, and the same quantity a second, independent way: the live-bytes delta across the forward
     from the memory tracker (``activation_bytes_tracker``; it also holds the loss and excludes the inputs);
@@ -17,7 +17,6 @@ time (step_time_s is None).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 
 import torch
 
@@ -32,8 +31,8 @@ from remat.models.transformer import build_model, lm_loss, random_tokens
 from remat.policies import apply_plan, parse_plan
 
 DEVICES = ("cpu", "cuda", "fake")
-FLOPS_METHOD = ("torch.utils.flop_counter.FlopCounterMode; recompute counted inside each checkpoint's "
-                "recompute (context_fn); flops_backward excludes it")
+FLOPS_METHOD = ("torch.utils.flop_counter: FlopCounterMode in forward, its FLOP registry in backward and inside "
+                "each checkpoint recompute (context_fn); flops_backward excludes the recompute")
 
 
 def _device(device: str) -> str:
@@ -88,26 +87,17 @@ def _loss(model, tokens, targets) -> torch.Tensor:
 
 
 def _instrumented_step(model, tokens, targets, device: str) -> dict:
-    """Saved bytes (hooks and tracker delta) and peak bytes of one step, then FLOPs of a second step.
-
-    Two passes because FlopCounterMode around backward changes memory: its module tracker's hooks keep
-    recomputed activations alive until backward ends, which would inflate the peak of checkpointed plans.
-    """
+    """Saved bytes (hooks and tracker delta), peak bytes and FLOPs of one step."""
     model.remat_offload.reset()
+    counter = StepFlopCounter()
     with PeakMemory(device, model, tokens, targets) as memory:
         before = memory.current_bytes()
-        with SavedTensorLog(model) as log:
+        with SavedTensorLog(model) as log, counter.forward():
             loss = _loss(model, tokens, targets)
         tracker_delta = memory.current_bytes() - before
-        loss.backward()
+        counter.backward(loss)
         del loss
-    offload = dataclasses.replace(model.remat_offload)  # what the memory pass offloaded
-    model.zero_grad(set_to_none=True)
-    counter = StepFlopCounter()
-    with counter.forward():
-        loss = _loss(model, tokens, targets)
-    counter.backward(loss)
-    flops = counter.result()
+    flops, offload = counter.result(), model.remat_offload
     per_layer = log.bytes_per_layer(len(model.layers))
     total = log.total_bytes()
     return {
