@@ -12,7 +12,8 @@ What autograd saves, per layer, with element size e (2 for 16-bit) and 1-byte dr
     softmax-dropout mask as²b, dropout output as²b·e, proj input sbh·e, attn dropout mask sbh, ln_2 input
     sbh·e, fc1 input sbh·e, GeLU input 4sbh·e, fc2 input 4sbh·e, mlp dropout mask sbh
   = sbh(16e + 2) + as²b(2e + 1)  — for e = 2 the paper's sbh(34 + 5as/h) (Eq. 1) — plus what the paper
-    ignores: LayerNorm mean and rstd (2 × 2 × sb fp32). The causal mask is a buffer (model state).
+    ignores: LayerNorm mean and rstd (4 tensors of sb elements; fp32 on CUDA, the input dtype on the CPU).
+    The causal mask is a buffer (model state, not an activation).
 
 Dropout is ``torch.native_dropout`` (the op CUDA's nn.Dropout uses), so the saved mask is a 1-byte bool on
 every device, as in the paper (on CPU, nn.Dropout would save a mask in the activation dtype).
