@@ -15,6 +15,10 @@ REGISTRY: dict[str, str] = {
     "chen-segments": "remat.experiments.chen:segment_sweep",
     "chen-depth": "remat.experiments.chen:depth_sweep",
     "chen-revolve": "remat.experiments.chen:revolve_sweep",
+    "sweep-segments": "remat.experiments.sweeps:segment_sweep",
+    "sweep-depth": "remat.experiments.sweeps:depth_sweep",
+    "sweep-seq-hidden": "remat.experiments.sweeps:seq_hidden_sweep",
+    "sweep-layer-timing": "remat.experiments.sweeps:layer_timing_sweep",
     "offload-bandwidth": "remat.experiments.offload:bandwidth_table",
     "offload-steps": "remat.experiments.offload:steps_table",
 }

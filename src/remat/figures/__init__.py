@@ -12,6 +12,10 @@ from pathlib import Path
 REGISTRY: dict[str, str] = {
     "chen-segments": "remat.figures.chen:segments",
     "chen-depth": "remat.figures.chen:depth",
+    "sweep-segments": "remat.figures.sweeps:segments",
+    "sweep-depth": "remat.figures.sweeps:depth",
+    "sweep-seq-hidden": "remat.figures.sweeps:seq_hidden",
+    "sweep-layer-timing": "remat.figures.sweeps:layer_timing",
     "offload-bandwidth": "remat.figures.offload:bandwidth",
 }
 

@@ -1,0 +1,216 @@
+"""The numbers the sweeps report and figures show, computed from the sweep tables (nothing is re-measured):
+fitted exponents, optima, crossovers, and measured-beside-closed-form tables.
+
+    depth = read_sweep("depth")        # every results/sweeps/depth/<device>.csv, one frame (device column)
+    depth_fits(depth)                  # per device and family: log-log exponent, intercept, bytes per layer
+
+Only rows with status "ok" enter fits and ratios; "oom" and "skipped_too_large" rows are counted and listed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from remat.experiments.chen import fit_loglog_exponent
+
+SWEEPS = ("segments", "depth", "seq-hidden", "layer-timing")
+DEVICE_ORDER = ("cpu", "cuda")
+
+
+def read_sweep(sweep: str, root: str | Path = "results/sweeps") -> pd.DataFrame:
+    """All device tables of ``sweep`` (results/sweeps/<sweep>/<device>.csv) as one frame, CPU first; an empty
+    frame if none exists. Raises ValueError for an unknown sweep name."""
+    if sweep not in SWEEPS:
+        raise ValueError(f"unknown sweep {sweep!r} (sweeps: {', '.join(SWEEPS)})")
+    paths = sorted(Path(root, sweep).glob("*.csv"), key=lambda p: (_rank(p.stem), p.stem))
+    return pd.concat([pd.read_csv(p) for p in paths], ignore_index=True) if paths else pd.DataFrame()
+
+
+def _rank(device: str) -> int:
+    return DEVICE_ORDER.index(device) if device in DEVICE_ORDER else len(DEVICE_ORDER)
+
+
+def devices(frame: pd.DataFrame) -> list[str]:
+    """The devices in a sweep frame, CPU first."""
+    return sorted(frame["device"].unique(), key=lambda d: (_rank(d), d)) if len(frame) else []
+
+
+def ok(frame: pd.DataFrame) -> pd.DataFrame:
+    """The measured rows (status "ok")."""
+    return frame[frame["status"] == "ok"]
+
+
+def status_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """Points per device and status (ok, oom, skipped_too_large)."""
+    return frame.groupby(["device", "status"]).size().unstack(fill_value=0).reset_index()
+
+
+# --- (a) segments -------------------------------------------------------------------------------------------------
+
+def segments_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per device of a sweep-segments table: L, points measured, √L (⌈√L⌉), the measured optimum k (arg-min of
+    the measured peak activation bytes), the closed form's optimum and k* = √(L·y/x), peak bytes at k = 1,
+    ⌈√L⌉ and the measured optimum, the largest |saved/closed form − 1|, the peak residual (measured − live
+    saved peak: the backward working set) range, and the median time overhead per FLOP overhead."""
+    rows = []
+    for device in devices(frame):
+        part = frame[frame["device"] == device]
+        good = ok(part).set_index("k")
+        k_best = int(good["peak_activation_bytes"].idxmin()) if len(good) else None
+        k_sqrt = int(part["k_sqrt"].iloc[0])
+        rows.append({
+            "device": device, "layers": int(part["layers"].iloc[0]), "points": len(part), "ok": len(good),
+            "k_sqrt": k_sqrt, "k_opt_measured": k_best, "k_opt_formula": int(part["k_opt_formula"].iloc[0]),
+            "k_star": float(part["k_star"].iloc[0]),
+            "peak_k1": _at(good, 1, "peak_activation_bytes"), "peak_k_sqrt": _at(good, k_sqrt, "peak_activation_bytes"),
+            "peak_opt": _at(good, k_best, "peak_activation_bytes"),
+            "max_saved_error": float((good["saved_ratio"] - 1).abs().max()) if len(good) else np.nan,
+            "residual_min": _agg(good, "peak_residual_bytes", "min"), "residual_max": _agg(good, "peak_residual_bytes", "max"),
+            "time_per_flop_median": _agg(good, "time_per_flop_overhead", "median"),
+        })
+    return pd.DataFrame(rows)
+
+
+def _at(frame: pd.DataFrame, key, column: str):
+    return frame.loc[key, column] if key is not None and key in frame.index else np.nan
+
+
+def _agg(frame: pd.DataFrame, column: str, how: str) -> float:
+    return float(getattr(frame[column].dropna(), how)()) if column in frame and frame[column].notna().any() else np.nan
+
+
+# --- (b) depth ------------------------------------------------------------------------------------------------------
+
+def linear_fit(x, y) -> tuple[float, float]:
+    """Least-squares y ≈ c0 + c1·x (scipy.stats.linregress): (c0, c1) in y's units (bytes, bytes per layer)."""
+    fit = stats.linregress(np.asarray(x, float), np.asarray(y, float))
+    return float(fit.intercept), float(fit.slope)
+
+
+def depth_fits(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per device and family of a sweep-depth table: measured points, depths L_min..L_max, the log-log
+    exponent of the measured peak activation bytes against L (remat.experiments.chen.fit_loglog_exponent) and
+    of the closed-form live peak, and a linear fit peak ≈ c0 + c1·L of the measured peak (c0: what does not
+    grow with L — head, loss, their backward working set; c1: bytes per layer)."""
+    rows = []
+    for (device, family), part in ok(frame).groupby(["device", "family"], sort=False):
+        part = part.sort_values("layers")
+        c0, c1 = linear_fit(part["layers"], part["peak_activation_bytes"]) if len(part) > 1 else (np.nan, np.nan)
+        enough = part["layers"].nunique() > 1
+        rows.append({"device": device, "family": family, "points": len(part),
+                     "L_min": int(part["layers"].min()), "L_max": int(part["layers"].max()),
+                     "exponent": fit_loglog_exponent(part["layers"], part["peak_activation_bytes"]) if enough else np.nan,
+                     "exponent_formula": fit_loglog_exponent(part["layers"], part["peak_activation_bytes_formula"])
+                     if enough else np.nan,
+                     "intercept_bytes": c0, "bytes_per_layer": c1})
+    out = pd.DataFrame(rows)
+    if len(out):
+        out["_d"] = out["device"].map(_rank)
+        out = out.sort_values("_d", kind="stable").drop(columns="_d").reset_index(drop=True)
+    return out
+
+
+# --- (c) sequence and hidden size ------------------------------------------------------------------------------------
+
+def _crossing(x, ratio, reciprocal: bool = False) -> float:
+    """The x where ``ratio`` (sorted by x) first reaches 1, interpolated linearly in x (or in 1/x when
+    ``reciprocal``); NaN if it does not cross inside the range."""
+    x, ratio = np.asarray(x, float), np.asarray(ratio, float) - 1
+    u = 1 / x if reciprocal else x
+    for i in range(len(x)):
+        if ratio[i] == 0:
+            return float(x[i])
+        if i + 1 < len(x) and ratio[i] * ratio[i + 1] < 0:
+            hit = u[i] + (u[i + 1] - u[i]) * ratio[i] / (ratio[i] - ratio[i + 1])
+            return float(1 / hit if reciprocal else hit)
+    return np.nan
+
+
+def crossover(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per device of a sweep-seq-hidden table (mode none, measured by remat.accounting): where the as²b
+    part of a layer's paper-faithful bytes overtakes the sbh part. Along s (h fixed): s* measured, by
+    linear interpolation of the measured ratio as²b/sbh (∝ s), beside 34h/(5a); along h (s fixed): h*
+    measured (interpolated in 1/h: the ratio ∝ 1/h) beside 5as/34."""
+    rows = []
+    for device in devices(frame):
+        part = ok(frame[(frame["device"] == device) & (frame["mode"] == "none")])
+        part = part.assign(ratio=part["as2b_term_measured"] / part["sbh_term_measured"])
+        seq = part[part["axis"] == "seq"].sort_values("seq")
+        hid = part[part["axis"] == "hidden"].sort_values("hidden")
+        row = {"device": device}
+        if len(seq):
+            h, a = int(seq["hidden"].iloc[0]), int(seq["heads"].iloc[0])
+            row.update(h=h, a=a, s_star_measured=_crossing(seq["seq"], seq["ratio"]),
+                       s_star_formula=float(seq["crossover_seq_formula"].iloc[0]),
+                       s_range=f"{int(seq['seq'].min())}–{int(seq['seq'].max())}")
+        if len(hid):
+            s, a = int(hid["seq"].iloc[0]), int(hid["heads"].iloc[0])
+            row.update(s_fixed=s, h_star_measured=_crossing(hid["hidden"], hid["ratio"], reciprocal=True),
+                       h_star_formula=5 * a * s / 34,
+                       h_range=f"{int(hid['hidden'].min())}–{int(hid['hidden'].max())}")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# --- (d) layer timing ------------------------------------------------------------------------------------------------
+
+def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Korthikanti Table 4 layout per device and mode: forward, backward, combined milliseconds per layer
+    (median; IQR of the combined), time overhead % against none, FLOP overhead % counted and from
+    Appendix A, and time overhead / FLOP overhead."""
+    rows = []
+    for _, r in frame.iterrows():
+        measured = r["status"] == "ok"
+        rows.append({
+            "device": r["device"], "mode": r["mode"],
+            "forward ms": round(r["forward_s"] * 1e3, 2) if measured else r["status"],
+            "backward ms": round(r["backward_s"] * 1e3, 2) if measured else "",
+            "combined ms (IQR)": f"{r['combined_s'] * 1e3:.2f} ({r['combined_iqr_s'] * 1e3:.2f})" if measured else "",
+            "time overhead %": round(100 * r["time_overhead"], 1) if measured else "",
+            "FLOP overhead % (counted)": round(100 * r["flop_overhead"], 2) if measured else "",
+            "FLOP overhead % (App. A)": round(100 * r["flop_overhead_formula"], 2),
+            "time / FLOP overhead": round(r["time_per_flop_overhead"], 2)
+            if measured and pd.notna(r["time_per_flop_overhead"]) else "",
+        })
+    return pd.DataFrame(rows)
+
+
+# --- every point beside its closed form --------------------------------------------------------------------------------
+
+def point_label(row: pd.Series) -> str:
+    """A short name for a sweep point: "k=3", "L=16 sqrt", "s=128 h=64 none"."""
+    sweep = row["sweep"]
+    if sweep == "sweep-segments":
+        return f"k={int(row['k'])}"
+    if sweep == "sweep-depth":
+        return f"L={int(row['layers'])} {row['family']}"
+    return f"s={int(row['seq'])} h={int(row['hidden'])} {row['mode']}"
+
+
+def comparison(frame: pd.DataFrame) -> pd.DataFrame:
+    """Measured / closed form per point of a sweep-segments, -depth or -seq-hidden table: saved bytes (ratio),
+    peak activation bytes and the residual (the backward working set), recompute FLOPs (ratio), FLOP overhead
+    and, where timed, time overhead per FLOP overhead. Not-run points keep their status."""
+    out = pd.DataFrame({
+        "device": frame["device"], "point": frame.apply(point_label, axis=1), "status": frame["status"],
+        "saved": frame.get("saved_bytes"), "saved (closed form)": frame["saved_bytes_formula"],
+        "saved ratio": frame.get("saved_ratio", pd.Series(np.nan, index=frame.index)).round(4),
+        "peak act.": frame.get("peak_activation_bytes"),
+        "peak act. (closed form)": frame["peak_activation_bytes_formula"],
+        "residual": frame.get("peak_residual_bytes"),
+        "recompute FLOPs ratio": (frame.get("flops_recompute") / frame["flops_recompute_formula"]).round(4),
+        "FLOP overhead %": (100 * frame.get("flop_overhead", np.nan)).round(2),
+    })
+    if "time_per_flop_overhead" in frame:
+        out["time / FLOP overhead"] = frame["time_per_flop_overhead"].round(2)
+    return out
+
+
+def saved_error(*frames: pd.DataFrame) -> float:
+    """The largest |measured saved bytes / closed form − 1| over the measured points of the given tables."""
+    ratios = [ok(f)["saved_ratio"] for f in frames if len(f)]
+    return float(max((r - 1).abs().max() for r in ratios)) if ratios else np.nan
