@@ -145,6 +145,8 @@ def _add_measure(sub):
     p.add_argument("--seq", type=positive_int, help="override s")
     p.add_argument("--micro-batch", type=positive_int, help="override b")
     p.add_argument("--dtype", choices=DTYPES, help="override the parameter/activation dtype")
+    p.add_argument("--attention", choices=["math", "sdpa"],
+                   help="override core attention: materialized softmax (math) or scaled_dot_product_attention")
     p.add_argument("--repeats", type=positive_int, default=5, help="timed steps (≥ 5; default 5)")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps before timing (default 1)")
     p.add_argument("--no-timing", action="store_true", help="skip the timed steps (step_time_s null)")
@@ -163,7 +165,7 @@ def _run_measure(args) -> int:
     if args.warmup < 0:
         raise UsageError("--warmup", f"must be ≥ 0, got {args.warmup}")
     cfg = from_name(args.model, layers=args.layers, seq=args.seq, micro_batch=args.micro_batch,
-                    dtype=args.dtype)
+                    dtype=args.dtype, attention=args.attention)
     row = measure(cfg, args.policy, args.device, seed=args.seed, warmup=args.warmup, repeats=args.repeats,
                   timing=not args.no_timing, early_stop=args.early_stop)
     _emit(row, args.json, "\n".join(f"{k}: {v}" for k, v in row.items()))

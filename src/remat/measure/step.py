@@ -51,6 +51,7 @@ def measure(cfg: ModelConfig, policy: str, device: str = "cpu", seed: int = 0, w
     policy: a spec for remat.policies.parse_plan ("none", "selective", "full", "offload", "uniform:N",
     "block:N", "segments:k", or a comma list). device: "cpu", "cuda" or "fake". timing: also time the step
     (ignored under fake). Keys: model, policy, plan, device, dtype, layers, seq, micro_batch, hidden, heads,
+    attention,
     activation_bytes, activation_bytes_per_layer, activation_bytes_outside_layers,
     activation_bytes_tracker, peak_bytes, peak_method, flops_forward, flops_forward_layers, flops_backward,
     flops_recompute, flops_method, offloaded_bytes, offload_note, step_time_s, step_time_iqr_s,
@@ -69,7 +70,7 @@ def measure(cfg: ModelConfig, policy: str, device: str = "cpu", seed: int = 0, w
         row = _instrumented_step(model, tokens, targets, run_on)
     row = {"model": cfg.name, "policy": plan.spec, "plan": list(plan), "device": device, "dtype": cfg.dtype,
            "layers": cfg.layers, "seq": cfg.seq, "micro_batch": cfg.micro_batch, "hidden": cfg.hidden,
-           "heads": cfg.heads, **row}
+           "heads": cfg.heads, "attention": cfg.attention, **row}
     row.update(_timing(model, tokens, targets, run_on, warmup, repeats) if timing and device != "fake"
                else {"step_time_s": None, "step_time_iqr_s": None, "step_time_samples": None,
                      "timing_method": None})
