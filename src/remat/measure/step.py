@@ -51,11 +51,12 @@ def measure(cfg: ModelConfig, policy: str, device: str = "cpu", seed: int = 0, w
     policy: a spec for remat.policies.parse_plan ("none", "selective", "full", "offload", "uniform:N",
     "block:N", "segments:k", or a comma list). device: "cpu", "cuda" or "fake". timing: also time the step
     (ignored under fake). Keys: model, policy, plan, device, dtype, layers, seq, micro_batch, hidden, heads,
-    attention,
-    activation_bytes, activation_bytes_per_layer, activation_bytes_outside_layers,
+    attention, activation_bytes, activation_bytes_per_layer, activation_bytes_outside_layers,
     activation_bytes_tracker, peak_bytes, peak_method, flops_forward, flops_forward_layers, flops_backward,
     flops_recompute, flops_method, offloaded_bytes, offload_note, step_time_s, step_time_iqr_s,
-    step_time_samples, timing_method, loss, plus provenance (torch_version, git_commit, ...).
+    step_time_samples, timing_method, plus provenance (torch_version, git_commit, ...).
+    activation_bytes_per_layer counts what each layer's own modules saved: layers inside a multi-layer
+    checkpoint unit (uniform:N, segments:k) show 0 and the unit's input is in activation_bytes_outside_layers.
     Sizes in bytes (int), FLOPs (int), times in seconds.
     Raises UsageError("device") for an unknown or unavailable device, UsageError("policy") for a bad plan.
     """
