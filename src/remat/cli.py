@@ -105,7 +105,12 @@ def _add_figure(sub):
 
 
 def _run_figure(args) -> int:
+    from pathlib import Path
+
     from remat.figures import draw
+    for path in args.inputs:
+        if not Path(path).is_file():
+            raise UsageError("--inputs", f"no such results table: {path}")
     draw(args.name, args.inputs, args.out)
     return 0
 
