@@ -82,6 +82,8 @@ def test_outside_layers():
     assert one == {"embedding_dropout_mask": s * b * h // t, "final_ln_input": 2 * s * b * h // t,
                    "output_proj_input": 2 * s * b * h // t, "logits_fp32": 4 * s * b * v // t}
     assert K.outside_layer_bytes(s, 1, h, v, t, p=8) == {"embedding_dropout_mask": s * h}
+    no_sp = K.outside_layer_bytes(s, b, h, v, t, p=1, sp=False)
+    assert no_sp["final_ln_input"] == 2 * s * b * h and no_sp["logits_fp32"] == 4 * s * b * v // t
 
 
 @pytest.mark.parametrize("name,a,h,L,p,m,b", TABLE3)

@@ -115,8 +115,12 @@ class LayerAccount:
         size = sum(i.bytes - i.paper_bytes for i in self.items if i.paper_term)
         if size:
             out["element size (stored vs the paper's 2 B / 1 B)"] = size
-        if sum(self.slack.values()):
-            out["storage beyond saved views"] = sum(self.slack.values())
+        beyond = sum(v for v in self.slack.values() if v > 0)
+        shared = sum(v for v in self.slack.values() if v < 0)
+        if beyond:
+            out["storage beyond saved views"] = beyond
+        if shared:
+            out["one storage saved by several ops (counted once)"] = shared
         return out
 
     def to_dict(self) -> dict:
@@ -195,7 +199,8 @@ def _group(t: int, rank: int, device: str):
             yield group
     else:
         if not dist.is_initialized() or dist.get_world_size() != t:
-            raise RuntimeError(f"device={device!r} with tp={t} needs an initialized process group of {t} ranks")
+            raise UsageError("device", f"real tensors with tp={t} need a process group of {t} ranks "
+                                       "(launch with torchrun) — or use device fake")
         yield dist.group.WORLD
 
 
@@ -306,7 +311,7 @@ def _element_size(dtype: str) -> int:
 def _why_not_counted(module: str, op: str, shape: tuple, dtype: str) -> str:
     """A short reason for a saved tensor outside the paper's §4.1 itemization."""
     if module in ("ln_1", "ln_2") and shape and shape[-1] == 1:
-        return "LayerNorm mean/rstd: the paper ignores them"
+        return "norm statistics (mean/rstd): the paper ignores them"
     if "bool" in dtype and len(shape) == 2:
         return "causal mask"
     if "float32" in dtype:

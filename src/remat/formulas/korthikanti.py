@@ -177,15 +177,20 @@ def first_stage_bytes(per_layer: int, L: int, p: int = 1, m: int = 1) -> int:
     return _whole(per_layer * L * interleave_factor(p, m))
 
 
-def outside_layer_bytes(s: int, b: int, h: int, v: int, t: int = 1, p: int = 1) -> dict[str, int]:
+def outside_layer_bytes(s: int, b: int, h: int, v: int, t: int = 1, p: int = 1, sp: bool = True) -> dict[str, int]:
     """Activation bytes outside the transformer layers on the first stage (§4.3), as a dict of named terms:
     embedding dropout mask sbhp/t (p micro-batches in flight); when p = 1 (first stage = last stage) also the
     final LayerNorm input 2sbh/t, the output-projection input 2sbh/t and the fp32 logits 4sbv/t.
-    The paper writes these with SP (the /t); bytes are rounded to int."""
+
+    The paper writes these with sequence parallelism (sp=True, its setting). Without SP (sp=False) the
+    embedding-dropout mask, the final LayerNorm input and the output-projection input are replicated on the
+    TP ranks (no /t); the logits stay /t (the output layer is vocabulary-parallel). Bytes rounded to int.
+    """
     sbh = Fraction(s * b * h)
-    terms = {"embedding_dropout_mask": _whole(sbh * p / t)}
+    shard = t if sp else 1
+    terms = {"embedding_dropout_mask": _whole(sbh * p / shard)}
     if p == 1:
-        terms |= {"final_ln_input": _whole(2 * sbh / t), "output_proj_input": _whole(2 * sbh / t),
+        terms |= {"final_ln_input": _whole(2 * sbh / shard), "output_proj_input": _whole(2 * sbh / shard),
                   "logits_fp32": _whole(Fraction(4 * s * b * v, t))}
     return terms
 

@@ -1,0 +1,267 @@
+"""Korthikanti et al. 2022 experiments: one GPT layer per point, measured under FakeTensorMode at the paper's
+sizes (a fake process group makes this process rank 0 of t), beside the paper's formulas.
+
+Each function takes the rule's parameters (unknown keys are errors naming ``korthikanti-<name>.<key>``) and
+returns one tidy DataFrame (one row per point) with provenance columns.
+
+    korthikanti-table2  models=[4 paper presets] tp=8 serial=true device="fake"
+        Table 2: per model × technique (TP baseline, TP+SP, TP+selective, TP+SP+selective, full recompute,
+        TP+SP+full; and t = 1: no parallelism, selective, full) the paper-faithful measured bytes, the actual
+        bytes, the formula and the relative error; percent of the TP baseline (Figure 7).
+    korthikanti-items   same parameters: the reconciliation — one row per saved tensor (module/op, shape,
+        dtype, bytes, §4.1 term, paper bytes, the term's formula bytes, note) plus storage slack rows.
+    korthikanti-flops   models=[...] tp=[1, 8]: FLOPs per layer counted with FlopCounterMode — forward,
+        backward, recompute (none / selective / full) — against Appendix A, Eq. 7 and Eq. 8 (as printed and
+        as the paper's text describes the recompute).
+    korthikanti-memory  models=[...] tp=8 bytes_per_param=18: Figure 1 — parameters + optimizer state,
+        first-stage activations (measured bytes per layer × L × interleave factor, Eq. 5/6) and the terms
+        outside the layers (§4.3), per GPU, against 80 GB.
+    korthikanti-modern  seq=2048 micro_batch=1: what the formulas leave out for modern layers — the paper's
+        GPT layer, the same with flash attention (SDPA), and the Llama 3 8B layer (RMSNorm, RoPE, GQA,
+        SwiGLU), actual saved bytes by module beside sbh(34 + 5as/h).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from remat.accounting import LayerAccount, account_layer, build, layer_input, _group, _mode_context, resolve
+from remat.errors import UsageError
+from remat.experiments.params import check_known, get_int, get_int_list
+from remat.formulas import korthikanti as K
+from remat.measure.provenance import provenance
+
+PAPER_MODELS = ["gpt-22b", "gpt3-175b", "mt-nlg-530b", "gpt-1t"]
+GB = 10 ** 9          # the 80 GB line of Figure 1 is decimal: 80·10⁹ bytes
+GIB = 2 ** 30
+# (technique, sp, mode) with tensor parallelism t, then without (t = 1)
+TECHNIQUES = [("TP baseline", False, "none"), ("TP+SP", True, "none"), ("TP+selective", False, "selective"),
+              ("TP+SP+selective", True, "selective"), ("full recompute", False, "full"),
+              ("TP+SP+full", True, "full")]
+SERIAL_TECHNIQUES = [("no parallelism", False, "none"), ("selective", False, "selective"),
+                     ("full recompute", False, "full")]
+
+
+# --- parameters ----------------------------------------------------------------------------------------------------
+
+def _models(params: dict, key: str = "models") -> list[str]:
+    models = params.get(key, PAPER_MODELS)
+    if not isinstance(models, list) or not models or not all(isinstance(m, str) for m in models):
+        raise UsageError(key, f"must be a non-empty list of model names, got {models!r}")
+    return models
+
+
+def _bool(params: dict, key: str, default: bool) -> bool:
+    value = params.get(key, default)
+    if not isinstance(value, bool):
+        raise UsageError(key, f"must be true or false, got {value!r}")
+    return value
+
+
+def _device(params: dict) -> str:
+    device = params.get("device", "fake")
+    if device not in ("fake", "cpu"):
+        raise UsageError("device", f"must be fake or cpu (one process; t > 1 uses a fake group), got {device!r}")
+    return device
+
+
+def configurations(tp: int, serial: bool = True) -> list[tuple[str, int, bool, str]]:
+    """(technique, t, sp, mode) of Table 2: the six TP techniques at ``tp`` and, if ``serial``, t = 1."""
+    rows = [(name, tp, sp, mode) for name, sp, mode in TECHNIQUES] if tp > 1 else []
+    return rows + ([(name, 1, sp, mode) for name, sp, mode in SERIAL_TECHNIQUES] if serial else [])
+
+
+def _accounts(params: dict, name: str) -> list[tuple[str, LayerAccount]]:
+    check_known(params, {"models", "tp", "serial", "device", "seq", "micro_batch"}, name)
+    tp = get_int(params, "tp", 8)
+    serial = _bool(params, "serial", True)
+    device = _device(params)
+    sizes = {k: get_int(params, k) for k in ("seq", "micro_batch") if params.get(k) is not None}
+    return [(technique, account_layer(model, mode, t, sp, device=device, **sizes))
+            for model in _models(params) for technique, t, sp, mode in configurations(tp, serial)]
+
+
+def _frame(rows: list[dict], dtype: str = "bfloat16", device: str = "fake") -> pd.DataFrame:
+    prov = provenance(device=device, dtype=dtype)
+    return pd.DataFrame([{**row, **prov} for row in rows])
+
+
+# --- Table 2 and the reconciliation ------------------------------------------------------------------------------------
+
+def _config(technique: str, acc: LayerAccount) -> dict:
+    return {"model": acc.model, "technique": technique, "tp": acc.tp, "sp": acc.sp, "mode": acc.mode,
+            "seq": acc.seq, "micro_batch": acc.micro_batch, "hidden": acc.hidden, "heads": acc.heads}
+
+
+def table2(params: dict) -> pd.DataFrame:
+    """Table 2, measured: one row per model × technique (bytes per layer on one TP rank, int).
+
+    Columns: model, technique, tp, sp, mode, seq, micro_batch, hidden, heads, bytes_measured (paper-faithful),
+    bytes_actual, bytes_formula, rel_error, gap_bytes (actual − measured), percent_of_baseline and
+    percent_of_baseline_formula (vs the TP baseline at the same t; vs no parallelism for t = 1), + provenance.
+    """
+    accounts = _accounts(params, "korthikanti-table2")
+    rows = []
+    for technique, acc in accounts:
+        rows.append({**_config(technique, acc), "bytes_measured": acc.bytes_per_layer_measured,
+                     "bytes_actual": acc.bytes_per_layer_actual, "bytes_formula": acc.bytes_per_layer_formula,
+                     "rel_error": acc.rel_error, "gap_bytes": acc.bytes_per_layer_actual - acc.bytes_per_layer_measured})
+    frame = pd.DataFrame(rows)
+    base = frame[frame["mode"].eq("none") & ~frame["sp"]].set_index(["model", "tp"])
+    key = list(zip(frame["model"], frame["tp"]))
+    frame["percent_of_baseline"] = 100 * frame["bytes_measured"] / base.loc[key, "bytes_measured"].to_numpy()
+    frame["percent_of_baseline_formula"] = 100 * frame["bytes_formula"] / base.loc[key, "bytes_formula"].to_numpy()
+    return _frame(frame.to_dict("records"), device=_device(params))
+
+
+def items(params: dict) -> pd.DataFrame:
+    """The reconciliation: one row per saved tensor of each model × technique, plus one row per storage kept
+    beyond (or shared by) its saved views. Columns: the configuration, name ("module/op"), module, op, shape,
+    dtype, bytes (actual), paper_term (empty: not counted by the paper), paper_bytes, term_formula_bytes (the
+    term's §4.1 bytes for this configuration), note, + provenance."""
+    rows = []
+    for technique, acc in _accounts(params, "korthikanti-items"):
+        config = _config(technique, acc)
+        for item in acc.items:
+            formula = K.term_bytes(item.paper_term, acc.seq, acc.micro_batch, acc.hidden, acc.heads, acc.tp,
+                                   acc.sp) if item.paper_term else None
+            rows.append({**config, "name": item.name, "module": item.module, "op": item.op,
+                         "shape": "×".join(map(str, item.shape)), "dtype": item.dtype.removeprefix("torch."),
+                         "bytes": item.bytes, "paper_term": item.paper_term, "paper_bytes": item.paper_bytes,
+                         "term_formula_bytes": formula, "note": item.note})
+        for storage, nbytes in acc.slack.items():
+            rows.append({**config, "name": "(storage)", "module": "", "op": "", "shape": "", "dtype": "",
+                         "bytes": nbytes, "paper_term": None, "paper_bytes": 0, "term_formula_bytes": None,
+                         "note": "storage beyond saved views" if nbytes > 0 else "views saved more than once"})
+    return _frame(rows, device=_device(params))
+
+
+# --- FLOPs ----------------------------------------------------------------------------------------------------------
+
+def layer_flops(model: str, mode: str, tp: int = 1, sp: bool = False, **sizes) -> dict:
+    """FLOPs of one layer's forward, backward (gradient work) and recompute on one TP rank, counted with
+    torch.utils.flop_counter (remat.measure.flops.StepFlopCounter) under FakeTensorMode. Returns ints."""
+    from remat.measure.flops import StepFlopCounter
+    cfg, t = resolve(model, mode, tp, sp, **sizes)
+    counter = StepFlopCounter()
+    with _group(t, 0, "fake") as group, _mode_context("fake"):
+        container, layer = build(cfg, t, sp, mode, group)
+        x = layer_input(cfg, t, sp, "fake")
+        with counter.forward():
+            loss = container(x).sum()
+        counter.backward(loss)
+    counts = counter.result()
+    return {"forward": counts.forward, "backward": counts.backward, "recompute": counts.recompute, "cfg": cfg}
+
+
+def flops(params: dict) -> pd.DataFrame:
+    """FLOPs per layer (all TP ranks together = per-rank count × t) beside Appendix A, Eq. 7 and Eq. 8.
+
+    Columns: model, tp, mode, seq, micro_batch, hidden, flops_forward, flops_backward, flops_recompute (measured),
+    formula_forward (24bsh² + 4bs²h), formula_backward (2× forward), recompute_text (what the paper's text
+    says is recomputed: 4bs²h for selective, one forward for full), recompute_eq8 (the per-layer recompute
+    Eq. 8 as printed implies: Eq. 8 − Eq. 7 = 12bs²h, selective only), hardware_measured (forward + backward +
+    recompute), model_eq7 = 72bsh²(1 + s/(6h)), hardware_eq8 = 72bsh²(1 + s/(3h)) (selective), hardware_text
+    = model_eq7 + recompute_text, overhead_measured / overhead_text / overhead_eq8 (recompute ÷ model FLOPs),
+    + provenance. Per layer: the logits (2bshv forward) are outside the layers and never recomputed.
+    """
+    check_known(params, {"models", "tp", "seq", "micro_batch"}, "korthikanti-flops")
+    tps = get_int_list(params, "tp", [1, 8])
+    sizes = {k: get_int(params, k) for k in ("seq", "micro_batch") if params.get(k) is not None}
+    rows = []
+    for model in _models(params):
+        for t in tps:
+            for mode in K.RECOMPUTE:
+                got = layer_flops(model, mode, t, **sizes)
+                cfg = got.pop("cfg")
+                s, b, h = cfg.seq, cfg.micro_batch, cfg.hidden
+                fwd = K.layer_forward_flops(s, b, h)
+                model_eq7 = 3 * fwd
+                text = K.recompute_flops(s, b, h, mode)
+                eq8 = 3 * K.core_attn_forward_flops(s, b, h) if mode == "selective" else None
+                measured = {f"flops_{k}": v * t for k, v in got.items()}
+                rows.append({
+                    "model": cfg.name, "tp": t, "mode": mode, "seq": s, "micro_batch": b, "hidden": h, **measured,
+                    "formula_forward": fwd, "formula_backward": 2 * fwd, "recompute_text": text,
+                    "recompute_eq8": eq8,
+                    "hardware_measured": sum(measured.values()), "model_eq7": model_eq7,
+                    "hardware_eq8": model_eq7 + eq8 if eq8 is not None else None,
+                    "hardware_text": model_eq7 + text,
+                    "overhead_measured": measured["flops_recompute"] / (measured["flops_forward"]
+                                                                        + measured["flops_backward"]),
+                    "overhead_text": text / model_eq7, "overhead_eq8": eq8 / model_eq7 if eq8 is not None else None})
+    return _frame(rows)
+
+
+# --- Figure 1: memory per GPU ------------------------------------------------------------------------------------------
+
+def memory(params: dict) -> pd.DataFrame:
+    """Whole-model memory on one GPU of the first pipeline stage (Figure 1), one row per model × technique.
+
+    Columns: model, technique, tp, sp, mode, pp, interleave, layers, params_per_gpu, bytes_per_param,
+    model_state_bytes (params × bytes_per_param; see korthikanti.BYTES_PER_PARAM_WHY), per_layer_measured,
+    per_layer_formula, activations_layers (measured per layer × L × interleave factor, Eq. 5/6),
+    activations_layers_formula, activations_outside (§4.3), total_bytes, total_gib, fits_80gb (total ≤ 80·10⁹
+    bytes), + provenance. Bytes are int; GiB = 2**30 bytes.
+    """
+    from remat.models.presets import from_name
+    check_known(params, {"models", "tp", "bytes_per_param"}, "korthikanti-memory")
+    tp = get_int(params, "tp", 8)
+    bpp = get_int(params, "bytes_per_param", K.BYTES_PER_PARAM)
+    rows = []
+    for model in _models(params):
+        cfg = from_name(model)
+        s, b, h, v, L, p, m = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.vocab, cfg.layers, cfg.pp, cfg.interleave
+        n_params = K.params_per_gpu(h, L, v, s, tp, p)
+        for technique, sp, mode in TECHNIQUES:
+            acc = account_layer(model, mode, tp, sp)
+            layers = K.first_stage_bytes(acc.bytes_per_layer_measured, L, p, m)
+            outside = sum(K.outside_layer_bytes(s, b, h, v, tp, p, sp).values())
+            state = K.model_state_bytes(n_params, bpp)
+            total = state + layers + outside
+            rows.append({"model": model, "technique": technique, "tp": tp, "sp": sp, "mode": mode, "pp": p,
+                         "interleave": m, "layers": L, "interleave_factor": float(K.interleave_factor(p, m)),
+                         "params_per_gpu": n_params, "bytes_per_param": bpp, "model_state_bytes": state,
+                         "per_layer_measured": acc.bytes_per_layer_measured,
+                         "per_layer_formula": acc.bytes_per_layer_formula, "activations_layers": layers,
+                         "activations_layers_formula": K.first_stage_bytes(acc.bytes_per_layer_formula, L, p, m),
+                         "activations_outside": outside, "total_bytes": total, "total_gib": total / GIB,
+                         "fits_80gb": total <= 80 * GB})
+    return _frame(rows)
+
+
+# --- modern layers ---------------------------------------------------------------------------------------------------
+
+MODERN_VARIANTS = [  # (variant, preset, overrides)
+    ("GPT layer (paper: materialized softmax, dropout)", "gpt-22b", {}),
+    ("GPT layer + flash attention (SDPA, dropout off)", "gpt-22b", {"attention": "sdpa", "dropout": 0.0}),
+    ("Llama 3 8B layer (RMSNorm, RoPE, GQA 32/8, SwiGLU, SDPA)", "llama3-8b", {}),
+]
+
+
+def modern(params: dict) -> pd.DataFrame:
+    """Actual saved bytes per layer by module for modern layer variants (t = 1, FakeTensorMode on the CPU),
+    beside the paper's sbh(34 + 5as/h) at the same s, b, h, a. One row per variant × module/op.
+
+    Columns: variant, model, seq, micro_batch, hidden, heads, kv_heads, ffn_hidden, module, op, tensors,
+    bytes (actual, this module/op), layer_bytes_actual, layer_bytes_formula, + provenance.
+    """
+    check_known(params, {"seq", "micro_batch"}, "korthikanti-modern")
+    s, b = get_int(params, "seq", 2048), get_int(params, "micro_batch", 1)
+    rows = []
+    for variant, model, overrides in MODERN_VARIANTS:
+        acc = account_layer(model, "none", 1, False, seq=s, micro_batch=b, **overrides)
+        cfg, _ = resolve(model, "none", 1, False, seq=s, micro_batch=b, **overrides)
+        groups: dict[tuple[str, str], list[int]] = {}
+        for item in acc.items:
+            groups.setdefault((item.module, item.op), []).append(item.bytes)
+        shared = sum(acc.slack.values())  # < 0: one storage saved by several ops (actual counts it once)
+        if shared:
+            groups[("(shared storages counted once)", "")] = [shared]
+        for (module, op), sizes in groups.items():
+            rows.append({"variant": variant, "model": model, "seq": s, "micro_batch": b, "hidden": cfg.hidden,
+                         "heads": cfg.heads, "kv_heads": cfg.kv_heads, "ffn_hidden": cfg.ffn_hidden,
+                         "module": module, "op": op, "tensors": len(sizes), "bytes": sum(sizes),
+                         "layer_bytes_actual": acc.bytes_per_layer_actual,
+                         "layer_bytes_formula": acc.bytes_per_layer_formula})
+    return _frame(rows)

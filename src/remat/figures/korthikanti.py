@@ -1,0 +1,86 @@
+"""Figures for Korthikanti et al. 2022 from the ``korthikanti-table2`` and ``korthikanti-memory`` tables
+(no measuring here).
+
+    remat figure korthikanti-percent --inputs results/korthikanti/table2.csv --out figures/korthikanti_percent.png
+    remat figure korthikanti-memory  --inputs results/korthikanti/memory.csv --out figures/korthikanti_memory.png
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+GIB = 2 ** 30
+LINE_80GB = 80 * 10 ** 9  # Figure 1's 80 GB line, decimal bytes (= 74.5 GiB)
+
+
+def _order(values) -> list:
+    return list(dict.fromkeys(values))
+
+
+def percent(frames: list[pd.DataFrame]) -> Figure:
+    """Figure 7 style: activation bytes per layer as a percent of the TP baseline, per technique and model.
+
+    Bars: measured (paper-faithful) bytes; black ticks: Table 2's formula. Only rows with t > 1 and not the
+    baseline itself. Input: one ``korthikanti-table2`` table.
+    """
+    frame = frames[0]
+    frame = frame[(frame["tp"] > 1) & (frame["technique"] != "TP baseline")]
+    models, techniques = _order(frame["model"]), _order(frame["technique"])
+    fig = Figure(figsize=(10, 4.5))
+    ax = fig.subplots()
+    width = 0.8 / len(techniques)
+    x = np.arange(len(models))
+    for i, technique in enumerate(techniques):
+        rows = frame[frame["technique"] == technique].set_index("model").loc[models]
+        pos = x + (i - (len(techniques) - 1) / 2) * width
+        bars = ax.bar(pos, rows["percent_of_baseline"], width, label=technique, color=f"C{i}")
+        ax.plot(pos, rows["percent_of_baseline_formula"], "_", color="black", ms=12, mew=1.5)
+        ax.bar_label(bars, fmt="%.0f", fontsize=7, padding=1)
+    ax.plot([], [], "_", color="black", ms=12, mew=1.5, label="Table 2 formula")
+    ax.set_xticks(x, models)
+    ax.set_ylabel("activation memory per layer (% of TP baseline)")
+    tp = int(frame["tp"].iloc[0])
+    ax.set_title(f"Activation memory relative to tensor parallelism alone (t = {tp}), measured per layer")
+    ax.set_ylim(0, float(frame["percent_of_baseline"].max()) * 1.3)
+    ax.legend(fontsize=8, ncol=3, loc="upper right")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def memory(frames: list[pd.DataFrame]) -> Figure:
+    """Figure 1 style: memory per GPU of the first pipeline stage — parameters + optimizer state, activations
+    of the layers (measured per layer × L × interleave factor) and outside the layers (§4.3) — stacked, in
+    GiB, per model and technique, with the 80 GB line. Input: one ``korthikanti-memory`` table."""
+    frame = frames[0]
+    models, techniques = _order(frame["model"]), _order(frame["technique"])
+    fig = Figure(figsize=(12, 4.8))
+    ax = fig.subplots()
+    width = 0.8 / len(techniques)
+    x = np.arange(len(models))
+    parts = [("model_state_bytes", "parameters + optimizer state", "0.65"),
+             ("activations_layers", "activations (layers)", "C0"),
+             ("activations_outside", "activations (outside layers)", "C1")]
+    for i, technique in enumerate(techniques):
+        rows = frame[frame["technique"] == technique].set_index("model").loc[models]
+        pos = x + (i - (len(techniques) - 1) / 2) * width
+        bottom = np.zeros(len(models))
+        for column, label, color in parts:
+            values = rows[column].to_numpy() / GIB
+            ax.bar(pos, values, width * 0.95, bottom=bottom, color=color, edgecolor="white", lw=0.3,
+                   label=label if i == 0 else None)
+            bottom += values
+        for p, top in zip(pos, bottom):
+            ax.text(p, top + 1, technique, rotation=90, ha="center", va="bottom", fontsize=6.5)
+    ax.axhline(LINE_80GB / GIB, color="red", ls="--", lw=1, label=f"80 GB ({LINE_80GB / GIB:.1f} GiB)")
+    ax.set_xticks(x, models)
+    ax.set_ylabel("memory per GPU (GiB)")
+    bpp = int(frame["bytes_per_param"].iloc[0])
+    ax.set_title(f"Memory per GPU, first pipeline stage ({bpp} B/parameter for weights, gradients, Adam)")
+    ax.set_ylim(0, float((frame["total_bytes"] / GIB).max()) * 1.35)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
