@@ -177,6 +177,43 @@ def _run_measure(args) -> int:
     return 0
 
 # --- account (Korthikanti accounting) --------------------------------------------------------------------------
+
+_ACCOUNT_FLAGS = {"mode": "--mode", "tp": "--tp", "sp": "--sp", "seq": "--seq", "micro_batch": "--micro-batch",
+                  "device": "--device", "dtype": "--dtype", "model": "--model"}
+
+
+def _add_account(sub):
+    p = sub.add_parser("account", help="saved-activation bytes of one GPT layer (one TP rank) beside "
+                                       "Korthikanti Table 2, itemized by the paper's terms")
+    p.add_argument("--model", required=True, help="preset (gpt-22b, gpt3-175b, mt-nlg-530b, gpt-1t, ...) or "
+                                                  "config.json")
+    p.add_argument("--mode", required=True, help="recompute: none|selective|full")
+    p.add_argument("--tp", type=positive_int, help="tensor-parallel size t (default: the preset's, 8 for the "
+                                                   "paper's models)")
+    p.add_argument("--sp", action="store_true", help="sequence parallelism (needs t ≥ 2)")
+    p.add_argument("--seq", type=positive_int, help="override s")
+    p.add_argument("--micro-batch", type=positive_int, help="override b (default: the preset's, the paper's "
+                                                            "for Table 3 models)")
+    p.add_argument("--dtype", help="override the activation dtype (default: the preset's)")
+    p.add_argument("--device", default="fake", help="fake (FakeTensorMode + fake process group; default) or "
+                                                    "cpu (real tensors, t = 1)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_run_account)
+
+
+def _run_account(args) -> int:
+    from remat.accounting import account_layer, format_account
+    try:
+        acc = account_layer(args.model, args.mode, args.tp, args.sp, args.seq, args.micro_batch,
+                            device=args.device, **({"dtype": args.dtype} if args.dtype else {}))
+    except UsageError as exc:  # name the flag, not the library's field
+        flag = _ACCOUNT_FLAGS.get(exc.field)
+        if flag is None:
+            raise
+        raise UsageError(flag, str(exc).removeprefix(f"{exc.field}: ")) from None
+    _emit(acc.to_dict(), args.json, format_account(acc))
+    return 0
+
 # --- bandwidth (offload) ---------------------------------------------------------------------------------------
 
 def _add_bandwidth(sub):
@@ -208,7 +245,7 @@ def _run_bandwidth(args) -> int:
 
 # --- plan (planner) --------------------------------------------------------------------------------------------
 
-_SECTIONS = [_add_check, _add_experiment, _add_figure, _add_report, _add_bandwidth, _add_measure]
+_SECTIONS = [_add_check, _add_experiment, _add_figure, _add_report, _add_bandwidth, _add_measure, _add_account]
 
 
 def build_parser() -> argparse.ArgumentParser:

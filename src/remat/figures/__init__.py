@@ -12,6 +12,8 @@ from pathlib import Path
 REGISTRY: dict[str, str] = {
     "chen-segments": "remat.figures.chen:segments",
     "chen-depth": "remat.figures.chen:depth",
+    "korthikanti-percent": "remat.figures.korthikanti:percent",
+    "korthikanti-memory": "remat.figures.korthikanti:memory",
     "sweep-segments": "remat.figures.sweeps:segments",
     "sweep-depth": "remat.figures.sweeps:depth",
     "sweep-seq-hidden": "remat.figures.sweeps:seq_hidden",
