@@ -110,3 +110,25 @@ def test_flops_eq7_eq8():
     assert K.hardware_flops(B, s, h, L, v, "full") - K.model_flops(B, s, h, L, v) == \
         L * K.layer_forward_flops(s, B, h)
     assert K.layer_forward_flops(s, 1, h) * 3 * L + 3 * K.logits_flops(s, 1, h, v) == K.model_flops(1, s, h, L, v)
+
+
+@pytest.mark.parametrize("record,term", [
+    (("layers.3.ln_1", "native_layer_norm", (2048, 1, 12288), "torch.bfloat16"), "ln1_input"),
+    (("ln_1", "native_layer_norm", (2048, 1, 1), "torch.float32"), None),          # mean / rstd
+    (("ln_1", "rsqrt", (2048, 1, 1), "torch.float32"), None),                      # RMSNorm (Llama): not §4.1
+    (("attn.qkv", "_SequenceGatherLinear", (256, 1, 12288), "torch.bfloat16"), "qkv_input"),
+    (("attn.core", "baddbmm", (12, 128, 2048), "torch.bfloat16"), "q_k"),
+    (("attn.core", "bmm", (12, 2048, 128), "torch.bfloat16"), "v"),
+    (("attn.core", "bmm", (12, 2048, 2048), "torch.bfloat16"), "attn_probs_dropped"),
+    (("attn.core", "_softmax", (12, 2048, 2048), "torch.bfloat16"), "softmax_output"),
+    (("attn.core.dropout", "native_dropout", (12, 2048, 2048), "torch.bool"), "softmax_dropout_mask"),
+    (("attn.core", "masked_fill", (2048, 2048), "torch.bool"), None),             # causal mask
+    (("attn.core", "checkpoint", (2048, 1, 12, 128), "torch.bfloat16"), "q_k_v"),
+    (("mlp.act", "gelu", (2048, 1, 6144), "torch.bfloat16"), "gelu_input"),
+    (("mlp.act", "silu", (2048, 1, 6144), "torch.bfloat16"), None),
+    (("mlp.dropout", "native_dropout", (2048, 1, 12288), "torch.bool"), "mlp_dropout_mask"),
+    (("layers.0", "checkpoint", (2048, 1, 12288), "torch.bfloat16"), "layer_input"),
+    (("head", "mm", (2048, 12288), "torch.bfloat16"), None),
+])
+def test_paper_term(record, term):
+    assert K.paper_term(*record) == term
