@@ -44,7 +44,7 @@ def bandwidth(frames: list[pd.DataFrame]) -> Figure:
         times.loglog(grid / MIB, predicted_copy_s(grid, t0, bw), style, lw=1, color=color, label=label)
         rates.semilogx(part["bytes"] / MIB, part["bw_gb_s"], "o", ms=4, mfc="none", color=color)
         rates.semilogx(grid / MIB, grid / predicted_copy_s(grid, t0, bw) / 1e9, style, lw=1, color=color)
-    times.set_ylabel("copy time (s), median")
+    times.set_ylabel("copy time (s), best of the repeats")
     rates.set_ylabel("achieved bandwidth (GB/s = 10⁹ B/s)")
     for ax in (times, rates):
         ax.set_xlabel("copy size (MiB)")
