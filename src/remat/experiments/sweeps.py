@@ -249,9 +249,7 @@ def guarded(setup: Setup, predicted_peak: int | None, measure) -> dict:
 
 
 def _count_flops(forward) -> StepFlops:
-    """FLOPs of forward() (a scalar) and its backward, in a step of their own: a FlopCounterMode around the
-    backward inflates the CPU tracker's peak when checkpoints recompute (4.1 MB vs 1.6 MB measured for
-    segments:4 of 16 layers), so the peak is never measured under the counter."""
+    """FLOPs of forward() (a scalar loss) and its backward (remat.measure.flops.StepFlopCounter)."""
     counter = StepFlopCounter()
     with counter.forward():
         loss = forward()
@@ -265,7 +263,9 @@ def measure_step(cfg: ModelConfig, plan: Plan, setup: Setup, timing: bool) -> di
     Returns int bytes / FLOPs and seconds: saved_bytes (whole model), saved_layer_bytes (per layer, list),
     base_bytes (alive before the step: model state + inputs), peak_bytes, peak_activation_bytes
     (= peak − base), flops_forward / flops_backward / flops_recompute, and, if ``timing``, step_time_s,
-    step_time_iqr_s, timing_method. Raises torch.OutOfMemoryError when it does not fit.
+    step_time_iqr_s, timing_method. Unlike remat.measure.step.measure, the gradients exist before the
+    measured step, so peak − base is what the step adds to a fixed model state. Raises
+    torch.OutOfMemoryError when it does not fit.
     """
     device = setup.device
     torch.manual_seed(setup.seed)
@@ -278,13 +278,14 @@ def measure_step(cfg: ModelConfig, plan: Plan, setup: Setup, timing: bool) -> di
 
     step()  # allocates every .grad; later steps accumulate into them in place
     model.zero_grad(set_to_none=False)
+    counter = StepFlopCounter()
     with PeakMemory(device, model, tokens, targets) as memory:
         base = memory.current_bytes()
-        with SavedTensorLog(model) as log:
+        with SavedTensorLog(model) as log, counter.forward():
             loss = lm_loss(model(tokens), targets)
-        loss.backward()
+        counter.backward(loss)
         del loss
-    flops = _count_flops(lambda: lm_loss(model(tokens), targets))
+    flops = counter.result()
     out = {"saved_bytes": log.total_bytes(), "saved_layer_bytes": log.bytes_per_layer(cfg.layers),
            "base_bytes": base, "peak_bytes": memory.peak_bytes, "peak_activation_bytes": memory.peak_bytes - base,
            "peak_method": memory.method, "flops_forward": flops.forward, "flops_backward": flops.backward,
@@ -564,7 +565,7 @@ def layer_timing_sweep(params: dict) -> pd.DataFrame:
             built = guarded(setup, model_state_bytes(cfg) + live, lambda: {"runner": layer_runner(cfg, mode, setup)})
             runner = built.pop("runner", None)
             row = {"mode": mode, "layers": layers, "seq": s, "micro_batch": b, "hidden": h, "heads": cfg.heads,
-                   "model": cfg.name, **built,
+                   "model": cfg.name, "vocab": cfg.vocab, "dropout": cfg.dropout, **built,
                    "flop_overhead_formula": K.recompute_flops(s, b, h, mode) / (3 * K.layer_forward_flops(s, b, h))}
             if runner is not None:
                 runners[mode] = runner

@@ -214,3 +214,84 @@ def saved_error(*frames: pd.DataFrame) -> float:
     """The largest |measured saved bytes / closed form − 1| over the measured points of the given tables."""
     ratios = [ok(f)["saved_ratio"] for f in frames if len(f)]
     return float(max((r - 1).abs().max() for r in ratios)) if ratios else np.nan
+
+
+# --- sizes and acceptance -----------------------------------------------------------------------------------------------
+
+SIZE_COLUMNS = ("model", "layers", "seq", "micro_batch", "hidden", "heads", "vocab", "dtype", "dropout", "threads",
+                "warmup", "repeats")
+
+
+def sizes_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per sweep and device: the model sizes and protocol of the run (first row's values; a column that
+    varies along the sweep shows its range)."""
+    rows = []
+    for sweep, frame in frames.items():
+        for device in devices(frame):
+            part = frame[frame["device"] == device]
+            row = {"sweep": sweep, "device": device}
+            for column in SIZE_COLUMNS:
+                if column in part:
+                    values = part[column].dropna().unique()
+                    row[column] = _span(values)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _span(values) -> str:
+    if len(values) == 0:
+        return ""
+    if len(values) == 1:
+        v = values[0]
+        return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+    try:
+        return f"{int(min(values))}–{int(max(values))}"
+    except (TypeError, ValueError):
+        return ", ".join(str(v) for v in values)
+
+
+EXPONENT_TARGETS = {"none": (0.9, 1.1), "sqrt": (0.4, 0.6)}
+SAVED_TOLERANCE = 0.02
+FULL_OVERHEAD = (1 / 3, 0.01)  # 33.3% ± 1 pp
+
+
+def acceptance(segments: pd.DataFrame, depth: pd.DataFrame, seq_hidden: pd.DataFrame,
+               layer_timing: pd.DataFrame) -> pd.DataFrame:
+    """The issue's acceptance checks per device, from the tables: saved bytes within 2% of the closed form at
+    every measured point of (a)–(c); full-recompute FLOP overhead 33% ± 1 pp (one layer, counted; and the
+    whole model at the deepest L of the depth sweep, LM head included); fitted exponents of peak vs L
+    (none in [0.9, 1.1], √L segments in [0.4, 0.6]). Columns: device, check, value, target, met."""
+    rows = []
+    found = sorted(set(devices(segments)) | set(devices(depth)) | set(devices(seq_hidden)) | set(devices(layer_timing)),
+                   key=lambda d: (_rank(d), d))
+    for device in found:
+        pick = [f[f["device"] == device] for f in (segments, depth, seq_hidden) if len(f)]
+        error = saved_error(*pick)
+        rows.append(_check(device, "saved bytes: max abs(measured / closed form − 1), (a)–(c)", error,
+                           f"≤ {SAVED_TOLERANCE:.0%}", error <= SAVED_TOLERANCE))
+        full = ok(layer_timing[(layer_timing["device"] == device) & (layer_timing["mode"] == "full")]) \
+            if len(layer_timing) else pd.DataFrame()
+        if len(full):
+            value = float(full["flop_overhead"].iloc[0])
+            rows.append(_check(device, "full recompute FLOP overhead, one layer (counted)", value,
+                               "33.3% ± 1 pp", abs(value - FULL_OVERHEAD[0]) <= FULL_OVERHEAD[1]))
+        deep = ok(depth[(depth["device"] == device) & (depth["family"] == "full")]) if len(depth) else pd.DataFrame()
+        if len(deep):
+            last = deep.loc[deep["layers"].idxmax()]
+            value = float(last["flop_overhead"])
+            rows.append(_check(device, f"full recompute FLOP overhead, whole model at L = {int(last['layers'])}",
+                               value, "33.3% ± 1 pp", abs(value - FULL_OVERHEAD[0]) <= FULL_OVERHEAD[1]))
+        fits = depth_fits(depth[depth["device"] == device]) if len(depth) else pd.DataFrame()
+        for family, (lo, hi) in EXPONENT_TARGETS.items():
+            fit = fits[fits["family"] == family] if len(fits) else fits
+            if len(fit):
+                value = float(fit["exponent"].iloc[0])
+                rows.append(_check(device, f"exponent of peak vs L, {family}", value, f"[{lo}, {hi}]",
+                                   lo <= value <= hi, percent=False))
+    return pd.DataFrame(rows)
+
+
+def _check(device: str, name: str, value: float, target: str, met: bool, percent: bool = True) -> dict:
+    shown = "n/a" if value != value else (f"{100 * value:.3f}%" if percent else f"{value:.3f}")
+    return {"device": device, "check": name, "value": shown, "target": target,
+            "met": "yes" if met else "NO"}

@@ -30,8 +30,11 @@ everything saved is alive, F = embed + head + Σ_checkpointed sbh·e + Σ_kept n
 head's tensors and the units from the last one back; when checkpointed unit j is recomputed the inputs of
 units before it (or their saved layers, if kept), the embedding's tensors and its own n_j re-saved layers
 are alive, B_j = embed + Σ_{i<j} held_i + n_j·y (its input is its first LayerNorm's input: one storage).
-peak = max(F, max_j B_j). The gradients and temporaries of the backward pass itself are not modelled: a
-measured peak exceeds this by that working set (the experiments report the difference).
+A kept selective layer recomputes its core attention in backward, after its MLP and projection tensors are
+freed: B = embed + (what comes before it) + its LayerNorm-1 input and statistics, QKV input, Q K V + the
+re-saved softmax output, mask and dropout output. peak = max(F, max B). The gradients and temporaries of the
+backward pass itself are not modelled: a measured peak exceeds this by that working set (the experiments
+report the difference).
 
 Units: bytes and FLOPs, ints. Sources: Korthikanti et al. 2022 §4.1, §4.3, Appendix A; Chen et al. 2016 §3
 (Alg. 1); torch.utils.checkpoint.checkpoint_sequential (the split).
@@ -188,15 +191,31 @@ def saved_bytes(sz: GPTSizes, units: Sequence[Unit], mode: str = "none") -> int:
     return held + sum(sum(g.values()) for g in outside_terms(sz).values())
 
 
+SELECTIVE_HELD = ("ln1_input", "qkv_input", "q_k", "v")  # a selective layer's tensors alive at its recompute
+
+
+def selective_recompute_bytes(sz: GPTSizes) -> int:
+    """Bytes of one selective layer alive while its core attention is recomputed in backward: what the layer
+    still holds then (LayerNorm 1 input and statistics, QKV input, Q K V — the MLP and projection tensors are
+    already freed) plus the re-saved core-attention terms (softmax output, its mask and dropout output)."""
+    terms = paper_layer_terms(sz, "none")
+    held = sum(terms[name] for name in SELECTIVE_HELD) + 2 * sz.s * sz.b * sz.stats_itemsize
+    return held + sum(v for name, v in terms.items() if K.TERM_BY_NAME[name].core_attn)
+
+
 def live_peak_bytes(sz: GPTSizes, units: Sequence[Unit], mode: str = "none") -> int:
     """The most saved-for-backward bytes alive at once in a step, the step's inputs excluded (int bytes):
-    max(F, max_j B_j) of the module docstring. Transient gradients and workspace are not included."""
-    y, x = layer_saved_bytes(sz, _kept_mode(mode)), sz.sbh * sz.itemsize
+    max(F, max_j B_j) of the module docstring, where a checkpointed unit re-saves its layers as policy none
+    (``remat.policies`` runs a unit's layers plainly) and a kept selective layer re-saves its core attention
+    (``selective_recompute_bytes``). Transient gradients and workspace are not included."""
+    y, y_unit, x = layer_saved_bytes(sz, _kept_mode(mode)), layer_saved_bytes(sz, "none"), sz.sbh * sz.itemsize
     embed, head = _outside(sz, "embed"), _outside(sz, "head")
     peak, before = embed + head + sum(x if c else n * y for n, c in units), embed
     for n, ckpt in units:
         if ckpt:
-            peak = max(peak, before + n * y)
+            peak = max(peak, before + n * y_unit)
+        elif mode == "selective":
+            peak = max(peak, before + (n - 1) * y + selective_recompute_bytes(sz))
         before += x if ckpt else n * y
     return peak
 
