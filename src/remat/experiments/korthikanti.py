@@ -117,7 +117,7 @@ def table2(params: dict) -> pd.DataFrame:
 def items(params: dict) -> pd.DataFrame:
     """The reconciliation: one row per saved tensor of each model × technique, plus one row per storage kept
     beyond (or shared by) its saved views. Columns: the configuration, name ("module/op"), module, op, shape,
-    dtype, bytes (actual), paper_term (empty: not counted by the paper), paper_bytes, term_formula_bytes (the
+    saved_dtype, bytes (actual), paper_term (empty: not counted by the paper), paper_bytes, term_formula_bytes (the
     term's §4.1 bytes for this configuration), note, + provenance."""
     rows = []
     for technique, acc in _accounts(params, "korthikanti-items"):
@@ -126,11 +126,12 @@ def items(params: dict) -> pd.DataFrame:
             formula = K.term_bytes(item.paper_term, acc.seq, acc.micro_batch, acc.hidden, acc.heads, acc.tp,
                                    acc.sp) if item.paper_term else None
             rows.append({**config, "name": item.name, "module": item.module, "op": item.op,
-                         "shape": "×".join(map(str, item.shape)), "dtype": item.dtype.removeprefix("torch."),
+                         "shape": "×".join(map(str, item.shape)),
+                         "saved_dtype": item.dtype.removeprefix("torch."),
                          "bytes": item.bytes, "paper_term": item.paper_term, "paper_bytes": item.paper_bytes,
                          "term_formula_bytes": formula, "note": item.note})
         for storage, nbytes in acc.slack.items():
-            rows.append({**config, "name": "(storage)", "module": "", "op": "", "shape": "", "dtype": "",
+            rows.append({**config, "name": "(storage)", "module": "", "op": "", "shape": "", "saved_dtype": "",
                          "bytes": nbytes, "paper_term": None, "paper_bytes": 0, "term_formula_bytes": None,
                          "note": "storage beyond saved views" if nbytes > 0 else "views saved more than once"})
     return _frame(rows, device=_device(params))
@@ -233,9 +234,9 @@ def memory(params: dict) -> pd.DataFrame:
 # --- modern layers ---------------------------------------------------------------------------------------------------
 
 MODERN_VARIANTS = [  # (variant, preset, overrides)
-    ("GPT layer (paper: materialized softmax, dropout)", "gpt-22b", {}),
-    ("GPT layer + flash attention (SDPA, dropout off)", "gpt-22b", {"attention": "sdpa", "dropout": 0.0}),
-    ("Llama 3 8B layer (RMSNorm, RoPE, GQA 32/8, SwiGLU, SDPA)", "llama3-8b", {}),
+    ("GPT (paper)", "gpt-22b", {}),                                   # materialized softmax, dropout 0.1
+    ("GPT + SDPA", "gpt-22b", {"attention": "sdpa", "dropout": 0.0}),  # flash kernel; no dropout on CPU
+    ("Llama 3 8B", "llama3-8b", {}),                                   # RMSNorm, RoPE, GQA 32/8, SwiGLU, SDPA
 ]
 
 
@@ -265,3 +266,80 @@ def modern(params: dict) -> pd.DataFrame:
                          "layer_bytes_actual": acc.bytes_per_layer_actual,
                          "layer_bytes_formula": acc.bytes_per_layer_formula})
     return _frame(rows)
+
+
+# --- summaries for the report (tables in, tables out; nothing measured) ----------------------------------------------
+
+MIB = 2 ** 20
+
+
+def table2_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 2, measured vs formula, one row per model × technique: MiB per layer (2**20 bytes), relative
+    error, actual MiB, % of the baseline. Input: a ``korthikanti-table2`` table."""
+    out = pd.DataFrame({
+        "model": table["model"], "technique": table["technique"], "t": table["tp"],
+        "measured MiB": (table["bytes_measured"] / MIB).round(2),
+        "Table 2 MiB": (table["bytes_formula"] / MIB).round(2),
+        "rel. error": table["rel_error"].map(lambda e: f"{e:+.2e}"),
+        "actual MiB": (table["bytes_actual"] / MIB).round(2),
+        "% of baseline": table["percent_of_baseline"].round(1)})
+    return out
+
+
+def reconciliation(items_table: pd.DataFrame, model: str, technique: str, tp: int) -> pd.DataFrame:
+    """One configuration's saved tensors by §4.1 term: measured paper bytes beside the term's formula, then
+    each tensor the paper does not count and each storage-level difference (bytes, int). Input: a
+    ``korthikanti-items`` table."""
+    rows = items_table[(items_table["model"] == model) & (items_table["technique"] == technique)
+                       & (items_table["tp"] == tp)]
+    counted = rows.dropna(subset=["paper_term"])
+    terms = counted.groupby("paper_term", sort=False).agg(
+        tensors=("name", lambda n: ", ".join(dict.fromkeys(n))), shape=("shape", "first"),
+        dtype=("saved_dtype", "first"), actual_bytes=("bytes", "sum"), measured_bytes=("paper_bytes", "sum"),
+        formula_bytes=("term_formula_bytes", "first")).reset_index()
+    labels = {t.name: t.label for t in K.TERMS} | {K.FULL_RECOMPUTE_TERM: "layer input (checkpoint)"}
+    terms.insert(0, "term", terms.pop("paper_term").map(lambda n: f"{labels.get(n, n)} [{n}]"))
+    terms["formula_bytes"] = terms["formula_bytes"].astype("int64")
+    apart = rows[rows["paper_term"].isna()]
+    extra = pd.DataFrame({"term": "not counted: " + apart["note"], "tensors": apart["name"],
+                          "shape": apart["shape"], "dtype": apart["saved_dtype"], "actual_bytes": apart["bytes"],
+                          "measured_bytes": 0, "formula_bytes": 0})
+    return pd.concat([terms, extra], ignore_index=True)
+
+
+def flops_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per model (t as in the table), FLOPs per layer in TFLOP (10¹²): forward, backward and recompute
+    measured; the recompute the paper's text describes and the one Eq. 8 implies; overheads in percent of
+    model FLOPs. Input: a ``korthikanti-flops`` table."""
+    tera = 1e12
+    rows = []
+    for (model, tp), group in frame.groupby(["model", "tp"], sort=False):
+        by = group.set_index("mode")
+        sel, full = by.loc["selective"], by.loc["full"]
+        rows.append({
+            "model": model, "t": tp, "forward": sel["flops_forward"] / tera,
+            "24bsh²+4bs²h": sel["formula_forward"] / tera, "backward": sel["flops_backward"] / tera,
+            "selective recompute": sel["flops_recompute"] / tera, "text: 4bs²h": sel["recompute_text"] / tera,
+            "Eq. 8: 12bs²h": sel["recompute_eq8"] / tera,
+            "selective overhead %": 100 * sel["overhead_measured"], "text %": 100 * sel["overhead_text"],
+            "Eq. 8 %": 100 * sel["overhead_eq8"], "full overhead %": 100 * full["overhead_measured"]})
+    return pd.DataFrame(rows).round(3)
+
+
+def memory_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Figure 1 as a table: GiB per GPU (2**30 bytes) by component, total, and whether it fits 80 GB
+    (80·10⁹ bytes). Input: a ``korthikanti-memory`` table."""
+    return pd.DataFrame({
+        "model": frame["model"], "technique": frame["technique"],
+        "params+optimizer GiB": (frame["model_state_bytes"] / GIB).round(1),
+        "activations (layers) GiB": (frame["activations_layers"] / GIB).round(1),
+        "outside layers GiB": (frame["activations_outside"] / GIB).round(2),
+        "total GiB": frame["total_gib"].round(1), "fits 80 GB": frame["fits_80gb"]})
+
+
+def modern_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per variant and module: actual MiB saved per layer, and the layer total beside the paper's formula.
+    Input: a ``korthikanti-modern`` table."""
+    out = frame.assign(MiB=(frame["bytes"] / MIB).round(2))
+    out["module/op"] = out["module"] + out["op"].map(lambda o: f" ({o})" if o else "")
+    return out[["variant", "module/op", "tensors", "MiB"]]

@@ -212,9 +212,10 @@ def params_per_gpu(h: int, L: int, v: int, s: int, t: int = 1, p: int = 1) -> in
 
 BYTES_PER_PARAM = 18
 BYTES_PER_PARAM_WHY = (
-    "18 B/parameter: 16-bit weights (2) + fp32 gradients accumulated in main_grad (4) + fp32 master weights (4) "
-    "+ Adam m and v (4 + 4) — Megatron's non-distributed mixed-precision optimizer (Megatron-Core "
-    "distributed-optimizer guide: 'float16 param, fp32 grads: 18'); ZeRO's count without fp32 grads is 16.")
+    "16-bit weights (2) + fp32 gradients accumulated in main_grad (4) + fp32 master weights (4) + Adam m and "
+    "v (4 + 4): Megatron's non-distributed mixed-precision optimizer, as the paper trained (the Megatron-Core "
+    "distributed-optimizer guide lists 'float16 param, fp32 grads: 18'); ZeRO's count, without fp32 "
+    "gradients, is 16")
 
 
 def model_state_bytes(n_params: int, bytes_per_param: int = BYTES_PER_PARAM) -> int:
