@@ -204,15 +204,17 @@ def _group(t: int, rank: int, device: str):
         yield dist.group.WORLD
 
 
-def build(cfg, t: int, sp: bool, mode: str, group) -> tuple[nn.Module, nn.Module]:
-    """(container, layer): the layer for one rank (serial for t = 1), ``mode`` applied via apply_plan."""
+def build(cfg, t: int, sp: bool, mode: str, group, device: str = "fake") -> tuple[nn.Module, nn.Module]:
+    """(container, layer): the layer for one rank (serial for t = 1) on ``device`` ("fake" builds on the CPU,
+    under the caller's FakeTensorMode), ``mode`` applied via remat.policies.apply_plan."""
     from remat.models.llama import LlamaLayer
     from remat.models.tensor_parallel import build_layer, default_dtype
     from remat.policies import apply_plan
+    dev = "cpu" if device == "fake" else device
     if cfg.arch == "gpt":
-        layer = build_layer(cfg, group if t > 1 else None, sp)
+        layer = build_layer(cfg, group if t > 1 else None, sp, dev)
     else:
-        with default_dtype(getattr(torch, cfg.dtype)):
+        with torch.device(dev), default_dtype(getattr(torch, cfg.dtype)):
             layer = LlamaLayer(cfg).train()
     container = _OneLayer(layer)
     apply_plan(container, [mode])
@@ -249,7 +251,7 @@ def account_layer(model, mode: str = "none", tp: int | None = None, sp: bool = F
     cfg, t = resolve(model, mode, tp, sp, seq, micro_batch, **overrides)
     from remat.measure.saved import SavedTensorLog
     with _group(t, rank, device) as group, _mode_context(device):
-        container, layer = build(cfg, t, sp, mode, group)
+        container, layer = build(cfg, t, sp, mode, group, device)
         x = layer_input(cfg, t, sp, device)
         with SavedTensorLog(container) as log:
             container(x)

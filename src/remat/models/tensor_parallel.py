@@ -320,10 +320,11 @@ def default_dtype(dtype: torch.dtype) -> Iterator[None]:
         torch.set_default_dtype(previous)
 
 
-def build_layer(cfg: ModelConfig, group=None, sp: bool = False) -> GPTLayer:
-    """One GPT layer in ``cfg.dtype``, training mode: the serial ``GPTLayer`` when ``group`` is None, else
-    this rank's ``ParallelGPTLayer`` of the TP group. Works under FakeTensorMode (fake parameters)."""
-    with default_dtype(getattr(torch, cfg.dtype)):
+def build_layer(cfg: ModelConfig, group=None, sp: bool = False, device: str | torch.device = "cpu") -> GPTLayer:
+    """One GPT layer in ``cfg.dtype`` on ``device``, training mode: the serial ``GPTLayer`` when ``group`` is
+    None, else this rank's ``ParallelGPTLayer`` of the TP group. Works under FakeTensorMode (fake parameters).
+    """
+    with torch.device(device), default_dtype(getattr(torch, cfg.dtype)):
         layer = GPTLayer(cfg) if group is None else ParallelGPTLayer(cfg, group, sp)
     return layer.train()
 
