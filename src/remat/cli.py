@@ -70,6 +70,8 @@ def _run_check(args) -> int:
     table = chen.gradient_check(layers=args.layers, width=args.width)
     shown = ["schedule", "bitwise_equal", "max_abs_diff_vs_naive", "fd_rel_error", "peak_bytes",
              "peak_bytes_formula", "forwards", "forwards_formula", "passed"]
+    if table["error"].notna().any():
+        shown.append("error")
     _emit(table.to_dict(orient="records"), args.json, table[shown].to_string(index=False))
     failed = table.loc[~table["passed"], "schedule"].tolist()
     if failed:
