@@ -251,12 +251,20 @@ class OffloadHooks:
         self._by_storage: dict[int, tuple[StorageWeakRef, weakref.ref]] = {}
         self._kept: dict[int, StorageWeakRef] = {}
         self.keep: dict[int, StorageWeakRef] = {}
+        self._kept_modules: weakref.WeakSet = weakref.WeakSet()
         if keep is not None:
             self.keep_state(keep)
         self.reset_counters()
 
     def keep_state(self, module: torch.nn.Module) -> None:
-        """Keep ``module``'s parameters and buffers on the device when saved (model state, not activations)."""
+        """Keep ``module``'s parameters and buffers on the device when saved (model state, not activations).
+
+        Registered once per module (cheap to call every forward); parameters that require grad stay anyway
+        (leaves), so a buffer replaced later is at worst copied, never wrong.
+        """
+        if module in self._kept_modules:
+            return
+        self._kept_modules.add(module)
         for t in [*module.parameters(), *module.buffers()]:
             storage = t.untyped_storage()
             ref = self.keep.get(storage._cdata)

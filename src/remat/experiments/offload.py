@@ -96,15 +96,15 @@ class _SaveOnCpu:
     tensor; ``live_bytes`` are those alive now, ``peak_bytes`` the most since ``start()``."""
 
     def __init__(self, model):
-        self.model, self.live_bytes, self.peak_bytes = model, 0, 0
+        self.model, self.live_bytes, self.peak_bytes, self.tensors = model, 0, 0, 0
         self.model.run_layers = self._run_layers  # the documented per-instance hook (models.transformer)
 
     def start(self) -> None:
-        self.peak_bytes = self.live_bytes
+        self.peak_bytes, self.tensors = self.live_bytes, 0
 
     def row(self) -> dict:
         return {"host_peak_bytes": self.peak_bytes, "host_pinned": torch.cuda.is_available(),
-                "offloaded_bytes": self.peak_bytes}
+                "offloaded_bytes": self.peak_bytes, "offloaded_tensors": self.tensors}
 
     def _freed(self, nbytes: int) -> None:
         self.live_bytes -= nbytes
@@ -117,6 +117,7 @@ class _SaveOnCpu:
             device, host = pack(t)
             nbytes = host.numel() * host.element_size()
             self.live_bytes += nbytes
+            self.tensors += 1
             self.peak_bytes = max(self.peak_bytes, self.live_bytes)
             weakref.finalize(host, self._freed, nbytes)
             return device, host
@@ -155,7 +156,8 @@ class _PolicyOffload:
         pool, stats = self.hooks.pool, self.hooks.stats()
         return {"host_reserved_bytes": pool.reserved_bytes, "host_peak_bytes": pool.peak_live_bytes,
                 "host_pinned": pool.pin, "offloaded_bytes": stats["offloaded_bytes"],
-                "kept_bytes": stats["kept_bytes"], "min_bytes": stats["min_bytes"]}
+                "kept_bytes": stats["kept_bytes"], "min_bytes": stats["min_bytes"],
+                "offloaded_tensors": stats["copies"]}
 
 
 def _setup(model, variant: str, min_bytes: int | None):
@@ -205,7 +207,7 @@ def _measure_variant(model, tokens, variant: str, reference: dict, device: str, 
            "peak_includes_host_copies": host_in_device_memory, "host_bytes_after_forward": int(seen["host"]),
            "host_live_after_step_bytes": host.live_bytes if host is not None else 0,
            "host_reserved_bytes": None, "host_peak_bytes": None, "host_pinned": None,
-           "offloaded_bytes": None, "kept_bytes": None, "min_bytes": None}
+           "offloaded_bytes": None, "kept_bytes": None, "min_bytes": None, "offloaded_tensors": None}
     if host is not None:
         row.update(host.row())
     return row
@@ -223,7 +225,7 @@ def steps_table(params: dict) -> pd.DataFrame:
     (median) and _iqr_s, device_held_after_forward_bytes (bytes alive on the device after forward: saved
     activations and the loss; host copies excluded), peak_bytes (+ method; on the CPU it includes the
     simulated host copies), host_* (bytes: pool reserved = pinned on CUDA, peak live, live after the
-    step), offloaded_bytes / kept_bytes per step, flops_model (forward + backward, FlopCounterMode),
+    step), offloaded_bytes / offloaded_tensors (copies) / kept_bytes per step, flops_model (forward + backward, FlopCounterMode),
     achieved_flops_s (flops_model / step time of none), link, provenance.
     """
     check_known(params, {"device", "model", "layers", "heads", "micro_batch", "dtype", "dropout", "seqs",
