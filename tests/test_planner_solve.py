@@ -1,0 +1,172 @@
+"""The exact planner equals brute force on random small instances, never exceeds the budget, and reports the
+smallest budget that works when none fits. (No hypothesis package: numpy random with fixed seeds.)"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from remat.errors import InfeasibleError, UsageError
+from remat.planner import mckp
+from remat.planner.problem import Layer, Option, Problem, evaluate, plan_from_policies
+from remat.planner.solve import minimum_budget, solve
+
+POLICIES = ("none", "selective", "full", "offload")
+
+
+def random_layers(rng, L, tie_times: bool):
+    """L layers; each offers 'none' and a random subset of the other three policies (all four most often)."""
+    layers = []
+    for i in range(L):
+        opts = []
+        for p in POLICIES:
+            if p != "none" and rng.random() < 0.15:
+                continue
+            time = float(rng.integers(0, 6)) if tie_times else float(rng.uniform(0, 5))
+            opts.append(Option(p, int(rng.integers(0, 60)), int(rng.integers(0, 60)), time,
+                               recompute_flops=int(rng.integers(0, 100)),
+                               offload_bytes=int(rng.integers(1, 40)) if p == "offload" else 0))
+        layers.append(Layer(i, tuple(opts)))
+    if rng.random() < 0.4:  # repeated layers, as in a real model
+        layers = [Layer(i, layers[int(rng.integers(0, max(1, L // 2)))].options) for i in range(L)]
+    return tuple(layers)
+
+
+def brute_force(problem: Problem):
+    """(least step time over feasible plans or None, least peak over host-feasible plans or None)."""
+    best, least_peak = None, None
+    for choices in itertools.product(*[range(len(layer.options)) for layer in problem.layers]):
+        plan = evaluate(problem, choices)
+        host_ok = problem.host_limit_bytes is None or plan.offload_bytes <= problem.host_limit_bytes
+        if host_ok and (least_peak is None or plan.peak_bytes < least_peak):
+            least_peak = plan.peak_bytes
+        if plan.feasible and (best is None or plan.step_time_s < best):
+            best = plan.step_time_s
+    return best, least_peak
+
+
+def random_problem(rng):
+    L = int(rng.integers(1, 9)) if rng.random() < 0.3 else int(rng.integers(1, 7))
+    layers = random_layers(rng, L, tie_times=rng.random() < 0.3)
+    fixed = int(rng.integers(0, 30))
+    budget = int(rng.integers(max(0, fixed - 10), fixed + 60 * L + 60))
+    host = None if rng.random() < 0.4 else int(rng.integers(0, 40 * L))
+    return Problem(layers, {"weights": fixed}, budget, host, fixed_time_s=float(rng.uniform(0, 1)))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_equals_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    infeasible = feasible = 0
+    for _ in range(70):
+        problem = random_problem(rng)
+        best, least_peak = brute_force(problem)
+        if best is None:
+            infeasible += 1
+            with pytest.raises(InfeasibleError) as err:
+                solve(problem)
+            assert err.value.minimum_bytes == least_peak
+            continue
+        feasible += 1
+        plan = solve(problem)
+        assert plan.feasible and plan.peak_bytes <= problem.budget_bytes
+        assert plan.step_time_s == pytest.approx(best, rel=1e-12, abs=1e-12)
+        assert minimum_budget(problem).peak_bytes == least_peak
+    assert infeasible > 5 and feasible > 30  # both branches exercised
+
+
+def test_ample_budget_prefers_none_over_hidden_offload():
+    # offload's transfer is hidden (same time as none): at a budget where none fits, none is kept
+    opts = (Option("none", 100, 0, 1.0), Option("offload", 0, 60, 1.0, offload_bytes=100),
+            Option("full", 10, 90, 1.5))
+    problem = Problem(tuple(Layer(i, opts) for i in range(4)), {"w": 50}, 50 + 400, None)
+    assert solve(problem).policies == ("none",) * 4
+    tight = Problem(problem.layers, {"w": 50}, 50 + 399, None)   # one layer must give way, at no cost
+    plan = solve(tight)
+    assert plan.step_time_s == 4.0 and plan.policies.count("offload") == 1 and plan.peak_bytes == 410
+
+
+def test_identical_layers_get_full_first():
+    opts = (Option("none", 100, 0, 1.0), Option("full", 10, 90, 1.3))
+    problem = Problem(tuple(Layer(i, opts) for i in range(6)), {}, 100 * 3 + 10 * 3 + 90, None)
+    plan = solve(problem)
+    assert sorted(plan.policies) == ["full"] * 3 + ["none"] * 3
+    assert plan.peak_bytes == 420 and plan.step_time_s == pytest.approx(6.9)
+
+
+def test_budget_below_fixed_bytes_names_minimum():
+    opts = (Option("none", 100, 0, 1.0), Option("full", 10, 90, 1.3))
+    problem = Problem((Layer(0, opts), Layer(1, opts)), {"weights": 1000}, 999, None)
+    with pytest.raises(InfeasibleError) as err:
+        solve(problem)
+    assert err.value.minimum_bytes == 1000 + 10 + 10 + 90
+    assert "1110 bytes" in str(err.value)
+
+
+def test_host_limit_rules_out_every_plan():
+    opts = (Option("offload", 0, 10, 1.0, offload_bytes=50),)
+    problem = Problem((Layer(0, opts),), {}, 10**6, host_limit_bytes=49)
+    with pytest.raises(InfeasibleError) as err:
+        solve(problem)
+    assert err.value.minimum_bytes is None
+
+
+def count_mixes(L, k):
+    """All count vectors (n_0..n_{k-1}) with Σ = L, as an int array [M, k]."""
+    rows = [c for c in itertools.product(range(L + 1), repeat=k - 1) if sum(c) <= L]
+    return np.array([list(c) + [L - sum(c)] for c in rows])
+
+
+@pytest.mark.parametrize("budget", [30_000, 45_000, 52_000, 58_000, 70_000])
+def test_identical_layers_equal_best_count_mix(budget):
+    # 60 identical layers: brute force over the count of each option (a plan's cost depends only on those)
+    opts = (Option("none", 1000, 0, 1.0), Option("selective", 600, 300, 1.05),
+            Option("full", 50, 950, 1.4), Option("offload", 0, 1000, 1.2, offload_bytes=1000))
+    L = 60
+    n = count_mixes(L, 4)
+    stored = n @ np.array([o.stored_bytes for o in opts])
+    top = np.where(n > 0, np.array([o.transient_bytes for o in opts]), 0).max(axis=1)
+    time = n @ np.array([o.time_s for o in opts])
+    best = time[stored + top <= budget].min()
+    plan = solve(Problem(tuple(Layer(i, opts) for i in range(L)), {}, budget, None))
+    assert plan.feasible and plan.step_time_s == pytest.approx(best, rel=1e-12)
+
+
+def test_plan_from_policies_and_bad_input():
+    opts = (Option("none", 100, 0, 1.0), Option("full", 10, 90, 1.3))
+    problem = Problem((Layer(0, opts),), {"weights": 5}, 200, None)
+    assert plan_from_policies(problem, ["full"]).peak_bytes == 5 + 10 + 90
+    assert plan_from_policies(problem, ["selective"]) is None
+    with pytest.raises(UsageError, match="stored_bytes"):
+        Option("none", -1, 0, 1.0)
+    with pytest.raises(UsageError, match="policy"):
+        Option("checkpoint", 1, 0, 1.0)
+    with pytest.raises(UsageError, match="time_s"):
+        Option("none", 1, 0, float("nan"))
+    with pytest.raises(UsageError, match="weights"):
+        Problem((Layer(0, opts),), {"weights": -5}, 200, None)
+
+
+def test_mckp_two_rows_equals_brute_force():
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        L, K = int(rng.integers(1, 7)), int(rng.integers(1, 5))
+        cost = rng.uniform(0, 3, (L, K))
+        w0, w1 = rng.integers(0, 20, (L, K)).astype(float), rng.integers(0, 20, (L, K)).astype(float)
+        allowed = rng.random((L, K)) < 0.8
+        allowed[:, 0] = True
+        caps = [float(rng.integers(0, 12 * L)), float(rng.integers(0, 12 * L))]
+        best = None
+        for ch in itertools.product(*[np.flatnonzero(allowed[i]) for i in range(L)]):
+            ch = np.array(ch)
+            r = np.arange(L)
+            if w0[r, ch].sum() <= caps[0] and w1[r, ch].sum() <= caps[1]:
+                v = cost[r, ch].sum()
+                best = v if best is None or v < best else best
+        found = mckp.solve(mckp.Knapsack(cost, [w0, w1], caps, allowed))
+        if best is None:
+            assert found is None
+        else:
+            assert found is not None and found[0] == pytest.approx(best, rel=1e-12)
