@@ -154,8 +154,7 @@ def resolve(model, mode: str = "none", tp: int | None = None, sp: bool = False, 
     if mode not in K.RECOMPUTE:
         raise UsageError("mode", f"unknown mode {mode!r} (use {'|'.join(K.RECOMPUTE)})")
     sizes = {"seq": seq, "micro_batch": micro_batch, **overrides}
-    cfg = from_name(model, **sizes) if not isinstance(model, ModelConfig) else \
-        from_name_config(model, **sizes)
+    cfg = from_name(model, **sizes) if not isinstance(model, ModelConfig) else _with_overrides(model, **sizes)
     t = cfg.tp if tp is None else tp
     K.check_parallel(cfg.seq, cfg.hidden, cfg.heads, t, sp, mode)
     if t > 1 and cfg.arch != "gpt":
@@ -163,7 +162,7 @@ def resolve(model, mode: str = "none", tp: int | None = None, sp: bool = False, 
     return cfg, t
 
 
-def from_name_config(cfg, **overrides):
+def _with_overrides(cfg, **overrides):
     """``from_name`` for a ModelConfig already in hand: apply non-None overrides and validate."""
     import dataclasses
 
@@ -188,7 +187,7 @@ class _OneLayer(nn.Module):
 
 
 @contextlib.contextmanager
-def _group(t: int, rank: int, device: str):
+def tp_group(t: int, rank: int, device: str):
     """The TP group for one layer: None (serial) for t = 1, a fake group on "fake", else the default
     process group, which must already hold t ranks (a gloo/NCCL run)."""
     from remat.models.tensor_parallel import fake_process_group
@@ -230,7 +229,8 @@ def layer_input(cfg, t: int, sp: bool, device: str, generator: torch.Generator |
                        generator=generator).requires_grad_()
 
 
-def _mode_context(device: str):
+def tensor_mode(device: str):
+    """FakeTensorMode for "fake", else a no-op context."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     return FakeTensorMode() if device == "fake" else contextlib.nullcontext()
 
@@ -250,7 +250,7 @@ def account_layer(model, mode: str = "none", tp: int | None = None, sp: bool = F
         raise UsageError("device", f"unknown device {device!r} (use {'|'.join(DEVICES)})")
     cfg, t = resolve(model, mode, tp, sp, seq, micro_batch, **overrides)
     from remat.measure.saved import SavedTensorLog
-    with _group(t, rank, device) as group, _mode_context(device):
+    with tp_group(t, rank, device) as group, tensor_mode(device):
         container, layer = build(cfg, t, sp, mode, group, device)
         x = layer_input(cfg, t, sp, device)
         with SavedTensorLog(container) as log:

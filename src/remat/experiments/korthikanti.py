@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from remat.accounting import LayerAccount, account_layer, build, layer_input, _group, _mode_context, resolve
+from remat.accounting import LayerAccount, account_layer, build, layer_input, resolve, tensor_mode, tp_group
 from remat.errors import UsageError
 from remat.experiments.params import check_known, get_int, get_int_list
 from remat.formulas import korthikanti as K
@@ -82,15 +82,17 @@ def _accounts(params: dict, name: str) -> list[tuple[str, LayerAccount]]:
 
 
 def _frame(rows: list[dict], dtype: str = "bfloat16", device: str = "fake") -> pd.DataFrame:
+    """Rows + provenance columns; a row's own "dtype" (the model's activation dtype) wins over the default."""
     prov = provenance(device=device, dtype=dtype)
-    return pd.DataFrame([{**row, **prov} for row in rows])
+    return pd.DataFrame([{**row, **{k: v for k, v in prov.items() if k not in row}} for row in rows])
 
 
 # --- Table 2 and the reconciliation ------------------------------------------------------------------------------------
 
 def _config(technique: str, acc: LayerAccount) -> dict:
     return {"model": acc.model, "technique": technique, "tp": acc.tp, "sp": acc.sp, "mode": acc.mode,
-            "seq": acc.seq, "micro_batch": acc.micro_batch, "hidden": acc.hidden, "heads": acc.heads}
+            "seq": acc.seq, "micro_batch": acc.micro_batch, "hidden": acc.hidden, "heads": acc.heads,
+            "dtype": acc.dtype}
 
 
 def table2(params: dict) -> pd.DataFrame:
@@ -145,7 +147,7 @@ def layer_flops(model: str, mode: str, tp: int = 1, sp: bool = False, **sizes) -
     from remat.measure.flops import StepFlopCounter
     cfg, t = resolve(model, mode, tp, sp, **sizes)
     counter = StepFlopCounter()
-    with _group(t, 0, "fake") as group, _mode_context("fake"):
+    with tp_group(t, 0, "fake") as group, tensor_mode("fake"):
         container, layer = build(cfg, t, sp, mode, group)
         x = layer_input(cfg, t, sp, "fake")
         with counter.forward():

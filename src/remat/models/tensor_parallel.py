@@ -232,7 +232,7 @@ class ParallelMLP(MLP):
     def __init__(self, cfg: ModelConfig, group=None, sp: bool = False):
         nn.Module.__init__(self)
         self.fc1 = ColumnParallelLinear(cfg.hidden, cfg.ffn_hidden, cfg.bias, group, sp)
-        self.act = MLP(dataclasses.replace(cfg, hidden=1, ffn_hidden=1)).act  # the serial layer's GeLU choice
+        self.act = nn.GELU(approximate="tanh" if cfg.activation == "gelu_tanh" else "none")  # as MLP
         self.fc2 = RowParallelLinear(cfg.ffn_hidden, cfg.hidden, cfg.bias, group, sp)
         self.dropout = Dropout(cfg.dropout)
 
@@ -272,18 +272,13 @@ class ParallelGPTLayer(GPTLayer):
         """
         r = dist.get_rank(self.group) if rank is None else rank
         t = self.tp
-
-        def rows(w: torch.Tensor, parts: int = 1) -> torch.Tensor:  # rank r's block of dim 0
-            return w.reshape(parts * t, -1, *w.shape[1:])[r::t].reshape(-1, *w.shape[1:]) if parts > 1 \
-                else w.chunk(t, 0)[r]
-
         heads = self.attn.heads * t
         qkv_w = serial.attn.qkv.weight.view(heads, -1, serial.attn.qkv.in_features)
         self.attn.qkv.weight.copy_(qkv_w.chunk(t, 0)[r].reshape_as(self.attn.qkv.weight))
         if self.attn.qkv.bias is not None:
             self.attn.qkv.bias.copy_(serial.attn.qkv.bias.view(heads, -1).chunk(t, 0)[r].reshape(-1))
         self.attn.proj.weight.copy_(serial.attn.proj.weight.chunk(t, 1)[r])
-        self.mlp.fc1.weight.copy_(rows(serial.mlp.fc1.weight))
+        self.mlp.fc1.weight.copy_(serial.mlp.fc1.weight.chunk(t, 0)[r])
         self.mlp.fc2.weight.copy_(serial.mlp.fc2.weight.chunk(t, 1)[r])
         replicated = [(self.ln_1, serial.ln_1), (self.ln_2, serial.ln_2)]
         for mine, theirs in replicated:
@@ -293,7 +288,7 @@ class ParallelGPTLayer(GPTLayer):
             if mine.bias is not None:
                 mine.bias.copy_(theirs.bias)
         if self.mlp.fc1.bias is not None:
-            self.mlp.fc1.bias.copy_(rows(serial.mlp.fc1.bias))
+            self.mlp.fc1.bias.copy_(serial.mlp.fc1.bias.chunk(t, 0)[r])
         return self
 
 
