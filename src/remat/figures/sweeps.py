@@ -3,8 +3,8 @@ panels per device present in the inputs (CPU, then GPU), so CPU and GPU results 
 
     remat figure sweep-segments     --inputs results/sweeps/segments/cpu.csv [.../cuda.csv] --out figures/sweeps_segments.png
     remat figure sweep-depth        --inputs results/sweeps/depth/cpu.csv ...               --out figures/sweeps_depth.png
-    remat figure sweep-seq-hidden   --inputs results/sweeps/seq-hidden/cpu.csv ...          --out figures/sweeps_seq_hidden.png
-    remat figure sweep-layer-timing --inputs results/sweeps/layer-timing/cpu.csv ...        --out figures/sweeps_layer_timing.png
+    remat figure sweep-seq-hidden   --inputs results/sweeps/seq-hidden/cpu.csv ...          --out figures/sweeps_seq-hidden.png
+    remat figure sweep-layer-timing --inputs results/sweeps/layer-timing/cpu.csv ...        --out figures/sweeps_layer-timing.png
 
 Points that ran out of memory ("oom") or were not run ("skipped_too_large") are drawn as crosses at their
 closed-form value. A figure never measures: it reads the tables.

@@ -12,7 +12,7 @@ what the paper ignores: LayerNorm mean and rstd, 2 LayerNorms × 2 × sb element
 statistics dtype (``stats_itemsize``: the activation dtype on CPU, fp32 for 16-bit inputs on CUDA; the
 experiments ask torch). At e = 2 the paper part is exactly ``korthikanti.layer_bytes``:
 sbh(34 + 5as/h); in general sbh(16e + 2) + as²b(2e + 1). Without dropout the three masks are not saved and
-the softmax-dropout output is the softmax output (one storage): sbh·16e + as²b·2e.
+the softmax-dropout output is the softmax output (one storage): sbh·16e + as²b·e.
 
 Outside the layers (Korthikanti §4.3, p = t = 1) the model saves the embedding-dropout mask sbh, the final
 LayerNorm input and the output-projection input (sbh·e each) and the fp32 log-softmax of the logits 4sbv,
