@@ -16,6 +16,7 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/chen.smk"
+include: "workflow/rules/korthikanti.smk"
 include: "workflow/rules/reports.smk"
 
 

@@ -3,6 +3,10 @@
 REPORT_INPUTS = {
     "chen2016": expand("results/chen/{t}.csv", t=["check", "segments", "depth", "revolve"])
     + expand("figures/chen_{f}.png", f=["segments", "depth"]),
+    "korthikanti2022": expand(
+        "results/korthikanti/{t}.csv", t=["table2", "items", "flops", "memory", "modern"]
+    )
+    + expand("figures/korthikanti_{f}.png", f=["percent", "memory"]),
 }
 
 

@@ -1,0 +1,35 @@
+# Korthikanti et al. 2022 at paper scale: per-layer accounting (fake tensors, fake process group), FLOPs,
+# memory per GPU, modern layers. Runs on the CPU in seconds whatever config.device says.
+
+
+rule korthikanti_experiment:
+    output:
+        "results/korthikanti/{name}.csv",
+    wildcard_constraints:
+        name="table2|items|flops|memory|modern",
+    params:
+        p=lambda wc: params_json("korthikanti", wc.name),
+    log:
+        "logs/korthikanti/{name}.log",
+    conda:
+        "../../envs/torch-cpu.yaml"
+    shell:
+        "remat experiment korthikanti-{wildcards.name} --params {params.p} --out {output} > {log} 2>&1"
+
+
+rule korthikanti_figure:
+    input:
+        lambda wc: {"percent": "results/korthikanti/table2.csv", "memory": "results/korthikanti/memory.csv"}[
+            wc.name
+        ],
+    output:
+        png="figures/korthikanti_{name}.png",
+        svg="figures/korthikanti_{name}.svg",
+    wildcard_constraints:
+        name="percent|memory",
+    log:
+        "logs/figures/korthikanti_{name}.log",
+    conda:
+        "../../envs/reports.yaml"
+    shell:
+        "remat figure korthikanti-{wildcards.name} --inputs {input} --out {output.png} > {log} 2>&1"
