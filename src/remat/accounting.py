@@ -207,7 +207,8 @@ def build(cfg, t: int, sp: bool, mode: str, group, device: str = "fake") -> tupl
     """(container, layer): the layer for one rank (serial for t = 1) on ``device`` ("fake" builds on the CPU,
     under the caller's FakeTensorMode), ``mode`` applied via remat.policies.apply_plan."""
     from remat.models.llama import LlamaLayer
-    from remat.models.tensor_parallel import build_layer, default_dtype
+    from remat.models.tensor_parallel import build_layer
+    from remat.models.transformer import default_dtype
     from remat.policies import apply_plan
     dev = "cpu" if device == "fake" else device
     if cfg.arch == "gpt":

@@ -101,8 +101,9 @@ class SelfAttention(nn.Module):
         self.dropout = Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        s, b, _ = x.shape
-        qkv = self.qkv(x).view(s, b, self.heads, 3 * self.head_dim)  # Megatron layout: per head [q k v]
+        qkv = self.qkv(x)                       # [s, b, 3h]; s read here: under SP x is a sequence shard
+        s, b, _ = qkv.shape
+        qkv = qkv.view(s, b, self.heads, 3 * self.head_dim)          # Megatron layout: per head [q k v]
         q, k, v = qkv.split(self.head_dim, dim=-1)                   # 3 × [s, b, a, d] views
         return self.dropout(self.proj(self.core(q, k, v)))
 

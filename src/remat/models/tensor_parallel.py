@@ -39,6 +39,7 @@ from torch import nn
 from remat.errors import UsageError
 from remat.models.gpt import MLP, CoreAttention, Dropout, GPTLayer, SelfAttention
 from remat.models.presets import ModelConfig
+from remat.models.transformer import default_dtype
 
 
 # --- process groups ----------------------------------------------------------------------------------------------
@@ -203,7 +204,7 @@ def local_config(cfg: ModelConfig, t: int) -> ModelConfig:
 
 class ParallelSelfAttention(SelfAttention):
     """attn.qkv (column-parallel h -> 3h/t) -> attn.core (serial CoreAttention, a/t heads) -> attn.proj
-    (row-parallel h/t -> h, all-reduce or reduce-scatter) -> attn.dropout.
+    (row-parallel h/t -> h, all-reduce or reduce-scatter) -> attn.dropout; ``SelfAttention.forward`` unchanged.
 
     x: [s, b, h] (TP) or [s/t, b, h] (SP) -> same shape.
     """
@@ -216,13 +217,6 @@ class ParallelSelfAttention(SelfAttention):
         self.core = CoreAttention(local_config(cfg, t))
         self.proj = RowParallelLinear(cfg.hidden, cfg.hidden, cfg.bias, group, sp)
         self.dropout = Dropout(cfg.dropout)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # as SelfAttention.forward, but s is read from the qkv output: under SP, x holds s/t positions
-        qkv = self.qkv(x)                                                      # [s, b, 3h/t]
-        s, b, _ = qkv.shape
-        q, k, v = qkv.view(s, b, self.heads, 3 * self.head_dim).split(self.head_dim, dim=-1)
-        return self.dropout(self.proj(self.core(q, k, v)))
 
 
 class ParallelMLP(MLP):
@@ -299,20 +293,6 @@ def allreduce_sequence_parallel_grads(module: nn.Module, group=None) -> None:
     for p in module.parameters():
         if getattr(p, "sequence_parallel", False) and p.grad is not None:
             dist.all_reduce(p.grad, group=group)
-
-
-@contextmanager
-def default_dtype(dtype: torch.dtype) -> Iterator[None]:
-    """Create floating-point tensors in ``dtype`` inside the block (torch.set_default_dtype, restored after).
-
-    Used instead of ``module.to(dtype)``, which under FakeTensorMode swaps parameters with
-    torch.utils.swap_tensors and fails on fake parameters ("Cannot swap ... weakref")."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(previous)
 
 
 def build_layer(cfg: ModelConfig, group=None, sp: bool = False, device: str | torch.device = "cpu") -> GPTLayer:

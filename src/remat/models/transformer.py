@@ -15,6 +15,7 @@ instance) to checkpoint several layers as one unit (Megatron's uniform method, C
 from __future__ import annotations
 
 import contextlib
+from typing import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -70,14 +71,18 @@ def build_model(cfg: ModelConfig, device: str | torch.device = "cpu") -> Transfo
     Seed torch (``torch.manual_seed``) first for reproducible weights. Under an active FakeTensorMode the
     parameters are fake (no memory), which is how paper-size models are measured.
     """
-    with torch.device(device), _default_dtype(getattr(torch, cfg.dtype)):
+    with torch.device(device), default_dtype(getattr(torch, cfg.dtype)):
         model = Transformer(cfg)  # built in the dtype: Module.to(dtype) cannot swap tied fake parameters
         model.apply(_init_weights)
     return model.train()
 
 
 @contextlib.contextmanager
-def _default_dtype(dtype: torch.dtype):
+def default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """Create floating-point tensors in ``dtype`` inside the block (torch.set_default_dtype, restored after).
+
+    Used instead of ``module.to(dtype)``, which under FakeTensorMode swaps parameters with
+    torch.utils.swap_tensors and fails on fake parameters ("Cannot swap ... weakref")."""
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
