@@ -3,6 +3,7 @@ smallest budget that works when none fits. (No hypothesis package: numpy random 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -53,13 +54,15 @@ def random_problem(rng):
     fixed = int(rng.integers(0, 30))
     budget = int(rng.integers(max(0, fixed - 10), fixed + 60 * L + 60))
     host = None if rng.random() < 0.4 else int(rng.integers(0, 40 * L))
-    return Problem(layers, {"weights": fixed}, budget, host, fixed_time_s=float(rng.uniform(0, 1)))
+    floor = int(rng.integers(0, 50)) if rng.random() < 0.4 else 0
+    return Problem(layers, {"weights": fixed}, budget, host, fixed_time_s=float(rng.uniform(0, 1)),
+                   transient_floor_bytes=floor, prefix=bool(rng.random() < 0.5))
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_equals_brute_force(seed):
     rng = np.random.default_rng(seed)
-    infeasible = feasible = 0
+    infeasible = feasible = prefix = 0
     for _ in range(70):
         problem = random_problem(rng)
         best, least_peak = brute_force(problem)
@@ -70,11 +73,12 @@ def test_equals_brute_force(seed):
             assert err.value.minimum_bytes == least_peak
             continue
         feasible += 1
+        prefix += problem.prefix
         plan = solve(problem)
         assert plan.feasible and plan.peak_bytes <= problem.budget_bytes
         assert plan.step_time_s == pytest.approx(best, rel=1e-12, abs=1e-12)
         assert minimum_budget(problem).peak_bytes == least_peak
-    assert infeasible > 5 and feasible > 30  # both branches exercised
+    assert infeasible > 5 and feasible > 30 and prefix > 10  # every branch exercised
 
 
 def test_ample_budget_prefers_none_over_hidden_offload():
@@ -86,6 +90,17 @@ def test_ample_budget_prefers_none_over_hidden_offload():
     tight = Problem(problem.layers, {"w": 50}, 50 + 399, None)   # one layer must give way, at no cost
     plan = solve(tight)
     assert plan.step_time_s == 4.0 and plan.policies.count("offload") == 1 and plan.peak_bytes == 410
+
+
+def test_prefix_model_counts_only_earlier_layers():
+    # backward of layer i: layers before it + its own stored + its transient; the head floor meets them all
+    opts = (Option("none", 100, 0, 1.0), Option("full", 10, 95, 1.3))
+    layers = (Layer(0, opts), Layer(1, opts), Layer(2, opts))
+    problem = Problem(layers, {"w": 7}, 10**6, None, transient_floor_bytes=20, prefix=True)
+    plan = evaluate(problem, (1, 1, 0))        # full, full, none
+    assert plan.peak_bytes == 7 + max(10 + 10 + 100 + 20, 10 + 95, 20 + 95, 120 + 0)
+    conservative = evaluate(dataclasses.replace(problem, prefix=False), (1, 1, 0))
+    assert conservative.peak_bytes == 7 + 120 + 95
 
 
 def test_identical_layers_get_full_first():

@@ -38,12 +38,18 @@ class SearchTooLarge(RuntimeError):
 
 @dataclass
 class Knapsack:
-    """cost [L, K]; weights: one or two [L, K] arrays; capacities: as many floats; allowed [L, K] bool."""
+    """cost [L, K]; weights: one or two [L, K] arrays; capacities: as many floats; allowed [L, K] bool.
+
+    prefix [L, K] (optional): a running constraint on row 0 — for every i, Σ_{k≤i} weight_0[k] + prefix[i, c_i]
+    ≤ prefix_capacity (the planner's "backward frees layers from the last" memory model).
+    """
 
     cost: np.ndarray
     weights: list[np.ndarray]
     capacities: list[float]
     allowed: np.ndarray
+    prefix: np.ndarray | None = None
+    prefix_capacity: float = np.inf
 
     def scores(self, lam) -> np.ndarray:
         """cost + Σ_k λ_k·weight_k, +inf where not allowed ([L, K])."""
@@ -59,7 +65,13 @@ class Knapsack:
         return [float(w[rows, choices].sum()) for w in self.weights]
 
     def fits(self, choices) -> bool:
-        return all(u <= c for u, c in zip(self.used(choices), self.capacities))
+        if not all(u <= c for u, c in zip(self.used(choices), self.capacities)):
+            return False
+        if self.prefix is None:
+            return True
+        rows = np.arange(len(choices))
+        running = np.cumsum(self.weights[0][rows, choices]) + self.prefix[rows, choices]
+        return bool((running <= self.prefix_capacity).all())
 
     def value(self, choices) -> float:
         return float(self.cost[np.arange(len(choices)), choices].sum())
@@ -162,7 +174,7 @@ def solve(ks: Knapsack, upper: float = np.inf) -> tuple[float, np.ndarray] | Non
     keep, slack = core(upper)
     if not keep.any(axis=1).all():
         return None
-    if (keep.sum(axis=1) > 1).sum() > 16:    # a beam search first: a near-optimal plan tightens the fixing
+    if (keep.sum(axis=1) > 1).sum() > 16:   # a beam search first: a near-optimal plan tightens the fixing
         found = _dp(ks, keep, upper, slack, lam, best, beam=BEAM)
         if found is not None and found[0] < upper:
             upper = found[0]
@@ -171,55 +183,59 @@ def solve(ks: Knapsack, upper: float = np.inf) -> tuple[float, np.ndarray] | Non
 
 
 def _dp(ks: Knapsack, keep, upper, slack, lam, best, beam: int | None = None):
-    """Pareto DP over the core rows (those with more than one kept option); see the module docstring.
+    """Pareto DP over the rows with more than one kept option (all rows, in order, when a prefix constraint
+    applies); see the module docstring.
 
     With ``beam``, only the ``beam`` partial plans of least bound survive each row: a heuristic (an upper
     bound), never the final answer.
     """
     L, m = ks.cost.shape[0], len(ks.weights)
     choices = np.argmax(keep, axis=1)                      # the single option of fixed rows
-    core = np.flatnonzero(keep.sum(axis=1) > 1)
-    fixed = np.setdiff1d(np.arange(L), core)
-    base = ks.cost[fixed, choices[fixed]].sum()
-    caps = [c - w[fixed, choices[fixed]].sum() for c, w in zip(ks.capacities, ks.weights)]
+    single = keep.sum(axis=1) == 1
+    rows = np.arange(L) if ks.prefix is not None else np.flatnonzero(~single)
+    folded = np.setdiff1d(np.arange(L), rows)               # fixed rows summed up front
+    base = ks.cost[folded, choices[folded]].sum()
+    caps = [c - w[folded, choices[folded]].sum() for c, w in zip(ks.capacities, ks.weights)]
     if any(c < 0 for c in caps):
         return None
-    tail = lambda v: np.concatenate((np.cumsum(v[core][::-1])[::-1][1:], [0.0]))  # Σ over later core rows
+    tail = lambda v: np.concatenate((np.cumsum(v[rows][::-1])[::-1][1:], [0.0]))  # Σ over later rows
     light_rest = [tail(np.where(keep, w, np.inf).min(axis=1)) for w in ks.weights]
-    best_rest = tail(best)
-    offset = base + best_rest - sum(l * c for l, c in zip(lam, caps))
+    offset = base + tail(best) - sum(l * c for l, c in zip(lam, caps))
     W = [np.zeros(1) for _ in range(m)]
     C = np.zeros(1)
     trail, held = [], 0
-    for k, i in enumerate(core):
+    for k, i in enumerate(rows):
         js = np.flatnonzero(keep[i])
         nW = [(w[:, None] + ks.weights[q][i, js][None, :]).ravel() for q, w in enumerate(W)]
         nC = (C[:, None] + ks.cost[i, js][None, :]).ravel()
+        option = np.tile(js, len(C))
         ok = nC + sum(l * w for l, w in zip(lam, nW)) + offset[k] <= upper + slack
         for q in range(m):
             ok &= nW[q] + light_rest[q][k] <= caps[q]
+        if ks.prefix is not None:
+            ok &= nW[0] + ks.prefix[i, option] <= ks.prefix_capacity
         parent = np.repeat(np.arange(len(C)), len(js))[ok]
-        option = np.tile(js, len(C))[ok]
+        option = option[ok]
         nW, nC = [w[ok] for w in nW], nC[ok]
         if len(nC) == 0:
             return None
-        sel = _pareto(nW, nC)
+        sel = _pareto(nW, nC) if len(js) > 1 else np.arange(len(nC))  # a shift keeps the Pareto set
         if beam is not None and len(sel) > beam:
             score = nC[sel] + sum(l * w[sel] for l, w in zip(lam, nW))
             sel = sel[np.argpartition(score, beam)[:beam]]
-        held += len(sel)
+        held += len(sel) if len(js) > 1 else 0
         if len(sel) > MAX_STATES or held > 20 * MAX_STATES:
-            raise SearchTooLarge(f"the exact search holds {held} partial plans after {k + 1} of {len(core)} "
-                                 "undecided layers (a binding host limit on many distinct layers)")
+            raise SearchTooLarge(f"the exact search holds {held} partial plans after {k + 1} of {len(rows)} "
+                                 "layers (a binding host limit on many distinct layers)")
         W, C = [w[sel] for w in nW], nC[sel]
         trail.append((parent[sel], option[sel]))
     at = int(np.lexsort((W[0], C))[0])
     value = float(base + C[at])
     if value > upper + slack:
         return None
-    for k in range(len(core) - 1, -1, -1):
+    for k in range(len(rows) - 1, -1, -1):
         parent, option = trail[k]
-        choices[core[k]] = option[at]
+        choices[rows[k]] = option[at]
         at = parent[at]
     return value, choices
 

@@ -3,7 +3,13 @@ its memory cost and its time cost; plus the bytes and seconds outside the layers
 
 The memory model (issue "[6/7] Planner", item 2) of one GPU — the first pipeline stage, the most loaded one:
 
-    peak = fixed_bytes + Σ_i stored_bytes[i] + max_i transient_bytes[i]
+    peak = fixed_bytes + Σ_i stored_bytes[i] + max(transient_floor_bytes, max_i transient_bytes[i])
+
+or, with ``prefix=True`` (one micro-batch in flight: backward frees the layers from the last one back, so
+while layer i's backward runs only the layers before it still hold their activations):
+
+    peak = fixed_bytes + max(Σ_i stored_bytes[i] + transient_floor_bytes,
+                             max_i (Σ_{k≤i} stored_bytes[k] + transient_bytes[i]))
 
 * ``fixed_bytes`` = weights + gradients + optimizer state + terms outside the layers (Korthikanti §4.3)
   + a stated workspace reserve (named parts in ``fixed_parts``);
@@ -11,7 +17,9 @@ The memory model (issue "[6/7] Planner", item 2) of one GPU — the first pipeli
   the micro-batches in flight (Korthikanti §4.2: the interleave factor is folded in by the cost builder);
 * ``transient_bytes`` = device bytes that exist only while that layer's backward runs (the recomputed
   activations of ``full``/``selective``, the activations fetched back for ``offload``). Backward runs one
-  layer at a time, so only the worst transient counts — the term that makes the problem non-separable.
+  layer at a time, so only the worst transient counts — the term that makes the problem non-separable;
+* ``transient_floor_bytes`` = the worst transient outside the layers (the LM head's backward), which meets
+  every stored activation.
 
 Host memory: Σ_i offload_bytes[i] ≤ host_limit_bytes (None = unlimited).
 
@@ -91,6 +99,9 @@ class Problem:
     budget_bytes: device memory budget (int bytes).
     host_limit_bytes: host memory for offload (int bytes) or None for unlimited.
     fixed_time_s: seconds of a step spent outside the layers (embedding, logits, optimizer step).
+    transient_floor_bytes: the worst transient outside the layers (bytes).
+    prefix: the memory model of one micro-batch in flight (module docstring); False = the conservative
+    "every stored activation + the worst transient" model (several micro-batches in flight).
     """
 
     layers: tuple[Layer, ...]
@@ -98,13 +109,17 @@ class Problem:
     budget_bytes: int
     host_limit_bytes: int | None = None
     fixed_time_s: float = 0.0
+    transient_floor_bytes: int = 0
+    prefix: bool = False
     meta: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
         if not self.layers:
             raise UsageError("layers", "the problem has no layer")
         for name, value in list(self.fixed_parts.items()) + [("budget_bytes", self.budget_bytes),
-                                                             ("host_limit_bytes", self.host_limit_bytes)]:
+                                                             ("host_limit_bytes", self.host_limit_bytes),
+                                                             ("transient_floor_bytes",
+                                                              self.transient_floor_bytes)]:
             if value is None and name == "host_limit_bytes":
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
@@ -126,7 +141,7 @@ class Plan:
     policies: tuple[str, ...]
     peak_bytes: int
     stored_bytes: int                 # Σ stored over layers
-    transient_bytes: int              # max transient over layers
+    transient_bytes: int              # max transient over layers (and the floor)
     step_time_s: float
     recompute_flops: int
     offload_bytes: int
@@ -137,8 +152,8 @@ class Plan:
 def evaluate(problem: Problem, choices, optimal: bool = False) -> Plan:
     """Score a plan: ``choices[i]`` indexes ``problem.layers[i].options``.
 
-    Returns a Plan with peak_bytes = fixed + Σ stored + max transient (int bytes, exact), step_time_s =
-    fixed_time_s + Σ time_s (seconds) and feasible = (peak ≤ budget and offload ≤ host limit).
+    Returns a Plan with peak_bytes from the problem's memory model (module docstring; int bytes, exact),
+    step_time_s = fixed_time_s + Σ time_s (seconds) and feasible = (peak ≤ budget and offload ≤ host limit).
     Raises ValueError when the number of choices does not match the layers or an index is out of range.
     """
     choices = tuple(int(c) for c in choices)
@@ -150,9 +165,16 @@ def evaluate(problem: Problem, choices, optimal: bool = False) -> Plan:
             raise ValueError(f"layer {layer.index}: option {c} out of range")
         opts.append(layer.options[c])
     stored = sum(o.stored_bytes for o in opts)
-    transient = max(o.transient_bytes for o in opts)
+    transient = max([problem.transient_floor_bytes] + [o.transient_bytes for o in opts])
     offload = sum(o.offload_bytes for o in opts)
-    peak = problem.fixed_bytes + stored + transient
+    if problem.prefix:
+        running, layers_peak = 0, 0
+        for o in opts:
+            running += o.stored_bytes
+            layers_peak = max(layers_peak, running + o.transient_bytes)
+        peak = problem.fixed_bytes + max(stored + problem.transient_floor_bytes, layers_peak)
+    else:
+        peak = problem.fixed_bytes + stored + transient
     host_ok = problem.host_limit_bytes is None or offload <= problem.host_limit_bytes
     return Plan(
         choices=choices,

@@ -29,6 +29,7 @@ in the float64 arithmetic used here. Exactness is checked against brute force on
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from dataclasses import dataclass
 
@@ -91,29 +92,49 @@ def _host_binds(problem: Problem, arr: _Arrays) -> bool:
     return limit is not None and np.where(arr.present, arr.host, 0).max(axis=1).sum() > limit
 
 
+def _peak(problem: Problem, arr: _Arrays, choices: np.ndarray) -> float:
+    """``evaluate``'s peak (bytes) of a plan, in numpy: the memory model of ``problem``."""
+    rows = np.arange(len(choices))
+    stored, transient = arr.stored[rows, choices], arr.transient[rows, choices]
+    floor = problem.transient_floor_bytes
+    if problem.prefix:
+        return problem.fixed_bytes + max(stored.sum() + floor, (np.cumsum(stored) + transient).max())
+    return problem.fixed_bytes + stored.sum() + max(floor, transient.max())
+
+
 def _plan(problem: Problem, choices) -> Plan:
     plan = evaluate(problem, choices, optimal=True)
     assert plan.feasible, "solver returned an infeasible plan"  # integer re-check of the float arithmetic
     return plan
 
 
+def _unbounded(problem: Problem) -> Problem:
+    return dataclasses.replace(problem, budget_bytes=2**62)
+
+
 def minimum_budget(problem: Problem) -> Plan | None:
     """The plan of smallest peak (bytes) that respects the host limit; None when no plan does.
 
     Its ``peak_bytes`` is the smallest budget that works (the number an InfeasibleError reports).
-    Method: the cap search above with objective Σ stored (+ T) and the host row as the knapsack.
+    Method: max model — the cap search above with objective Σ stored (+ T) and the host row as the
+    knapsack; prefix model — a Pareto DP over the layers in order on (stored so far [, host], running peak).
     """
     arr = _Arrays.of(problem)
-    levels = np.unique(arr.transient[arr.present])
+    if problem.prefix:
+        found = _least_prefix_peak(problem, arr)
+        return None if found is None else evaluate(_unbounded(problem), found, optimal=True)
+    floor = problem.transient_floor_bytes
+    levels = np.unique(np.maximum(arr.transient[arr.present], floor))
+    transient = np.maximum(arr.transient, floor)
     host = _host_binds(problem, arr)
     limit = float(problem.host_limit_bytes or 0)
 
     def lower(a, b):
-        allowed = arr.present & (arr.transient <= levels[b])
+        allowed = arr.present & (transient <= levels[b])
         return levels[a] + np.where(allowed, arr.stored, np.inf).min(axis=1).sum()
 
     def exact(a, upper):
-        allowed = arr.present & (arr.transient <= levels[a])
+        allowed = arr.present & (transient <= levels[a])
         if not host:
             j = np.where(allowed, arr.stored, np.inf).argmin(axis=1)
             return levels[a] + arr.stored[np.arange(len(j)), j].sum(), j
@@ -121,11 +142,42 @@ def minimum_budget(problem: Problem) -> Plan | None:
         return None if found is None else (levels[a] + found[0], found[1])
 
     found = _over_caps(levels, lower, exact)
-    if found is None:
-        return None
-    problem_fixed = Problem(problem.layers, problem.fixed_parts, 2**62, problem.host_limit_bytes,
-                            problem.fixed_time_s)
-    return evaluate(problem_fixed, found[1], optimal=True)
+    return None if found is None else evaluate(_unbounded(problem), found[1], optimal=True)
+
+
+def _least_prefix_peak(problem: Problem, arr: _Arrays) -> np.ndarray | None:
+    """Choices of least prefix-model peak within the host limit: DP keeping Pareto states in
+    (stored so far [, host so far]; running max of stored-so-far + transient)."""
+    L = len(problem.layers)
+    host = _host_binds(problem, arr)
+    limit = float(problem.host_limit_bytes or 0)
+    light_host = np.concatenate((np.cumsum(np.where(arr.present, arr.host, np.inf).min(axis=1)[::-1])[::-1][1:],
+                                 [0.0]))
+    P, M = np.zeros(1), np.zeros(1)
+    O = np.zeros(1)
+    trail = []
+    for i in range(L):
+        js = np.flatnonzero(arr.present[i])
+        nP = (P[:, None] + arr.stored[i, js][None, :]).ravel()
+        nO = (O[:, None] + arr.host[i, js][None, :]).ravel()
+        nM = np.maximum(np.repeat(M, len(js)), nP + np.tile(arr.transient[i, js], len(P)))
+        parent, option = np.repeat(np.arange(len(P)), len(js)), np.tile(js, len(P))
+        ok = nO + light_host[i] <= limit if host else np.ones(len(nP), dtype=bool)
+        if not ok.any():
+            return None
+        nP, nO, nM, parent, option = nP[ok], nO[ok], nM[ok], parent[ok], option[ok]
+        sel = mckp._pareto([nP, nO] if host else [nP], nM)
+        if len(sel) > mckp.MAX_STATES:
+            raise mckp.SearchTooLarge(f"the least-peak search holds {len(sel)} partial plans at layer {i}")
+        P, O, M = nP[sel], nO[sel], nM[sel]
+        trail.append((parent[sel], option[sel]))
+    at = int(np.argmin(np.maximum(P + problem.transient_floor_bytes, M)))
+    choices = np.zeros(L, dtype=int)
+    for i in range(L - 1, -1, -1):
+        parent, option = trail[i]
+        choices[i] = option[at]
+        at = parent[at]
+    return choices
 
 
 def _infeasible(problem: Problem) -> InfeasibleError:
@@ -147,51 +199,55 @@ def solve(problem: Problem) -> Plan:
 
     Returns a Plan (``optimal=True``) scored by ``problem.evaluate``.
     Raises InfeasibleError(msg, minimum_bytes) when no plan fits: minimum_bytes is the smallest budget that
-    works (bytes), or None when the host limit rules out every plan.
+    works (bytes), or None when the host limit rules out every plan. Raises mckp.SearchTooLarge when the
+    exact search outgrows its memory guard.
     Source: the algorithm in the module docstring (exact; cross-checked against brute force).
     """
     arr = _Arrays.of(problem)
-    levels = np.unique(arr.transient[arr.present])
     room = float(problem.budget_bytes - problem.fixed_bytes)
+    floor = float(problem.transient_floor_bytes)
     host = _host_binds(problem, arr)
     limit = float(problem.host_limit_bytes or 0)
 
-    def knapsack(allowed, capacity):
+    def knapsack(allowed, capacity, **prefix):
         if host:
-            return mckp.Knapsack(arr.time, [arr.stored, arr.host], [capacity, limit], allowed)
-        return mckp.Knapsack(arr.time, [arr.stored], [capacity], allowed)
+            return mckp.Knapsack(arr.time, [arr.stored, arr.host], [capacity, limit], allowed, **prefix)
+        return mckp.Knapsack(arr.time, [arr.stored], [capacity], allowed, **prefix)
 
-    def lower(a, b):
-        return mckp.lagrangian(knapsack(arr.present & (arr.transient <= levels[b]), room - levels[a]), 1)[0]
+    if problem.prefix:   # one knapsack; the running constraint is checked inside the DP
+        found = mckp.solve(knapsack(arr.present, room - floor, prefix=arr.transient, prefix_capacity=room))
+        found = None if found is None else (found[0], found[1])
+    else:                # the max model: branch and bound over the transient cap
+        transient = np.maximum(arr.transient, floor)
+        levels = np.unique(transient[arr.present])
 
-    def exact(a, upper):
-        return mckp.solve(knapsack(arr.present & (arr.transient <= levels[a]), room - levels[a]), upper)
+        def lower(a, b):
+            return mckp.lagrangian(knapsack(arr.present & (transient <= levels[b]), room - levels[a]), 1)[0]
 
-    found = _over_caps(levels, lower, exact) if room >= levels[0] else None
+        def exact(a, upper):
+            return mckp.solve(knapsack(arr.present & (transient <= levels[a]), room - levels[a]), upper)
+
+        found = _over_caps(levels, lower, exact) if room >= levels[0] else None
     if found is None:
         raise _infeasible(problem)
     return _tie_break(problem, arr, _plan(problem, found[1]))
 
 
 def _tie_break(problem: Problem, arr: _Arrays, plan: Plan) -> Plan:
-    """Per layer, move to an option of no more time that holds fewer bytes (stored + transient + host)."""
+    """Per layer, move to an option of no more time that holds fewer bytes (stored + transient + host)
+    while the plan stays within the budget and the host limit."""
     rows = np.arange(len(plan.choices))
     choices = np.array(plan.choices)
     held = arr.stored + arr.transient + arr.host
-    room = problem.budget_bytes - problem.fixed_bytes
     limit = np.inf if problem.host_limit_bytes is None else problem.host_limit_bytes
     for i in range(len(choices)):
         c = choices[i]
         better = np.flatnonzero(arr.present[i] & (arr.time[i] <= arr.time[i, c]) & (held[i] < held[i, c]))
-        if len(better) == 0:
-            continue
-        stored = arr.stored[rows, choices].sum() - arr.stored[i, c]
-        host = arr.host[rows, choices].sum() - arr.host[i, c]
-        others = np.delete(arr.transient[rows, choices], i)
-        top = others.max() if len(others) else 0.0
         for j in better[np.argsort(held[i, better], kind="stable")]:
-            if (stored + arr.stored[i, j] + max(top, arr.transient[i, j]) <= room
-                    and host + arr.host[i, j] <= limit):
-                choices[i] = j
+            trial = choices.copy()
+            trial[i] = j
+            if (_peak(problem, arr, trial) <= problem.budget_bytes
+                    and arr.host[rows, trial].sum() <= limit):
+                choices = trial
                 break
     return _plan(problem, choices)
