@@ -17,10 +17,11 @@ validate(config, "workflow/schemas/config.schema.yaml")
 include: "workflow/rules/common.smk"
 include: "workflow/rules/chen.smk"
 include: "workflow/rules/korthikanti.smk"
+include: "workflow/rules/sweeps.smk"
 include: "workflow/rules/reports.smk"
 
 
 rule all:
     input:
-        report_targets(),
+        all_targets(),
     default_target: True

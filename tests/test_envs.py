@@ -10,6 +10,9 @@ import yaml
 from conftest import ROOT
 
 
+TORCH_ENVS = ["../../envs/torch-cpu.yaml", "../../envs/torch-cuda.yaml"]
+
+
 def _pyproject_pins() -> dict[str, str]:
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     pins = {}
@@ -31,9 +34,16 @@ def test_every_rule_names_an_existing_env():
     assert rules
     for smk, block in rules:
         name = block.split()[1].rstrip(":")
-        match = re.search(r'conda:\s*\n\s*"([^"]+)"', block)
+        match = re.search(r'conda:\s*\n\s*("([^"]+)"|TORCH_ENV)\n', block)
         assert match, f"rule {name} in {smk.name} names no conda env"
-        assert (smk.parent / match.group(1)).resolve().is_file(), f"rule {name}: {match.group(1)} missing"
+        paths = [match.group(2)] if match.group(2) else TORCH_ENVS
+        for path in paths:
+            assert (smk.parent / path).resolve().is_file(), f"rule {name}: {path} missing"
+
+
+def test_torch_env_follows_the_device():
+    common = (ROOT / "workflow" / "rules" / "common.smk").read_text()
+    assert f'TORCH_ENV = "{TORCH_ENVS[1]}" if config["device"] == "cuda" else "{TORCH_ENVS[0]}"' in common
 
 
 def test_env_pins_agree_with_pyproject():

@@ -15,6 +15,12 @@ TINY = {
         "depth": {"depths": [2, 4, 8, 16, 32], "width": 4, "batch": 2},
         "revolve": {"steps": [2, 5, 10], "slots": [1, 2, 3]},
     },
+    "sweeps": {
+        "segments": {"layers": 4, "timing": False},
+        "depth": {"depths": [2, 4, 8]},
+        "seq-hidden": {"seqs": [64, 128], "hiddens": [32, 64]},
+        "layer-timing": {"hidden": 128, "heads": 4, "seq": 64, "rounds": 1, "warmup": 1},
+    },
 }
 
 
@@ -33,11 +39,18 @@ def test_pipeline_makes_every_table_figure_and_report(pipeline):
         frame = pd.read_csv(pipeline / "results" / "chen" / f"{table}.csv")
         assert len(frame) > 0
         assert {"git_commit", "torch_version", "numpy_version", "host", "timestamp"} <= set(frame.columns)
-    for fig in ["chen_segments", "chen_depth"]:
+    for sweep in ["segments", "depth", "seq-hidden", "layer-timing"]:
+        frame = pd.read_csv(pipeline / "results" / "sweeps" / sweep / "cpu.csv")
+        assert len(frame) > 0 and (frame["status"] == "ok").all()
+    for table in ["table2", "items", "flops", "memory", "modern"]:
+        assert len(pd.read_csv(pipeline / "results" / "korthikanti" / f"{table}.csv")) > 0
+    for fig in ["chen_segments", "chen_depth", "korthikanti_percent", "korthikanti_memory", "sweeps_segments",
+                "sweeps_depth", "sweeps_seq-hidden", "sweeps_layer-timing"]:
         assert (pipeline / "figures" / f"{fig}.png").stat().st_size > 1000
         assert (pipeline / "figures" / f"{fig}.svg").stat().st_size > 1000
-    html = (pipeline / "reports" / "chen2016.html").read_text()
-    assert "data:image/png;base64" in html
+    for report in ["chen2016", "korthikanti2022", "sweeps"]:
+        html = (pipeline / "reports" / f"{report}.html").read_text()
+        assert "data:image/png;base64" in html, report
     assert (pipeline / "reports" / "index.html").exists()
     assert not list(pipeline.rglob(".*.tmp"))
 

@@ -7,6 +7,7 @@ REPORT_INPUTS = {
         "results/korthikanti/{t}.csv", t=["table2", "items", "flops", "memory", "modern"]
     )
     + expand("figures/korthikanti_{f}.png", f=["percent", "memory"]),
+    "sweeps": [t for s in SWEEPS for t in sweep_tables(s)] + expand("figures/sweeps_{s}.png", s=SWEEPS),
 }
 
 

@@ -1,0 +1,39 @@
+# Sweeps on the torch GPT model, measured beside their closed forms: segment size, depth, sequence/hidden
+# size, per-layer timing. The device is config["device"]; each device writes its own table, and a figure
+# draws every device's table that exists (CPU and GPU side by side).
+
+
+rule sweep:
+    output:
+        "results/sweeps/{sweep}/{device}.csv",
+    wildcard_constraints:
+        sweep="segments|depth|seq-hidden|layer-timing",
+        device="cpu|cuda",
+    params:
+        p=lambda wc: params_json("sweeps", wc.sweep, device=wc.device),
+    threads: 1
+    resources:
+        gpu=lambda wc: int(wc.device == "cuda"),
+        runtime=60,
+    log:
+        "logs/sweeps/{sweep}/{device}.log",
+    conda:
+        TORCH_ENV
+    shell:
+        "remat experiment sweep-{wildcards.sweep} --params {params.p} --out {output} > {log} 2>&1"
+
+
+rule sweep_figure:
+    input:
+        lambda wc: sweep_tables(wc.sweep),
+    output:
+        png="figures/sweeps_{sweep}.png",
+        svg="figures/sweeps_{sweep}.svg",
+    wildcard_constraints:
+        sweep="segments|depth|seq-hidden|layer-timing",
+    log:
+        "logs/figures/sweeps_{sweep}.log",
+    conda:
+        "../../envs/reports.yaml"
+    shell:
+        "remat figure sweep-{wildcards.sweep} --inputs {input} --out {output.png} > {log} 2>&1"
