@@ -132,3 +132,12 @@ def test_flops_eq7_eq8():
 ])
 def test_paper_term(record, term):
     assert K.paper_term(*record) == term
+
+
+def test_paper_term_tells_v_from_dropped_probs_when_shapes_coincide():
+    # at s = h/a the ·V product's two saved operands are both [b·a, s, s]: V is a view of the fused QKV
+    # output (its storage already saved by QKᵀ), the dropped-out probabilities a storage of their own
+    square = (8, 16, 16)
+    assert K.paper_term("attn.core", "bmm", square, "torch.bfloat16", shares_storage=True) == "v"
+    assert K.paper_term("attn.core", "bmm", square, "torch.bfloat16", shares_storage=False) == "attn_probs_dropped"
+    assert K.paper_term("attn.core", "bmm", square, "torch.bfloat16") == "attn_probs_dropped"  # shape alone

@@ -275,7 +275,7 @@ def _items(records) -> tuple[list[Item], dict[str, int]]:
         if r.is_parameter:
             continue
         module = K._layer_relative(r.module)
-        term = K.paper_term(r.module, r.op, r.shape, r.dtype)
+        term = K.paper_term(r.module, r.op, r.shape, r.dtype, r.duplicate)
         note = ""
         if term == K.QKV_GROUP:  # checkpointed core-attention inputs arrive in argument order q, k, v
             term = "v" if qkv_seen % 3 == 2 else "q_k"

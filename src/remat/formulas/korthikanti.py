@@ -288,7 +288,7 @@ _MODULE_TERMS = {  # module -> (term, ops that save it; None = any)
 }
 
 
-def paper_term(module: str, op: str, shape, dtype) -> str | None:
+def paper_term(module: str, op: str, shape, dtype, shares_storage: bool | None = None) -> str | None:
     """The §4.1 term a tensor saved by the GPT layer stands for, or None if the paper does not count it.
 
     module: qualified submodule name relative to the layer (a model prefix such as "layers.3." is ignored);
@@ -298,6 +298,9 @@ def paper_term(module: str, op: str, shape, dtype) -> str | None:
     Not counted (None): LayerNorm mean/rstd (trailing dim 1), the causal mask (bool, s×s without batch),
     anything outside these modules. Returns a ``TERMS`` name, ``"layer_input"`` (full recompute: the
     checkpointed layer input) or ``"q_k_v"`` (selective recompute: a checkpointed core-attention input).
+    shares_storage: whether the tensor's storage was already saved by an earlier op (SavedRecord.duplicate);
+    it tells V (a view of the fused QKV output, whose storage QKᵀ saved) from the dropped-out probabilities
+    of the ·V product when their shapes coincide (s = h/a); without it the shape decides.
     """
     module = _layer_relative(module)
     op = str(op).split(".")[0].removeprefix("aten::").removeprefix("aten.")
@@ -306,7 +309,7 @@ def paper_term(module: str, op: str, shape, dtype) -> str | None:
         # the layer itself: under full recompute the checkpoint keeps only the layer input
         return FULL_RECOMPUTE_TERM if op in _CHECKPOINT_OPS else None
     if module.startswith("attn.core"):
-        return _core_term(module, op, shape, str(dtype))
+        return _core_term(op, shape, str(dtype), shares_storage)
     term, ops = _MODULE_TERMS.get(module, (None, set()))
     if term is None or (ops is not None and op not in ops):
         return None  # e.g. a Llama layer's RMSNorm or SiLU under the same module names: not §4.1 terms
@@ -328,7 +331,7 @@ def _layer_relative(module: str) -> str:
     return ""
 
 
-def _core_term(module: str, op: str, shape: tuple, dtype: str) -> str | None:
+def _core_term(op: str, shape: tuple, dtype: str, shares_storage: bool | None) -> str | None:
     """Terms inside core attention (remat.models.gpt.CoreAttention): baddbmm saves Q and K (QKᵀ), _softmax
     its output, native_dropout its mask, bmm the dropout output (the s×s operand) and V; checkpoint inputs
     (selective recompute keeps core attention's inputs q, k, v) are "q_k_v": one of Q, K or V, which the
@@ -344,5 +347,7 @@ def _core_term(module: str, op: str, shape: tuple, dtype: str) -> str | None:
     if op == "baddbmm":
         return "q_k"
     if op in ("bmm", "matmul"):
+        if shares_storage is not None:
+            return "v" if shares_storage else "attn_probs_dropped"
         return "attn_probs_dropped" if len(shape) >= 2 and shape[-1] == shape[-2] else "v"
     return None

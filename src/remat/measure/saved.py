@@ -291,6 +291,6 @@ class SavedTensorLog:
             if r.is_parameter:
                 continue
             row = r.to_dict()
-            row["paper_term"] = paper_term(r.module, r.op, r.shape, r.dtype) if paper_term else None
+            row["paper_term"] = paper_term(r.module, r.op, r.shape, r.dtype, r.duplicate) if paper_term else None
             rows.append(row)
         return rows
