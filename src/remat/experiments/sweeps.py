@@ -81,7 +81,7 @@ CPU_TIMING_MODEL = {**CPU_MODEL, "hidden": 512, "heads": 8, "seq": 256}
 SHARED = {"device", "model", *MODEL_FIELDS, "seed", "threads", "warmup", "repeats", "max_bytes"}
 CPU_MAX_BYTES = "4GiB"
 DEFAULT_DEPTHS = [2, 4, 8, 16, 32, 64]
-DEFAULT_SEQS = [64, 128, 192, 256, 384, 512]  # s ≠ h/a = 32: remat.formulas.korthikanti.paper_term tells V from the s×s operand by shape
+DEFAULT_SEQS = [64, 128, 192, 256, 384, 512]
 DEFAULT_HIDDENS = [32, 64, 128, 256]
 DEPTH_FAMILIES = ("none", "sqrt", "full", "selective")
 FLOPS_NOTE = "torch.utils.flop_counter.FlopCounterMode (matmuls); recompute counted inside each recompute"
