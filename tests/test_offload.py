@@ -279,3 +279,31 @@ def test_steps_experiment_bad_params_name_the_key():
         steps_table({"repeats": 2})
     with pytest.raises(UsageError, match="device"):
         steps_table({"device": "tpu"})
+
+
+def test_breakeven_experiment_frontier_agrees_with_the_costs(tmp_path):
+    """offload-breakeven on tiny measured inputs: the frontier (break-even BW) and the per-BW cheapest
+    choice agree, and the serial offload prediction is t0·tensors + bytes/BW each way, per layer."""
+    from remat.experiments.offload import bandwidth_table, breakeven_table, steps_table
+    from remat.figures import draw
+    steps, bw = tmp_path / "steps.csv", tmp_path / "bandwidth.csv"
+    steps_table({"seqs": [32], "hiddens": [64], "layers": 2, "rounds": 1}).to_csv(steps, index=False)
+    bandwidth_table({"max_size": "1MiB", "repeats": 3, "overlap": False}).to_csv(bw, index=False)
+    frame = breakeven_table({"steps": str(steps), "bandwidth": str(bw), "seqs": [1024, 4096],
+                             "hiddens": [4096], "flops_per_s": [1e14, 4e14],
+                             "bandwidths_gb_s": [4, 16, 64, 256]})
+    grid = frame[frame["kind"] == "grid"]
+    assert len(grid) == 2 * 1 * 2 * 4
+    cheaper = grid["offload_exposed_s"] < grid["full_recompute_s"]
+    assert (cheaper == (grid["bw_gb_s"] > grid["breakeven_full_gb_s"])).all()
+    cheaper = grid["offload_exposed_s"] < grid["selective_recompute_s"]
+    assert (cheaper == (grid["bw_gb_s"] > grid["breakeven_selective_gb_s"])).all()
+    (m,) = frame[frame["kind"] == "measured"].itertuples()
+    serial = m.L * 2 * (m.t0_s * m.tensors + m.layer_bytes / (m.bw_gb_s * 1e9))
+    assert m.predicted_offload_serial_s == pytest.approx(serial, rel=0.05)  # the two directions' fits differ
+    assert m.best_measured in ("offload", "full", "selective") and (frame["link"] == SIMULATED).all()
+    frame.to_csv(tmp_path / "b.csv", index=False)
+    draw("offload-breakeven", [str(tmp_path / "b.csv")], str(tmp_path / "b.png"))
+    assert (tmp_path / "b.png").stat().st_size > 0 and (tmp_path / "b.svg").stat().st_size > 0
+    with pytest.raises(UsageError, match="steps"):
+        breakeven_table({"steps": str(tmp_path / "missing.csv"), "bandwidth": str(bw)})

@@ -26,6 +26,7 @@ REGISTRY: dict[str, str] = {
     "sweep-layer-timing": "remat.experiments.sweeps:layer_timing_sweep",
     "offload-bandwidth": "remat.experiments.offload:bandwidth_table",
     "offload-steps": "remat.experiments.offload:steps_table",
+    "offload-breakeven": "remat.experiments.offload:breakeven_table",
 }
 
 

@@ -17,13 +17,14 @@ from __future__ import annotations
 import contextlib
 import weakref
 
+import numpy as np
 import pandas as pd
 import torch
 
 from remat.errors import UsageError
 from remat.experiments.params import check_known, get_int, get_int_list
 from remat.measure.provenance import provenance
-from remat.offload import bandwidth_summary, link_label, resolve_device
+from remat.offload import DIRECTIONS, KiB, OffloadHooks, bandwidth_summary, link_label, resolve_device
 from remat.units import parse_bytes
 
 VARIANTS = ("none", "selective", "full", "offload", "save_on_cpu")
@@ -253,8 +254,6 @@ def _time_variants(model, tokens, device: str, repeats: int, rounds: int, seed: 
     """Step time per variant: ``rounds`` rounds, each timing every variant in turn (remat.measure.timing,
     1 warm-up + ``repeats``), so a load change on a shared machine hits all variants alike; median and IQR
     over all samples (seconds)."""
-    import numpy as np
-
     from remat.measure.timing import time_step
     samples: dict[str, list[float]] = {v: [] for v in VARIANTS}
     method = None
@@ -293,3 +292,148 @@ def _measure_size(cfg, device: str, repeats: int, rounds: int, seed: int, min_by
             "flops_model": model_flops, "achieved_flops_s": model_flops / t_none}
     return [{**base, **row, "overhead_vs_none_s": row["step_time_s"] - t_none} for row in rows]
 
+
+
+# --- offload-breakeven -------------------------------------------------------------------------------------------
+
+def copies_per_layer(min_bytes: int = KiB) -> int:
+    """Storages the offload hooks copy per GPT layer (int): measured on one gpt-tiny layer (s = 32, b = 2,
+    h = 64, dropout on) with ``min_bytes`` chosen so every activation (≥ sbh bytes) moves and the LayerNorm
+    statistics (s·b floats) stay, as they would under a 64 KiB threshold at paper sizes."""
+    from remat.models.presets import from_name
+    from remat.models.transformer import build_model, random_tokens
+    cfg = from_name("gpt-tiny", layers=1)
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    hooks = OffloadHooks("cpu", min_bytes=min_bytes, keep=model)
+    with hooks.layer():
+        model.layers[0](model.embed(random_tokens(cfg)))
+    return hooks.copies
+
+
+def _offload_link(bandwidth: pd.DataFrame) -> tuple[dict, str]:
+    """Per direction, the measured fit of copies alone (pinned host memory when there is any, the way the
+    hooks copy); returns ({"d2h": (t0_s, bw B/s), "h2d": ...}, memory kind)."""
+    alone = bandwidth[~bandwidth["overlap"].astype(bool)]
+    memory = "pinned" if (alone["memory"] == "pinned").any() else "pageable"
+    fits = alone[alone["memory"] == memory].groupby("direction")[["fit_t0_s", "fit_bw_gb_s"]].first()
+    return {d: (float(fits.loc[d, "fit_t0_s"]), float(fits.loc[d, "fit_bw_gb_s"]) * 1e9) for d in DIRECTIONS}, memory
+
+
+def _grid_rows(params: dict, tensors: int) -> list[dict]:
+    """kind = "grid": the break-even frontier at paper-like sizes over (s, h, achieved FLOP/s, BW)."""
+    from remat.formulas import korthikanti as K
+    from remat.formulas import offload as F
+    b, t0 = get_int(params, "micro_batch", 1), float(params.get("t0_s", 10e-6))
+    rows = []
+    for s in get_int_list(params, "seqs", [512, 1024, 2048, 4096, 8192]):
+        for h in get_int_list(params, "hiddens", [2048, 4096, 8192, 12288]):
+            a = max(1, h // 128)
+            nbytes = K.layer_bytes(s, b, h, a)  # Korthikanti Eq. 1 at 16 bits: everything the layer saves
+            for rate in _float_list(params, "flops_per_s", [100e12, 300e12, 600e12]):
+                c = F.layer_compute_s(s, b, h, rate)
+                be = {k: F.breakeven_bandwidth(nbytes, tensors, c["forward_s"], c["backward_s"],
+                                               c[f"{k}_recompute_s"], t0) for k in ("full", "selective")}
+                for bw in _float_list(params, "bandwidths_gb_s", [8, 16, 25, 50, 100, 200]):
+                    exposed = F.exposed_offload_s(nbytes, tensors, c["forward_s"], c["backward_s"],
+                                                  F.Link.symmetric(bw * 1e9, t0))
+                    costs = {"offload": exposed, "selective": c["selective_recompute_s"],
+                             "full": c["full_recompute_s"]}
+                    rows.append({"kind": "grid", "s": s, "h": h, "a": a, "b": b, "flops_per_s": rate,
+                                 "bw_gb_s": bw, "t0_s": t0, "tensors": tensors, "layer_bytes": nbytes,
+                                 "forward_s": c["forward_s"], "backward_s": c["backward_s"],
+                                 "offload_exposed_s": exposed, "selective_recompute_s": costs["selective"],
+                                 "full_recompute_s": costs["full"], "best": min(costs, key=costs.get),
+                                 "breakeven_full_gb_s": be["full"] / 1e9,
+                                 "breakeven_selective_gb_s": be["selective"] / 1e9})
+    return rows
+
+
+def _float_list(params: dict, key: str, default: list[float]) -> list[float]:
+    values = params.get(key, default)
+    if not isinstance(values, list) or not values or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+        raise UsageError(key, f"must be a non-empty list of positive numbers, got {values!r}")
+    return [float(v) for v in values]
+
+
+def _measured_rows(steps: pd.DataFrame, bandwidth: pd.DataFrame, params: dict) -> list[dict]:
+    """kind = "measured" (one row per measured size) and kind = "curve" (the model at that size over a
+    bandwidth sweep): the model's offload / full / selective costs per step beside the measured overheads.
+
+    Per measured size: nbytes and tensors per layer are what the offload policy copied (÷ L); the link is
+    the measured fit; FLOP/s is the achieved rate of `none` (FlopCounterMode FLOPs / step time). Two
+    offload models: "overlap" (copies hidden under the layer's forward/backward, remat.formulas.offload) and
+    "serial" (nothing overlaps: both copies exposed) — the CPU simulation has no copy engine, so "serial" is
+    the one that applies there.
+    """
+    from remat.formulas import offload as F
+    link, memory = _offload_link(bandwidth)
+    t0 = max(link["d2h"][0], link["h2d"][0])
+    rows = []
+    for (s, h), part in steps.groupby(["s", "h"]):
+        v = part.set_index("variant")
+        L, b = int(v.loc["none", "L"]), int(v.loc["none", "b"])
+        rate = float(v.loc["none", "achieved_flops_s"])
+        nbytes = int(v.loc["offload", "offloaded_bytes"]) // L
+        tensors = int(v.loc["offload", "offloaded_tensors"]) // L
+        c = F.layer_compute_s(int(s), b, int(h), rate)
+        measured_link = F.Link(link["d2h"][1], link["h2d"][1], t0)
+        predicted = {
+            "offload_overlap": L * F.exposed_offload_s(nbytes, tensors, c["forward_s"], c["backward_s"], measured_link),
+            "offload_serial": L * F.exposed_offload_s(nbytes, tensors, 0.0, 0.0, measured_link),
+            "full": L * c["full_recompute_s"], "selective": L * c["selective_recompute_s"]}
+        measured = {k: float(v.loc[k, "overhead_vs_none_s"]) for k in ("offload", "full", "selective")}
+        base = {"s": int(s), "h": int(h), "a": int(v.loc["none", "a"]), "b": b, "L": L, "flops_per_s": rate,
+                "t0_s": t0, "tensors": tensors, "layer_bytes": nbytes, "memory": memory,
+                "forward_s": c["forward_s"], "backward_s": c["backward_s"],
+                "step_time_none_s": float(v.loc["none", "step_time_s"]),
+                "breakeven_full_gb_s": F.breakeven_bandwidth(nbytes, tensors, c["forward_s"], c["backward_s"],
+                                                             c["full_recompute_s"], t0) / 1e9,
+                "breakeven_selective_gb_s": F.breakeven_bandwidth(
+                    nbytes, tensors, c["forward_s"], c["backward_s"], c["selective_recompute_s"], t0) / 1e9}
+        bw_measured = min(link["d2h"][1], link["h2d"][1]) / 1e9
+        rows.append({"kind": "measured", **base, "bw_gb_s": bw_measured,
+                     **{f"predicted_{k}_s": x for k, x in predicted.items()},
+                     **{f"measured_{k}_s": x for k, x in measured.items()},
+                     "best_measured": min(measured, key=measured.get)})
+        for bw in np.geomspace(bw_measured / 30, bw_measured * 30, 25):
+            sym = F.Link.symmetric(bw * 1e9, t0)
+            rows.append({"kind": "curve", **base, "bw_gb_s": float(bw),
+                         "predicted_offload_overlap_s": L * F.exposed_offload_s(
+                             nbytes, tensors, c["forward_s"], c["backward_s"], sym),
+                         "predicted_offload_serial_s": L * F.exposed_offload_s(nbytes, tensors, 0.0, 0.0, sym),
+                         "predicted_full_s": predicted["full"], "predicted_selective_s": predicted["selective"]})
+    return rows
+
+
+def breakeven_table(params: dict) -> pd.DataFrame:
+    """offload-breakeven: the break-even model (remat.formulas.offload) over a grid, and the measured sizes
+    placed on it. Reads the tables of offload-steps and offload-bandwidth (the model's inputs there: bytes
+    and copies per layer, link fit, achieved FLOP/s; it measures nothing itself).
+
+    params: steps (CSV path, default "results/offload/steps.csv"), bandwidth (CSV path, default
+    "results/offload/bandwidth.csv"), grid: seqs, hiddens (a = h/128, b = micro_batch, default 1),
+    flops_per_s (achieved FLOP/s list), bandwidths_gb_s (GB/s = 10^9 B/s), t0_s (per-copy latency, default
+    10 µs), tensors (copies per layer; default ``copies_per_layer()``).
+    Rows: kind = "grid" (frontier: breakeven_full_gb_s / breakeven_selective_gb_s, the cheapest choice at
+    each BW), "measured" (predicted_* vs measured_* seconds per step, overheads over none), "curve" (the
+    model at each measured size over a BW sweep). Layer bytes in the grid: Korthikanti Eq. 1 (16-bit).
+    """
+    check_known(params, {"steps", "bandwidth", "seqs", "hiddens", "micro_batch", "flops_per_s",
+                         "bandwidths_gb_s", "t0_s", "tensors"}, "offload.breakeven")
+    t0 = params.get("t0_s", 10e-6)
+    if isinstance(t0, bool) or not isinstance(t0, (int, float)) or t0 < 0:
+        raise UsageError("t0_s", f"must be a number ≥ 0 (seconds), got {t0!r}")
+    tensors = get_int(params, "tensors", copies_per_layer())
+    frames = {}
+    for key in ("steps", "bandwidth"):
+        path = params.get(key, f"results/offload/{key}.csv")
+        try:
+            frames[key] = pd.read_csv(path)
+        except (OSError, ValueError) as exc:
+            raise UsageError(key, f"cannot read {path!r} ({exc})") from None
+    rows = _grid_rows(params, tensors) + _measured_rows(frames["steps"], frames["bandwidth"], params)
+    device = str(frames["steps"]["device"].iloc[0])
+    prov = provenance(device=device, dtype="bfloat16 (grid); measured: see steps")
+    return pd.DataFrame(rows).assign(link=link_label(device), **{k: v for k, v in prov.items()})

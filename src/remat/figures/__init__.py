@@ -19,6 +19,7 @@ REGISTRY: dict[str, str] = {
     "sweep-seq-hidden": "remat.figures.sweeps:seq_hidden",
     "sweep-layer-timing": "remat.figures.sweeps:layer_timing",
     "offload-bandwidth": "remat.figures.offload:bandwidth",
+    "offload-breakeven": "remat.figures.offload:breakeven",
 }
 
 

@@ -53,3 +53,83 @@ def bandwidth(frames: list[pd.DataFrame]) -> Figure:
     fig.suptitle(f"Host↔device copies — {_link_title(frame)} (markers: measured; lines: fit)", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+_STYLES = ("-", "--", ":", "-.")
+
+
+def _frontier(ax, grid: pd.DataFrame, against: str, link_gb_s: float | None, link: str) -> None:
+    col = f"breakeven_{against}_gb_s"
+    rates = sorted(grid["flops_per_s"].unique())
+    for i, (h, part) in enumerate(grid.groupby("h")):
+        for j, rate in enumerate(rates):
+            p = part[part["flops_per_s"] == rate].groupby("s")[col].first().replace(np.inf, np.nan)
+            ax.loglog(p.index, p.values, _STYLES[j % 4], color=f"C{i}", lw=1.2,
+                      label=f"h = {h}" if j == 0 else None)
+    for j, rate in enumerate(rates):
+        ax.plot([], [], _STYLES[j % 4], color="grey", label=f"{rate / 1e12:g} TFLOP/s achieved")
+    if link_gb_s:
+        ax.axhline(link_gb_s, color="k", lw=0.8, alpha=0.6)
+        ax.annotate(f"measured: {link_gb_s:.1f} GB/s ({link})", (grid["s"].max(), link_gb_s), fontsize=7,
+                    va="bottom", ha="right")
+    seqs = sorted(grid["s"].unique())
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(seqs, [str(s) for s in seqs])
+    ax.minorticks_off()
+    ax.set_xlabel("sequence length s")
+    ax.set_ylabel("break-even bandwidth (GB/s = 10⁹ B/s)")
+    ax.set_title(f"offload vs {against} recompute: offload cheaper above the line", fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=6, ncol=2, loc="upper left")
+
+
+def _measured(ax, curve: pd.DataFrame, measured: pd.DataFrame) -> None:
+    markers = {"offload": "o", "full": "s", "selective": "^"}
+    for i, ((s, h), part) in enumerate(curve.groupby(["s", "h"])):
+        color = f"C{i}"
+        ax.loglog(part["bw_gb_s"], part["predicted_offload_serial_s"] * 1e3, "--", color=color, lw=1)
+        hidden = part["predicted_offload_overlap_s"] > 0  # fully hidden copies cost nothing: not on a log axis
+        ax.loglog(part["bw_gb_s"][hidden], part["predicted_offload_overlap_s"][hidden] * 1e3, "-", color=color,
+                  lw=0.8, alpha=0.5)
+        ax.axhline(part["predicted_full_s"].iloc[0] * 1e3, color=color, lw=0.6, ls=":")
+        m = measured[(measured["s"] == s) & (measured["h"] == h)].iloc[0]
+        for kind, marker in markers.items():
+            ax.loglog(m["bw_gb_s"], max(m[f"measured_{kind}_s"], 1e-6) * 1e3, marker, color=color, mfc="none",
+                      label=f"s={s}, h={h}" if kind == "offload" else None)
+    for kind, marker in markers.items():
+        ax.plot([], [], marker, color="grey", mfc="none", label=f"measured {kind}")
+    ax.plot([], [], "--", color="grey", label="model offload, serial copies")
+    ax.plot([], [], "-", color="grey", alpha=0.5, label="model offload, overlapped")
+    ax.plot([], [], ":", color="grey", label="model full recompute")
+    ax.set_xlabel("link bandwidth (GB/s = 10⁹ B/s)")
+    ax.set_ylabel("extra time per step over none (ms)")
+    ax.set_title("measured sizes: model (lines) and measured overheads (markers)", fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=6, ncol=2)
+
+
+def breakeven(frames: list[pd.DataFrame]) -> Figure:
+    """The break-even map of remat.formulas.offload and the measured points on it.
+
+    Left and middle: break-even link bandwidth (GB/s) against s per h (colour) and achieved FLOP/s (line
+    style), against full and against selective recompute; the measured link as a horizontal line. Right:
+    at each measured size, the model's extra seconds per step of offload over bandwidth (serial and
+    overlapped copies) and of full recompute, with the measured overheads of offload, full and selective
+    at the measured bandwidth. Input: one ``offload-breakeven`` table.
+    """
+    frame = frames[0]
+    grid, curve = frame[frame["kind"] == "grid"], frame[frame["kind"] == "curve"]
+    measured = frame[frame["kind"] == "measured"]
+    link_gb_s = float(measured["bw_gb_s"].iloc[0]) if len(measured) else None
+    link = str(frame["link"].iloc[0])
+    fig = Figure(figsize=(15, 4.6))
+    full_ax, sel_ax, meas_ax = fig.subplots(1, 3)
+    _frontier(full_ax, grid, "full", link_gb_s, link)
+    _frontier(sel_ax, grid, "selective", link_gb_s, link)
+    if len(measured):
+        _measured(meas_ax, curve, measured)
+    fig.suptitle(f"Offload break-even (grid: b = {int(grid['b'].iloc[0])}, a = h/128, 16-bit, "
+                 f"t0 = {grid['t0_s'].iloc[0] * 1e6:g} µs, {int(grid['tensors'].iloc[0])} copies/layer) — "
+                 f"measured on {frame['device'].iloc[0]}: {link}", fontsize=10)
+    fig.tight_layout()
+    return fig
