@@ -480,6 +480,7 @@ class _CopyBench:
 
     def _time_matmul(self) -> float:
         """Seconds per 4096² bf16 matmul on the compute stream (CUDA events)."""
+        torch.cuda.synchronize(self.device)  # the operand was made on the default stream
         with torch.cuda.stream(self.compute_stream):
             for _ in range(3):
                 self.a @ self.a
