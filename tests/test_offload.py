@@ -112,6 +112,21 @@ def test_views_of_one_storage_are_copied_once():
     assert torch.equal(w.grad, expected)
 
 
+def test_a_storage_modified_in_place_between_saves_is_copied_again():
+    w1, w2 = torch.randn(8, requires_grad=True), torch.randn(8, requires_grad=True)
+    t = torch.randn(8) * 1.0
+    before = t.clone()
+    hooks = OffloadHooks("cpu", min_bytes=0)
+    with hooks.layer():
+        y1 = (t * w1).sum()
+        with torch.no_grad():
+            t.add_(1.0)  # plain autograd would refuse the first save in backward; the hooks copied it already
+        y2 = (t * w2).sum()
+    assert hooks.copies == 2
+    (y1 + y2).backward()
+    assert torch.equal(w1.grad, before) and torch.equal(w2.grad, t)
+
+
 def _activation_bytes(model, tokens, hooks) -> int:
     """MemTracker's 'Activation' bytes on the CPU right after forward (then backward, to free the graph)."""
     tracker = MemTracker()

@@ -175,11 +175,11 @@ class HostBufferPool:
 class _Stored:
     """One device storage moved to the host: its bytes in a pool buffer, and (after a fetch) back on device."""
 
-    __slots__ = ("nbytes", "group", "host", "host_event", "device_bytes", "ready", "cell", "fake_mode",
-                 "__weakref__")
+    __slots__ = ("nbytes", "group", "version", "host", "host_event", "device_bytes", "ready", "cell",
+                 "fake_mode", "__weakref__")
 
-    def __init__(self, nbytes: int, group: int):
-        self.nbytes, self.group = nbytes, group
+    def __init__(self, nbytes: int, group: int, version: int):
+        self.nbytes, self.group, self.version = nbytes, group, version
         self.host = self.host_event = self.device_bytes = self.ready = self.fake_mode = None
         self.cell = [None]  # [(host buffer, event)] while the host copy is held; shared with the finalizer
 
@@ -232,7 +232,8 @@ class OffloadHooks:
     "demand" | "prefetch") in the order the copies back were issued), ``offloaded_bytes`` (copied to the
     host), ``kept_bytes`` (non-leaf storages left on the device: under ``min_bytes``, or not strided/plain);
     leaf storages (parameters, inputs) are not counted, as in remat.measure.saved.
-    Raises UsageError("--device") for a device that is not cpu/cuda or cuda without CUDA.
+    Raises UsageError("--device") for a device that is not cpu/cuda (a cuda device without CUDA is accepted:
+    fake CUDA tensors need none), UsageError("min_bytes") for a negative threshold.
     Source: torch.autograd.graph.saved_tensors_hooks; torch.cuda.Stream/Event; Tensor.record_stream.
     """
 
@@ -341,9 +342,10 @@ class OffloadHooks:
         storage = tensor.untyped_storage()
         key = storage._cdata  # the StorageImpl: one key for every view of it (real or fake)
         hit = self._by_storage.get(key)
-        if hit is not None and not hit[0].expired() and hit[1]() is not None:
+        if hit is not None and not hit[0].expired() and hit[1]() is not None \
+                and hit[1]().version == tensor._version:  # same bytes: not modified in place since
             return hit[1]()
-        stored = _Stored(storage.nbytes(), group)
+        stored = _Stored(storage.nbytes(), group, tensor._version)
         if is_fake(tensor):
             stored.fake_mode = tensor.fake_mode  # nothing to copy, nothing on the host
         else:
@@ -412,16 +414,6 @@ class OffloadHooks:
             if any(ref() is not None for ref in self._groups[earlier]):
                 self._fetch(earlier, "prefetch")
                 return
-
-
-def offload_context(hooks: OffloadHooks | None = None, device: str | torch.device = "cpu",
-                    min_bytes: int = DEFAULT_MIN_BYTES):
-    """A context manager offloading the tensors saved inside it as one group.
-
-    Convenience for one region: ``with offload_context(device="cuda"): y = layer(x)``; pass a shared
-    ``OffloadHooks`` to chain several layers (prefetch needs the shared object).
-    """
-    return (hooks or OffloadHooks(device, min_bytes=min_bytes)).layer()
 
 
 # --- host<->device bandwidth: measurement and the fit t = t0 + bytes/BW -----------------------------------------
