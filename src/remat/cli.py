@@ -247,7 +247,109 @@ def _run_bandwidth(args) -> int:
 
 # --- plan (planner) --------------------------------------------------------------------------------------------
 
-_SECTIONS = [_add_check, _add_experiment, _add_figure, _add_report, _add_bandwidth, _add_measure, _add_account]
+def _positive_float(text: str) -> float:
+    """argparse type: a float > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return value
+
+
+def _nonnegative_int(text: str) -> int:
+    """argparse type: an int ≥ 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be ≥ 0")
+    return value
+
+
+def _add_plan(sub):
+    from remat.planner.gpus import GPUS
+    p = sub.add_parser("plan", help="exact per-layer recompute/offload plan for a model, GPU and memory budget")
+    p.add_argument("--model", required=True, help="preset (gpt-22b, gpt3-175b, ...) or a config.json path")
+    p.add_argument("--memory", help="device memory budget, e.g. 80GiB, 80GB or bytes (default: the GPU's)")
+    p.add_argument("--gpu", default="a100-80gb", help=f"GPU preset ({', '.join(GPUS)}; default a100-80gb)")
+    p.add_argument("--tp", type=positive_int, help="tensor-parallel size t (default: the preset's)")
+    p.add_argument("--sp", action="store_true", help="sequence parallelism (Korthikanti §4.2.2)")
+    p.add_argument("--pp", type=positive_int, help="pipeline-parallel size p (default: the preset's)")
+    p.add_argument("--interleave", type=positive_int, help="interleaved stages per GPU m (default: preset's)")
+    p.add_argument("--layers", type=positive_int, help="override L")
+    p.add_argument("--seq", type=positive_int, help="override s")
+    p.add_argument("--micro-batch", type=positive_int, help="override b")
+    p.add_argument("--global-batch", type=positive_int, help="override the global batch B")
+    p.add_argument("--dp", type=positive_int, default=1, help="data-parallel size (default 1)")
+    p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0,
+                   help="ZeRO stage sharding model state over --dp: 1 optimizer, 2 +gradients, 3 +weights")
+    p.add_argument("--weight-bytes", type=_nonnegative_int, default=2, help="bytes per parameter (default 2)")
+    p.add_argument("--grad-bytes", type=_nonnegative_int, default=4, help="bytes per gradient (default 4)")
+    p.add_argument("--optimizer-bytes", type=_nonnegative_int, default=12,
+                   help="optimizer bytes per parameter (default 12: fp32 master + Adam m, v)")
+    p.add_argument("--reserve", default="2GiB", help="stated workspace reserve (default 2GiB)")
+    p.add_argument("--host-memory", help="host memory for offloaded activations (default: the GPU preset's)")
+    p.add_argument("--peak-tflops", type=_positive_float, help="override peak 16-bit TFLOP/s")
+    p.add_argument("--achievable", type=_positive_float, help="override the achievable fraction of peak")
+    p.add_argument("--link-gbps", type=_positive_float, help="override host-link GB/s (10^9 B/s) per direction")
+    p.add_argument("--link-t0-us", type=float, help="override the per-copy latency (microseconds)")
+    p.add_argument("--policies", default="none,selective,full,offload",
+                   help="policies the plan may use (comma-separated; default all four)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="measure per-layer forward/backward time on this machine instead of the FLOP model")
+    p.add_argument("--no-baselines", action="store_true", help="skip the baselines")
+    p.add_argument("--sac-time-limit", type=_positive_float, default=20.0,
+                   help="seconds for torch's sac_milp baseline (torch's own default is 180)")
+    p.add_argument("--format", choices=["md", "json"], default="md")
+    p.add_argument("--out", help="write the plan here (atomically) instead of printing it")
+    p.set_defaults(func=_run_plan)
+
+
+def _run_plan(args) -> int:
+    from remat.io import write_text
+    from remat.models.presets import from_name
+    from remat.planner import plan_model
+    from remat.units import parse_bytes
+    gpu_overrides = {
+        "peak_flops": args.peak_tflops * 1e12 if args.peak_tflops else None,
+        "achievable": args.achievable,
+        "link_bytes_per_s": args.link_gbps * 1e9 if args.link_gbps else None,
+        "link_t0_s": None if args.link_t0_us is None else args.link_t0_us * 1e-6,
+    }
+    if args.link_t0_us is not None and args.link_t0_us < 0:
+        raise UsageError("--link-t0-us", f"must be ≥ 0, got {args.link_t0_us}")
+    cfg = from_name(args.model, layers=args.layers, seq=args.seq, micro_batch=args.micro_batch, tp=args.tp,
+                    pp=args.pp, interleave=args.interleave, global_batch=args.global_batch)
+    from remat.planner.mckp import SearchTooLarge
+    try:
+        text = _plan_text(args, cfg, gpu_overrides, plan_model, parse_bytes)
+    except SearchTooLarge as exc:
+        print(f"remat plan: error: {exc}", file=sys.stderr)
+        return 1
+    if args.out:
+        write_text(args.out, text)
+    else:
+        print(text)
+    return 0
+
+
+def _plan_text(args, cfg, gpu_overrides, plan_model, parse_bytes) -> str:
+    return plan_model(
+        cfg, gpu_name=args.gpu, gpu_overrides=gpu_overrides,
+        memory=None if args.memory is None else parse_bytes(args.memory, "--memory"),
+        host_memory=None if args.host_memory is None else parse_bytes(args.host_memory, "--host-memory"),
+        reserve=parse_bytes(args.reserve, "--reserve"), sp=args.sp, dp=args.dp, zero=args.zero,
+        weight_bytes=args.weight_bytes, grad_bytes=args.grad_bytes, optimizer_bytes=args.optimizer_bytes,
+        policies=tuple(x.strip() for x in args.policies.split(",")), calibrate=args.calibrate,
+        baselines=not args.no_baselines, sac_time_limit_s=args.sac_time_limit, fmt=args.format)
+
+
+
+_SECTIONS = [_add_check, _add_experiment, _add_figure, _add_report, _add_bandwidth, _add_measure, _add_account,
+             _add_plan]
 
 
 def build_parser() -> argparse.ArgumentParser:

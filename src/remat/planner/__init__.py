@@ -1,1 +1,68 @@
-"""planner"""
+"""The exact per-layer planner: none / selective / full / offload per layer, least predicted step time
+under a memory budget.
+
+    problem = make_problem(from_name("gpt3-175b"), gpu_name="a100-80gb", memory=80 * 2**30, sp=True)
+    plan = solve(problem)                      # raises InfeasibleError(msg, minimum_bytes) if nothing fits
+    print(to_markdown(problem, plan, baselines(problem)))
+
+Modules: ``problem`` (the instance as data, ``evaluate``), ``solve`` (exact: cap branch-and-bound over an
+MCKP solved by ``mckp``), ``costs`` (Korthikanti formulas -> per-layer options), ``gpus`` (presets),
+``calibrate`` (measured per-layer times), ``baselines`` (none, full, √L, Megatron uniform/block/selective,
+torch's sac_milp), ``render`` (JSON / Markdown).
+"""
+
+from __future__ import annotations
+
+import json
+
+from remat.errors import UsageError
+from remat.models.presets import ModelConfig
+from remat.planner.problem import POLICIES, Layer, Option, Plan, Problem, evaluate, plan_from_policies
+from remat.planner.solve import minimum_budget, solve
+
+__all__ = ["POLICIES", "Layer", "Option", "Plan", "Problem", "evaluate", "plan_from_policies", "solve",
+           "minimum_budget", "make_problem", "plan_model"]
+
+
+def make_problem(cfg: ModelConfig, gpu_name: str = "a100-80gb", gpu_overrides: dict | None = None,
+                 memory: int | None = None, host_memory: int | None = None, reserve: int | None = None,
+                 sp: bool = False, dp: int = 1, zero: int = 0, weight_bytes: int = 2, grad_bytes: int = 4,
+                 optimizer_bytes: int = 12, policies=POLICIES, calibrate: bool = False) -> Problem:
+    """The planning problem of ``cfg`` on one GPU (bytes: int; None = the GPU preset's memory / host memory;
+    reserve None = costs.DEFAULT_RESERVE). ``calibrate`` measures per-layer seconds on this machine.
+    Raises UsageError naming the field for bad input."""
+    from remat.planner import costs
+    from remat.planner.gpus import gpu
+
+    device = gpu(gpu_name, **(gpu_overrides or {}))
+    for name in policies:
+        if name not in POLICIES:
+            raise UsageError("--policies", f"unknown policy {name!r} (known: {', '.join(POLICIES)})")
+    calibration = None
+    if calibrate:
+        from remat.planner.calibrate import layer_seconds
+        calibration = layer_seconds(cfg, policies)
+    settings = costs.Settings(
+        gpu=device, budget_bytes=device.memory_bytes if memory is None else memory,
+        host_limit_bytes=device.host_memory_bytes if host_memory is None else host_memory, sp=sp, dp=dp,
+        zero=zero, weight_bytes=weight_bytes, grad_bytes=grad_bytes, optimizer_bytes=optimizer_bytes,
+        reserve_bytes=costs.DEFAULT_RESERVE if reserve is None else reserve, policies=tuple(policies),
+        calibration=calibration)
+    return costs.build_problem(cfg, settings)
+
+
+def plan_model(cfg: ModelConfig, baselines: bool = True, sac_time_limit_s: float = 20.0, fmt: str = "json",
+               **problem_args) -> str:
+    """Solve and render: the plan of ``cfg`` as JSON text (fmt "json") or Markdown (fmt "md").
+
+    ``problem_args`` go to ``make_problem``. Raises InfeasibleError (exit 3 in the CLI) with the smallest
+    budget that works, UsageError for bad input."""
+    from remat.planner import render
+    from remat.planner.baselines import baselines as run_baselines
+
+    problem = make_problem(cfg, **problem_args)
+    plan = solve(problem)
+    base = run_baselines(problem, sac_time_limit_s=sac_time_limit_s) if baselines else {}
+    if fmt == "json":
+        return json.dumps(render.to_json(problem, plan, base), indent=2, default=str)
+    return render.to_markdown(problem, plan, base)

@@ -190,7 +190,8 @@ def _infeasible(problem: Problem) -> InfeasibleError:
     return InfeasibleError(
         f"budget {format_bytes(budget)} ({budget} bytes) is below the smallest peak any plan reaches; "
         f"the smallest budget that works is {format_bytes(best.peak_bytes)} ({best.peak_bytes} bytes); "
-        f"outside the layers alone: {format_bytes(problem.fixed_bytes)} ({problem.fixed_bytes} bytes)",
+        f"{' + '.join(problem.fixed_parts) or 'fixed bytes'} alone: {format_bytes(problem.fixed_bytes)} "
+        f"({problem.fixed_bytes} bytes)",
         best.peak_bytes)
 
 

@@ -1,0 +1,194 @@
+"""Per-layer costs of the four policies for a model on one GPU -> a planner ``Problem``.
+
+    settings = Settings(gpu=gpu("a100-80gb"), budget_bytes=80 * 2**30, sp=True)
+    problem = build_problem(from_name("gpt3-175b"), settings)
+
+What one GPU holds (the first pipeline stage, the most loaded), Korthikanti et al. 2022 symbols:
+
+* layers: L/p of them; with the interleaved schedule (m > 1) m chunks of L/(p·m) layers.
+* micro-batches in flight per layer n: p under 1F1B; interleaved, the first chunk holds 2p − 1 and the others
+  p when the first backward starts (Megatron's warm-up of 2(p − 1) + (m − 1)p forwards, + 1), which sums to
+  the paper's factor L·(1 + (p − 1)/(p·m)) (§4.2). With p = 1, n = 1 and the planner uses the prefix memory
+  model (backward frees layers from the last one back); with several micro-batches in flight it uses the
+  conservative model (all stored + the worst transient) — see ``remat.planner.problem``.
+* bytes per layer and micro-batch (16-bit activations, 1-byte masks; ``korthikanti.layer_bytes`` with t, SP):
+  none = sbh(34 + 5as/h) at t = 1; selective = without core attention; full = the layer input 2sbh (/t with
+  SP); offload = nothing on the device.
+* transient while the layer's backward runs (one micro-batch): selective — the recomputed core attention
+  (none − selective); full — the recomputed layer (none − full); offload — the layer's activations fetched
+  back plus the next layer's prefetch (2 × none); none — 0 (its gradients' working set is the stated
+  workspace reserve).
+* host bytes (offload) = n × none.
+* outside the layers (§4.3, ``korthikanti.outside_layer_bytes``): the embedding-dropout mask of p
+  micro-batches; with p = 1 also the final LayerNorm input, output-projection input and fp32 logits, and
+  the logits' gradient (4sbv/t) as the transient floor of the head's backward.
+* model state (bytes per parameter of ``korthikanti.params_per_gpu``): weights 2, gradients 4 (fp32
+  main_grad), optimizer 12 (fp32 master + Adam m, v) — Megatron's mixed precision, 18 in all
+  (``korthikanti.BYTES_PER_PARAM_WHY``); ZeRO stage z with data-parallel degree d divides the optimizer (z ≥ 1),
+  the gradients (z ≥ 2) and the weights (z = 3, FSDP) by d.
+* time of a layer per micro-batch: Appendix A FLOPs / t / (peak × achievable) — forward 24bsh² + 4bs²h,
+  backward 2× — plus the recompute (full: a forward; selective: 4bs²h) or the exposed offload transfer of
+  the break-even model (``remat.formulas.offload``). ``calibration`` replaces the FLOP model by seconds
+  measured on this machine (``calibrate``). A step runs N = global_batch/(b·dp) micro-batches plus the
+  pipeline bubble (p − 1)/m, so per-step seconds = (N + (p − 1)/m) × per-micro-batch seconds.
+
+Everything is in int bytes and float seconds; FLOPs are ints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from remat.errors import UsageError
+from remat.formulas import korthikanti as K
+from remat.formulas import offload as O
+from remat.models.presets import ModelConfig
+from remat.planner.gpus import GPU
+from remat.planner.problem import POLICIES, Layer, Option, Problem
+
+GiB = 2**30
+DEFAULT_RESERVE = 2 * GiB   # CUDA context, allocator fragmentation, communication buffers: an assumption
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything besides the model: the GPU, the budget and the parallel/optimizer layout (bytes, ints)."""
+
+    gpu: GPU
+    budget_bytes: int
+    host_limit_bytes: int | None = None
+    sp: bool = False
+    dp: int = 1
+    zero: int = 0
+    weight_bytes: int = 2
+    grad_bytes: int = 4
+    optimizer_bytes: int = 12
+    reserve_bytes: int = DEFAULT_RESERVE
+    policies: tuple[str, ...] = POLICIES
+    calibration: dict[str, float] | None = field(default=None, compare=False)  # s per layer per micro-batch
+
+
+def _check(cfg: ModelConfig, st: Settings) -> None:
+    if cfg.arch != "gpt":
+        raise UsageError("model", f"the planner's cost model is Korthikanti's GPT layer; {cfg.name} is "
+                                  f"{cfg.arch!r}")
+    for name in ("dp", "weight_bytes", "grad_bytes", "optimizer_bytes", "reserve_bytes", "budget_bytes"):
+        value = getattr(st, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "dp" else 0):
+            raise UsageError(name, f"must be an integer ≥ {1 if name == 'dp' else 0}, got {value!r}")
+    if st.zero not in (0, 1, 2, 3):
+        raise UsageError("zero", f"ZeRO stage must be 0, 1, 2 or 3, got {st.zero!r}")
+    if cfg.layers % cfg.pp:
+        raise UsageError("pp", f"p = {cfg.pp} must divide the {cfg.layers} layers")
+    if cfg.interleave > 1 and (cfg.layers // cfg.pp) % cfg.interleave:
+        raise UsageError("interleave", f"m = {cfg.interleave} must divide the {cfg.layers // cfg.pp} layers per "
+                                       "stage")
+    if cfg.global_batch % (cfg.micro_batch * st.dp):
+        raise UsageError("global_batch", f"{cfg.global_batch} is not a multiple of micro-batch × dp = "
+                                         f"{cfg.micro_batch * st.dp}")
+    unknown = set(st.policies) - set(POLICIES)
+    if unknown or not st.policies:
+        raise UsageError("policies", f"unknown policies {sorted(unknown)} (known: {', '.join(POLICIES)})")
+
+
+def in_flight(cfg: ModelConfig) -> list[int]:
+    """Micro-batches in flight for each layer of the first stage, in the stage's layer order (see above)."""
+    p, m = cfg.pp, cfg.interleave
+    per_stage = cfg.layers // p
+    if m <= 1 or p == 1:
+        return [p] * per_stage
+    chunk = per_stage // m
+    return [2 * p - 1] * chunk + [p] * (per_stage - chunk)
+
+
+def micro_batches(cfg: ModelConfig, dp: int = 1) -> int:
+    """Micro-batches per step for one pipeline: N = global_batch / (b · dp)."""
+    return cfg.global_batch // (cfg.micro_batch * dp)
+
+
+def step_multiplier(cfg: ModelConfig, dp: int = 1) -> float:
+    """Per-step seconds / per-micro-batch seconds of a stage: N + (p − 1)/m (1F1B bubble, interleaved)."""
+    return micro_batches(cfg, dp) + (cfg.pp - 1) / max(1, cfg.interleave)
+
+
+def layer_bytes(cfg: ModelConfig, sp: bool) -> dict[str, int]:
+    """Bytes one layer keeps per micro-batch on one TP rank under none / selective / full (Table 2)."""
+    s, b, h, a, t = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.heads, cfg.tp
+    return {mode: K.layer_bytes(s, b, h, a, t, sp, mode) for mode in K.RECOMPUTE}
+
+
+def per_micro_batch(cfg: ModelConfig, st: Settings) -> dict[str, dict]:
+    """Per policy, one layer and one micro-batch: stored/transient/host bytes, seconds, recompute FLOPs."""
+    s, b, h, t = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.tp
+    by = layer_bytes(cfg, st.sp)
+    rate = st.gpu.flops_per_s
+    fwd = K.layer_forward_flops(s, b, h) / t / rate
+    base = 3 * fwd                                       # forward + backward (2× forward)
+    tensors = len(K.stored_terms("none"))
+    exposed = O.exposed_offload_s(by["none"], tensors, fwd, 2 * fwd, st.gpu.link)
+    out = {
+        "none": dict(stored=by["none"], transient=0, time=base, flops=0, host=0),
+        "selective": dict(stored=by["selective"], transient=by["none"] - by["selective"],
+                          time=base + K.recompute_flops(s, b, h, "selective") / t / rate,
+                          flops=K.recompute_flops(s, b, h, "selective") // t, host=0),
+        "full": dict(stored=by["full"], transient=by["none"] - by["full"],
+                     time=base + K.recompute_flops(s, b, h, "full") / t / rate,
+                     flops=K.recompute_flops(s, b, h, "full") // t, host=0),
+        "offload": dict(stored=0, transient=2 * by["none"], time=base + exposed, flops=0, host=by["none"],
+                        exposed=exposed),
+    }
+    if st.calibration is not None:
+        for policy, seconds in st.calibration.items():
+            if policy in out:
+                out[policy]["time"] = seconds
+    return {p: out[p] for p in st.policies}
+
+
+def model_state(cfg: ModelConfig, st: Settings) -> dict[str, int]:
+    """Weights, gradients and optimizer state (bytes) of the first stage's GPU, ZeRO-sharded by dp."""
+    n = K.params_per_gpu(cfg.hidden, cfg.layers, cfg.vocab, cfg.seq, cfg.tp, cfg.pp)
+    shard = lambda stage: st.dp if st.zero >= stage else 1
+    return {"weights": -(-n * st.weight_bytes // shard(3)),
+            "gradients": -(-n * st.grad_bytes // shard(2)),
+            "optimizer": -(-n * st.optimizer_bytes // shard(1))}
+
+
+def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
+    """The planning problem of ``cfg`` on one GPU of its first pipeline stage (module docstring).
+
+    Raises UsageError naming the field for an unsupported model or inconsistent settings.
+    Sources: Korthikanti et al. 2022 Table 2, §4.2–4.3, Appendix A; remat.formulas.offload.
+    """
+    _check(cfg, st)
+    s, b, h, v, t, p = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.vocab, cfg.tp, cfg.pp
+    costs = per_micro_batch(cfg, st)
+    steps = step_multiplier(cfg, st.dp)
+    n_mb = micro_batches(cfg, st.dp)
+    chunk = (cfg.layers // p) // max(1, cfg.interleave)
+    layers, flight = [], in_flight(cfg)
+    for i, n in enumerate(flight):
+        options = tuple(Option(policy, stored_bytes=n * c["stored"], transient_bytes=c["transient"],
+                               time_s=steps * c["time"], recompute_flops=n_mb * c["flops"],
+                               offload_bytes=n * c["host"]) for policy, c in costs.items())
+        kind = f"chunk {i // chunk}, {n} micro-batches in flight" if cfg.interleave > 1 and p > 1 else \
+            f"{n} micro-batch{'es' if n > 1 else ''} in flight"
+        layers.append(Layer(i, options, kind))
+    outside = K.outside_layer_bytes(s, b, h, v, t, p, st.sp)
+    fixed = {**model_state(cfg, st), "outside layers (§4.3)": sum(outside.values()),
+             "workspace reserve": st.reserve_bytes}
+    floor = _whole(Fraction(4 * s * b * v, t)) if p == 1 else 0   # fp32 logits' gradient
+    head_time = steps * 3 * K.logits_flops(s, b, h, v) / t / st.gpu.flops_per_s if p == 1 else 0.0
+    meta = {"model": cfg.name, "s": s, "b": b, "h": h, "a": cfg.heads, "L": cfg.layers, "v": v, "t": t,
+            "sp": st.sp, "p": p, "m": cfg.interleave, "dp": st.dp, "zero": st.zero, "gpu": st.gpu.name,
+            "micro_batches": n_mb, "step_multiplier": steps, "in_flight": flight, "outside_terms": outside,
+            "bytes_per_micro_batch": {k: c["stored"] for k, c in costs.items()},
+            "time_source": "calibrated on this machine" if st.calibration else "FLOP model",
+            "flops_per_s": st.gpu.flops_per_s, "link_bytes_per_s": st.gpu.link_bytes_per_s,
+            "link_t0_s": st.gpu.link_t0_s, "memory_model": "prefix" if p == 1 else "all stored + worst transient"}
+    return Problem(tuple(layers), fixed, st.budget_bytes, st.host_limit_bytes, fixed_time_s=head_time,
+                   transient_floor_bytes=floor, prefix=(p == 1), meta=meta)
+
+
+def _whole(x: Fraction) -> int:
+    return int(round(x))
