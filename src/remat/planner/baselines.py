@@ -15,8 +15,8 @@
   least that much and scored here.
 
 A checkpointed unit of several layers keeps only its input (the first layer's ``full`` stored bytes) and,
-while its backward runs, holds every layer's activations (Σ ``none`` stored) again; each of its layers costs
-the ``full`` time.
+while its backward runs, holds every layer's activations again: the first layer's ``full`` transient plus
+the other members' ``none`` stored bytes (one micro-batch); each of its layers costs the ``full`` time.
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ def _unit_problem(problem: Problem, units: list[tuple[int, int, bool]]) -> Probl
         if not ckpt:
             layers += [Layer(layer.index, (o,), layer.kind) for layer, o in zip(members, none)]
             continue
-        # the unit's input: the first layer's checkpoint; its recompute re-creates every member's activations
-        per_mb = full[0].stored_bytes // max(1, _in_flight(problem, start))
-        recomputed = sum(o.stored_bytes // max(1, _in_flight(problem, k)) for k, o in
-                         zip(range(start, stop), none)) - per_mb
+        # the unit's input is its first layer's checkpoint; its recompute re-creates every member's
+        # activations: the first layer's full-recompute transient plus the other members' stored (one mb)
+        recomputed = full[0].transient_bytes + sum(o.stored_bytes // max(1, _in_flight(problem, k))
+                                                   for k, o in zip(range(start + 1, stop), none[1:]))
         for k, (layer, f) in enumerate(zip(members, full)):
             first = k == 0
             layers.append(Layer(layer.index, (Option(

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from remat.errors import UsageError
 from remat.models.presets import ModelConfig
 
 
 def layer_seconds(cfg: ModelConfig, policies, device: str | None = None, repeats: int = 5, warmup: int = 2,
-                  seed: int = 0) -> dict[str, float]:
+                  seed: int = 0, rounds: int = 3) -> dict[str, float]:
     """policy -> median seconds of one layer's forward + backward (one micro-batch) on ``device``
-    ("cuda" when available, else "cpu"). Raises UsageError("--tp") for t > 1."""
+    ("cuda" when available, else "cpu"): ``rounds`` interleaved rounds of ``repeats`` timed steps per
+    policy, the median of all samples (a busy machine then slows every policy alike).
+    Raises UsageError("--tp") for t > 1."""
     import torch
 
     from remat.measure.timing import time_step
@@ -33,14 +37,16 @@ def layer_seconds(cfg: ModelConfig, policies, device: str | None = None, repeats
     layer = model.layers[0]
     dtype = next(model.parameters()).dtype
     x = torch.randn(cfg.seq, cfg.micro_batch, cfg.hidden, device=device, dtype=dtype, requires_grad=True)
-    out = {}
-    for policy in policies:
-        apply_plan(model, [policy])
+    policies = tuple(policies)
+    samples: dict[str, list[float]] = {p: [] for p in policies}
 
-        def step():
-            x.grad = None
-            model.zero_grad(set_to_none=True)
-            layer(x).float().square().mean().backward()
+    def step():
+        x.grad = None
+        model.zero_grad(set_to_none=True)
+        layer(x).float().square().mean().backward()
 
-        out[policy] = time_step(step, device, warmup=warmup, repeats=repeats).median_s
-    return out
+    for r in range(rounds):
+        for policy in policies[r % len(policies):] + policies[:r % len(policies)]:
+            apply_plan(model, [policy])
+            samples[policy] += time_step(step, device, warmup=warmup, repeats=repeats).samples_s
+    return {p: float(np.median(s)) for p, s in samples.items()}

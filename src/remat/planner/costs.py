@@ -192,3 +192,82 @@ def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
 
 def _whole(x: Fraction) -> int:
     return int(round(x))
+
+
+# --- the runtime's torch model (validation on the machine that runs it) ---------------------------------------
+
+@dataclass(frozen=True)
+class TorchCalibration:
+    """What the torch model's costs need from this machine (measured once, stated in every result):
+
+    layer_seconds: policy -> seconds of one layer's forward + backward (``calibrate.layer_seconds``);
+    outside_seconds: the rest of a step (embedding, head, loss);
+    layer_workspace_bytes: what a layer's backward allocates beyond its saved tensors (activation gradients,
+    temporaries); head_workspace_bytes: the same for the LM head and loss (the logits' gradients);
+    stats_itemsize: bytes per LayerNorm mean/rstd element on this device."""
+
+    layer_seconds: dict[str, float]
+    outside_seconds: float
+    layer_workspace_bytes: int
+    head_workspace_bytes: int
+    stats_itemsize: int
+
+
+def torch_sizes(cfg: ModelConfig, stats_itemsize: int):
+    """``remat.formulas.torch_gpt.GPTSizes`` of ``cfg`` (the runtime's GPT model)."""
+    from remat.formulas import torch_gpt as G
+    return G.GPTSizes(s=cfg.seq, b=cfg.micro_batch, h=cfg.hidden, a=cfg.heads, v=cfg.vocab,
+                      itemsize=G.itemsize(cfg.dtype), stats_itemsize=stats_itemsize, dropout=cfg.dropout > 0)
+
+
+def torch_parts(cfg: ModelConfig, stats_itemsize: int) -> dict:
+    """Bytes of the runtime's GPT model on one device, from ``remat.formulas.torch_gpt`` (one micro-batch,
+    no pipeline, no optimizer step — what ``remat.measure.step`` runs):
+
+    layer[mode]: saved per layer (none | selective | full); grads_layer: one layer's parameter gradients;
+    grads_head: gradients made by the head's backward (the tied embedding, the final LayerNorm); kept: bytes
+    held the whole step (parameters, causal-mask buffers L·max_positions², token ids and targets, the
+    embedding's saved tensors); head: the head's saved tensors (freed before the layers' backward)."""
+    from remat.formulas import torch_gpt as G
+    sz = torch_sizes(cfg, stats_itemsize)
+    e = sz.itemsize
+    ln = 2 * cfg.hidden if cfg.bias else cfg.hidden
+    per_layer = G.param_count(cfg.hidden, 1, 0, 0, cfg.ffn_hidden, cfg.bias) - ln
+    params = G.param_count(cfg.hidden, cfg.layers, cfg.vocab, cfg.max_positions, cfg.ffn_hidden, cfg.bias)
+    outside = G.outside_terms(sz)
+    return {
+        "layer": {mode: G.layer_saved_bytes(sz, mode) for mode in G.MODES},
+        "grads_layer": per_layer * e,
+        "grads_head": (cfg.vocab * cfg.hidden + ln) * e if cfg.tie_embeddings else ln * e,
+        "kept": {"weights": params * e, "causal-mask buffers": cfg.layers * cfg.max_positions ** 2,
+                 "inputs and embedding activations": sum(outside["inputs"].values()) + sum(outside["embed"].values())},
+        "head": sum(outside["head"].values()),
+    }
+
+
+def torch_problem(cfg: ModelConfig, budget_bytes: int, cal: TorchCalibration,
+                  policies: tuple[str, ...] = ("none", "selective", "full")) -> Problem:
+    """The planning problem of the runtime's GPT model on this machine (prefix memory model, one micro-batch).
+
+    While layer i's backward runs the device holds: ``kept``, the stored tensors of layers 0..i, what the
+    layer recomputes (none − its stored), the backward workspace, the gradients already made (layers after
+    i and the head's). At the start of backward: everything stored + the head's tensors, workspace and
+    gradients (the transient floor). Offload is not offered: on a CPU "host" memory is the same memory.
+    """
+    if cfg.arch != "gpt" or cfg.tp != 1 or cfg.pp != 1:
+        raise UsageError("model", "the torch cost model covers the serial GPT model (t = p = 1)")
+    parts = torch_parts(cfg, cal.stats_itemsize)
+    y, L = parts["layer"], cfg.layers
+    layers = []
+    for i in range(L):
+        later_grads = (L - 1 - i) * parts["grads_layer"] + parts["grads_head"]
+        options = tuple(Option(m, stored_bytes=y[m],
+                               transient_bytes=y["none"] - y[m] + cal.layer_workspace_bytes + later_grads,
+                               time_s=cal.layer_seconds[m]) for m in policies)
+        layers.append(Layer(i, options, "first" if i == 0 else "last" if i == L - 1 else "middle"))
+    floor = parts["head"] + cal.head_workspace_bytes + parts["grads_head"]
+    meta = {"model": cfg.name, "s": cfg.seq, "b": cfg.micro_batch, "h": cfg.hidden, "a": cfg.heads, "L": L,
+            "v": cfg.vocab, "dtype": cfg.dtype, "time_source": "calibrated on this machine",
+            "memory_model": "prefix", "gpu": "cpu"}
+    return Problem(tuple(layers), dict(parts["kept"]), budget_bytes, None, fixed_time_s=cal.outside_seconds,
+                   transient_floor_bytes=floor, prefix=True, meta=meta)

@@ -1,0 +1,227 @@
+"""Planner experiments: plans for the paper's models, Pareto frontiers against the baselines, and the plans
+applied to real (tiny, CPU) models and measured.
+
+* ``paper_plans``     (planner-paper): the exact plan and every baseline for the Table 3 models on 80 GB GPUs
+  (predicted; the cost model of ``remat.planner.costs``). One row per (model, gpu, sp, method).
+* ``frontier``        (planner-frontier): a budget sweep from the smallest budget any plan fits to the peak
+  of ``none``: step time of the plan and of each baseline per budget (predicted). One row per (model,
+  budget, method).
+* ``validate``        (planner-validate): tiny GPT models on this machine. Calibration (stated in every row):
+  per-layer seconds per policy (``remat.planner.calibrate``), and two reference steps — ``none`` and
+  ``full`` — whose measured peaks give the backward workspaces the formulas do not contain. Then, at
+  budgets across the feasible range, the plan and every baseline are applied with
+  ``remat.policies.apply_plan`` and measured (``remat.measure.step.measure``: MemTracker peak bytes,
+  median step time). One row per (model, budget, method) with predicted and measured peak and time.
+
+Run: ``remat experiment planner-validate --params '{"models": [{"layers": 8, "seq": 128}]}' --out x.csv``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from remat.errors import InfeasibleError, UsageError
+from remat.experiments.params import check_known, get_int
+from remat.measure.provenance import provenance
+from remat.models.presets import from_name
+from remat.planner import make_problem
+from remat.planner.baselines import baselines
+from remat.planner.problem import Problem, evaluate, plan_from_policies
+from remat.planner.solve import minimum_budget, solve
+
+PAPER_MODELS = ("gpt-22b", "gpt3-175b", "mt-nlg-530b", "gpt-1t")
+GiB = 2**30
+
+
+def _list(params: dict, key: str, default: list) -> list:
+    value = params.get(key, default)
+    if not isinstance(value, list) or not value:
+        raise UsageError(key, f"must be a non-empty list, got {value!r}")
+    return value
+
+
+def _rows(problem: Problem, plan, base: dict, **keys) -> list[dict]:
+    rows = [{**keys, "method": "plan", "peak_bytes": plan.peak_bytes, "step_time_s": plan.step_time_s,
+             "feasible": plan.feasible, "recompute_flops": plan.recompute_flops,
+             "offload_bytes": plan.offload_bytes,
+             **{f"n_{p}": plan.policies.count(p) for p in ("none", "selective", "full", "offload")}}]
+    for name, b in base.items():
+        rows.append({**keys, "method": name, "peak_bytes": b["peak_bytes"], "step_time_s": b["step_time_s"],
+                     "feasible": b["feasible"], "recompute_flops": b.get("recompute_flops"),
+                     "detail": ";".join(f"{k}={b[k]}" for k in ("N", "k") if k in b) or None})
+    return rows
+
+
+def paper_plans(params: dict) -> pd.DataFrame:
+    """The plan and baselines of each paper model at its GPU's memory (80 GB class), with and without SP.
+
+    params: models (list of presets; default the four of Table 3), gpus (default ["a100-80gb", "h100-80gb"]),
+    sac_time_limit_s (default 20)."""
+    check_known(params, {"models", "gpus", "sac_time_limit_s"}, "planner-paper")
+    models = _list(params, "models", list(PAPER_MODELS))
+    gpus = _list(params, "gpus", ["a100-80gb", "h100-80gb"])
+    limit = float(params.get("sac_time_limit_s", 20.0))
+    rows = []
+    for name in models:
+        for gpu_name in gpus:
+            for sp in (False, True):
+                problem = make_problem(from_name(name), gpu_name=gpu_name, sp=sp)
+                keys = {"model": name, "gpu": gpu_name, "sp": sp, "budget_bytes": problem.budget_bytes,
+                        "layers_per_gpu": len(problem.layers)}
+                try:
+                    plan = solve(problem)
+                except InfeasibleError as exc:
+                    rows.append({**keys, "method": "plan", "feasible": False,
+                                 "minimum_bytes": exc.minimum_bytes})
+                    continue
+                rows += _rows(problem, plan, baselines(problem, sac_time_limit_s=limit), **keys)
+    return _with_provenance(rows, "cpu")
+
+
+def frontier(params: dict) -> pd.DataFrame:
+    """Budget sweep (predicted): per model, ``points`` budgets from the least feasible peak to ``none``'s.
+
+    params: models (default ["gpt3-175b", "mt-nlg-530b"]), gpu (default "a100-80gb"), sp (default true),
+    points (default 12), sac_time_limit_s (default 10)."""
+    check_known(params, {"models", "gpu", "sp", "points", "sac_time_limit_s"}, "planner-frontier")
+    models = _list(params, "models", ["gpt3-175b", "mt-nlg-530b"])
+    points = get_int(params, "points", 12, minimum=2)
+    limit = float(params.get("sac_time_limit_s", 10.0))
+    rows = []
+    for name in models:
+        problem = make_problem(from_name(name), gpu_name=params.get("gpu", "a100-80gb"),
+                               sp=bool(params.get("sp", True)))
+        for budget in _budgets(problem, points):
+            at = _at(problem, budget)
+            rows += _rows(at, solve(at), baselines(at, sac_time_limit_s=limit), model=name,
+                          budget_bytes=budget, gpu=problem.meta["gpu"], sp=problem.meta["sp"])
+    return _with_provenance(rows, "cpu")
+
+
+def _at(problem: Problem, budget: int) -> Problem:
+    import dataclasses
+    return dataclasses.replace(problem, budget_bytes=int(budget))
+
+
+def _budgets(problem: Problem, points: int) -> list[int]:
+    """``points`` budgets (bytes) evenly spaced from the least feasible peak to the peak of all-none."""
+    lo = minimum_budget(problem).peak_bytes
+    hi = max(lo, plan_from_policies(problem, ["none"] * len(problem.layers)).peak_bytes)
+    return sorted({int(round(x)) for x in np.linspace(lo, hi, points)})
+
+
+# --- validation on the runtime's tiny models ------------------------------------------------------------------
+
+_MODEL_KEYS = {"model", "layers", "seq", "micro_batch", "hidden", "heads", "dropout"}
+
+
+def _tiny(spec: dict):
+    check_known(spec, _MODEL_KEYS, "planner-validate.models[]")
+    hidden = spec.get("hidden")
+    overrides = {k: spec.get(k) for k in ("layers", "seq", "micro_batch", "hidden", "heads", "dropout")}
+    if hidden is not None:
+        overrides["ffn_hidden"] = 4 * hidden
+    if spec.get("seq") is not None:
+        overrides["max_positions"] = spec["seq"]
+    return from_name(spec.get("model", "gpt-tiny"), **overrides)
+
+
+def calibrate_torch(cfg, device: str = "cpu", repeats: int = 5):
+    """(TorchCalibration, reference rows): per-layer seconds; outside seconds and the two backward
+    workspaces from measured ``none`` and ``full`` steps (see the module docstring)."""
+    from remat.experiments.sweeps import layernorm_stats_itemsize
+    from remat.measure.step import measure
+    from remat.planner.calibrate import layer_seconds
+    from remat.planner.costs import TorchCalibration, torch_problem
+
+    policies = ("none", "selective", "full")
+    seconds = layer_seconds(cfg, policies, device, repeats=repeats)
+    ref = {p: measure(cfg, p, device, repeats=repeats) for p in ("none", "full")}
+    outside = max(0.0, ref["none"]["step_time_s"] - cfg.layers * seconds["none"])
+    stats = layernorm_stats_itemsize(cfg.dtype, device)
+    zero = TorchCalibration(seconds, outside, 0, 0, stats)
+    bare = torch_problem(cfg, 2**62, zero, policies)
+    head = max(0, ref["none"]["peak_bytes"] - evaluate(bare, [0] * cfg.layers).peak_bytes)
+    with_head = torch_problem(cfg, 2**62, TorchCalibration(seconds, outside, 0, head, stats), policies)
+    full = [policies.index("full")] * cfg.layers
+    layer_ws = max(0, ref["full"]["peak_bytes"] - evaluate(with_head, full).peak_bytes)
+    return TorchCalibration(seconds, outside, layer_ws, head, stats), ref
+
+
+def _spec(name: str, entry: dict) -> str | None:
+    """The runtime's plan spec (remat.policies.parse_plan) of a baseline entry."""
+    if name in ("none", "full", "selective"):
+        return name
+    if name == "sqrt-segments":
+        return f"segments:{entry['k']}"
+    if name == "megatron-uniform":
+        return f"uniform:{entry['N']}"
+    if name == "megatron-block":
+        return f"block:{entry['N']}"
+    if name == "torch-sac-milp" and entry.get("policies"):
+        return ",".join(entry["policies"])
+    return None
+
+
+def validate(params: dict) -> pd.DataFrame:
+    """Plans and baselines applied to tiny GPT models on ``device`` and measured (module docstring).
+
+    params: models (list of {model, layers, seq, micro_batch, hidden, heads, dropout}; default two tiny
+    GPTs), points (budgets per model, default 5), repeats (timed steps, default 5), device ("cpu")."""
+    from remat.measure.step import measure
+    from remat.planner.costs import torch_problem
+
+    check_known(params, {"models", "points", "repeats", "device"}, "planner-validate")
+    specs = _list(params, "models", [{"layers": 8, "seq": 128, "micro_batch": 4},
+                                      {"layers": 12, "seq": 64, "micro_batch": 8, "hidden": 128, "heads": 8}])
+    points = get_int(params, "points", 5, minimum=2)
+    repeats = get_int(params, "repeats", 5, minimum=5)
+    device = params.get("device", "cpu")
+    rows = []
+    for spec in specs:
+        cfg = _tiny(spec)
+        cal, ref = calibrate_torch(cfg, device, repeats)
+        problem = torch_problem(cfg, 2**62, cal)
+        L, cache = cfg.layers, dict(ref)
+        keys = {"model": cfg.name, "layers": L, "seq": cfg.seq, "micro_batch": cfg.micro_batch,
+                "hidden": cfg.hidden, "heads": cfg.heads, "dtype": cfg.dtype,
+                "layer_workspace_bytes": cal.layer_workspace_bytes,
+                "head_workspace_bytes": cal.head_workspace_bytes, "outside_seconds": cal.outside_seconds,
+                **{f"layer_seconds_{p}": s for p, s in cal.layer_seconds.items()}}
+
+        def measured(plan_spec: str) -> dict:
+            if plan_spec not in cache:
+                cache[plan_spec] = measure(cfg, plan_spec, device, repeats=repeats)
+            return cache[plan_spec]
+
+        for budget in _budgets(problem, points):
+            at = _at(problem, budget)
+            plan = solve(at)
+            entries = {"plan": {"peak_bytes": plan.peak_bytes, "step_time_s": plan.step_time_s,
+                                "feasible": plan.feasible, "spec": ",".join(plan.policies)}}
+            for name, entry in baselines(at).items():
+                entries[name] = {**entry, "spec": _spec(name, entry)}
+            for method, entry in entries.items():
+                row = {**keys, "budget_bytes": budget, "method": method, "spec": entry["spec"],
+                       "predicted_peak_bytes": entry["peak_bytes"], "predicted_step_time_s": entry["step_time_s"],
+                       "feasible": entry["feasible"], "reference": entry["spec"] in ref}
+                if entry["feasible"] and entry["spec"] is not None:
+                    m = measured(entry["spec"])
+                    row.update(measured_peak_bytes=m["peak_bytes"], measured_step_time_s=m["step_time_s"],
+                               peak_method=m["peak_method"])
+                rows.append(row)
+    frame = _with_provenance(rows, device)
+    has = frame["measured_peak_bytes"].notna() if "measured_peak_bytes" in frame else False
+    frame["peak_rel_error"] = np.where(has, frame.get("predicted_peak_bytes") / frame.get("measured_peak_bytes") - 1,
+                                       math.nan) if "measured_peak_bytes" in frame else math.nan
+    frame["measured_within_budget"] = (frame["measured_peak_bytes"] <= frame["budget_bytes"]) \
+        if "measured_peak_bytes" in frame else None
+    return frame
+
+
+def _with_provenance(rows: list[dict], device: str) -> pd.DataFrame:
+    prov = provenance(device=device)
+    return pd.DataFrame([{**row, **{k: v for k, v in prov.items() if k not in row}} for row in rows])
