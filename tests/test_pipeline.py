@@ -21,6 +21,10 @@ TINY = {
         "seq-hidden": {"seqs": [64, 128], "hiddens": [32, 64]},
         "layer-timing": {"hidden": 128, "heads": 4, "seq": 64, "rounds": 1, "warmup": 1},
     },
+    "offload": {
+        "bandwidth": {"max_size": "4MiB", "repeats": 3},
+        "steps": {"seqs": [32], "hiddens": [32], "layers": 2, "rounds": 1},
+    },
 }
 
 
@@ -42,13 +46,18 @@ def test_pipeline_makes_every_table_figure_and_report(pipeline):
     for sweep in ["segments", "depth", "seq-hidden", "layer-timing"]:
         frame = pd.read_csv(pipeline / "results" / "sweeps" / sweep / "cpu.csv")
         assert len(frame) > 0 and (frame["status"] == "ok").all()
+    for table in ["bandwidth", "steps", "breakeven"]:
+        frame = pd.read_csv(pipeline / "results" / "offload" / "cpu" / f"{table}.csv")
+        assert len(frame) > 0
+    assert pd.read_csv(pipeline / "results" / "offload" / "cpu" / "bandwidth.csv")["simulated"].all()
     for table in ["table2", "items", "flops", "memory", "modern"]:
         assert len(pd.read_csv(pipeline / "results" / "korthikanti" / f"{table}.csv")) > 0
     for fig in ["chen_segments", "chen_depth", "korthikanti_percent", "korthikanti_memory", "sweeps_segments",
-                "sweeps_depth", "sweeps_seq-hidden", "sweeps_layer-timing"]:
+                "sweeps_depth", "sweeps_seq-hidden", "sweeps_layer-timing", "offload_bandwidth",
+                "offload_breakeven"]:
         assert (pipeline / "figures" / f"{fig}.png").stat().st_size > 1000
         assert (pipeline / "figures" / f"{fig}.svg").stat().st_size > 1000
-    for report in ["chen2016", "korthikanti2022", "sweeps"]:
+    for report in ["chen2016", "korthikanti2022", "sweeps", "offload"]:
         html = (pipeline / "reports" / f"{report}.html").read_text()
         assert "data:image/png;base64" in html, report
     assert (pipeline / "reports" / "index.html").exists()

@@ -36,6 +36,11 @@ def params_json(*keys, **extra):
 # torch rules run in the CUDA build of the env on a GPU node, in the CPU build elsewhere
 TORCH_ENV = "../../envs/torch-cuda.yaml" if config["device"] == "cuda" else "../../envs/torch-cpu.yaml"
 SWEEPS = ["segments", "depth", "seq-hidden", "layer-timing"]
+# offload figures and report show the GPU's tables once a GPU run has made them (else the CPU simulation);
+# same rule as remat.experiments.offload.results_device
+OFFLOAD_DEVICE = (
+    "cuda" if config["device"] == "cuda" or Path("results/offload/cuda/bandwidth.csv").is_file() else "cpu"
+)
 
 
 def sweep_tables(sweep):
@@ -49,4 +54,5 @@ def all_targets():
     """Every configured report, the index page, and this device's measured tables (the default target): naming the
     tables makes a GPU config run its sweeps even where CPU reports already exist."""
     device_tables = expand("results/sweeps/{sweep}/{device}.csv", sweep=SWEEPS, device=config["device"])
+    device_tables += expand("results/offload/{device}/breakeven.csv", device=config["device"])
     return expand("reports/{name}.html", name=config["reports"]) + ["reports/index.html"] + device_tables

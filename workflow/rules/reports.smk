@@ -8,6 +8,8 @@ REPORT_INPUTS = {
     )
     + expand("figures/korthikanti_{f}.png", f=["percent", "memory"]),
     "sweeps": [t for s in SWEEPS for t in sweep_tables(s)] + expand("figures/sweeps_{s}.png", s=SWEEPS),
+    "offload": expand("results/offload/{d}/{t}.csv", d=OFFLOAD_DEVICE, t=["bandwidth", "steps", "breakeven"])
+    + expand("figures/offload_{f}.png", f=["bandwidth", "breakeven"]),
 }
 
 

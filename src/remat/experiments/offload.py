@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import weakref
+from pathlib import Path
 
 import numpy as np
+
 import pandas as pd
 import torch
 
@@ -412,8 +414,8 @@ def breakeven_table(params: dict) -> pd.DataFrame:
     placed on it. Reads the tables of offload-steps and offload-bandwidth (the model's inputs there: bytes
     and copies per layer, link fit, achieved FLOP/s; it measures nothing itself).
 
-    params: steps (CSV path, default "results/offload/steps.csv"), bandwidth (CSV path, default
-    "results/offload/bandwidth.csv"), grid: seqs, hiddens (a = h/128, b = micro_batch, default 1),
+    params: steps (CSV path, default "results/offload/cpu/steps.csv"), bandwidth (CSV path, default
+    "results/offload/cpu/bandwidth.csv"), grid: seqs, hiddens (a = h/128, b = micro_batch, default 1),
     flops_per_s (achieved FLOP/s list), bandwidths_gb_s (GB/s = 10^9 B/s), t0_s (per-copy latency, default
     10 µs), tensors (copies per layer; default ``copies_per_layer()``).
     Rows: kind = "grid" (frontier: breakeven_full_gb_s / breakeven_selective_gb_s, the cheapest choice at
@@ -428,7 +430,7 @@ def breakeven_table(params: dict) -> pd.DataFrame:
     tensors = get_int(params, "tensors", copies_per_layer())
     frames = {}
     for key in ("steps", "bandwidth"):
-        path = params.get(key, f"results/offload/{key}.csv")
+        path = params.get(key, f"results/offload/cpu/{key}.csv")
         try:
             frames[key] = pd.read_csv(path)
         except (OSError, ValueError) as exc:
@@ -437,3 +439,12 @@ def breakeven_table(params: dict) -> pd.DataFrame:
     device = str(frames["steps"]["device"].iloc[0])
     prov = provenance(device=device, dtype="bfloat16 (grid); measured: see steps")
     return pd.DataFrame(rows).assign(link=link_label(device), **{k: v for k, v in prov.items()})
+
+
+def results_device(root: str = ".", configured: str = "cpu") -> str:
+    """The device whose offload tables the figures and the report show: "cuda" once a GPU run has written
+    them (results/offload/cuda/) or when the config asks for it, else ``configured``. The CPU tables are a
+    simulation (host memcpy), so a GPU measurement, where it exists, is the one to show."""
+    if configured == "cuda" or (Path(root) / "results" / "offload" / "cuda" / "bandwidth.csv").is_file():
+        return "cuda"
+    return configured
