@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import warnings
 
 from remat.planner.problem import Layer, Option, Plan, Problem, evaluate, plan_from_policies
 
@@ -194,8 +195,11 @@ def sac_milp_baseline(problem: Problem, time_limit_s: float = SAC_TIME_LIMIT_S) 
     logger.setLevel(logging.CRITICAL)
     sac_ilp.PULP_CBC_CMD = lambda **kw: cbc(**{**kw, "timeLimit": time_limit_s})
     try:
-        decisions, _, peak = sac_ilp.sac_milp(graph, problem.budget_bytes / 2**30,
-                                              ac_units=[f"model.layers.{i}" for i in range(len(problem.layers))])
+        with warnings.catch_warnings():   # pulp 3.x deprecation notices about its own 4.0 API
+            warnings.simplefilter("ignore", DeprecationWarning)
+            decisions, _, peak = sac_ilp.sac_milp(
+                graph, problem.budget_bytes / 2**30,
+                ac_units=[f"model.layers.{i}" for i in range(len(problem.layers))])
     finally:
         logger.setLevel(level)
         sac_ilp.PULP_CBC_CMD = cbc

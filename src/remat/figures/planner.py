@@ -1,0 +1,92 @@
+"""Figures of the planner experiments (tables in, one figure out; nothing is measured here).
+
+    remat figure planner-frontier   --inputs results/planner/frontier.csv --out figures/planner_frontier.png
+    remat figure planner-measured   --inputs results/planner/validate.csv --out figures/planner_measured.png
+    remat figure planner-peak       --inputs results/planner/validate.csv --out figures/planner_peak.png
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+GIB = 2**30
+MIB = 2**20
+_STYLE = {"plan": dict(color="black", lw=2.2, marker="o", zorder=5)}
+
+
+def _methods(frame: pd.DataFrame) -> list[str]:
+    methods = list(dict.fromkeys(frame["method"]))
+    return ["plan"] + [m for m in methods if m != "plan"]
+
+
+def _panel(ax, frame: pd.DataFrame, x: str, y: str, unit: float, measured: str | None = None) -> None:
+    for i, method in enumerate(_methods(frame)):
+        rows = frame[(frame["method"] == method) & frame["feasible"].astype(bool)].sort_values(x)
+        if rows.empty:
+            continue
+        style = _STYLE.get(method, dict(color=f"C{i}", lw=1.2, marker=".", alpha=0.85))
+        ax.plot(rows[x] / unit, rows[y], label=method, **style)
+        if measured and measured in rows and rows[measured].notna().any():
+            ax.plot(rows[x] / unit, rows[measured], ls="none", marker="x", color=style["color"], ms=6)
+
+
+def frontier(frames: list[pd.DataFrame]) -> Figure:
+    """Budget (GiB) vs predicted step time (s) of the plan and each baseline, one panel per model; only
+    budgets where the method fits. Input: one ``planner-frontier`` table."""
+    frame = frames[0]
+    models = list(dict.fromkeys(frame["model"]))
+    fig = Figure(figsize=(5.2 * len(models), 4.2))
+    axes = np.atleast_1d(fig.subplots(1, len(models)))
+    for ax, model in zip(axes, models):
+        _panel(ax, frame[frame["model"] == model], "budget_bytes", "step_time_s", GIB)
+        ax.set(title=f"{model} ({frame[frame['model'] == model]['gpu'].iloc[0]}, predicted)",
+               xlabel="memory budget (GiB)", ylabel="step time (s)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def measured(frames: list[pd.DataFrame]) -> Figure:
+    """Tiny CPU models: budget (MiB) vs step time, predicted (lines) and measured (×), plan and baselines.
+    Input: one ``planner-validate`` table."""
+    frame = frames[0]
+    models = list(dict.fromkeys(frame["model"] + " L=" + frame["layers"].astype(str)))
+    frame = frame.assign(label=frame["model"] + " L=" + frame["layers"].astype(str))
+    fig = Figure(figsize=(5.2 * len(models), 4.2))
+    axes = np.atleast_1d(fig.subplots(1, len(models)))
+    for ax, label in zip(axes, models):
+        _panel(ax, frame[frame["label"] == label], "budget_bytes", "predicted_step_time_s", MIB,
+               measured="measured_step_time_s")
+        ax.set(title=f"{label} on {frame['device'].iloc[0]}: predicted (line), measured (×)",
+               xlabel="memory budget (MiB)", ylabel="step time (s)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def peak(frames: list[pd.DataFrame]) -> Figure:
+    """Predicted vs measured peak bytes (MiB) of every applied plan, with y = x and a ±5 % band.
+    Input: one ``planner-validate`` table."""
+    frame = frames[0]
+    frame = frame[frame["measured_peak_bytes"].notna()].drop_duplicates(["model", "layers", "spec"])
+    fig = Figure(figsize=(5.5, 5))
+    ax = fig.subplots()
+    lo, hi = frame[["predicted_peak_bytes", "measured_peak_bytes"]].min().min() / MIB, \
+        frame[["predicted_peak_bytes", "measured_peak_bytes"]].max().max() / MIB
+    grid = np.linspace(lo * 0.9, hi * 1.05, 50)
+    ax.plot(grid, grid, color="gray", lw=1)
+    ax.fill_between(grid, grid * 0.95, grid * 1.05, color="gray", alpha=0.15, label="±5 %")
+    for i, method in enumerate(_methods(frame)):
+        rows = frame[frame["method"] == method]
+        ax.scatter(rows["measured_peak_bytes"] / MIB, rows["predicted_peak_bytes"] / MIB, s=22,
+                   color="black" if method == "plan" else f"C{i}", label=method, zorder=3)
+    ax.set(xlabel="measured peak (MiB)", ylabel="predicted peak (MiB)",
+           title="applied plans: predicted vs measured peak")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
