@@ -27,6 +27,9 @@ REGISTRY: dict[str, str] = {
     "offload-bandwidth": "remat.experiments.offload:bandwidth_table",
     "offload-steps": "remat.experiments.offload:steps_table",
     "offload-breakeven": "remat.experiments.offload:breakeven_table",
+    "planner-paper": "remat.experiments.planner:paper_plans",
+    "planner-frontier": "remat.experiments.planner:frontier",
+    "planner-validate": "remat.experiments.planner:validate",
 }
 
 

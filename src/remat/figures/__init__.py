@@ -20,6 +20,9 @@ REGISTRY: dict[str, str] = {
     "sweep-layer-timing": "remat.figures.sweeps:layer_timing",
     "offload-bandwidth": "remat.figures.offload:bandwidth",
     "offload-breakeven": "remat.figures.offload:breakeven",
+    "planner-frontier": "remat.figures.planner:frontier",
+    "planner-measured": "remat.figures.planner:measured",
+    "planner-peak": "remat.figures.planner:peak",
 }
 
 
