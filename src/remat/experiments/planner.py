@@ -10,15 +10,16 @@ applied to real (tiny, CPU) models and measured.
   per-layer seconds per policy (``remat.planner.calibrate``), and two reference steps — ``none`` and
   ``full`` — whose measured peaks give the backward workspaces the formulas do not contain. Then, at
   budgets across the feasible range, the plan and every baseline are applied with
-  ``remat.policies.apply_plan`` and measured (``remat.measure.step.measure``: MemTracker peak bytes,
-  median step time). One row per (model, budget, method) with predicted and measured peak and time.
+  ``remat.policies.apply_plan`` and measured: peak bytes by ``remat.measure.step.measure`` (MemTracker on a
+  CPU), step time by interleaved rounds over all the plans (``step_seconds``; one intra-op thread by
+  default, so other work on a shared machine disturbs every plan alike). The constant part of a step
+  (embedding, head, loss) is the measured ``none`` step minus L × the calibrated ``none`` layer. One row per
+  (model, budget, method) with predicted and measured peak and time.
 
 Run: ``remat experiment planner-validate --params '{"models": [{"layers": 8, "seq": 128}]}' --out x.csv``.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import pandas as pd
@@ -129,26 +130,51 @@ def _tiny(spec: dict):
     return from_name(spec.get("model", "gpt-tiny"), **overrides)
 
 
-def calibrate_torch(cfg, device: str = "cpu", repeats: int = 5):
-    """(TorchCalibration, reference rows): per-layer seconds; outside seconds and the two backward
-    workspaces from measured ``none`` and ``full`` steps (see the module docstring)."""
+def calibrate_torch(cfg, device: str = "cpu", repeats: int = 5, rounds: int = 3):
+    """(TorchCalibration with outside_seconds 0, reference rows): per-layer seconds per policy, and the two
+    backward workspaces from the measured peaks of ``none`` and ``full`` steps (module docstring)."""
     from remat.experiments.sweeps import layernorm_stats_itemsize
     from remat.measure.step import measure
     from remat.planner.calibrate import layer_seconds
     from remat.planner.costs import TorchCalibration, torch_problem
 
     policies = ("none", "selective", "full")
-    seconds = layer_seconds(cfg, policies, device, repeats=repeats)
-    ref = {p: measure(cfg, p, device, repeats=repeats) for p in ("none", "full")}
-    outside = max(0.0, ref["none"]["step_time_s"] - cfg.layers * seconds["none"])
+    seconds = layer_seconds(cfg, policies, device, repeats=repeats, rounds=rounds)
+    ref = {p: measure(cfg, p, device, timing=False) for p in ("none", "full")}
     stats = layernorm_stats_itemsize(cfg.dtype, device)
-    zero = TorchCalibration(seconds, outside, 0, 0, stats)
-    bare = torch_problem(cfg, 2**62, zero, policies)
+    bare = torch_problem(cfg, 2**62, TorchCalibration(seconds, 0.0, 0, 0, stats), policies)
     head = max(0, ref["none"]["peak_bytes"] - evaluate(bare, [0] * cfg.layers).peak_bytes)
-    with_head = torch_problem(cfg, 2**62, TorchCalibration(seconds, outside, 0, head, stats), policies)
+    with_head = torch_problem(cfg, 2**62, TorchCalibration(seconds, 0.0, 0, head, stats), policies)
     full = [policies.index("full")] * cfg.layers
     layer_ws = max(0, ref["full"]["peak_bytes"] - evaluate(with_head, full).peak_bytes)
-    return TorchCalibration(seconds, outside, layer_ws, head, stats), ref
+    return TorchCalibration(seconds, 0.0, layer_ws, head, stats), ref
+
+
+def step_seconds(cfg, specs, device: str = "cpu", repeats: int = 5, rounds: int = 3, seed: int = 0) -> dict:
+    """spec -> median seconds of a training step (forward, fp32 loss, backward) under that plan: ``rounds``
+    interleaved rounds of ``repeats`` timed steps per plan (load drift on a shared machine hits every plan
+    alike). The step is remat.measure.step's; remat.measure.timing.time_step times it."""
+    import torch
+
+    from remat.measure.timing import time_step
+    from remat.models.transformer import build_model, lm_loss, random_tokens
+    from remat.policies import apply_plan
+
+    torch.manual_seed(seed)
+    model = build_model(cfg, device)
+    tokens, targets = random_tokens(cfg, device), random_tokens(cfg, device)
+    specs = list(dict.fromkeys(specs))
+    samples = {spec: [] for spec in specs}
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        lm_loss(model(tokens), targets).backward()
+
+    for r in range(rounds):
+        for spec in specs[r % len(specs):] + specs[:r % len(specs)]:
+            apply_plan(model, spec)
+            samples[spec] += time_step(step, device, warmup=1, repeats=repeats).samples_s
+    return {spec: float(np.median(v)) for spec, v in samples.items()}
 
 
 def _spec(name: str, entry: dict) -> str | None:
@@ -170,56 +196,93 @@ def validate(params: dict) -> pd.DataFrame:
     """Plans and baselines applied to tiny GPT models on ``device`` and measured (module docstring).
 
     params: models (list of {model, layers, seq, micro_batch, hidden, heads, dropout}; default two tiny
-    GPTs), points (budgets per model, default 5), repeats (timed steps, default 5), device ("cpu")."""
+    GPTs), points (budgets per model, default 5), repeats (timed steps per round, default 5), rounds
+    (interleaved timing rounds, default 3), threads (torch intra-op threads while timing, default 1),
+    device ("cpu")."""
+    import torch
+
     from remat.measure.step import measure
     from remat.planner.costs import torch_problem
 
-    check_known(params, {"models", "points", "repeats", "device"}, "planner-validate")
+    check_known(params, {"models", "points", "repeats", "rounds", "threads", "device"}, "planner-validate")
     specs = _list(params, "models", [{"layers": 8, "seq": 128, "micro_batch": 4},
                                       {"layers": 12, "seq": 64, "micro_batch": 8, "hidden": 128, "heads": 8}])
     points = get_int(params, "points", 5, minimum=2)
     repeats = get_int(params, "repeats", 5, minimum=5)
+    rounds = get_int(params, "rounds", 3)
+    threads = get_int(params, "threads", 1)
     device = params.get("device", "cpu")
-    rows = []
-    for spec in specs:
-        cfg = _tiny(spec)
-        cal, ref = calibrate_torch(cfg, device, repeats)
-        problem = torch_problem(cfg, 2**62, cal)
-        L, cache = cfg.layers, dict(ref)
-        keys = {"model": cfg.name, "layers": L, "seq": cfg.seq, "micro_batch": cfg.micro_batch,
-                "hidden": cfg.hidden, "heads": cfg.heads, "dtype": cfg.dtype,
-                "layer_workspace_bytes": cal.layer_workspace_bytes,
-                "head_workspace_bytes": cal.head_workspace_bytes, "outside_seconds": cal.outside_seconds,
-                **{f"layer_seconds_{p}": s for p, s in cal.layer_seconds.items()}}
-
-        def measured(plan_spec: str) -> dict:
-            if plan_spec not in cache:
-                cache[plan_spec] = measure(cfg, plan_spec, device, repeats=repeats)
-            return cache[plan_spec]
-
-        for budget in _budgets(problem, points):
-            at = _at(problem, budget)
-            plan = solve(at)
-            entries = {"plan": {"peak_bytes": plan.peak_bytes, "step_time_s": plan.step_time_s,
-                                "feasible": plan.feasible, "spec": ",".join(plan.policies)}}
-            for name, entry in baselines(at).items():
-                entries[name] = {**entry, "spec": _spec(name, entry)}
-            for method, entry in entries.items():
-                row = {**keys, "budget_bytes": budget, "method": method, "spec": entry["spec"],
-                       "predicted_peak_bytes": entry["peak_bytes"], "predicted_step_time_s": entry["step_time_s"],
-                       "feasible": entry["feasible"], "reference": entry["spec"] in ref}
-                if entry["feasible"] and entry["spec"] is not None:
-                    m = measured(entry["spec"])
-                    row.update(measured_peak_bytes=m["peak_bytes"], measured_step_time_s=m["step_time_s"],
-                               peak_method=m["peak_method"])
-                rows.append(row)
+    if device not in ("cpu", "cuda"):
+        raise UsageError("device", f"must be cpu or cuda, got {device!r}")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        rows = []
+        for spec in specs:
+            rows += _validate_model(_tiny(spec), points, repeats, rounds, device, measure, torch_problem)
+    finally:
+        torch.set_num_threads(before)
     frame = _with_provenance(rows, device)
-    has = frame["measured_peak_bytes"].notna() if "measured_peak_bytes" in frame else False
-    frame["peak_rel_error"] = np.where(has, frame.get("predicted_peak_bytes") / frame.get("measured_peak_bytes") - 1,
-                                       math.nan) if "measured_peak_bytes" in frame else math.nan
-    frame["measured_within_budget"] = (frame["measured_peak_bytes"] <= frame["budget_bytes"]) \
-        if "measured_peak_bytes" in frame else None
+    frame["threads"] = threads
+    measured = frame["measured_peak_bytes"]
+    frame["peak_rel_error"] = frame["predicted_peak_bytes"] / measured - 1
+    frame["measured_within_budget"] = (measured <= frame["budget_bytes"]).where(measured.notna())
+    frame["time_rel_error"] = frame["predicted_step_time_s"] / frame["measured_step_time_s"] - 1
     return frame
+
+
+class _canonical(dict):
+    """spec -> the first spec seen for the same plan (remat.policies.parse_plan's policies and groups)."""
+
+    def __init__(self, layers: int):
+        super().__init__()
+        self.layers, self.seen = layers, {}
+
+    def get(self, spec, default=None):
+        if spec is None:
+            return None
+        from remat.policies import parse_plan
+        plan = parse_plan(spec, self.layers)
+        return self.seen.setdefault((plan.policies, plan.groups), spec)
+
+
+def _validate_model(cfg, points, repeats, rounds, device, measure, torch_problem) -> list[dict]:
+    """Rows of one tiny model: calibrate, plan at ``points`` budgets, apply and measure every plan."""
+    cal, ref = calibrate_torch(cfg, device, repeats, rounds)
+    problem = torch_problem(cfg, 2**62, cal)
+    entries = []
+    for budget in _budgets(problem, points):
+        at = _at(problem, budget)
+        plan = solve(at)
+        entries.append((budget, "plan", {"peak_bytes": plan.peak_bytes, "step_time_s": plan.step_time_s,
+                                         "feasible": plan.feasible, "spec": ",".join(plan.policies)}))
+        for name, entry in baselines(at).items():
+            entries.append((budget, name, {**entry, "spec": _spec(name, entry)}))
+    canon = _canonical(cfg.layers)             # one measurement per distinct plan ("none" = "block:0")
+    for _, _, e in entries:
+        e["spec"] = canon.get(e["spec"])
+    runnable = [e["spec"] for _, _, e in entries if e["feasible"] and e["spec"] is not None]
+    seconds = step_seconds(cfg, ["none"] + runnable, device, repeats, rounds)
+    outside = max(0.0, seconds["none"] - cfg.layers * cal.layer_seconds["none"])
+    peaks = {spec: ref[spec] if spec in ref else measure(cfg, spec, device, timing=False)
+             for spec in dict.fromkeys(runnable)}
+    keys = {"model": cfg.name, "layers": cfg.layers, "seq": cfg.seq, "micro_batch": cfg.micro_batch,
+            "hidden": cfg.hidden, "heads": cfg.heads, "dtype": cfg.dtype,
+            "layer_workspace_bytes": cal.layer_workspace_bytes, "head_workspace_bytes": cal.head_workspace_bytes,
+            "outside_seconds": outside, **{f"layer_seconds_{p}": v for p, v in cal.layer_seconds.items()}}
+    rows = []
+    for budget, method, entry in entries:
+        row = {**keys, "budget_bytes": budget, "method": method, "spec": entry["spec"],
+               "predicted_peak_bytes": entry["peak_bytes"],
+               "predicted_step_time_s": None if entry["step_time_s"] is None else entry["step_time_s"] + outside,
+               "feasible": entry["feasible"], "reference": entry["spec"] in ref,
+               "measured_peak_bytes": None, "measured_step_time_s": None, "peak_method": None}
+        if entry["spec"] in peaks:
+            row.update(measured_peak_bytes=peaks[entry["spec"]]["peak_bytes"],
+                       measured_step_time_s=seconds[entry["spec"]],
+                       peak_method=peaks[entry["spec"]]["peak_method"])
+        rows.append(row)
+    return rows
 
 
 def _with_provenance(rows: list[dict], device: str) -> pd.DataFrame:

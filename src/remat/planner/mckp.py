@@ -192,7 +192,13 @@ def _dp(ks: Knapsack, keep, upper, slack, lam, best, beam: int | None = None):
     L, m = ks.cost.shape[0], len(ks.weights)
     choices = np.argmax(keep, axis=1)                      # the single option of fixed rows
     single = keep.sum(axis=1) == 1
-    rows = np.arange(L) if ks.prefix is not None else np.flatnonzero(~single)
+    if ks.prefix is not None:
+        rows = np.arange(L)                                 # the running constraint needs layer order
+    else:                                                   # else: clear-cut rows first, close calls last
+        rows = np.flatnonzero(~single)
+        if len(rows):
+            scores = np.sort(np.where(keep, ks.scores(lam), np.inf)[rows], axis=1)
+            rows = rows[np.argsort(scores[:, 0] - scores[:, 1], kind="stable")]
     folded = np.setdiff1d(np.arange(L), rows)               # fixed rows summed up front
     base = ks.cost[folded, choices[folded]].sum()
     caps = [c - w[folded, choices[folded]].sum() for c, w in zip(ks.capacities, ks.weights)]
@@ -248,11 +254,15 @@ def _pareto(W, C):
     its quantiles) and no more cost, or when the cheapest earlier state has no more W1 and no more cost —
     a sound partial filter (each rule drops a state only for another with no more of anything).
     """
+    if len(W) == 1:   # the states arrive as a few runs sorted by W0: a stable sort merges them fast
+        order = np.argsort(W[0], kind="stable")
+        Ss, Cs = W[0][order], C[order]
+        keep = Cs < np.minimum.accumulate(np.concatenate(([np.inf], Cs[:-1])))
+        idx, Sk = order[keep], Ss[keep]
+        return idx[~np.concatenate((Sk[1:] == Sk[:-1], [False]))]   # equal W0: the later one is cheaper
     order = np.lexsort((C, W[0]))
     Cs = C[order]
     prev_min = np.minimum.accumulate(np.concatenate(([np.inf], Cs[:-1])))
-    if len(W) == 1:
-        return order[Cs < prev_min]
     Xs = W[1][order]
     pos = np.arange(len(Cs))
     newest = np.maximum.accumulate(np.where(Cs < prev_min, pos, 0))     # argmin of C over [0, p]

@@ -1,0 +1,100 @@
+"""Solve time of the exact planner on 1000-layer instances with heterogeneous layers (target: ≤ 1 s each).
+Prints the figure per instance and budget; not a timed test.
+
+    .venv/bin/python benchmarks/bench_planner.py [--layers 1000] [--seeds 2] [--prefix] [--host]
+
+Instances (all four policies per layer, budgets from 5 % to 100 % of the all-`none` activations):
+* ``model``: GPT layers of random width h ∈ {1024, …, 8192} (a = h/128, s = 2048, b = 1, t = 1) with the
+  planner's own costs — Korthikanti Table 2 bytes, Appendix A FLOPs on an A100 at 50 %, the break-even
+  offload model on a 25.6 GB/s link — each layer holding 1–4 micro-batches in flight (pipeline position);
+* ``random``: every option's stored/transient/host bytes and time drawn uniformly at random.
+``--prefix`` uses the one-micro-batch (prefix) memory model; ``--host`` makes the host limit bind (a quarter
+of the offloadable bytes): a two-row knapsack, slower, reported as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from remat.errors import InfeasibleError
+from remat.formulas import korthikanti as K
+from remat.formulas import offload as O
+from remat.planner.mckp import SearchTooLarge
+from remat.planner.problem import Layer, Option, Problem
+from remat.planner.solve import solve
+
+TARGET_S = 1.0
+
+
+def model_layers(rng, L: int, rate: float = 0.5 * 312e12, link: O.Link = O.Link.symmetric(25.6e9, 1e-5)):
+    s, b = 2048, 1
+    layers = []
+    for i in range(L):
+        h = int(rng.integers(8, 65)) * 128
+        a, n = h // 128, int(rng.integers(1, 5))
+        by = {m: K.layer_bytes(s, b, h, a, 1, False, m) for m in K.RECOMPUTE}
+        fwd = K.layer_forward_flops(s, b, h) / rate
+        exposed = O.exposed_offload_s(by["none"], 14, fwd, 2 * fwd, link)
+        layers.append(Layer(i, (
+            Option("none", n * by["none"], 0, 3 * fwd),
+            Option("selective", n * by["selective"], by["none"] - by["selective"],
+                   3 * fwd + K.core_attn_forward_flops(s, b, h) / rate),
+            Option("full", n * by["full"], by["none"] - by["full"], 4 * fwd),
+            Option("offload", 0, 2 * by["none"], 3 * fwd + exposed, offload_bytes=n * by["none"]))))
+    return layers
+
+
+def random_layers(rng, L: int):
+    layers = []
+    for i in range(L):
+        s = int(rng.integers(50, 200))
+        layers.append(Layer(i, (
+            Option("none", s, 0, float(rng.uniform(1, 2))),
+            Option("selective", int(s * rng.uniform(0.4, 0.8)), int(rng.integers(5, 60)), float(rng.uniform(1, 2.5))),
+            Option("full", int(rng.integers(5, 20)), int(rng.integers(40, 200)), float(rng.uniform(1.5, 3))),
+            Option("offload", int(rng.integers(0, 20)), int(rng.integers(20, 220)), float(rng.uniform(1, 3)),
+                   offload_bytes=int(rng.integers(30, 200))))))
+    return layers
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=1000)
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--prefix", action="store_true", help="one micro-batch in flight (prefix model)")
+    parser.add_argument("--host", action="store_true", help="a binding host limit")
+    args = parser.parse_args()
+    fractions = [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
+    worst, failed = 0.0, 0
+    for kind, make in (("model", model_layers), ("random", random_layers)):
+        for seed in range(args.seeds):
+            layers = tuple(make(np.random.default_rng(seed), args.layers))
+            total = sum(layer.options[0].stored_bytes for layer in layers)
+            host = sum(layer.options[3].offload_bytes for layer in layers) // 4 if args.host else None
+            times = []
+            for f in fractions:
+                problem = Problem(layers, {"weights": 10**6}, 10**6 + int(f * total), host,
+                                  prefix=args.prefix)
+                start = time.perf_counter()
+                try:
+                    solve(problem)
+                    mark = ""
+                except InfeasibleError:
+                    mark = " (infeasible; minimum budget found)"
+                except SearchTooLarge:
+                    mark, failed = " (search too large)", failed + 1
+                dt = time.perf_counter() - start
+                worst = max(worst, dt)
+                times.append(f"{f:.2f}:{dt:.3f}s{mark}")
+            print(f"{kind:6s} seed {seed}: " + "  ".join(times))
+    model = "prefix" if args.prefix else "all stored + worst transient"
+    print(f"{args.layers} heterogeneous layers, memory model {model}, host limit "
+          f"{'binding' if args.host else 'none'}: worst solve {worst:.3f} s (target ≤ {TARGET_S} s)"
+          f"{f'; {failed} searches too large' if failed else ''}")
+
+
+if __name__ == "__main__":
+    main()
