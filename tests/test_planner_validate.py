@@ -1,0 +1,43 @@
+"""The plan applied to a real tiny GPT on the CPU: measured peak ≤ budget and within 5 % of predicted.
+
+Calibration (per-layer seconds, two reference steps for the backward workspaces) and then plans at three
+budgets, applied with remat.policies and measured with remat.measure (MemTracker peak bytes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from remat.experiments.planner import validate
+
+
+@pytest.fixture(scope="module")
+def table():
+    return validate({"models": [{"layers": 4, "seq": 64, "micro_batch": 2}], "points": 3, "rounds": 1})
+
+
+def test_applied_plans_fit_and_match_the_prediction(table):
+    plans = table[table["method"] == "plan"]
+    assert len(plans) == 3 and plans["measured_peak_bytes"].notna().all()
+    assert (plans["measured_peak_bytes"] <= plans["budget_bytes"]).all()
+    assert (plans["peak_rel_error"].abs() <= 0.05).all()
+    # the three budgets give three different plans: full-heavy at the least budget, all none at the most
+    assert plans["spec"].nunique() == 3
+    assert set(plans.iloc[-1]["spec"].split(",")) == {"none"}
+
+
+def test_feasible_baselines_fit_when_applied_and_the_plan_is_never_predicted_slower(table):
+    feasible = table[table["feasible"].astype(bool) & table["measured_peak_bytes"].notna()]
+    assert (feasible["measured_peak_bytes"] <= feasible["budget_bytes"]).all()
+    for _, group in table.groupby("budget_bytes"):
+        plan = group[group["method"] == "plan"].iloc[0]
+        others = group[(group["method"] != "plan") & group["feasible"].astype(bool)]
+        assert (plan["predicted_step_time_s"] <= others["predicted_step_time_s"] * (1 + 1e-12)).all()
+
+
+def test_rows_state_their_calibration(table):
+    row = table.iloc[0]
+    assert row["layer_workspace_bytes"] >= 0 and row["head_workspace_bytes"] > 0
+    assert row["layer_seconds_full"] > 0 and row["outside_seconds"] >= 0
+    measured = table[table["measured_peak_bytes"].notna()]
+    assert set(measured["peak_method"]) == {"torch.distributed._tools.mem_tracker.MemTracker"}
+    assert {"device", "torch_version", "git_commit", "threads"} <= set(table.columns)
