@@ -20,9 +20,9 @@ def test_applied_plans_fit_and_match_the_prediction(table):
     assert len(plans) == 3 and plans["measured_peak_bytes"].notna().all()
     assert (plans["measured_peak_bytes"] <= plans["budget_bytes"]).all()
     assert (plans["peak_rel_error"].abs() <= 0.05).all()
-    # the three budgets give three different plans: full-heavy at the least budget, all none at the most
-    assert plans["spec"].nunique() == 3
-    assert set(plans.iloc[-1]["spec"].split(",")) == {"none"}
+    assert (plans["predicted_peak_bytes"] <= plans["budget_bytes"]).all()
+    # the least budget is the least peak any per-layer plan reaches: the plan there is at that peak
+    assert plans.iloc[0]["predicted_peak_bytes"] == plans.iloc[0]["budget_bytes"]
 
 
 def test_feasible_baselines_fit_when_applied_and_the_plan_is_never_predicted_slower(table):
