@@ -7,14 +7,16 @@ applied to real (tiny, CPU) models and measured.
   of ``none``: step time of the plan and of each baseline per budget (predicted). One row per (model,
   budget, method).
 * ``validate``        (planner-validate): tiny GPT models on this machine. Calibration (stated in every row):
-  per-layer seconds per policy (``remat.planner.calibrate``), and two reference steps — ``none`` and
-  ``full`` — whose measured peaks give the backward workspaces the formulas do not contain. Then, at
+  per-policy seconds from whole-model reference steps, and two reference steps — ``none`` and ``full`` —
+  whose measured peaks give the backward workspaces the formulas do not contain. Then, at
   budgets across the feasible range, the plan and every baseline are applied with
   ``remat.policies.apply_plan`` and measured: peak bytes by ``remat.measure.step.measure`` (MemTracker on a
   CPU), step time by interleaved rounds over all the plans (``step_seconds``; one intra-op thread by
-  default, so other work on a shared machine disturbs every plan alike). The constant part of a step
-  (embedding, head, loss) is the measured ``none`` step minus L × the calibrated ``none`` layer. One row per
-  (model, budget, method) with predicted and measured peak and time.
+  default, so other work on a shared machine disturbs every plan alike). Times are calibrated from the
+  all-none/selective/full steps (``calibrate_torch``) in an earlier session than the one that measures the
+  plans, so besides absolute seconds each row carries the slowdown against ``none`` measured in the same
+  session — the comparison a shared, variably loaded machine supports. One row per (model, budget, method)
+  with predicted and measured peak and time.
 
 Run: ``remat experiment planner-validate --params '{"models": [{"layers": 8, "seq": 128}]}' --out x.csv``.
 """
@@ -71,7 +73,7 @@ def paper_plans(params: dict) -> pd.DataFrame:
             for sp in (False, True):
                 problem = make_problem(from_name(name), gpu_name=gpu_name, sp=sp)
                 keys = {"model": name, "gpu": gpu_name, "sp": sp, "budget_bytes": problem.budget_bytes,
-                        "layers_per_gpu": len(problem.layers)}
+                        "layers_per_gpu": len(problem.layers), "sac_time_limit_s": limit}
                 try:
                     plan = solve(problem)
                 except InfeasibleError as exc:
@@ -98,7 +100,8 @@ def frontier(params: dict) -> pd.DataFrame:
         for budget in _budgets(problem, points):
             at = _at(problem, budget)
             rows += _rows(at, solve(at), baselines(at, sac_time_limit_s=limit), model=name,
-                          budget_bytes=budget, gpu=problem.meta["gpu"], sp=problem.meta["sp"])
+                          budget_bytes=budget, gpu=problem.meta["gpu"], sp=problem.meta["sp"],
+                          sac_time_limit_s=limit)
     return _with_provenance(rows, "cpu")
 
 
@@ -131,21 +134,27 @@ def _tiny(spec: dict):
 
 
 def calibrate_torch(cfg, device: str = "cpu", repeats: int = 5, rounds: int = 3):
-    """(TorchCalibration with outside_seconds 0, reference rows): per-layer seconds per policy, and the two
-    backward workspaces from the measured peaks of ``none`` and ``full`` steps (module docstring)."""
+    """(TorchCalibration, reference rows) of the runtime's GPT model on this machine.
+
+    Times: whole-model steps of the all-none, all-selective and all-full plans in interleaved rounds
+    (``step_seconds``); a layer under policy X costs T_none/L + (T_X − T_none)/L, so a plan's predicted step
+    is T_none + Σ over its layers of (T_X − T_none)/L (the embedding, head and loss ride in T_none).
+    Memory: the measured peaks of the none and full steps give the two backward workspaces (module
+    docstring)."""
     from remat.experiments.sweeps import layernorm_stats_itemsize
     from remat.measure.step import measure
-    from remat.planner.calibrate import layer_seconds
     from remat.planner.costs import TorchCalibration, torch_problem
 
     policies = ("none", "selective", "full")
-    seconds = layer_seconds(cfg, policies, device, repeats=repeats, rounds=rounds)
+    steps = step_seconds(cfg, policies, device, repeats, rounds)
+    L = cfg.layers
+    seconds = {p: steps["none"] / L + (steps[p] - steps["none"]) / L for p in policies}
     ref = {p: measure(cfg, p, device, timing=False) for p in ("none", "full")}
     stats = layernorm_stats_itemsize(cfg.dtype, device)
     bare = torch_problem(cfg, 2**62, TorchCalibration(seconds, 0.0, 0, 0, stats), policies)
-    head = max(0, ref["none"]["peak_bytes"] - evaluate(bare, [0] * cfg.layers).peak_bytes)
+    head = max(0, ref["none"]["peak_bytes"] - evaluate(bare, [0] * L).peak_bytes)
     with_head = torch_problem(cfg, 2**62, TorchCalibration(seconds, 0.0, 0, head, stats), policies)
-    full = [policies.index("full")] * cfg.layers
+    full = [policies.index("full")] * L
     layer_ws = max(0, ref["full"]["peak_bytes"] - evaluate(with_head, full).peak_bytes)
     return TorchCalibration(seconds, 0.0, layer_ws, head, stats), ref
 
@@ -228,6 +237,7 @@ def validate(params: dict) -> pd.DataFrame:
     frame["peak_rel_error"] = frame["predicted_peak_bytes"] / measured - 1
     frame["measured_within_budget"] = (measured <= frame["budget_bytes"]).where(measured.notna())
     frame["time_rel_error"] = frame["predicted_step_time_s"] / frame["measured_step_time_s"] - 1
+    frame["slowdown_rel_error"] = frame["predicted_slowdown"] / frame["measured_slowdown"] - 1
     return frame
 
 
@@ -263,23 +273,26 @@ def _validate_model(cfg, points, repeats, rounds, device, measure, torch_problem
         e["spec"] = canon.get(e["spec"])
     runnable = [e["spec"] for _, _, e in entries if e["feasible"] and e["spec"] is not None]
     seconds = step_seconds(cfg, ["none"] + runnable, device, repeats, rounds)
-    outside = max(0.0, seconds["none"] - cfg.layers * cal.layer_seconds["none"])
+    predicted_none = cfg.layers * cal.layer_seconds["none"]
     peaks = {spec: ref[spec] if spec in ref else measure(cfg, spec, device, timing=False)
              for spec in dict.fromkeys(runnable)}
     keys = {"model": cfg.name, "layers": cfg.layers, "seq": cfg.seq, "micro_batch": cfg.micro_batch,
             "hidden": cfg.hidden, "heads": cfg.heads, "dtype": cfg.dtype,
             "layer_workspace_bytes": cal.layer_workspace_bytes, "head_workspace_bytes": cal.head_workspace_bytes,
-            "outside_seconds": outside, **{f"layer_seconds_{p}": v for p, v in cal.layer_seconds.items()}}
+            **{f"layer_seconds_{p}": v for p, v in cal.layer_seconds.items()}}
     rows = []
     for budget, method, entry in entries:
         row = {**keys, "budget_bytes": budget, "method": method, "spec": entry["spec"],
                "predicted_peak_bytes": entry["peak_bytes"],
-               "predicted_step_time_s": None if entry["step_time_s"] is None else entry["step_time_s"] + outside,
+               "predicted_step_time_s": entry["step_time_s"],
+               "predicted_slowdown": None if entry["step_time_s"] is None else entry["step_time_s"] / predicted_none,
                "feasible": entry["feasible"], "reference": entry["spec"] in ref,
-               "measured_peak_bytes": None, "measured_step_time_s": None, "peak_method": None}
+               "measured_peak_bytes": None, "measured_step_time_s": None, "measured_slowdown": None,
+               "peak_method": None}
         if entry["spec"] in peaks:
             row.update(measured_peak_bytes=peaks[entry["spec"]]["peak_bytes"],
                        measured_step_time_s=seconds[entry["spec"]],
+                       measured_slowdown=seconds[entry["spec"]] / seconds["none"],
                        peak_method=peaks[entry["spec"]]["peak_method"])
         rows.append(row)
     return rows
