@@ -207,6 +207,7 @@ def _dp(ks: Knapsack, keep, upper, slack, lam, best, beam: int | None = None):
     tail = lambda v: np.concatenate((np.cumsum(v[rows][::-1])[::-1][1:], [0.0]))  # Σ over later rows
     light_rest = [tail(np.where(keep, w, np.inf).min(axis=1)) for w in ks.weights]
     offset = base + tail(best) - sum(l * c for l, c in zip(lam, caps))
+    room = _prefix_room(ks, keep) if ks.prefix is not None else None
     W = [np.zeros(1) for _ in range(m)]
     C = np.zeros(1)
     trail, held = [], 0
@@ -218,8 +219,8 @@ def _dp(ks: Knapsack, keep, upper, slack, lam, best, beam: int | None = None):
         ok = nC + sum(l * w for l, w in zip(lam, nW)) + offset[k] <= upper + slack
         for q in range(m):
             ok &= nW[q] + light_rest[q][k] <= caps[q]
-        if ks.prefix is not None:
-            ok &= nW[0] + ks.prefix[i, option] <= ks.prefix_capacity
+        if ks.prefix is not None:   # this row's running constraint, and what every later row will need
+            ok &= (nW[0] + ks.prefix[i, option] <= ks.prefix_capacity) & (nW[0] <= room[k])
         parent = np.repeat(np.arange(len(C)), len(js))[ok]
         option = option[ok]
         nW, nC = [w[ok] for w in nW], nC[ok]
@@ -244,6 +245,19 @@ def _dp(ks: Knapsack, keep, upper, slack, lam, best, beam: int | None = None):
         choices[rows[k]] = option[at]
         at = parent[at]
     return value, choices
+
+
+def _prefix_room(ks: Knapsack, keep) -> np.ndarray:
+    """room[k]: the most weight-0 a partial plan may hold after row k so that every later row i can still meet
+    its running constraint — Σ of the lightest kept weight of the rows between, plus row i's least
+    weight + prefix, ≤ prefix_capacity (a necessary condition; [L] floats, +inf after the last row)."""
+    w0 = np.where(keep, ks.weights[0], np.inf)
+    need = np.where(keep, ks.weights[0] + ks.prefix, np.inf).min(axis=1)
+    light = w0.min(axis=1)
+    room = np.full(len(need), np.inf)
+    for k in range(len(need) - 2, -1, -1):
+        room[k] = min(ks.prefix_capacity - need[k + 1], room[k + 1] - light[k + 1])
+    return room
 
 
 def _pareto(W, C):
