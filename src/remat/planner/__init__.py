@@ -13,6 +13,7 @@ torch's sac_milp), ``render`` (JSON / Markdown).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from remat.errors import UsageError
@@ -38,16 +39,15 @@ def make_problem(cfg: ModelConfig, gpu_name: str = "a100-80gb", gpu_overrides: d
     for name in policies:
         if name not in POLICIES:
             raise UsageError("--policies", f"unknown policy {name!r} (known: {', '.join(POLICIES)})")
-    calibration = None
-    if calibrate:
-        from remat.planner.calibrate import layer_seconds
-        calibration = layer_seconds(cfg, policies)
     settings = costs.Settings(
         gpu=device, budget_bytes=device.memory_bytes if memory is None else memory,
         host_limit_bytes=device.host_memory_bytes if host_memory is None else host_memory, sp=sp, dp=dp,
         zero=zero, weight_bytes=weight_bytes, grad_bytes=grad_bytes, optimizer_bytes=optimizer_bytes,
-        reserve_bytes=costs.DEFAULT_RESERVE if reserve is None else reserve, policies=tuple(policies),
-        calibration=calibration)
+        reserve_bytes=costs.DEFAULT_RESERVE if reserve is None else reserve, policies=tuple(policies))
+    costs.check(cfg, settings)                  # before a calibration spends seconds
+    if calibrate:
+        from remat.planner.calibrate import layer_seconds
+        settings = dataclasses.replace(settings, calibration=layer_seconds(cfg, policies))
     return costs.build_problem(cfg, settings)
 
 

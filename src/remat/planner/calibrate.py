@@ -18,11 +18,12 @@ from remat.models.presets import ModelConfig
 
 
 def layer_seconds(cfg: ModelConfig, policies, device: str | None = None, repeats: int = 5, warmup: int = 2,
-                  seed: int = 0, rounds: int = 3) -> dict[str, float]:
+                  seed: int = 0, rounds: int = 3, threads: int | None = 1) -> dict[str, float]:
     """policy -> median seconds of one layer's forward + backward (one micro-batch) on ``device``
     ("cuda" when available, else "cpu"): ``rounds`` interleaved rounds of ``repeats`` timed steps per
-    policy, the median of all samples (a busy machine then slows every policy alike).
-    Raises UsageError("--tp") for t > 1."""
+    policy, the median of all samples (a busy machine then slows every policy alike). On a CPU the timing
+    runs on ``threads`` intra-op threads (default 1: small layers on a shared machine otherwise spend their
+    time waiting for the thread pool; None keeps torch's setting). Raises UsageError("--tp") for t > 1."""
     import torch
 
     from remat.measure.timing import time_step
@@ -45,8 +46,14 @@ def layer_seconds(cfg: ModelConfig, policies, device: str | None = None, repeats
         model.zero_grad(set_to_none=True)
         layer(x).float().square().mean().backward()
 
-    for r in range(rounds):
-        for policy in policies[r % len(policies):] + policies[:r % len(policies)]:
-            apply_plan(model, [policy])
-            samples[policy] += time_step(step, device, warmup=warmup, repeats=repeats).samples_s
+    before = torch.get_num_threads()
+    if device == "cpu" and threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        for r in range(rounds):
+            for policy in policies[r % len(policies):] + policies[:r % len(policies)]:
+                apply_plan(model, [policy])
+                samples[policy] += time_step(step, device, warmup=warmup, repeats=repeats).samples_s
+    finally:
+        torch.set_num_threads(before)
     return {p: float(np.median(s)) for p, s in samples.items()}

@@ -69,6 +69,11 @@ class Settings:
     calibration: dict[str, float] | None = field(default=None, compare=False)  # s per layer per micro-batch
 
 
+def check(cfg: ModelConfig, st: Settings) -> None:
+    """Raise UsageError naming the field for a model or settings the cost model cannot take."""
+    _check(cfg, st)
+
+
 def _check(cfg: ModelConfig, st: Settings) -> None:
     if cfg.arch != "gpt":
         raise UsageError("model", f"the planner's cost model is Korthikanti's GPT layer; {cfg.name} is "
@@ -84,9 +89,6 @@ def _check(cfg: ModelConfig, st: Settings) -> None:
     if cfg.interleave > 1 and (cfg.layers // cfg.pp) % cfg.interleave:
         raise UsageError("interleave", f"m = {cfg.interleave} must divide the {cfg.layers // cfg.pp} layers per "
                                        "stage")
-    if cfg.global_batch % (cfg.micro_batch * st.dp):
-        raise UsageError("global_batch", f"{cfg.global_batch} is not a multiple of micro-batch × dp = "
-                                         f"{cfg.micro_batch * st.dp}")
     unknown = set(st.policies) - set(POLICIES)
     if unknown or not st.policies:
         raise UsageError("policies", f"unknown policies {sorted(unknown)} (known: {', '.join(POLICIES)})")
@@ -103,8 +105,9 @@ def in_flight(cfg: ModelConfig) -> list[int]:
 
 
 def micro_batches(cfg: ModelConfig, dp: int = 1) -> int:
-    """Micro-batches per step for one pipeline: N = global_batch / (b · dp)."""
-    return cfg.global_batch // (cfg.micro_batch * dp)
+    """Micro-batches per step for one pipeline: N = ⌈global_batch / (b · dp)⌉, at least 1 (presets without a
+    training batch say global_batch = 1)."""
+    return max(1, -(-cfg.global_batch // (cfg.micro_batch * dp)))
 
 
 def step_multiplier(cfg: ModelConfig, dp: int = 1) -> float:

@@ -18,6 +18,12 @@ integer bytes:
    homogeneous model costs no more than a few distinct layers, and degenerate instances (every layer
    trading recompute FLOPs for bytes at the same rate, as selective recompute does) stay cheap.
 
+With the prefix memory model (one micro-batch in flight, ``Problem.prefix``) there is no max term: the
+running constraints Σ_{k≤i} stored_k + transient_i ≤ budget − fixed are checked inside the same dynamic
+program, which then visits the layers in order; the knapsack row Σ stored + floor ≤ budget − fixed is its
+relaxation for the bounds. This path is exact too but, on many distinct layers whose options tie in cost
+per byte, it can outgrow its memory guard (``mckp.SearchTooLarge``; see benchmarks/bench_planner.py --prefix).
+
 Ties in time are broken afterwards, layer by layer, towards the option holding fewer bytes (device + host)
 at no more time — e.g. ``none`` instead of an offload whose transfer the model calls hidden — keeping the
 plan feasible. Inside the DP, equal-time partial plans keep the one storing less.
