@@ -92,3 +92,14 @@ def test_malformed_config_json_names_the_field(capsys, tmp_path):
     path.write_text("{not json")
     code, _, err = run(capsys, "--model", str(path))
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_calibrate_measures_layer_times_here(capsys):
+    code, out, _ = run(capsys, "--model", "gpt-tiny", "--calibrate", "--memory", "1GiB", "--reserve", "0",
+                       "--format", "json", "--no-baselines", "--policies", "none,full")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["settings"]["time_source"] == "calibrated on this machine"
+    assert doc["predicted"]["step_time_s"] > 0 and set(doc["counts"]) <= {"none", "full"}
+    code, _, err = run(capsys, "--model", "gpt-tiny", "--calibrate", "--tp", "2")
+    assert code == 2 and "--tp" in err
