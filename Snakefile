@@ -19,6 +19,7 @@ include: "workflow/rules/chen.smk"
 include: "workflow/rules/korthikanti.smk"
 include: "workflow/rules/sweeps.smk"
 include: "workflow/rules/offload.smk"
+include: "workflow/rules/planner.smk"
 include: "workflow/rules/reports.smk"
 
 

@@ -25,6 +25,11 @@ TINY = {
         "bandwidth": {"max_size": "4MiB", "repeats": 3},
         "steps": {"seqs": [32], "hiddens": [32], "layers": 2, "rounds": 1},
     },
+    "planner": {
+        "paper": {"models": ["gpt3-175b"], "gpus": ["a100-80gb"], "sac_time_limit_s": 2},
+        "frontier": {"models": ["gpt3-175b"], "points": 3, "sac_time_limit_s": 2},
+        "validate": {"models": [{"layers": 4, "seq": 32, "micro_batch": 2}], "points": 2, "rounds": 1},
+    },
 }
 
 
@@ -50,14 +55,16 @@ def test_pipeline_makes_every_table_figure_and_report(pipeline):
         frame = pd.read_csv(pipeline / "results" / "offload" / "cpu" / f"{table}.csv")
         assert len(frame) > 0
     assert pd.read_csv(pipeline / "results" / "offload" / "cpu" / "bandwidth.csv")["simulated"].all()
+    for table in ["paper", "frontier", "validate"]:
+        assert len(pd.read_csv(pipeline / "results" / "planner" / f"{table}.csv")) > 0
     for table in ["table2", "items", "flops", "memory", "modern"]:
         assert len(pd.read_csv(pipeline / "results" / "korthikanti" / f"{table}.csv")) > 0
     for fig in ["chen_segments", "chen_depth", "korthikanti_percent", "korthikanti_memory", "sweeps_segments",
                 "sweeps_depth", "sweeps_seq-hidden", "sweeps_layer-timing", "offload_bandwidth",
-                "offload_breakeven"]:
+                "offload_breakeven", "planner_frontier", "planner_measured", "planner_peak"]:
         assert (pipeline / "figures" / f"{fig}.png").stat().st_size > 1000
         assert (pipeline / "figures" / f"{fig}.svg").stat().st_size > 1000
-    for report in ["chen2016", "korthikanti2022", "sweeps", "offload"]:
+    for report in ["chen2016", "korthikanti2022", "sweeps", "offload", "planner"]:
         html = (pipeline / "reports" / f"{report}.html").read_text()
         assert "data:image/png;base64" in html, report
     assert (pipeline / "reports" / "index.html").exists()
