@@ -30,15 +30,28 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an int ≥ 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be ≥ 1")
-    return value
+def _number(kind: type, minimum: float, strict: bool = False):
+    """An argparse type: ``kind`` (int or float) ≥ ``minimum`` (> when ``strict``); the error names the value."""
+    noun = "an integer" if kind is int else "a number"
+    bound = f"{'>' if strict else '≥'} {minimum:g}"
+
+    def convert(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        if value < minimum or (strict and value == minimum) or value != value:  # value != value: NaN
+            raise argparse.ArgumentTypeError(f"{text!r} must be {bound}")
+        return value
+
+    convert.__name__ = f"{kind.__name__} {bound}"
+    return convert
+
+
+positive_int = _number(int, 1)
+_nonnegative_int = _number(int, 0)
+_positive_float = _number(float, 0, strict=True)
+_nonnegative_float = _number(float, 0)
 
 
 def _json_object(text: str) -> dict:
@@ -155,11 +168,11 @@ def _add_measure(sub):
     p.add_argument("--attention", choices=["math", "sdpa"],
                    help="override core attention: materialized softmax (math) or scaled_dot_product_attention")
     p.add_argument("--repeats", type=positive_int, default=5, help="timed steps (≥ 5; default 5)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed steps before timing (default 1)")
+    p.add_argument("--warmup", type=_nonnegative_int, default=1, help="untimed steps before timing (default 1)")
     p.add_argument("--no-timing", action="store_true", help="skip the timed steps (step_time_s null)")
     p.add_argument("--early-stop", action="store_true",
                    help="torch checkpoint early stop (recompute stops at the last saved tensor)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_nonnegative_int, default=0)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_run_measure)
 
@@ -247,28 +260,6 @@ def _run_bandwidth(args) -> int:
 
 # --- plan (planner) --------------------------------------------------------------------------------------------
 
-def _positive_float(text: str) -> float:
-    """argparse type: a float > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
-    return value
-
-
-def _nonnegative_int(text: str) -> int:
-    """argparse type: an int ≥ 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be ≥ 0")
-    return value
-
-
 def _add_plan(sub):
     from remat.planner.gpus import GPUS
     p = sub.add_parser("plan", help="exact per-layer recompute/offload plan for a model, GPU and memory budget")
@@ -295,7 +286,7 @@ def _add_plan(sub):
     p.add_argument("--peak-tflops", type=_positive_float, help="override peak 16-bit TFLOP/s")
     p.add_argument("--achievable", type=_positive_float, help="override the achievable fraction of peak")
     p.add_argument("--link-gbps", type=_positive_float, help="override host-link GB/s (10^9 B/s) per direction")
-    p.add_argument("--link-t0-us", type=float, help="override the per-copy latency (microseconds)")
+    p.add_argument("--link-t0-us", type=_nonnegative_float, help="override the per-copy latency (microseconds)")
     p.add_argument("--policies", default="none,selective,full,offload",
                    help="policies the plan may use (comma-separated; default all four)")
     p.add_argument("--calibrate", action="store_true",
