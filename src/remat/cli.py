@@ -167,7 +167,7 @@ def _add_measure(sub):
     p.add_argument("--dtype", choices=DTYPES, help="override the parameter/activation dtype")
     p.add_argument("--attention", choices=["math", "sdpa"],
                    help="override core attention: materialized softmax (math) or scaled_dot_product_attention")
-    p.add_argument("--repeats", type=positive_int, default=5, help="timed steps (≥ 5; default 5)")
+    p.add_argument("--repeats", type=_number(int, 5), default=5, help="timed steps (≥ 5; default 5)")
     p.add_argument("--warmup", type=_nonnegative_int, default=1, help="untimed steps before timing (default 1)")
     p.add_argument("--no-timing", action="store_true", help="skip the timed steps (step_time_s null)")
     p.add_argument("--early-stop", action="store_true",
@@ -180,10 +180,6 @@ def _add_measure(sub):
 def _run_measure(args) -> int:
     from remat.measure.step import measure
     from remat.models.presets import from_name
-    if args.repeats < 5:
-        raise UsageError("--repeats", f"must be ≥ 5, got {args.repeats}")
-    if args.warmup < 0:
-        raise UsageError("--warmup", f"must be ≥ 0, got {args.warmup}")
     cfg = from_name(args.model, layers=args.layers, seq=args.seq, micro_batch=args.micro_batch,
                     dtype=args.dtype, attention=args.attention)
     row = measure(cfg, args.policy, args.device, seed=args.seed, warmup=args.warmup, repeats=args.repeats,
