@@ -41,6 +41,13 @@ def resolve(name: str):
 
 def run_experiment(name: str, params: dict, out: str) -> None:
     """Run experiment ``name`` with ``params`` and write its table to ``out`` (CSV, atomic)."""
+    import sys
+    import time
+
     from remat.io import write_csv
+    start = time.perf_counter()
+    print(f"[{name}] start: params {params}", file=sys.stderr, flush=True)
     frame = resolve(name)(params)
     write_csv(out, frame)
+    print(f"[{name}] wrote {len(frame)} rows to {out} in {time.perf_counter() - start:.1f} s",
+          file=sys.stderr, flush=True)

@@ -15,6 +15,7 @@ memcpy"``, never PCIe. Run: ``remat experiment offload-steps --params '{"device"
 from __future__ import annotations
 
 import contextlib
+import itertools
 import weakref
 from pathlib import Path
 
@@ -25,6 +26,7 @@ import torch
 
 from remat.errors import UsageError
 from remat.experiments.params import check_known, get_int, get_int_list
+from remat.experiments.progress import progress
 from remat.measure.provenance import provenance
 from remat.offload import DIRECTIONS, KiB, OffloadHooks, bandwidth_summary, link_label, resolve_device
 from remat.units import parse_bytes
@@ -242,9 +244,8 @@ def steps_table(params: dict) -> pd.DataFrame:
     threads = get_int(params, "threads", 1 if device == "cpu" else torch.get_num_threads())
     rows = []
     with _intra_op_threads(threads):
-        for s in seqs:
-            for h in hiddens:
-                rows += _measure_size(_model_config(params, s, h), device, repeats, rounds, seed, min_bytes)
+        for s, h in progress(itertools.product(seqs, hiddens), "offload-steps (s, h)"):
+            rows += _measure_size(_model_config(params, s, h), device, repeats, rounds, seed, min_bytes)
     for row in rows:
         row["threads"] = threads
     prov = provenance(device=device, dtype=params.get("dtype", "float32"), seed=seed)

@@ -23,11 +23,14 @@ Run: ``remat experiment planner-validate --params '{"models": [{"layers": 8, "se
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pandas as pd
 
 from remat.errors import InfeasibleError, UsageError
 from remat.experiments.params import check_known, get_int
+from remat.experiments.progress import progress
 from remat.measure.provenance import provenance
 from remat.models.presets import from_name
 from remat.planner import make_problem
@@ -68,19 +71,17 @@ def paper_plans(params: dict) -> pd.DataFrame:
     gpus = _list(params, "gpus", ["a100-80gb", "h100-80gb"])
     limit = float(params.get("sac_time_limit_s", 20.0))
     rows = []
-    for name in models:
-        for gpu_name in gpus:
-            for sp in (False, True):
-                problem = make_problem(from_name(name), gpu_name=gpu_name, sp=sp)
-                keys = {"model": name, "gpu": gpu_name, "sp": sp, "budget_bytes": problem.budget_bytes,
-                        "layers_per_gpu": len(problem.layers), "sac_time_limit_s": limit}
-                try:
-                    plan = solve(problem)
-                except InfeasibleError as exc:
-                    rows.append({**keys, "method": "plan", "feasible": False,
-                                 "minimum_bytes": exc.minimum_bytes})
-                    continue
-                rows += _rows(problem, plan, baselines(problem, sac_time_limit_s=limit), **keys)
+    for name, gpu_name, sp in progress(itertools.product(models, gpus, (False, True)), "planner-paper"):
+        problem = make_problem(from_name(name), gpu_name=gpu_name, sp=sp)
+        keys = {"model": name, "gpu": gpu_name, "sp": sp, "budget_bytes": problem.budget_bytes,
+                "layers_per_gpu": len(problem.layers), "sac_time_limit_s": limit}
+        try:
+            plan = solve(problem)
+        except InfeasibleError as exc:
+            rows.append({**keys, "method": "plan", "feasible": False,
+                         "minimum_bytes": exc.minimum_bytes})
+            continue
+        rows += _rows(problem, plan, baselines(problem, sac_time_limit_s=limit), **keys)
     return _with_provenance(rows, "cpu")
 
 
@@ -227,7 +228,7 @@ def validate(params: dict) -> pd.DataFrame:
     torch.set_num_threads(threads)
     try:
         rows = []
-        for spec in specs:
+        for spec in progress(specs, "planner-validate"):
             rows += _validate_model(_tiny(spec), points, repeats, rounds, device, measure, torch_problem)
     finally:
         torch.set_num_threads(before)
