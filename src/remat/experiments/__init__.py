@@ -46,8 +46,7 @@ def run_experiment(name: str, params: dict, out: str) -> None:
 
     from remat.io import write_csv
     start = time.perf_counter()
-    print(f"[{name}] start: params {params}", file=sys.stderr, flush=True)
     frame = resolve(name)(params)
     write_csv(out, frame)
-    print(f"[{name}] wrote {len(frame)} rows to {out} in {time.perf_counter() - start:.1f} s",
+    print(f"[{name}] wrote {len(frame)} rows to {out} in {time.perf_counter() - start:.1f} s; params {params}",
           file=sys.stderr, flush=True)
