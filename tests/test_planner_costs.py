@@ -107,5 +107,5 @@ def test_bad_settings_name_the_field(kwargs, field):
 def test_bad_models_name_the_field():
     with pytest.raises(UsageError, match="pp"):
         build_problem(from_name("gpt3-175b", pp=5), settings())
-    with pytest.raises(UsageError, match="model"):
-        make_problem(from_name("llama-tiny"))
+    with pytest.raises(UsageError, match="--tp"):   # Llama is planned from measured costs, t = 1 only
+        make_problem(from_name("llama-tiny", tp=2))

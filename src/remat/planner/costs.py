@@ -33,6 +33,10 @@ What one GPU holds (the first pipeline stage, the most loaded), Korthikanti et a
   pipeline bubble (p − 1)/m, so per-step seconds = (N + (p − 1)/m) × per-micro-batch seconds.
 
 Everything is in int bytes and float seconds; FLOPs are ints.
+
+Other architectures (Llama) have no closed form: their per-layer costs are MEASURED on the runtime's layer
+under FakeTensorMode (saved-tensor hooks + FlopCounterMode; ``remat.planner.measured``), t = 1 without SP
+only; the plan's meta says which (``cost_source``).
 """
 
 from __future__ import annotations
@@ -75,9 +79,12 @@ def check(cfg: ModelConfig, st: Settings) -> None:
 
 
 def _check(cfg: ModelConfig, st: Settings) -> None:
-    if cfg.arch != "gpt":
-        raise UsageError("model", f"the planner's cost model is Korthikanti's GPT layer; {cfg.name} is "
-                                  f"{cfg.arch!r}")
+    if cfg.arch != "gpt" and cfg.tp != 1:
+        raise UsageError("--tp", f"{cfg.name} is {cfg.arch!r}: the tensor-parallel layer exists for GPT only; "
+                                 f"use --tp 1 (got {cfg.tp})")
+    if cfg.arch != "gpt" and st.sp:
+        raise UsageError("--sp", f"{cfg.name} is {cfg.arch!r}: sequence parallelism needs the GPT "
+                                 "tensor-parallel layer")
     for name in ("dp", "weight_bytes", "grad_bytes", "optimizer_bytes", "reserve_bytes", "budget_bytes"):
         value = getattr(st, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "dp" else 0):
@@ -165,7 +172,11 @@ def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
     """
     _check(cfg, st)
     s, b, h, v, t, p = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.vocab, cfg.tp, cfg.pp
-    costs = per_micro_batch(cfg, st)
+    measured = None
+    if cfg.arch != "gpt":   # no closed form: measured under fake tensors (remat.planner.measured)
+        from remat.planner.measured import measured_costs
+        measured = measured_costs(cfg, st)
+    costs = per_micro_batch(cfg, st) if measured is None else measured["per_micro_batch"]
     steps = step_multiplier(cfg, st.dp)
     n_mb = micro_batches(cfg, st.dp)
     chunk = (cfg.layers // p) // max(1, cfg.interleave)
@@ -177,16 +188,23 @@ def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
         kind = f"chunk {i // chunk}, {n} micro-batches in flight" if cfg.interleave > 1 and p > 1 else \
             f"{n} micro-batch{'es' if n > 1 else ''} in flight"
         layers.append(Layer(i, options, kind))
-    outside = K.outside_layer_bytes(s, b, h, v, t, p, st.sp)
-    fixed = {**model_state(cfg, st), "outside layers (§4.3)": sum(outside.values()),
-             "workspace reserve": st.reserve_bytes}
-    floor = _whole(Fraction(4 * s * b * v, t)) if p == 1 else 0   # fp32 logits' gradient
-    head_time = steps * 3 * K.logits_flops(s, b, h, v) / t / st.gpu.flops_per_s if p == 1 else 0.0
+    if measured is None:
+        outside = K.outside_layer_bytes(s, b, h, v, t, p, st.sp)
+        fixed = {**model_state(cfg, st), "outside layers (§4.3)": sum(outside.values()),
+                 "workspace reserve": st.reserve_bytes}
+        floor = _whole(Fraction(4 * s * b * v, t)) if p == 1 else 0   # fp32 logits' gradient
+        head_time = steps * 3 * K.logits_flops(s, b, h, v) / t / st.gpu.flops_per_s if p == 1 else 0.0
+    else:
+        outside = measured["outside"]
+        fixed = {**measured["model_state"], "outside layers (measured)": sum(outside.values()),
+                 "workspace reserve": st.reserve_bytes}
+        floor, head_time = measured["floor_bytes"], steps * measured["head_time_s"]
     meta = {"model": cfg.name, "s": s, "b": b, "h": h, "a": cfg.heads, "L": cfg.layers, "v": v, "t": t,
             "sp": st.sp, "p": p, "m": cfg.interleave, "dp": st.dp, "zero": st.zero, "gpu": st.gpu.name,
             "micro_batches": n_mb, "step_multiplier": steps, "in_flight": flight, "outside_terms": outside,
             "bytes_per_micro_batch": {k: c["stored"] for k, c in costs.items()},
             "time_source": "calibrated on this machine" if st.calibration else "FLOP model",
+            "cost_source": "closed form (Korthikanti Table 2)" if measured is None else measured["source"],
             "flops_per_s": st.gpu.flops_per_s, "link_bytes_per_s": st.gpu.link_bytes_per_s,
             "link_t0_s": st.gpu.link_t0_s, "memory_model": "prefix" if p == 1 else "all stored + worst transient"}
     return Problem(tuple(layers), fixed, st.budget_bytes, st.host_limit_bytes, fixed_time_s=head_time,

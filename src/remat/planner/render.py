@@ -99,7 +99,7 @@ def to_markdown(problem: Problem, plan: Plan, baselines: dict[str, dict]) -> str
              (" Exact optimum of the cost model." if plan.optimal else ""), ""]
     if meta:
         keys = ("s", "b", "h", "a", "L", "t", "sp", "p", "m", "dp", "zero", "micro_batches", "time_source",
-                "memory_model")
+                "cost_source", "memory_model")
         lines += ["Settings: " + ", ".join(f"{k}={meta[k]}" for k in keys if k in meta) + ".", ""]
     lines += ["## Which layers and why", ""] + _why_rows(problem, plan) + [""]
     lines += ["## Memory", "", "| part | bytes | GiB |", "|---|---|---|"]

@@ -1,0 +1,84 @@
+"""The planner's measured cost path (non-GPT models, remat.planner.measured): validated against the closed
+forms on the GPT layer, and `remat plan` for Llama models."""
+
+from __future__ import annotations
+
+import json
+
+from remat.cli import main
+from remat.formulas import korthikanti as K
+from remat.models.presets import from_name
+from remat.planner.costs import Settings, build_problem
+from remat.planner.gpus import gpu
+from remat.planner.measured import measured_costs
+
+
+def settings(**kw):
+    return Settings(gpu=gpu("a100-80gb"), budget_bytes=80 * 2**30, **kw)
+
+
+def run(capsys, *argv):
+    try:
+        code = main(["plan", *argv])
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_measured_gpt_layer_equals_table2_plus_layernorm_statistics():
+    """gpt-tiny at 16 bits: the measured per-layer bytes are Korthikanti's (Table 2, as the closed-form path
+    uses them) plus the LayerNorm mean and rstd the paper ignores: 2 LayerNorms × 2 × sb elements (bf16 on
+    the CPU); full keeps the layer input only (2sbh). FLOPs are Appendix A's."""
+    cfg = from_name("gpt-tiny", dtype="bfloat16")
+    s, b, h, a = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.heads
+    st = settings()
+    closed = build_problem(cfg, st)
+    assert closed.meta["cost_source"] == "closed form (Korthikanti Table 2)"
+    measured = measured_costs(cfg, st)
+    ln_stats = 2 * 2 * s * b * 2
+    extra = {"none": ln_stats, "selective": ln_stats, "full": 0}
+    for mode in ("none", "selective", "full"):
+        formula = closed.meta["bytes_per_micro_batch"][mode]
+        assert formula == K.layer_bytes(s, b, h, a, 1, False, mode)
+        assert measured["per_micro_batch"][mode]["stored"] == formula + extra[mode]
+    assert measured["per_micro_batch"]["offload"]["host"] == K.layer_bytes(s, b, h, a) + ln_stats
+    assert measured["per_micro_batch"]["full"]["flops"] == K.recompute_flops(s, b, h, "full")
+    assert measured["per_micro_batch"]["selective"]["flops"] == K.recompute_flops(s, b, h, "selective")
+    rate = st.gpu.flops_per_s
+    assert abs(measured["per_micro_batch"]["none"]["time"] - 3 * K.layer_forward_flops(s, b, h) / rate) < 1e-15
+    assert measured["params"]["per_layer"] == K.params_per_layer(h)
+
+
+def test_llama_tiny_plan_is_feasible_and_measured(capsys):
+    code, out, _ = run(capsys, "--model", "llama-tiny", "--memory", "3GiB", "--format", "json",
+                       "--no-baselines")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["feasible"] is True and len(doc["layers"]) == 2
+    assert doc["predicted"]["peak_bytes"] <= doc["budget_bytes"]
+    assert sum(doc["memory"].values()) == doc["predicted"]["peak_bytes"]
+    assert doc["settings"]["cost_source"] == "measured (fake tensors)"
+    per_layer = doc["settings"]["bytes_per_micro_batch"]
+    assert per_layer["none"] >= per_layer["selective"] > per_layer["full"] > 0
+
+
+def test_llama_with_tensor_parallelism_is_refused(capsys):
+    code, out, err = run(capsys, "--model", "llama-tiny", "--tp", "2", "--memory", "3GiB")
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "--tp" in err
+    code, _, err = run(capsys, "--model", "llama-tiny", "--sp", "--memory", "3GiB")
+    assert code == 2 and "--sp" in err
+
+
+def test_llama3_8b_plans(capsys):
+    # one GPU without ZeRO: 18 bytes per parameter alone exceed 80 GiB -> infeasible (exit 3) with the minimum
+    code, _, err = run(capsys, "--model", "llama3-8b", "--memory", "80GiB", "--format", "json",
+                       "--no-baselines")
+    assert code == 3 and "smallest budget" in err
+    code, out, _ = run(capsys, "--model", "llama3-8b", "--memory", "80GiB", "--dp", "8", "--zero", "1",
+                       "--format", "json", "--no-baselines")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["feasible"] and doc["predicted"]["peak_bytes"] <= doc["budget_bytes"]
+    assert len(doc["layers"]) == 32
