@@ -8,12 +8,13 @@ rule offload_experiment:
         "results/offload/{device}/{name}.csv",
     wildcard_constraints:
         name="bandwidth|steps",
-        device="cpu|cuda",
+        device=config["device"],  # another device's tables are inputs only: never rebuilt with these sizes
     params:
         p=lambda wc: params_json("offload", wc.name, device=wc.device),
     threads: 1
     resources:
         gpu=lambda wc: int(wc.device == "cuda"),
+        timing=1,
     log:
         "logs/offload/{device}/{name}.log",
     conda:
@@ -29,7 +30,7 @@ rule offload_breakeven:
     output:
         "results/offload/{device}/breakeven.csv",
     wildcard_constraints:
-        device="cpu|cuda",
+        device=config["device"],
     params:
         p=lambda wc, input: params_json("offload", "breakeven", steps=input.steps, bandwidth=input.bandwidth),
     log:

@@ -13,6 +13,7 @@ rule planner_experiment:
     threads: 1
     resources:
         gpu=lambda wc: int(wc.name == "validate" and config["device"] == "cuda"),
+        timing=lambda wc: int(wc.name == "validate"),
     log:
         "logs/planner/{name}.log",
     conda:

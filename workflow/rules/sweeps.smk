@@ -8,12 +8,13 @@ rule sweep:
         "results/sweeps/{sweep}/{device}.csv",
     wildcard_constraints:
         sweep="segments|depth|seq-hidden|layer-timing",
-        device="cpu|cuda",
+        device=config["device"],  # another device's tables are inputs only: never rebuilt with these sizes
     params:
         p=lambda wc: params_json("sweeps", wc.sweep, device=wc.device),
     threads: 1
     resources:
         gpu=lambda wc: int(wc.device == "cuda"),
+        timing=1,
         runtime=60,
     log:
         "logs/sweeps/{sweep}/{device}.log",
