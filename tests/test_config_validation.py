@@ -17,6 +17,11 @@ BAD_CONFIGS = [
     ({"colour": "blue"}, "colour"),
     ({"device": "tpu"}, "device"),
     ({"reports": ["nonesuch"]}, "nonesuch"),
+    ({"korthikanti": {"table2": {"models": ["nope"]}}}, "nope"),
+    ({"offload": {"bandwidth": {"min_size": "64KX"}}}, "64KX"),
+    ({"sweeps": {"layer-timing": {"max_bytes": "12 parsecs"}}}, "12 parsecs"),
+    ({"sweeps": {"depth": {"model": "gpt-5"}}}, "gpt-5"),
+    ({"planner": {"frontier": {"gpu": "v100"}}}, "v100"),
 ]
 
 
@@ -40,3 +45,10 @@ def test_default_and_gpu_config_dry_run_clean(project):
     for extra in ([], ["--configfile", "config/gpu.yaml"]):
         proc = snakemake(project, "-n", "--cores", "1", *extra, timeout=120)
         assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_schema_presets_are_the_packages_presets(root):
+    from remat.models.presets import PRESETS
+    schema = yaml.safe_load((root / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    enum = schema["$defs"]["model"]["anyOf"][0]["enum"]
+    assert sorted(enum) == sorted(PRESETS)
