@@ -25,6 +25,8 @@ CONFIG_JSON = {
     "neglayers.json": json.dumps({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
                                   "num_hidden_layers": -2, "intermediate_size": 128, "vocab_size": 128}),
     "list.json": json.dumps([1, 2, 3]),
+    "empty.csv": "",
+    "header.csv": "a,b\n",
 }
 
 M = ["measure", "--model", "gpt-tiny", "--device", "cpu", "--no-timing"]
@@ -68,6 +70,10 @@ CASES = [
     (["experiment", "chen-segments", "--params", "[1, 2]", "--out", "{tmp}/x.csv"], "--params"),
     (["experiment", "nonesuch", "--params", "{}", "--out", "{tmp}/x.csv"], "name"),
     (["figure", "chen-depth", "--inputs", "{tmp}/nope.csv", "--out", "{tmp}/f.png"], "--inputs"),
+    (["figure", "chen-depth", "--inputs", "{tmp}/empty.csv", "--out", "{tmp}/f.png"], "--inputs"),
+    (["figure", "chen-depth", "--inputs", "{tmp}/header.csv", "--out", "{tmp}/f.png"], "--inputs"),
+    (["experiment", "chen-check", "--params", '{"layers": 2}', "--out", "{tmp}"], "--out"),
+    ([*M, "--policy", "full", "--seq", "100000"], "does not fit in memory"),
     (["report", "nonesuch"], "NAME"),
     (["report", "--engine", "quarto", "chen2016"], "--engine"),
     (["report", "--engine", "sideways"], "--engine"),

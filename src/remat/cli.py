@@ -357,6 +357,21 @@ def main(argv: list[str] | None = None) -> int:
     except InfeasibleError as exc:
         print(f"remat {args.command}: infeasible: {exc}", file=sys.stderr)
         return exc.exit_code
+    except (MemoryError, RuntimeError) as exc:
+        if not _out_of_memory(exc):
+            raise
+        print(f"remat {args.command}: error: does not fit in memory ({str(exc).splitlines()[0][:160]}); "
+              "use smaller --seq / --micro-batch / --layers, or --device fake", file=sys.stderr)
+        return UsageError.exit_code
+    except KeyboardInterrupt:
+        print(f"remat {args.command}: interrupted; nothing written", file=sys.stderr)
+        return 130
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """An allocation failure (host MemoryError, torch's CPU allocator, CUDA out of memory)?"""
+    text = str(exc)
+    return isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text.lower()
 
 
 if __name__ == "__main__":

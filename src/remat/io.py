@@ -13,13 +13,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from remat.errors import UsageError
+
 
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temp path in the target's folder; rename it onto ``path`` only if the block succeeds."""
+    """Yield a temp path in the target's folder; rename it onto ``path`` only if the block succeeds.
+
+    Raises UsageError("--out") when ``path`` is a directory or its folder cannot be written."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if path.is_dir():
+        raise UsageError("--out", f"{path} is a directory; give a file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise UsageError("--out", f"cannot write {path} ({exc.strerror})") from None
     os.close(fd)
     try:
         yield Path(tmp)

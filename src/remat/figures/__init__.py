@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+from remat.errors import UsageError
+
 REGISTRY: dict[str, str] = {
     "chen-segments": "remat.figures.chen:segments",
     "chen-depth": "remat.figures.chen:depth",
@@ -27,7 +29,9 @@ REGISTRY: dict[str, str] = {
 
 
 def draw(name: str, inputs: list[str], out: str) -> None:
-    """Draw figure ``name`` from the CSV ``inputs``; write ``out`` (PNG) and the SVG beside it, atomically."""
+    """Draw figure ``name`` from the CSV ``inputs``; write ``out`` (PNG) and the SVG beside it, atomically.
+
+    Raises UsageError("--inputs") when the tables are not the ones this figure draws (missing columns, empty)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -36,7 +40,10 @@ def draw(name: str, inputs: list[str], out: str) -> None:
     from remat.io import atomic_path
 
     module, func = REGISTRY[name].split(":")
-    fig = getattr(importlib.import_module(module), func)([pd.read_csv(p) for p in inputs])
+    try:
+        fig = getattr(importlib.import_module(module), func)([pd.read_csv(p) for p in inputs])
+    except (KeyError, ValueError, pd.errors.EmptyDataError) as exc:   # a table of another experiment
+        raise UsageError("--inputs", f"not the table(s) figure {name} draws ({type(exc).__name__}: {exc})") from None
     out = Path(out)
     for path in (out, out.with_suffix(".svg")):
         with atomic_path(path) as tmp:
