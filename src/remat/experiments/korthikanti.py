@@ -260,7 +260,7 @@ def modern(params: dict) -> pd.DataFrame:
             groups.setdefault((item.module, item.op), []).append(item.bytes)
         shared = sum(acc.slack.values())  # < 0: one storage saved by several ops (actual counts it once)
         if shared:
-            groups[("(shared storages counted once)", "")] = [shared]
+            groups[("(shared storages counted once)", "—")] = [shared]
         for (module, op), sizes in groups.items():
             rows.append({"variant": variant, "model": model, "seq": s, "micro_batch": b, "hidden": cfg.hidden,
                          "heads": cfg.heads, "kv_heads": cfg.kv_heads, "ffn_hidden": cfg.ffn_hidden,
