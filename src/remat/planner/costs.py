@@ -137,31 +137,43 @@ def per_micro_batch(cfg: ModelConfig, st: Settings) -> dict[str, dict]:
     base = 3 * fwd                                       # forward + backward (2× forward)
     tensors = len(K.stored_terms("none"))
     exposed = O.exposed_offload_s(by["none"], tensors, fwd, 2 * fwd, st.gpu.link)
-    out = {
-        "none": dict(stored=by["none"], transient=0, time=base, flops=0, host=0),
-        "selective": dict(stored=by["selective"], transient=by["none"] - by["selective"],
-                          time=base + K.recompute_flops(s, b, h, "selective") / t / rate,
-                          flops=K.recompute_flops(s, b, h, "selective") // t, host=0),
-        "full": dict(stored=by["full"], transient=by["none"] - by["full"],
-                     time=base + K.recompute_flops(s, b, h, "full") / t / rate,
-                     flops=K.recompute_flops(s, b, h, "full") // t, host=0),
-        "offload": dict(stored=0, transient=2 * by["none"], time=base + exposed, flops=0, host=by["none"],
-                        exposed=exposed),
-    }
-    if st.calibration is not None:
-        for policy, seconds in st.calibration.items():
-            if policy in out:
-                out[policy]["time"] = seconds
+    flops = {mode: K.recompute_flops(s, b, h, mode) // t for mode in ("selective", "full")}
+    return policy_costs(by, base, flops, exposed, st)
+
+
+def policy_costs(stored: dict[str, int], base_s: float, recompute_flops: dict[str, int], exposed_s: float,
+                 st: Settings) -> dict[str, dict]:
+    """Per policy in ``st.policies``, one layer and one micro-batch: stored / transient / host bytes, seconds,
+    recompute FLOPs. stored: bytes kept under none / selective / full; base_s: forward + backward seconds;
+    recompute_flops: FLOPs re-run by selective and full (seconds at ``st.gpu.flops_per_s``); exposed_s: offload
+    time not hidden under compute (remat.formulas.offload). Offload keeps nothing on the device and, while a
+    layer's backward runs, holds its activations twice (the current layer and the prefetched one). A calibration
+    (``st.calibration``: seconds per policy) replaces the FLOP-model times."""
+    rate = st.gpu.flops_per_s
+    out = {"none": dict(stored=stored["none"], transient=0, time=base_s, flops=0, host=0)}
+    for mode in ("selective", "full"):
+        out[mode] = dict(stored=stored[mode], transient=stored["none"] - stored[mode],
+                         time=base_s + recompute_flops[mode] / rate, flops=recompute_flops[mode], host=0)
+    out["offload"] = dict(stored=0, transient=2 * stored["none"], time=base_s + exposed_s, flops=0,
+                          host=stored["none"], exposed=exposed_s)
+    for policy, seconds in (st.calibration or {}).items():
+        if policy in out:
+            out[policy]["time"] = seconds
     return {p: out[p] for p in st.policies}
 
 
 def model_state(cfg: ModelConfig, st: Settings) -> dict[str, int]:
     """Weights, gradients and optimizer state (bytes) of the first stage's GPU, ZeRO-sharded by dp."""
-    n = K.params_per_gpu(cfg.hidden, cfg.layers, cfg.vocab, cfg.seq, cfg.tp, cfg.pp)
+    return sharded_state(K.params_per_gpu(cfg.hidden, cfg.layers, cfg.vocab, cfg.seq, cfg.tp, cfg.pp), st)
+
+
+def sharded_state(params: int, st: Settings) -> dict[str, int]:
+    """Bytes of ``params`` parameters' weights, gradients and optimizer state on one GPU: ZeRO stage 1 shards
+    the optimizer state over dp, stage 2 also the gradients, stage 3 also the weights (Rajbhandari et al.)."""
     shard = lambda stage: st.dp if st.zero >= stage else 1
-    return {"weights": -(-n * st.weight_bytes // shard(3)),
-            "gradients": -(-n * st.grad_bytes // shard(2)),
-            "optimizer": -(-n * st.optimizer_bytes // shard(1))}
+    return {"weights": -(-params * st.weight_bytes // shard(3)),
+            "gradients": -(-params * st.grad_bytes // shard(2)),
+            "optimizer": -(-params * st.optimizer_bytes // shard(1))}
 
 
 def build_problem(cfg: ModelConfig, st: Settings) -> Problem:

@@ -40,6 +40,7 @@ import torch
 
 from remat.formulas import offload as O
 from remat.models.presets import ModelConfig
+from remat.planner.costs import policy_costs, sharded_state
 
 COST_SOURCE = "measured (fake tensors)"
 _MEASURED = ("none", "selective", "full")
@@ -120,28 +121,12 @@ def measured_costs(cfg: ModelConfig, st) -> dict:
     by = m["stored"]
     base = fwd + bwd
     exposed = O.exposed_offload_s(by["none"], m["tensors"], fwd, bwd, st.gpu.link)
-    rec = m["recompute_flops"]
-    out = {
-        "none": dict(stored=by["none"], transient=0, time=base, flops=0, host=0),
-        "selective": dict(stored=by["selective"], transient=by["none"] - by["selective"],
-                          time=base + rec["selective"] / rate, flops=rec["selective"], host=0),
-        "full": dict(stored=by["full"], transient=by["none"] - by["full"], time=base + rec["full"] / rate,
-                     flops=rec["full"], host=0),
-        "offload": dict(stored=0, transient=2 * by["none"], time=base + exposed, flops=0, host=by["none"],
-                        exposed=exposed),
-    }
-    if st.calibration is not None:
-        for policy, seconds in st.calibration.items():
-            if policy in out:
-                out[policy]["time"] = seconds
+    out = policy_costs(by, base, m["recompute_flops"], exposed, st)
     p = cfg.pp
     n = (cfg.layers // p) * m["layer"] + m["embedding"] + (m["norm_and_head"] if p == 1 else 0)
-    shard = lambda stage: st.dp if st.zero >= stage else 1
-    state = {"weights": -(-n * st.weight_bytes // shard(3)), "gradients": -(-n * st.grad_bytes // shard(2)),
-             "optimizer": -(-n * st.optimizer_bytes // shard(1))}
     return {
-        "per_micro_batch": {q: out[q] for q in st.policies},
-        "model_state": state,
+        "per_micro_batch": out,
+        "model_state": sharded_state(n, st),
         "outside": {"saved outside the layers (measured)": m["outside_bytes"]},
         "floor_bytes": 4 * cfg.seq * cfg.micro_batch * cfg.vocab if p == 1 else 0,
         "head_time_s": (m["head_forward_flops"] + m["head_backward_flops"]) / rate if p == 1 else 0.0,
