@@ -36,32 +36,30 @@ def frontier(frames: list[pd.DataFrame]) -> Figure:
     """Budget (GiB) vs predicted step time (s) of the plan and each baseline, one panel per model; only
     budgets where the method fits. Input: one ``planner-frontier`` table."""
     frame = frames[0]
-    models = list(dict.fromkeys(frame["model"]))
-    fig = Figure(figsize=(5.2 * len(models), 4.2))
-    axes = np.atleast_1d(fig.subplots(1, len(models)))
-    for ax, model in zip(axes, models):
-        _panel(ax, frame[frame["model"] == model], "budget_bytes", "step_time_s", GIB)
-        ax.set(title=f"{model} ({frame[frame['model'] == model]['gpu'].iloc[0]}, predicted)",
-               xlabel="memory budget (GiB)", ylabel="step time (s)")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    frame = frame.assign(label=frame["model"])
+    return _budget_panels(frame, "step_time_s", GIB, "GiB", None,
+                          lambda label, rows: f"{label} ({rows['gpu'].iloc[0]}, predicted)")
 
 
 def measured(frames: list[pd.DataFrame]) -> Figure:
     """Tiny CPU models: budget (MiB) vs step time, predicted (lines) and measured (×), plan and baselines.
     Input: one ``planner-validate`` table."""
     frame = frames[0]
-    models = list(dict.fromkeys(frame["model"] + " L=" + frame["layers"].astype(str)))
     frame = frame.assign(label=frame["model"] + " L=" + frame["layers"].astype(str))
-    fig = Figure(figsize=(5.2 * len(models), 4.2))
-    axes = np.atleast_1d(fig.subplots(1, len(models)))
-    for ax, label in zip(axes, models):
-        _panel(ax, frame[frame["label"] == label], "budget_bytes", "predicted_step_time_s", MIB,
-               measured="measured_step_time_s")
-        ax.set(title=f"{label} on {frame['device'].iloc[0]}: predicted (line), measured (×)",
-               xlabel="memory budget (MiB)", ylabel="step time (s)")
+    return _budget_panels(frame, "predicted_step_time_s", MIB, "MiB", "measured_step_time_s",
+                          lambda label, rows: f"{label} on {rows['device'].iloc[0]}: predicted (line), measured (×)")
+
+
+def _budget_panels(frame: pd.DataFrame, y: str, unit: int, unit_name: str, measured_col: str | None,
+                   title) -> Figure:
+    """One panel per ``label``: memory budget against step time, each method where it fits."""
+    labels = list(dict.fromkeys(frame["label"]))
+    fig = Figure(figsize=(5.2 * len(labels), 4.2))
+    axes = np.atleast_1d(fig.subplots(1, len(labels)))
+    for ax, label in zip(axes, labels):
+        rows = frame[frame["label"] == label]
+        _panel(ax, rows, "budget_bytes", y, unit, measured=measured_col)
+        ax.set(title=title(label, rows), xlabel=f"memory budget ({unit_name})", ylabel="step time (s)")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.tight_layout()
