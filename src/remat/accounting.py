@@ -133,6 +133,7 @@ class LayerAccount:
             "bytes_per_layer_actual": self.bytes_per_layer_actual,
             "bytes_per_layer_formula": self.bytes_per_layer_formula,
             "rel_error": self.rel_error,
+            "formula_applies": self.arch == "gpt",   # Table 2 describes the GPT layer only
             "terms": self.terms(),
             "gap": self.gap(),
             "items": [item.to_dict() for item in self.items],
@@ -328,8 +329,10 @@ def format_account(acc: LayerAccount) -> str:
     lines = [f"{acc.model}  mode={acc.mode} tp={acc.tp} sp={acc.sp} s={acc.seq} b={acc.micro_batch} "
              f"({acc.dtype}, device={acc.device})",
              f"  measured (paper-faithful) {acc.bytes_per_layer_measured / mib:12.2f} MiB",
-             f"  formula (Table 2)         {acc.bytes_per_layer_formula / mib:12.2f} MiB   "
-             f"rel. error {acc.rel_error:+.3%}",
+             f"  formula (Table 2)         {acc.bytes_per_layer_formula / mib:12.2f} MiB   " +
+             (f"rel. error {acc.rel_error:+.3%}" if acc.arch == "gpt" else
+              f"(the paper's GPT layer at these sizes, for comparison: this {acc.arch} layer is not what "
+              "Table 2 describes)"),
              f"  actual                    {acc.bytes_per_layer_actual / mib:12.2f} MiB", "  items:"]
     for i in acc.items:
         lines.append(f"    {i.name:32s} {str(list(i.shape)):24s} {i.dtype.removeprefix('torch.'):9s} "
