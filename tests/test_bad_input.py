@@ -57,6 +57,7 @@ CASES = [
     (["measure", "--model", "{tmp}/nohidden.json", "--policy", "none", "--device", "cpu"], "hidden_size"),
     (["measure", "--model", "{tmp}/neglayers.json", "--policy", "none", "--device", "cpu"], "num_hidden_layers"),
     (["measure", "--model", "{tmp}/list.json", "--policy", "none", "--device", "cpu"], "config.json"),
+    (["measure", "--model", "{tmp}", "--policy", "none", "--device", "cpu"], "folder without a config.json"),
     (["bandwidth", "--device", "tpu"], "--device"),
     (["bandwidth", "--min-size", "3KiB"], "--min-size"),
     (["bandwidth", "--max-size=-1GB"], "--max-size"),

@@ -117,7 +117,7 @@ PRESETS: dict[str, ModelConfig] = {
 
 
 def from_name(name_or_path: str, **overrides) -> ModelConfig:
-    """A preset by name, or a HuggingFace-style config.json by path, with field overrides.
+    """A preset by name, or a HuggingFace-style config.json by path (or its model folder), with field overrides.
 
     ``overrides`` are ModelConfig fields (e.g. ``layers=1, seq=512, micro_batch=2, dtype="float32"``);
     ``None`` values are ignored (convenient for unset CLI flags). The result is validated.
@@ -129,6 +129,10 @@ def from_name(name_or_path: str, **overrides) -> ModelConfig:
     """
     if name_or_path in PRESETS:
         cfg = PRESETS[name_or_path]
+    elif Path(name_or_path).is_dir():   # a HuggingFace model folder: its config.json
+        if not (Path(name_or_path) / "config.json").is_file():
+            raise UsageError("model", f"{name_or_path} is a folder without a config.json")
+        return from_name(str(Path(name_or_path) / "config.json"), **overrides)
     elif str(name_or_path).endswith(".json") or Path(name_or_path).is_file():
         from remat.models.hf_config import read_hf_config
         cfg = read_hf_config(name_or_path)
