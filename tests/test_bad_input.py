@@ -74,7 +74,6 @@ CASES = [
     (["figure", "chen-depth", "--inputs", "{tmp}/empty.csv", "--out", "{tmp}/f.png"], "--inputs"),
     (["figure", "chen-depth", "--inputs", "{tmp}/header.csv", "--out", "{tmp}/f.png"], "--inputs"),
     (["experiment", "chen-check", "--params", '{"layers": 2}', "--out", "{tmp}"], "--out"),
-    ([*M, "--policy", "full", "--seq", "100000"], "does not fit in memory"),
     (["report", "nonesuch"], "NAME"),
     (["report", "--engine", "quarto", "chen2016"], "--engine"),
     (["report", "--engine", "sideways"], "--engine"),
@@ -108,3 +107,18 @@ def test_bad_input_one_line_exit_2_nothing_written(workdir, capsys, argv, field,
 
 def test_at_least_thirty_cases():
     assert len(CASES) >= 30
+
+
+def test_an_allocation_that_does_not_fit_is_one_line(monkeypatch, capsys):
+    # a real oversize run can be OOM-killed instead of failing its allocation, so the allocator's error is
+    # raised where the measurement would allocate
+    import remat.measure.step as step
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: "
+                           "you tried to allocate 320000000000 bytes.")
+
+    monkeypatch.setattr(step, "measure", refuse)
+    code = main([*M, "--policy", "full", "--seq", "100000"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "does not fit in memory" in err, err
