@@ -103,3 +103,12 @@ def test_calibrate_measures_layer_times_here(capsys):
     assert doc["predicted"]["step_time_s"] > 0 and set(doc["counts"]) <= {"none", "full"}
     code, _, err = run(capsys, "--model", "gpt-tiny", "--calibrate", "--tp", "2")
     assert code == 2 and "--tp" in err
+
+
+def test_budget_above_the_gpu_warns_once_and_still_plans(capsys):
+    from remat.cli import main
+    code = main(["plan", "--model", "gpt3-175b", "--memory", "200GiB", "--tp", "8", "--sp", "--pp", "8",
+                 "--no-baselines", "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 0 and '"feasible": true' in captured.out
+    assert captured.err.strip() == "remat plan: warning: --memory 200.00 GiB exceeds the a100-80gb's 80.00 GiB"

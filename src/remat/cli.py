@@ -316,11 +316,24 @@ def _run_plan(args) -> int:
     except SearchTooLarge as exc:
         print(f"remat plan: error: {exc}", file=sys.stderr)
         return 1
+    _warn_budget_above_gpu(args, parse_bytes)
     if args.out:
         write_text(args.out, text)
     else:
         print(text)
     return 0
+
+
+def _warn_budget_above_gpu(args, parse_bytes) -> None:
+    """One warning line on stderr when --memory exceeds the GPU preset's memory (the plan is still made)."""
+    from remat.planner.gpus import GPUS
+    from remat.units import format_bytes
+    gpu = GPUS.get(args.gpu)
+    if args.memory is not None and gpu is not None:
+        budget = parse_bytes(args.memory, "--memory")
+        if budget > gpu.memory_bytes:
+            print(f"remat plan: warning: --memory {format_bytes(budget)} exceeds the {gpu.name}'s "
+                  f"{format_bytes(gpu.memory_bytes)}", file=sys.stderr)
 
 
 def _plan_text(args, cfg, gpu_overrides, plan_model, parse_bytes) -> str:
@@ -332,7 +345,6 @@ def _plan_text(args, cfg, gpu_overrides, plan_model, parse_bytes) -> str:
         weight_bytes=args.weight_bytes, grad_bytes=args.grad_bytes, optimizer_bytes=args.optimizer_bytes,
         policies=tuple(x.strip() for x in args.policies.split(",")), calibrate=args.calibrate,
         baselines=not args.no_baselines, sac_time_limit_s=args.sac_time_limit, fmt=args.format)
-
 
 
 _SECTIONS = [_add_check, _add_experiment, _add_figure, _add_report, _add_bandwidth, _add_measure, _add_account,
