@@ -37,6 +37,7 @@ from torch.autograd.graph import saved_tensors_hooks
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from remat.errors import UsageError
+from remat.measure.timing import intra_op_threads
 
 SIMULATED = "simulated: host memcpy"
 DEFAULT_MIN_BYTES = 2**16  # 64 KiB: storages below this stay on the device (per-copy latency t0 dominates)
@@ -579,15 +580,8 @@ def _one_host_thread(device: torch.device):
     A link has one copy engine; a memcpy split over both cores of a shared 2-core machine waits for the busier
     core and measures the scheduler, not the copy. The overlapping matmul thread then has the other core.
     """
-    if device.type != "cpu":
+    with intra_op_threads(1 if device.type == "cpu" else None):
         yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _sweep(bench: _CopyBench, dev: torch.device, sizes: list[int], max_repeats: int,

@@ -14,7 +14,6 @@ memcpy"``, never PCIe. Run: ``remat experiment offload-steps --params '{"device"
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import weakref
 from pathlib import Path
@@ -27,6 +26,7 @@ import torch
 from remat.errors import UsageError
 from remat.experiments.params import check_known, get_int, get_int_list
 from remat.experiments.progress import progress
+from remat.measure.timing import intra_op_threads
 from remat.measure.provenance import provenance
 from remat.offload import DIRECTIONS, KiB, OffloadHooks, bandwidth_summary, link_label, resolve_device
 from remat.units import parse_bytes
@@ -75,17 +75,6 @@ def bandwidth_table(params: dict) -> pd.DataFrame:
 
 
 # --- offload-steps -----------------------------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def _intra_op_threads(n: int):
-    """torch.set_num_threads(n) inside, restored after."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
 
 def _model_config(params: dict, seq: int, hidden: int):
     from remat.models.presets import from_name
@@ -243,7 +232,7 @@ def steps_table(params: dict) -> pd.DataFrame:
     min_bytes = _size(params, "min_bytes", None)
     threads = get_int(params, "threads", 1 if device == "cpu" else torch.get_num_threads())
     rows = []
-    with _intra_op_threads(threads):
+    with intra_op_threads(threads):
         for s, h in progress(itertools.product(seqs, hiddens), "offload-steps (s, h)"):
             rows += _measure_size(_model_config(params, s, h), device, repeats, rounds, seed, min_bytes)
     for row in rows:

@@ -31,6 +31,7 @@ import pandas as pd
 from remat.errors import InfeasibleError, UsageError
 from remat.experiments.params import check_known, get_int
 from remat.experiments.progress import progress
+from remat.measure.timing import intra_op_threads
 from remat.measure.provenance import provenance
 from remat.models.presets import from_name
 from remat.planner import make_problem
@@ -209,8 +210,6 @@ def validate(params: dict) -> pd.DataFrame:
     GPTs), points (budgets per model, default 5), repeats (timed steps per round, default 5), rounds
     (interleaved timing rounds, default 3), threads (torch intra-op threads while timing, default 1),
     device ("cpu")."""
-    import torch
-
     from remat.measure.step import measure
     from remat.planner.costs import torch_problem
 
@@ -224,14 +223,10 @@ def validate(params: dict) -> pd.DataFrame:
     device = params.get("device", "cpu")
     if device not in ("cpu", "cuda"):
         raise UsageError("device", f"must be cpu or cuda, got {device!r}")
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        rows = []
+    rows = []
+    with intra_op_threads(threads):
         for spec in progress(specs, "planner-validate"):
             rows += _validate_model(_tiny(spec), points, repeats, rounds, device, measure, torch_problem)
-    finally:
-        torch.set_num_threads(before)
     frame = _with_provenance(rows, device)
     frame["threads"] = threads
     measured = frame["measured_peak_bytes"]

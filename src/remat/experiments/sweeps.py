@@ -44,7 +44,6 @@ reference point (k = 1 or none) timed in the same run.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import gc
 import math
@@ -65,7 +64,7 @@ from remat.measure.flops import StepFlopCounter, StepFlops
 from remat.measure.peak import PeakMemory
 from remat.measure.provenance import provenance
 from remat.measure.saved import SavedTensorLog
-from remat.measure.timing import MIN_REPEATS, time_step
+from remat.measure.timing import MIN_REPEATS, intra_op_threads, time_step
 from remat.models.presets import ModelConfig, from_name, validate
 from remat.models.transformer import build_model, lm_loss, random_tokens
 from remat.policies import Plan, apply_plan, parse_plan
@@ -157,16 +156,9 @@ def _setup(params: dict, sweep: str, keys: set[str], cpu_model: dict = CPU_MODEL
                  repeats=repeats, max_bytes=None if limit is None else parse_bytes(limit, "max_bytes"))
 
 
-@contextlib.contextmanager
 def _threads(setup: Setup):
     """Fix torch's intra-op thread count on the CPU for the run (restored afterwards)."""
-    previous = torch.get_num_threads()
-    if setup.device == "cpu":
-        torch.set_num_threads(setup.threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
+    return intra_op_threads(setup.threads if setup.device == "cpu" else None)
 
 
 # --- closed forms for one point ---------------------------------------------------------------------------------

@@ -6,9 +6,10 @@ CPU: ``time.perf_counter``. Not available under FakeTensorMode (nothing runs).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
@@ -59,3 +60,18 @@ def _cuda_time(step: Callable[[], object], device: torch.device) -> float:
     end.record()
     torch.cuda.synchronize(device)
     return start.elapsed_time(end) / 1000.0
+
+
+@contextlib.contextmanager
+def intra_op_threads(n: int | None) -> Iterator[None]:
+    """torch.set_num_threads(n) inside the block, the previous count restored after; None changes nothing.
+
+    The timing protocol fixes the thread count on the CPU so that timed runs on a shared machine compare
+    like with like (and a copy or step does not wait for the busier core)."""
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -26,7 +26,7 @@ def layer_seconds(cfg: ModelConfig, policies, device: str | None = None, repeats
     time waiting for the thread pool; None keeps torch's setting). Raises UsageError("--tp") for t > 1."""
     import torch
 
-    from remat.measure.timing import time_step
+    from remat.measure.timing import intra_op_threads, time_step
     from remat.models.transformer import build_model
     from remat.policies import apply_plan
 
@@ -46,14 +46,9 @@ def layer_seconds(cfg: ModelConfig, policies, device: str | None = None, repeats
         model.zero_grad(set_to_none=True)
         layer(x).float().square().mean().backward()
 
-    before = torch.get_num_threads()
-    if device == "cpu" and threads is not None:
-        torch.set_num_threads(threads)
-    try:
+    with intra_op_threads(threads if device == "cpu" else None):
         for r in range(rounds):
             for policy in policies[r % len(policies):] + policies[:r % len(policies)]:
                 apply_plan(model, [policy])
                 samples[policy] += time_step(step, device, warmup=warmup, repeats=repeats).samples_s
-    finally:
-        torch.set_num_threads(before)
     return {p: float(np.median(s)) for p, s in samples.items()}
