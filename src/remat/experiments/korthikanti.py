@@ -29,7 +29,7 @@ from remat.accounting import LayerAccount, account_layer, build, layer_input, re
 from remat.errors import UsageError
 from remat.experiments.params import check_known, get_int, get_int_list
 from remat.formulas import korthikanti as K
-from remat.measure.provenance import provenance
+from remat.measure.provenance import with_provenance
 
 PAPER_MODELS = ["gpt-22b", "gpt3-175b", "mt-nlg-530b", "gpt-1t"]
 GB = 10 ** 9          # the 80 GB line of Figure 1 is decimal: 80·10⁹ bytes
@@ -83,8 +83,7 @@ def _accounts(params: dict, name: str) -> list[tuple[str, LayerAccount]]:
 
 def _frame(rows: list[dict], dtype: str = "bfloat16", device: str = "fake") -> pd.DataFrame:
     """Rows + provenance columns; a row's own "dtype" (the model's activation dtype) wins over the default."""
-    prov = provenance(device=device, dtype=dtype)
-    return pd.DataFrame([{**row, **{k: v for k, v in prov.items() if k not in row}} for row in rows])
+    return with_provenance(rows, device=device, dtype=dtype)
 
 
 # --- Table 2 and the reconciliation ------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from remat.errors import InfeasibleError, UsageError
 from remat.experiments.params import check_known, get_int
 from remat.experiments.progress import progress
 from remat.measure.timing import intra_op_threads
-from remat.measure.provenance import provenance
+from remat.measure.provenance import with_provenance
 from remat.models.presets import from_name
 from remat.planner import make_problem
 from remat.planner.baselines import baselines
@@ -83,7 +83,7 @@ def paper_plans(params: dict) -> pd.DataFrame:
                          "minimum_bytes": exc.minimum_bytes})
             continue
         rows += _rows(problem, plan, baselines(problem, sac_time_limit_s=limit), **keys)
-    return _with_provenance(rows, "cpu")
+    return with_provenance(rows, "cpu")
 
 
 def frontier(params: dict) -> pd.DataFrame:
@@ -104,7 +104,7 @@ def frontier(params: dict) -> pd.DataFrame:
             rows += _rows(at, solve(at), baselines(at, sac_time_limit_s=limit), model=name,
                           budget_bytes=budget, gpu=problem.meta["gpu"], sp=problem.meta["sp"],
                           sac_time_limit_s=limit)
-    return _with_provenance(rows, "cpu")
+    return with_provenance(rows, "cpu")
 
 
 def _at(problem: Problem, budget: int) -> Problem:
@@ -227,7 +227,7 @@ def validate(params: dict) -> pd.DataFrame:
     with intra_op_threads(threads):
         for spec in progress(specs, "planner-validate"):
             rows += _validate_model(_tiny(spec), points, repeats, rounds, device, measure, torch_problem)
-    frame = _with_provenance(rows, device)
+    frame = with_provenance(rows, device)
     frame["threads"] = threads
     measured = frame["measured_peak_bytes"]
     frame["peak_rel_error"] = frame["predicted_peak_bytes"] / measured - 1
@@ -292,8 +292,3 @@ def _validate_model(cfg, points, repeats, rounds, device, measure, torch_problem
                        peak_method=peaks[entry["spec"]]["peak_method"])
         rows.append(row)
     return rows
-
-
-def _with_provenance(rows: list[dict], device: str) -> pd.DataFrame:
-    prov = provenance(device=device)
-    return pd.DataFrame([{**row, **{k: v for k, v in prov.items() if k not in row}} for row in rows])

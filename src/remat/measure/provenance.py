@@ -64,3 +64,11 @@ def provenance(device: str = "cpu", dtype: str = "float32", seed: int | None = N
         "host": socket.gethostname(),
         "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def with_provenance(rows: list[dict], device: str = "cpu", dtype: str = "float32", seed: int | None = None):
+    """A pandas DataFrame of ``rows`` with the provenance columns added; a row's own value of a provenance
+    column (e.g. the model's dtype) wins over the default given here."""
+    import pandas as pd
+    prov = provenance(device=device, dtype=dtype, seed=seed)
+    return pd.DataFrame([{**row, **{k: v for k, v in prov.items() if k not in row}} for row in rows])
