@@ -43,8 +43,9 @@ def test_single_layer_units_equal_per_layer_full(gpt175):
     assert kept.peak_bytes == plan_from_policies(gpt175, ["none"] * L).peak_bytes
 
 
-def test_segments_split_like_checkpoint_sequential():
-    assert segments_units(10, 3) == [(0, 3, True), (3, 6, True), (6, 10, False)]
+def test_segments_split_by_the_one_rule():
+    # Chen's segments at L = 10, k = 3: [4, 3, 3] (numpy.array_split), the last segment kept
+    assert segments_units(10, 3) == [(0, 4, True), (4, 7, True), (7, 10, False)]
     assert uniform_units(5, 2) == [(0, 2, True), (2, 4, True), (4, 5, True)]
 
 

@@ -202,7 +202,8 @@ def test_apply_plan_replaces_and_clears():
     ("uniform:5", ["full"] * 5, [(0, 5)]),
     ("block:2", ["full", "full", "none", "none", "none"], []),
     ("block:0", ["none"] * 5, []),
-    ("segments:2", ["full", "full", "none", "none", "none"], [(0, 2)]),  # checkpoint_sequential's split
+    ("segments:2", ["full", "full", "full", "none", "none"], [(0, 3)]),  # array_split: [3, 2], last kept
+    ("segments:3", ["full", "full", "full", "full", "none"], [(0, 2), (2, 4)]),  # [2, 2, 1]
     ("segments:1", ["none"] * 5, []),
     ("none,full,selective,offload,none", ["none", "full", "selective", "offload", "none"], []),
 ])

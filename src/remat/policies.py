@@ -22,8 +22,8 @@ Policies (one per layer):
 Shorthands (Megatron-LM recompute_method, Chen 2016):
 * ``uniform:N``  — layers split into chunks of N, each chunk checkpointed as one unit (N = 1: per-layer full).
 * ``block:N``    — the first N layers full, the rest none.
-* ``segments:k`` — Chen's segments, split as ``torch.utils.checkpoint.checkpoint_sequential`` does: k chunks
-                   of L // k layers, every chunk but the last checkpointed as one unit.
+* ``segments:k`` — Chen's segments (``remat.formulas.chen.segment_sizes``: the first L mod k one layer
+                   longer), every segment but the last checkpointed as one unit.
 
 Recompute changes nothing: dropout RNG is replayed (preserve_rng_state), autocast state is restored by
 checkpoint, buffers a region mutated in forward (BatchNorm running statistics) are restored after each
@@ -37,23 +37,27 @@ import contextlib
 import functools
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Literal, Sequence, get_args
 
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from remat.errors import UsageError
+from remat.formulas.chen import segment_bounds
 
-POLICIES = ("none", "selective", "full", "offload")
+Policy = Literal["none", "selective", "full", "offload"]
+"""The per-layer recompute policies, everywhere in the package (runtime, planner, CLI)."""
+POLICIES: tuple[str, ...] = get_args(Policy)
 SHORTHANDS = ("uniform", "block", "segments")
 
 
 # --- plans ---------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Plan:
-    """A list of per-layer policies, plus multi-layer checkpoint units.
+class LayerPolicies:
+    """A model's per-layer policies, plus multi-layer checkpoint units: what ``apply_plan`` applies (the
+    planner's solved plan, with its costs, is ``remat.planner.Plan``).
 
     policies: one of POLICIES per layer; groups: half-open layer ranges [start, stop) of ≥ 2 layers
     checkpointed as one unit (their layers read "full"); spec: the text it was parsed from.
@@ -89,24 +93,24 @@ def _count(text: str, lo: int, hi: int) -> int:
     return n
 
 
-def _units(layers: int, bounds: list[tuple[int, int]], spec: str) -> Plan:
-    """Plan checkpointing each [start, stop) of ``bounds`` as one unit; the other layers none."""
+def _units(layers: int, bounds: list[tuple[int, int]], spec: str) -> LayerPolicies:
+    """LayerPolicies checkpointing each [start, stop) of ``bounds`` as one unit; the other layers none."""
     policies = ["none"] * layers
     for start, stop in bounds:
         policies[start:stop] = ["full"] * (stop - start)
-    return Plan(tuple(policies), tuple(b for b in bounds if b[1] - b[0] > 1), spec)
+    return LayerPolicies(tuple(policies), tuple(b for b in bounds if b[1] - b[0] > 1), spec)
 
 
-def parse_plan(spec: str | Sequence[str], layers: int) -> Plan:
-    """Parse a policy spec for a model of ``layers`` layers into a Plan.
+def parse_plan(spec: str | Sequence[str], layers: int) -> LayerPolicies:
+    """Parse a policy spec for a model of ``layers`` layers into a LayerPolicies.
 
     spec: a policy name (all layers), "uniform:N", "block:N", "segments:k", a comma-separated list of one
     policy per layer, or a sequence of policy names. Raises UsageError("policy") for an unknown name, a bad
     count, or a list whose length is not ``layers``.
-    Sources: Megatron-LM TransformerConfig.recompute_method (uniform, block); Chen et al. 2016 Alg. 1 with
-    torch.utils.checkpoint.checkpoint_sequential's split (segments).
+    Sources: Megatron-LM TransformerConfig.recompute_method (uniform, block); Chen et al. 2016 Alg. 1
+    (segments, split by remat.formulas.chen.segment_sizes).
     """
-    if isinstance(spec, Plan):
+    if isinstance(spec, LayerPolicies):
         return spec
     if not isinstance(spec, str):
         spec = ",".join(spec)
@@ -115,13 +119,12 @@ def parse_plan(spec: str | Sequence[str], layers: int) -> Plan:
     if kind in SHORTHANDS and arg:
         if kind == "block":    # Megatron block: the first N layers recomputed, one by one
             n = _count(arg, 0, layers)
-            return Plan(tuple(["full"] * n + ["none"] * (layers - n)), (), text)
+            return LayerPolicies(tuple(["full"] * n + ["none"] * (layers - n)), (), text)
         if kind == "uniform":  # Megatron uniform: every chunk of N layers recomputed as one unit
             n = _count(arg, 1, layers)
             return _units(layers, [(s, min(s + n, layers)) for s in range(0, layers, n)], text)
-        k = _count(arg, 1, layers)  # Chen segments, split like checkpoint_sequential (last chunk kept)
-        size = layers // k
-        return _units(layers, [(s, s + size) for s in range(0, size * (k - 1), size)], text)
+        k = _count(arg, 1, layers)  # Chen segments (remat.formulas.chen.segment_bounds); the last one kept
+        return _units(layers, segment_bounds(layers, k)[:-1], text)
     names = [t.strip() for t in text.split(",")]
     for name in names:
         if name not in POLICIES:
@@ -131,7 +134,7 @@ def parse_plan(spec: str | Sequence[str], layers: int) -> Plan:
         names = names * layers
     if len(names) != layers:
         raise UsageError("policy", f"{len(names)} per-layer policies for {layers} layers")
-    return Plan(tuple(names), (), text)
+    return LayerPolicies(tuple(names), (), text)
 
 
 # --- recompute context (torch.utils.checkpoint context_fn) ----------------------------------------------------
@@ -240,41 +243,11 @@ class OffloadStats:
         self.bytes, self.tensors, self.simulated = 0, 0, False
 
 
-class HostOffload(torch.autograd.graph.saved_tensors_hooks):
-    """Saved-tensor hooks moving saved activations to host memory (synchronous copies), back in backward.
-
-    Tensors whose storage is one of ``module``'s parameters or buffers stay where they are. Each activation
-    is copied into a separate host buffer (pinned when the source is on CUDA), so on a CPU device this is a
-    host memcpy ("simulated") rather than a no-op. Source: torch.autograd.graph.saved_tensors_hooks (the
-    mechanism of torch.autograd.graph.save_on_cpu, which would not copy a tensor already on the CPU).
-    """
-
-    def __init__(self, module: nn.Module, stats: OffloadStats):
-        keep = {t.untyped_storage()._cdata for t in [*module.parameters(), *module.buffers()]}
-
-        def pack(t: torch.Tensor):
-            if t.untyped_storage()._cdata in keep:
-                return None, t
-            pin = t.is_cuda and torch.cuda.is_available()
-            host = torch.empty_like(t, device="cpu", pin_memory=pin)
-            host.copy_(t)
-            stats.bytes += host.numel() * host.element_size()
-            stats.tensors += 1
-            stats.simulated = stats.simulated or t.device.type == "cpu"
-            return t.device, host
-
-        def unpack(packed):
-            device, t = packed
-            return t if device is None else t.to(device)
-
-        super().__init__(pack, unpack)
-
-
 def _offloaded(fn: Callable, module: nn.Module, stats: OffloadStats) -> Callable:
     """``fn`` with its saved activations offloaded asynchronously by the model's shared
     remat.offload.OffloadHooks (pinned host pool, side stream, prefetch of the next layer in backward; views
     of one storage copied once); ``module``'s parameters and buffers stay. min_bytes=0: every activation
-    moves, as with HostOffload. ``stats.bytes``/``tensors`` count the storages copied."""
+    moves. ``stats.bytes``/``tensors`` count the storages copied."""
     @functools.wraps(fn)
     def run(*args, **kwargs):
         from remat.offload import OffloadHooks
@@ -320,8 +293,8 @@ def clear_plan(model: nn.Module) -> None:
     model.remat_plan = None
 
 
-def apply_plan(model: nn.Module, plan: Plan | Sequence[str] | str, early_stop: bool = False) -> Plan:
-    """Apply ``plan`` to ``model.layers`` (an nn.ModuleList), replacing any earlier plan; returns the Plan.
+def apply_plan(model: nn.Module, plan: LayerPolicies | Sequence[str] | str, early_stop: bool = False) -> LayerPolicies:
+    """Apply ``plan`` to ``model.layers`` (an nn.ModuleList), replacing any earlier plan; returns the LayerPolicies.
 
     ``early_stop`` is torch.utils.checkpoint's: when True, a recompute stops as soon as the last saved
     tensor is rebuilt (for selective this skips the ·V matmul: 2bs²h instead of 4bs²h recomputed per layer).
@@ -356,7 +329,7 @@ def apply_plan(model: nn.Module, plan: Plan | Sequence[str] | str, early_stop: b
     return plan
 
 
-def _grouped_runner(model: nn.Module, plan: Plan, early_stop: bool) -> Callable:
+def _grouped_runner(model: nn.Module, plan: LayerPolicies, early_stop: bool) -> Callable:
     """run_layers replacement: each multi-layer unit under one checkpoint, other layers called as usual."""
     starts = {start: stop for start, stop in plan.groups}
 

@@ -9,6 +9,9 @@ import re
 
 from remat.errors import UsageError
 
+KiB, MiB, GiB, TiB = 2**10, 2**20, 2**30, 2**40
+KB, MB, GB, TB = 10**3, 10**6, 10**9, 10**12
+
 _UNITS = {
     "": 1, "b": 1,
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,

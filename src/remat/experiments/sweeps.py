@@ -1,6 +1,6 @@
 """Memory and time sweeps on the torch GPT model (``remat.models``), every point beside its closed form.
 
-    sweep-segments      Chen: L layers, segments k = 1..L (checkpoint_sequential's split): saved bytes, peak
+    sweep-segments      Chen: L layers, segments k = 1..L (remat.formulas.chen.segment_sizes): saved bytes, peak
                         bytes, recompute FLOPs, step time; the measured optimum k against √L
     sweep-depth         peak bytes against depth L for none, √L segments (k = ⌈√L⌉) and per-layer full
     sweep-seq-hidden    per-layer saved bytes against s and against h for none | selective | full, around the
@@ -67,7 +67,7 @@ from remat.measure.saved import SavedTensorLog
 from remat.measure.timing import MIN_REPEATS, intra_op_threads, time_step
 from remat.models.presets import ModelConfig, from_name, validate
 from remat.models.transformer import build_model, lm_loss, random_tokens
-from remat.policies import Plan, apply_plan, parse_plan
+from remat.policies import LayerPolicies, apply_plan, parse_plan
 from remat.units import parse_bytes
 
 DEVICES = ("cpu", "cuda")
@@ -177,8 +177,8 @@ def sizes(cfg: ModelConfig, device: str) -> G.GPTSizes:
                       dropout=cfg.dropout > 0)
 
 
-def plan_units(plan: Plan) -> tuple[list[G.Unit], str]:
-    """(units, mode of the kept layers) of a remat.policies Plan: a multi-layer group or a "full" layer is a
+def plan_units(plan: LayerPolicies) -> tuple[list[G.Unit], str]:
+    """(units, mode of the kept layers) of a remat.policies LayerPolicies: a multi-layer group or a "full" layer is a
     checkpointed unit, any other layer a kept one ("selective" if any layer is selective, else "none")."""
     starts = dict(plan.groups)
     units, i = [], 0
@@ -197,7 +197,7 @@ def model_state_bytes(cfg: ModelConfig) -> int:
             + 2 * G.INDEX_BYTES * cfg.seq * cfg.micro_batch)
 
 
-def predicted(cfg: ModelConfig, plan: Plan, sz: G.GPTSizes) -> dict:
+def predicted(cfg: ModelConfig, plan: LayerPolicies, sz: G.GPTSizes) -> dict:
     """Closed-form columns of one point (bytes, FLOPs): saved_bytes_formula, peak_activation_bytes_formula,
     model_state_bytes_formula, peak_bytes_formula, flops_recompute_formula, flops_step_formula (forward +
     backward), flop_overhead_formula."""
@@ -249,7 +249,7 @@ def _count_flops(forward) -> StepFlops:
     return counter.result()
 
 
-def measure_step(cfg: ModelConfig, plan: Plan, setup: Setup, timing: bool) -> dict:
+def measure_step(cfg: ModelConfig, plan: LayerPolicies, setup: Setup, timing: bool) -> dict:
     """Measure one training step of ``cfg`` under ``plan`` (protocol in the module docstring).
 
     Returns int bytes / FLOPs and seconds: saved_bytes (whole model), saved_layer_bytes (per layer, list),

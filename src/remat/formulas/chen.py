@@ -10,7 +10,7 @@ what stays), unless the input is dropped after h_i is made (then h_bytes only).
 
 Derivation for segments(k) (Chen §3, Alg. 1; the last segment keeps its intermediates in the first forward, as
 torch's ``checkpoint_sequential`` does, so k = 1 is the plain backward). Segments j = 0..k−1 have n_j layers
-(``segment_sizes``: numpy.array_split's rule, the first L mod k segments one layer longer). While segment j is
+(``segment_sizes``, the package's one rule: numpy.array_split's, the first L mod k segments one layer longer). While segment j is
 live — its forward with tape, in the first pass (j = k−1) or recomputed in backward (j < k−1) — the store holds
 the inputs of segments 0..j ((j + 1)·x_bytes) plus, for each of its n_j layers, h_i and the layer's output
 (x_i+1; for the segment's last layer that output is made and dropped at once): n_j·(x_bytes + h_bytes). The
@@ -48,14 +48,28 @@ def activation_bytes(batch: int, width: int, hidden: int, itemsize: int) -> tupl
 
 
 def segment_sizes(layers: int, k: int) -> list[int]:
-    """Sizes n_0..n_{k−1} of k consecutive segments of ``layers`` layers (numpy.array_split's rule: the first
-    L mod k segments have ⌈L/k⌉ layers, the rest ⌊L/k⌋). Raises UsageError("k") unless 1 ≤ k ≤ layers."""
+    """Sizes n_0..n_{k−1} of k consecutive segments of ``layers`` layers: THE segments(k) rule of the package
+    (numpy engine, torch policies, planner baselines, sweeps). numpy.array_split's rule: the first L mod k
+    segments have ⌈L/k⌉ layers, the rest ⌊L/k⌋ — Chen Alg. 1's L/k per segment, rounded so that the longer
+    segments come while fewer segment inputs are stored (the lowest peak of any balanced split).
+    torch.utils.checkpoint.checkpoint_sequential rounds the other way (⌊L/k⌋ each, the remainder in its last,
+    kept segment); at L = 10, k = 3 it gives [3, 3, 4] where this gives [4, 3, 3].
+    Raises UsageError("k") unless 1 ≤ k ≤ layers."""
     check_count(layers, "layers")
     check_count(k, "k")
     if k > layers:
         raise UsageError("k", f"{k} segments > layers = {layers} (each segment needs a layer)")
     q, r = divmod(layers, k)
     return [q + 1] * r + [q] * (k - r)
+
+
+def segment_bounds(layers: int, k: int) -> list[tuple[int, int]]:
+    """[start, stop) layer ranges of the k segments of ``segment_sizes(layers, k)``, in order."""
+    bounds, start = [], 0
+    for n in segment_sizes(layers, k):
+        bounds.append((start, start + n))
+        start += n
+    return bounds
 
 
 def none_peak_bytes(layers: int, x_bytes: int, h_bytes: int) -> int:

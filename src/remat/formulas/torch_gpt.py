@@ -3,7 +3,7 @@ bytes saved for backward, the most saved bytes alive at once (the peak), recompu
 
     sz = GPTSizes(s=32, b=2, h=64, a=4, v=128, itemsize=2, stats_itemsize=2, dropout=True)
     layer_saved_bytes(sz, "none")                    # Korthikanti §4.1 at element size e + LayerNorm stats
-    units = sequential_units(L=16, k=4)              # checkpoint_sequential's split: [(4, True)]*3 + [(4, False)]
+    units = sequential_units(L=16, k=4)              # Chen's segments: [(4, True)]*3 + [(4, False)]
     saved_bytes(sz, units), live_peak_bytes(sz, units), recompute_flops(sz, units)
 
 What the model saves per layer (``remat.models.gpt``) is the paper's §4.1 itemization
@@ -21,9 +21,9 @@ plus what the paper leaves out: token and position ids (int64, 8sb and 8s), the 
 
 Plans are written as *units*: a list of (layers, checkpointed). A checkpointed unit keeps only its input
 [s, b, h] (sbh·e) and re-runs its forward in backward; an unchecked unit keeps what its layers save
-(``layer_saved_bytes`` of its mode). Chen's segments(k) as ``torch.utils.checkpoint.checkpoint_sequential``
-(and ``remat.policies`` "segments:k") split them: k − 1 checkpointed units of ⌊L/k⌋ layers, then the rest
-kept (never checkpointed). Per-layer full recompute is L checkpointed units of 1 layer.
+(``layer_saved_bytes`` of its mode). Chen's segments(k) (``remat.formulas.chen.segment_sizes``, as
+``remat.policies`` "segments:k" splits them): the first k − 1 segments checkpointed units, the last kept
+(never checkpointed). Per-layer full recompute is L checkpointed units of 1 layer.
 
 The peak of saved bytes (``live_peak_bytes``, Chen §3 for this model): at the end of the forward pass
 everything saved is alive, F = embed + head + Σ_checkpointed sbh·e + Σ_kept n·y; then backward frees the
@@ -37,7 +37,7 @@ backward pass itself are not modelled: a measured peak exceeds this by that work
 report the difference).
 
 Units: bytes and FLOPs, ints. Sources: Korthikanti et al. 2022 §4.1, §4.3, Appendix A; Chen et al. 2016 §3
-(Alg. 1); torch.utils.checkpoint.checkpoint_sequential (the split).
+(Alg. 1).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from typing import Sequence
 
 from remat.errors import UsageError
 from remat.formulas import korthikanti as K
+from remat.formulas.chen import segment_sizes
 
 ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
 INDEX_BYTES = 8    # int64 token / position ids and targets
@@ -162,14 +163,10 @@ def _outside(sz: GPTSizes, group: str) -> int:
 # --- plans as units ------------------------------------------------------------------------------------------------
 
 def sequential_units(layers: int, k: int) -> list[Unit]:
-    """Chen's segments(k) split as checkpoint_sequential: k − 1 checkpointed units of ⌊L/k⌋ layers, then the
-    remaining L − (k − 1)⌊L/k⌋ layers kept. k = 1: no checkpoint. Raises UsageError("k") unless 1 ≤ k ≤ L."""
-    if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
-        raise UsageError("layers", f"must be an integer ≥ 1, got {layers!r}")
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= layers:
-        raise UsageError("k", f"segments must be an integer in [1, {layers}] for {layers} layers, got {k!r}")
-    size = layers // k
-    return [(size, True)] * (k - 1) + [(layers - size * (k - 1), False)]
+    """Chen's segments(k) as units (remat.formulas.chen.segment_sizes): the first k − 1 segments checkpointed,
+    the last kept. k = 1: no checkpoint. Raises UsageError("layers"/"k") unless 1 ≤ k ≤ L."""
+    sizes = segment_sizes(layers, k)
+    return [(n, j < k - 1) for j, n in enumerate(sizes)]
 
 
 def per_layer_units(layers: int, mode: str) -> list[Unit]:

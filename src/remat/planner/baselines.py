@@ -1,9 +1,8 @@
 """Baselines at the planner's budget, scored by the planner's own cost model (``problem.evaluate``):
 
 * ``none``, ``full``, ``selective`` (Megatron recompute_granularity=selective, core_attn) — one policy for all;
-* ``sqrt-segments`` — Chen et al. 2016: k = round(√L) segments split as
-  ``torch.utils.checkpoint.checkpoint_sequential`` does (k − 1 checkpointed chunks of ⌊L/k⌋ layers, the
-  rest kept);
+* ``sqrt-segments`` — Chen et al. 2016: k = round(√L) segments (``remat.formulas.chen.segment_sizes``), the
+  first k − 1 checkpointed, the last kept;
 * ``megatron-uniform`` — recompute_method=uniform: chunks of N layers, each checkpointed as one unit; the
   smallest N whose plan fits;
 * ``megatron-block`` — recompute_method=block: the first N layers fully recomputed, the rest not; the
@@ -26,6 +25,7 @@ import logging
 import math
 import warnings
 
+from remat.formulas.chen import segment_bounds
 from remat.planner.problem import Layer, Option, Plan, Problem, evaluate, plan_from_policies
 
 SAC_TIME_LIMIT_S = 20.0
@@ -67,10 +67,9 @@ def score_units(problem: Problem, units) -> Plan | None:
 
 
 def segments_units(L: int, k: int) -> list[tuple[int, int, bool]]:
-    """checkpoint_sequential's split: k − 1 checkpointed chunks of ⌊L/k⌋ layers, then the rest kept."""
-    size = L // k
-    units = [(j * size, (j + 1) * size, True) for j in range(k - 1)]
-    return units + [((k - 1) * size, L, False)]
+    """Chen's segments(k) (remat.formulas.chen.segment_bounds): the first k − 1 checkpointed, the last kept."""
+    bounds = segment_bounds(L, k)
+    return [(start, stop, j < k - 1) for j, (start, stop) in enumerate(bounds)]
 
 
 def uniform_units(L: int, n: int) -> list[tuple[int, int, bool]]:

@@ -34,8 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from remat.errors import UsageError
+from remat.policies import POLICIES, Policy
 
-POLICIES = ("none", "selective", "full", "offload")
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Option:
     offload_bytes: bytes held in host memory (and copied each way) by this layer (int ≥ 0).
     """
 
-    policy: str
+    policy: Policy
     stored_bytes: int
     transient_bytes: int
     time_s: float
