@@ -10,7 +10,7 @@ import argparse
 import time
 
 from remat import chain, schedules
-from remat.experiments import chen
+from remat import experiments
 from remat.formulas import revolve as binomial
 
 
@@ -46,11 +46,9 @@ def main() -> None:
               f"build {build_s * 1e3:6.1f} ms, run {seconds * 1e3:7.1f} ms "
               f"({seconds / schedule.forwards * 1e6:.1f} µs per forward; "
               f"{seconds / plain * L / schedule.forwards:.2f}× the plain backward's time per layer)")
-    for name, fn, params in [("chen-check", chen.gradient_check_table, {}),
-                             ("chen-segments", chen.segment_sweep, {}),
-                             ("chen-depth", chen.depth_sweep, {}),
-                             ("chen-revolve", chen.revolve_sweep, {})]:
-        print(f"{name} (defaults): {best_of(1, lambda: fn(params)):.2f} s")
+    for name in ("chen-check", "chen-segments", "chen-depth", "chen-revolve"):
+        params = experiments.load(name, {})
+        print(f"{name} (defaults): {best_of(1, lambda: experiments.resolve(name)(params)):.2f} s")
 
 
 if __name__ == "__main__":

@@ -52,15 +52,15 @@ def test_gradient_check_flags_wrong_memory_accounting():
 
 
 @pytest.mark.parametrize("name,params,field", [
-    ("chen-segments", {"layers": 4, "ks": [2, 5]}, "ks"),
-    ("chen-segments", {"layers": 0}, "layers"),
-    ("chen-segments", {"bogus": 1}, "chen-segments.bogus"),
-    ("chen-depth", {"depths": []}, "depths"),
-    ("chen-depth", {"depths": [2, 4], "revolve_slots": 0}, "revolve_slots"),
-    ("chen-depth", {"depths": [2, 4], "revolve_slots": "cubic"}, "revolve_slots"),
-    ("chen-revolve", {"steps": [3], "slots": [0]}, "slots"),
-    ("chen-check", {"width": "8"}, "width"),
-    ("chen-segments", {"dtype": "int8", "layers": 3}, "dtype"),
+    ("chen-segments", {"layers": 4, "ks": [2, 5]}, "chen.segments.ks"),
+    ("chen-segments", {"layers": 0}, "chen.segments.layers"),
+    ("chen-segments", {"bogus": 1}, "chen.segments.bogus"),
+    ("chen-depth", {"depths": []}, "chen.depth.depths"),
+    ("chen-depth", {"depths": [2, 4], "revolve_slots": 0}, "chen.depth.revolve_slots"),
+    ("chen-depth", {"depths": [2, 4], "revolve_slots": "cubic"}, "chen.depth.revolve_slots"),
+    ("chen-revolve", {"steps": [3], "slots": [0]}, "chen.revolve.slots"),
+    ("chen-check", {"width": "8"}, "chen.check.width"),
+    ("chen-segments", {"dtype": "int8", "layers": 3}, "chen.segments.dtype"),
 ])
 def test_bad_parameters_exit_2_naming_the_key(tmp_path, capsys, name, params, field):
     out = tmp_path / "out.csv"

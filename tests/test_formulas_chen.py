@@ -95,7 +95,7 @@ def test_bad_k_names_the_field():
 
 @pytest.fixture(scope="module")
 def depth_table():
-    return experiments.depth_sweep({"depths": [2, 4, 8, 16, 32, 64, 128, 256, 512]})
+    return experiments.depth_sweep(experiments.DepthParams(depths=[2, 4, 8, 16, 32, 64, 128, 256, 512]))
 
 
 def test_depth_sweep_counts_equal_closed_forms(depth_table):

@@ -12,7 +12,7 @@ def check_config(cfg):
     """Cross-field checks; raise naming the key before any job runs."""
     seg = cfg["chen"].get("segments", {})
     layers = seg.get("layers", 64)
-    for k in seg.get("ks", []):
+    for k in seg.get("ks") or []:
         if k > layers:
             raise ConfigError(f"chen.segments.ks: k = {k} segments > chen.segments.layers = {layers}")
 

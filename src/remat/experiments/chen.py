@@ -2,18 +2,15 @@
 the Revolve grid. Each returns a tidy DataFrame (one row per point) with provenance columns; every count in
 it (peak bytes, forwards) is read from the executor's store, with the closed form beside it.
 
-Parameters (config keys; defaults are the CPU sizes; unknown keys are errors naming ``chen-<name>.<key>``):
-    chen-check     layers=16 width=8 batch=4 seed=0                    (float64, so FD checks have digits)
-    chen-segments  layers=64 ks=[1..layers] width=16 hidden=width batch=4 seed=0 dtype="float32"
-    chen-depth     depths=[2,4,...,512] width=16 hidden=width batch=4 seed=0 dtype="float32"
-                   revolve_slots="log2" ("log2": ⌈log2 L⌉, "sqrt": ⌈√L⌉, or an int)
-    chen-revolve   steps=[2,3,5,8,10,16,24,32,50,64] slots=[1,2,3,4,6] width=4 batch=2 seed=0
+Parameters: the dataclasses below (config.yaml section ``chen``; unknown keys are errors naming
+``chen.<name>.<key>``).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Literal, Mapping
 
 import numpy as np
 import pandas as pd
@@ -21,15 +18,83 @@ from scipy import stats
 
 from remat import chain, schedules
 from remat.errors import UsageError
-from remat.experiments.params import check_known, get_int, get_int_list
+from remat.experiments.params import Count, Ge, NonNegative
 from remat.formulas import chen as formulas
 from remat.formulas import revolve as binomial
-from remat.measure.provenance import provenance
+from remat.measure.provenance import with_provenance
 
 FD_TOLERANCE = 1e-6  # relative, float64 central differences
-DEFAULT_DEPTHS = [2, 4, 8, 16, 32, 64, 128, 256, 512]
-DEFAULT_STEPS = [2, 3, 5, 8, 10, 16, 24, 32, 50, 64]
-DEFAULT_SLOTS = [1, 2, 3, 4, 6]
+
+
+# --- parameters ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CheckParams:
+    """chen.check: gradient checks of every schedule (float64, so finite differences have digits)."""
+
+    layers: Count = 16
+    """L: layers of the chain."""
+    width: Count = 8
+    """d: elements per example of each chain state x_i."""
+    batch: Count = 4
+    """B: examples in the input."""
+    seed: NonNegative = 0
+    """Seed of the weights (and seed + 1 of the input)."""
+
+
+@dataclass(frozen=True)
+class ChainParams:
+    """The chain shared by the sweeps: sizes, dtype and seed."""
+
+    width: Count = 16
+    """d: elements per example of each chain state x_i."""
+    hidden: Count | None = None
+    """d': elements per example of each hidden activation h_i; None: = width."""
+    batch: Count = 4
+    """B: examples in the input."""
+    seed: NonNegative = 0
+    """Seed of the weights (and seed + 1 of the input)."""
+    dtype: Literal["float32", "float64"] = "float32"
+    """Element type of every array (4 or 8 bytes)."""
+
+
+@dataclass(frozen=True)
+class SegmentsParams(ChainParams):
+    """chen.segments: segments(k) at a fixed depth."""
+
+    layers: Count = 64
+    """L: layers of the chain."""
+    ks: list[Count] | None = None
+    """Segment counts k to run (each ≤ layers); None: every k in 1..layers."""
+
+    def __post_init__(self):
+        for k in self.ks or []:
+            if k > self.layers:
+                raise UsageError("chen.segments.ks", f"k = {k} segments > layers = {self.layers}")
+
+
+@dataclass(frozen=True)
+class DepthParams(ChainParams):
+    """chen.depth: none, √L, recursive and Revolve at each depth."""
+
+    depths: list[Annotated[int, Ge(2)]] = field(default_factory=lambda: [2, 4, 8, 16, 32, 64, 128, 256, 512])
+    """Depths L (layers, each ≥ 2)."""
+    revolve_slots: Literal["log2", "sqrt"] | Count = "log2"
+    """Revolve's checkpoint slots per depth: "log2" (⌈log2 L⌉), "sqrt" (⌈√L⌉) or a fixed count."""
+
+
+@dataclass(frozen=True)
+class RevolveParams(ChainParams):
+    """chen.revolve: counted extra forwards of Revolve on a grid of steps × slots."""
+
+    width: Count = 4
+    """d: elements per example of each chain state x_i."""
+    batch: Count = 2
+    """B: examples in the input."""
+    steps: list[Count] = field(default_factory=lambda: [2, 3, 5, 8, 10, 16, 24, 32, 50, 64])
+    """Chain lengths l (layers)."""
+    slots: list[Count] = field(default_factory=lambda: [1, 2, 3, 4, 6])
+    """Checkpoint slots s."""
 
 
 # --- closed forms per schedule ---------------------------------------------------------------------------------
@@ -65,11 +130,6 @@ def _measure(net: chain.Chain, x: np.ndarray, schedule: schedules.Schedule) -> d
             "x_bytes": x_bytes, "h_bytes": h_bytes}
 
 
-def _frame(rows: list[dict], dtype: str, seed: int) -> pd.DataFrame:
-    prov = provenance(device="cpu", dtype=dtype, seed=seed)
-    return pd.DataFrame([{**row, **prov} for row in rows])
-
-
 # --- gradient checks -------------------------------------------------------------------------------------------
 
 def gradient_check(layers: int = 16, width: int = 8, batch: int = 4, seed: int = 0,
@@ -92,7 +152,7 @@ def gradient_check(layers: int = 16, width: int = 8, batch: int = 4, seed: int =
     rows = [{"schedule": name, "family": schedule.family, "param": schedule.param, "layers": layers,
              "width": width, "batch": batch, **_check_one(net, x, schedule, reference, fd)}
             for name, schedule in found.items()]
-    return _frame(rows, "float64", seed)
+    return with_provenance(rows, device="cpu", dtype="float64", seed=seed)
 
 
 def _formula_match(result: chain.RunResult, pred: dict) -> bool | None:
@@ -122,106 +182,73 @@ def _check_one(net: chain.Chain, x: np.ndarray, schedule: schedules.Schedule, re
             "error": None}
 
 
-def gradient_check_table(params: dict) -> pd.DataFrame:
-    """Registry entry ``chen-check``: gradient_check with params layers (16), width (8), batch (4), seed (0)."""
-    check_known(params, {"layers", "width", "batch", "seed"}, "chen-check")
-    return gradient_check(layers=get_int(params, "layers", 16), width=get_int(params, "width", 8),
-                          batch=get_int(params, "batch", 4), seed=get_int(params, "seed", 0, minimum=0))
+def gradient_check_table(p: CheckParams) -> pd.DataFrame:
+    """Registry entry ``chen-check``: ``gradient_check`` at the sizes of ``p``."""
+    return gradient_check(layers=p.layers, width=p.width, batch=p.batch, seed=p.seed)
 
 
 # --- sweeps ----------------------------------------------------------------------------------------------------
 
-def _chain_params(params: dict, where: str, known: set[str], width: int) -> tuple[dict, str, int]:
-    """Validate the shared chain keys; return (make_chain/make_input kwargs, dtype, seed)."""
-    check_known(params, known | {"width", "hidden", "batch", "seed", "dtype"}, where)
-    width = get_int(params, "width", width)
-    dtype = params.get("dtype", "float32")
-    if not isinstance(dtype, str):
-        raise UsageError("dtype", f"must be a string such as 'float32', got {dtype!r}")
-    seed = get_int(params, "seed", 0, minimum=0)
-    kwargs = {"width": width, "hidden": get_int(params, "hidden", width), "dtype": dtype,
-              "batch": get_int(params, "batch", 4)}
-    return kwargs, dtype, seed
+def _make(layers: int, p: ChainParams) -> tuple[chain.Chain, np.ndarray]:
+    net = chain.make_chain(layers, p.width, p.hidden, p.dtype, seed=p.seed)
+    return net, chain.make_input(net, p.batch, seed=p.seed + 1)
 
 
-def _make(layers: int, kwargs: dict, seed: int) -> tuple[chain.Chain, np.ndarray]:
-    net = chain.make_chain(layers, kwargs["width"], kwargs["hidden"], kwargs["dtype"], seed=seed)
-    return net, chain.make_input(net, kwargs["batch"], seed=seed + 1)
-
-
-def segment_sweep(params: dict) -> pd.DataFrame:
-    """Registry entry ``chen-segments``: segments(k) for k in ``ks`` (default 1..layers) at fixed L.
+def segment_sweep(p: SegmentsParams) -> pd.DataFrame:
+    """Registry entry ``chen-segments``: segments(k) for k in ``p.ks`` (default 1..layers) at fixed L.
 
     Row per k: counted peak_bytes and forwards, peak_bytes_formula / forwards_formula (exact closed forms),
     k_sqrt (⌈√L⌉), k_opt (integer arg-min of the closed form), k_star (√(L(x+h)/x)), sizes in bytes.
-    Keys: layers (64), ks, width (16), hidden (= width), batch (4), seed (0), dtype ("float32").
-    Raises UsageError("ks") if some k > layers.
     """
-    kwargs, dtype, seed = _chain_params(params, "chen-segments", {"layers", "ks"}, width=16)
-    layers = get_int(params, "layers", 64)
-    ks = get_int_list(params, "ks", list(range(1, layers + 1)))
-    for k in ks:
-        if k > layers:
-            raise UsageError("ks", f"k = {k} segments > layers = {layers}")
-    net, x = _make(layers, kwargs, seed)
+    net, x = _make(p.layers, p)
     x_bytes, h_bytes = x.nbytes, x.shape[0] * net.hidden * x.itemsize
-    extra = {"k_sqrt": formulas.sqrt_segments(layers), "k_opt": formulas.optimal_segments(layers, x_bytes, h_bytes),
-             "k_star": formulas.optimal_segments_approx(layers, x_bytes, h_bytes), "width": kwargs["width"],
-             "hidden": net.hidden, "batch": kwargs["batch"]}
-    rows = [{**_measure(net, x, schedules.segments(layers, k)), "k": k,
-             "segment_max": -(-layers // k), **extra} for k in ks]
-    return _frame(rows, dtype, seed)
+    extra = {"k_sqrt": formulas.sqrt_segments(p.layers),
+             "k_opt": formulas.optimal_segments(p.layers, x_bytes, h_bytes),
+             "k_star": formulas.optimal_segments_approx(p.layers, x_bytes, h_bytes), "width": p.width,
+             "hidden": net.hidden, "batch": p.batch}
+    ks = p.ks or list(range(1, p.layers + 1))
+    rows = [{**_measure(net, x, schedules.segments(p.layers, k)), "k": k,
+             "segment_max": -(-p.layers // k), **extra} for k in ks]
+    return with_provenance(rows, device="cpu", dtype=p.dtype, seed=p.seed)
 
 
-def _revolve_slots(rule, layers: int) -> int:
-    """Revolve's slot count at depth L under ``rule`` ("log2", "sqrt" or an int ≥ 1); UsageError otherwise."""
+def _revolve_slots(rule: str | int, layers: int) -> int:
+    """Revolve's slot count at depth L under ``rule``: "log2" (⌈log2 L⌉), "sqrt" (⌈√L⌉) or a fixed int."""
     if rule == "log2":
         return schedules.default_slots(layers)
     if rule == "sqrt":
         return formulas.sqrt_segments(layers)
-    if isinstance(rule, str):
-        raise UsageError("revolve_slots", f"must be 'log2', 'sqrt' or an integer ≥ 1, got {rule!r}")
-    return get_int({"revolve_slots": rule}, "revolve_slots")
+    return int(rule)
 
 
-def depth_sweep(params: dict) -> pd.DataFrame:
+def depth_sweep(p: DepthParams) -> pd.DataFrame:
     """Registry entry ``chen-depth``: none, sqrt, recursive(1), revolve(s) for each L in ``depths``.
 
     Row per (L, schedule): counted peak_bytes, forwards; closed forms beside (peak_formula says "exact", or
     "bound" for Revolve). Revolve's slots: ``revolve_slots`` = "log2" (default, ⌈log2 L⌉ — the checkpoints
     of recursive(1), so the two meet at about equal memory), "sqrt" (⌈√L⌉) or a fixed int.
-    Keys: depths ([2, 4, ..., 512]), revolve_slots, width (16), hidden (= width), batch (4), seed (0), dtype.
     """
-    kwargs, dtype, seed = _chain_params(params, "chen-depth", {"depths", "revolve_slots"}, width=16)
-    depths = get_int_list(params, "depths", DEFAULT_DEPTHS)
-    rule = params.get("revolve_slots", "log2")
-    _revolve_slots(rule, 2)  # validate before any work
     rows = []
-    for layers in depths:
-        net, x = _make(layers, kwargs, seed)
+    for layers in p.depths:
+        net, x = _make(layers, p)
         found = [schedules.none(layers), schedules.sqrt(layers), schedules.recursive(layers, 1),
-                 schedules.revolve(layers, _revolve_slots(rule, layers))]
+                 schedules.revolve(layers, _revolve_slots(p.revolve_slots, layers))]
         rows += [_measure(net, x, s) for s in found]
-    return _frame(rows, dtype, seed)
+    return with_provenance(rows, device="cpu", dtype=p.dtype, seed=p.seed)
 
 
-def revolve_sweep(params: dict) -> pd.DataFrame:
+def revolve_sweep(p: RevolveParams) -> pd.DataFrame:
     """Registry entry ``chen-revolve``: for each (l, s) in steps × slots, the counted extra forwards of
     revolve(s) on an l-layer chain vs T(l, s) = r·l − β(s+1, r−1) and vs the DP minimum.
 
     Row per (l, s): steps, slots, r, extra_forwards (counted), extra_forwards_formula, extra_forwards_dp,
-    peak_bytes, peak_bytes_bound. Keys: steps, slots, width (4), hidden, batch (2), seed (0), dtype.
+    peak_bytes, peak_bytes_bound.
     """
-    kwargs, dtype, seed = _chain_params(params, "chen-revolve", {"steps", "slots"}, width=4)
-    if "batch" not in params:
-        kwargs["batch"] = 2
-    steps = get_int_list(params, "steps", DEFAULT_STEPS)
-    slots = get_int_list(params, "slots", DEFAULT_SLOTS)
     rows = []
-    for l in steps:
-        net, x = _make(l, kwargs, seed)
-        table, _ = binomial.advance_table(l, min(max(slots), l))
-        for s in slots:
+    for l in p.steps:
+        net, x = _make(l, p)
+        table, _ = binomial.advance_table(l, min(max(p.slots), l))
+        for s in p.slots:
             row = _measure(net, x, schedules.revolve(l, s))
             rows.append({"steps": l, "slots": s, "r": binomial.repetitions(l, s),
                          "extra_forwards": row["extra_forwards"],
@@ -229,7 +256,7 @@ def revolve_sweep(params: dict) -> pd.DataFrame:
                          "extra_forwards_dp": int(table[l, min(s, l)]),
                          "peak_bytes": row["peak_bytes"], "peak_bytes_bound": row["peak_bytes_formula"],
                          "x_bytes": row["x_bytes"], "h_bytes": row["h_bytes"]})
-    return _frame(rows, dtype, seed)
+    return with_provenance(rows, device="cpu", dtype=p.dtype, seed=p.seed)
 
 
 # --- fits shared by the figures, the report and the tests ------------------------------------------------------
