@@ -72,7 +72,7 @@ def test_cli_bad_input_one_line_exit_2(argv, flag, capsys):
 
 
 def test_flops_per_layer_match_appendix_a():
-    frame = E.flops({"models": ["gpt3-175b"], "tp": [8]})
+    frame = E.flops(E.FlopsParams(models=["gpt3-175b"], tp=[8]))
     s, b, h = 2048, 1, 12288
     for row in frame.to_dict("records"):
         assert row["flops_forward"] == 24 * b * s * h * h + 4 * b * s * s * h
@@ -84,7 +84,7 @@ def test_flops_per_layer_match_appendix_a():
 
 def test_table2_items_memory_experiments_and_figures(tmp_path):
     from remat.figures import draw
-    params = {"models": ["gpt-tiny"], "tp": 2}
+    params = E.AccountingParams(models=["gpt-tiny"], tp=2)
     table = E.table2(params)
     assert len(table) == 9 and (table["rel_error"].abs() <= 0.005).all()
     base = table[(table["technique"] == "TP baseline")].iloc[0]
@@ -93,7 +93,7 @@ def test_table2_items_memory_experiments_and_figures(tmp_path):
     counted = items.dropna(subset=["paper_term"])
     for (technique, t, term), group in counted.groupby(["technique", "tp", "paper_term"]):
         assert group["paper_bytes"].sum() == group["term_formula_bytes"].iloc[0], (technique, term)
-    memory = E.memory({"models": ["gpt3-175b"]})
+    memory = E.memory(E.MemoryParams(models=["gpt3-175b"]))
     row = memory[memory["technique"] == "TP+SP+selective"].iloc[0]
     assert row["activations_layers"] == round(34 * 2048 * 12288 // 8 * 96 * (1 + 7 / 24))
     assert row["model_state_bytes"] == 18 * row["params_per_gpu"]

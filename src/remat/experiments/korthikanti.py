@@ -1,39 +1,41 @@
 """Korthikanti et al. 2022 experiments: one GPT layer per point, measured under FakeTensorMode at the paper's
 sizes (a fake process group makes this process rank 0 of t), beside the paper's formulas.
 
-Each function takes the rule's parameters (unknown keys are errors naming ``korthikanti-<name>.<key>``) and
-returns one tidy DataFrame (one row per point) with provenance columns.
+Each function takes its parameters dataclass (config.yaml section ``korthikanti``; unknown keys are errors
+naming ``korthikanti.<name>.<key>``) and returns one tidy DataFrame (one row per point) with provenance columns.
 
-    korthikanti-table2  models=[4 paper presets] tp=8 serial=true device="fake"
+    korthikanti-table2  (AccountingParams)
         Table 2: per model × technique (TP baseline, TP+SP, TP+selective, TP+SP+selective, full recompute,
         TP+SP+full; and t = 1: no parallelism, selective, full) the paper-faithful measured bytes, the actual
         bytes, the formula and the relative error; percent of the TP baseline (Figure 7).
-    korthikanti-items   same parameters: the reconciliation — one row per saved tensor (module/op, shape,
+    korthikanti-items   (AccountingParams): the reconciliation — one row per saved tensor (module/op, shape,
         dtype, bytes, §4.1 term, paper bytes, the term's formula bytes, note) plus storage slack rows.
-    korthikanti-flops   models=[...] tp=[1, 8]: FLOPs per layer counted with FlopCounterMode — forward,
+    korthikanti-flops   (FlopsParams): FLOPs per layer counted with FlopCounterMode — forward,
         backward, recompute (none / selective / full) — against Appendix A, Eq. 7 and Eq. 8 (as printed and
         as the paper's text describes the recompute).
-    korthikanti-memory  models=[...] tp=8 bytes_per_param=18: Figure 1 — parameters + optimizer state,
+    korthikanti-memory  (MemoryParams): Figure 1 — parameters + optimizer state,
         first-stage activations (measured bytes per layer × L × interleave factor, Eq. 5/6) and the terms
         outside the layers (§4.3), per GPU, against 80 GB.
-    korthikanti-modern  seq=2048 micro_batch=1: what the formulas leave out for modern layers — the paper's
+    korthikanti-modern  (ModernParams): what the formulas leave out for modern layers — the paper's
         GPT layer, the same with flash attention (SDPA), and the Llama 3 8B layer (RMSNorm, RoPE, GQA,
         SwiGLU), actual saved bytes by module beside sbh(34 + 5as/h).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Literal
+
 import pandas as pd
 
 from remat.accounting import LayerAccount, account_layer, build, layer_input, resolve, tensor_mode, tp_group
-from remat.errors import UsageError
-from remat.experiments.params import check_known, get_int, get_int_list
+from remat.experiments.params import Count
 from remat.formulas import korthikanti as K
 from remat.measure.provenance import with_provenance
 
-PAPER_MODELS = ["gpt-22b", "gpt3-175b", "mt-nlg-530b", "gpt-1t"]
-GB = 10 ** 9          # the 80 GB line of Figure 1 is decimal: 80·10⁹ bytes
-GIB = 2 ** 30
+from remat.units import GB, GiB, MiB
+
+PAPER_MODELS = ("gpt-22b", "gpt3-175b", "mt-nlg-530b", "gpt-1t")  # Table 3
 # (technique, sp, mode) with tensor parallelism t, then without (t = 1)
 TECHNIQUES = [("TP baseline", False, "none"), ("TP+SP", True, "none"), ("TP+selective", False, "selective"),
               ("TP+SP+selective", True, "selective"), ("full recompute", False, "full"),
@@ -44,25 +46,63 @@ SERIAL_TECHNIQUES = [("no parallelism", False, "none"), ("selective", False, "se
 
 # --- parameters ----------------------------------------------------------------------------------------------------
 
-def _models(params: dict, key: str = "models") -> list[str]:
-    models = params.get(key, PAPER_MODELS)
-    if not isinstance(models, list) or not models or not all(isinstance(m, str) for m in models):
-        raise UsageError(key, f"must be a non-empty list of model names, got {models!r}")
-    return models
+def _paper_models() -> list[str]:
+    return list(PAPER_MODELS)
 
 
-def _bool(params: dict, key: str, default: bool) -> bool:
-    value = params.get(key, default)
-    if not isinstance(value, bool):
-        raise UsageError(key, f"must be true or false, got {value!r}")
-    return value
+@dataclass(frozen=True)
+class AccountingParams:
+    """korthikanti.table2 / korthikanti.items: one layer per model × technique, saved bytes on one TP rank."""
+
+    models: list[str] = field(default_factory=_paper_models)
+    """Presets or config.json paths (default: the four models of Table 3)."""
+    tp: Count = 8
+    """t: tensor-parallel size of the TP techniques."""
+    serial: bool = True
+    """Also account the t = 1 techniques (no parallelism, selective, full)."""
+    device: Literal["fake", "cpu"] = "fake"
+    """fake: FakeTensorMode and a fake process group (paper sizes, no memory); cpu: real tensors, one process
+    (small sizes only; t > 1 still uses the fake group)."""
+    seq: Count | None = None
+    """s: sequence length (tokens); None: each preset's."""
+    micro_batch: Count | None = None
+    """b: micro-batch size (sequences); None: each preset's."""
 
 
-def _device(params: dict) -> str:
-    device = params.get("device", "fake")
-    if device not in ("fake", "cpu"):
-        raise UsageError("device", f"must be fake or cpu (one process; t > 1 uses a fake group), got {device!r}")
-    return device
+@dataclass(frozen=True)
+class FlopsParams:
+    """korthikanti.flops: FLOPs per layer counted with FlopCounterMode, against Appendix A, Eq. 7 and Eq. 8."""
+
+    models: list[str] = field(default_factory=_paper_models)
+    """Presets or config.json paths."""
+    tp: list[Count] = field(default_factory=lambda: [1, 8])
+    """Tensor-parallel sizes t counted (the table multiplies per-rank FLOPs by t)."""
+    seq: Count | None = None
+    """s: sequence length (tokens); None: each preset's."""
+    micro_batch: Count | None = None
+    """b: micro-batch size (sequences); None: each preset's."""
+
+
+@dataclass(frozen=True)
+class MemoryParams:
+    """korthikanti.memory: memory per GPU of the first pipeline stage (Figure 1)."""
+
+    models: list[str] = field(default_factory=_paper_models)
+    """Presets or config.json paths."""
+    tp: Count = 8
+    """t: tensor-parallel size."""
+    bytes_per_param: Count = K.BYTES_PER_PARAM
+    """Model-state bytes per parameter (18: mixed-precision Adam, see korthikanti.BYTES_PER_PARAM_WHY)."""
+
+
+@dataclass(frozen=True)
+class ModernParams:
+    """korthikanti.modern: modern layer variants (flash attention, Llama) beside the paper's formula."""
+
+    seq: Count = 2048
+    """s: sequence length (tokens)."""
+    micro_batch: Count = 1
+    """b: micro-batch size (sequences)."""
 
 
 def configurations(tp: int, serial: bool = True) -> list[tuple[str, int, bool, str]]:
@@ -71,14 +111,9 @@ def configurations(tp: int, serial: bool = True) -> list[tuple[str, int, bool, s
     return rows + ([(name, 1, sp, mode) for name, sp, mode in SERIAL_TECHNIQUES] if serial else [])
 
 
-def _accounts(params: dict, name: str) -> list[tuple[str, LayerAccount]]:
-    check_known(params, {"models", "tp", "serial", "device", "seq", "micro_batch"}, name)
-    tp = get_int(params, "tp", 8)
-    serial = _bool(params, "serial", True)
-    device = _device(params)
-    sizes = {k: get_int(params, k) for k in ("seq", "micro_batch") if params.get(k) is not None}
-    return [(technique, account_layer(model, mode, t, sp, device=device, **sizes))
-            for model in _models(params) for technique, t, sp, mode in configurations(tp, serial)]
+def _accounts(p: AccountingParams) -> list[tuple[str, LayerAccount]]:
+    return [(technique, account_layer(model, mode, t, sp, p.seq, p.micro_batch, device=p.device))
+            for model in p.models for technique, t, sp, mode in configurations(p.tp, p.serial)]
 
 
 def _frame(rows: list[dict], dtype: str = "bfloat16", device: str = "fake") -> pd.DataFrame:
@@ -94,16 +129,15 @@ def _config(technique: str, acc: LayerAccount) -> dict:
             "dtype": acc.dtype}
 
 
-def table2(params: dict) -> pd.DataFrame:
+def table2(p: AccountingParams) -> pd.DataFrame:
     """Table 2, measured: one row per model × technique (bytes per layer on one TP rank, int).
 
     Columns: model, technique, tp, sp, mode, seq, micro_batch, hidden, heads, bytes_measured (paper-faithful),
     bytes_actual, bytes_formula, rel_error, gap_bytes (actual − measured), percent_of_baseline and
     percent_of_baseline_formula (vs the TP baseline at the same t; vs no parallelism for t = 1), + provenance.
     """
-    accounts = _accounts(params, "korthikanti-table2")
     rows = []
-    for technique, acc in accounts:
+    for technique, acc in _accounts(p):
         rows.append({**_config(technique, acc), "bytes_measured": acc.bytes_per_layer_measured,
                      "bytes_actual": acc.bytes_per_layer_actual, "bytes_formula": acc.bytes_per_layer_formula,
                      "rel_error": acc.rel_error, "gap_bytes": acc.bytes_per_layer_actual - acc.bytes_per_layer_measured})
@@ -112,16 +146,16 @@ def table2(params: dict) -> pd.DataFrame:
     key = list(zip(frame["model"], frame["tp"]))
     frame["percent_of_baseline"] = 100 * frame["bytes_measured"] / base.loc[key, "bytes_measured"].to_numpy()
     frame["percent_of_baseline_formula"] = 100 * frame["bytes_formula"] / base.loc[key, "bytes_formula"].to_numpy()
-    return _frame(frame.to_dict("records"), device=_device(params))
+    return _frame(frame.to_dict("records"), device=p.device)
 
 
-def items(params: dict) -> pd.DataFrame:
+def items(p: AccountingParams) -> pd.DataFrame:
     """The reconciliation: one row per saved tensor of each model × technique, plus one row per storage kept
     beyond (or shared by) its saved views. Columns: the configuration, name ("module/op"), module, op, shape,
     saved_dtype, bytes (actual), paper_term (empty: not counted by the paper), paper_bytes, term_formula_bytes (the
     term's §4.1 bytes for this configuration), note, + provenance."""
     rows = []
-    for technique, acc in _accounts(params, "korthikanti-items"):
+    for technique, acc in _accounts(p):
         config = _config(technique, acc)
         for item in acc.items:
             formula = K.term_bytes(item.paper_term, acc.seq, acc.micro_batch, acc.hidden, acc.heads, acc.tp,
@@ -135,7 +169,7 @@ def items(params: dict) -> pd.DataFrame:
             rows.append({**config, "name": "(storage)", "module": "", "op": "", "shape": "", "saved_dtype": "",
                          "bytes": nbytes, "paper_term": None, "paper_bytes": 0, "term_formula_bytes": None,
                          "note": "storage beyond saved views" if nbytes > 0 else "views saved more than once"})
-    return _frame(rows, device=_device(params))
+    return _frame(rows, device=p.device)
 
 
 # --- FLOPs ----------------------------------------------------------------------------------------------------------
@@ -156,7 +190,7 @@ def layer_flops(model: str, mode: str, tp: int = 1, sp: bool = False, **sizes) -
     return {"forward": counts.forward, "backward": counts.backward, "recompute": counts.recompute, "cfg": cfg}
 
 
-def flops(params: dict) -> pd.DataFrame:
+def flops(p: FlopsParams) -> pd.DataFrame:
     """FLOPs per layer (all TP ranks together = per-rank count × t) beside Appendix A, Eq. 7 and Eq. 8.
 
     Columns: model, tp, mode, seq, micro_batch, hidden, flops_forward, flops_backward, flops_recompute (measured),
@@ -167,12 +201,10 @@ def flops(params: dict) -> pd.DataFrame:
     = model_eq7 + recompute_text, overhead_measured / overhead_text / overhead_eq8 (recompute ÷ model FLOPs),
     + provenance. Per layer: the logits (2bshv forward) are outside the layers and never recomputed.
     """
-    check_known(params, {"models", "tp", "seq", "micro_batch"}, "korthikanti-flops")
-    tps = get_int_list(params, "tp", [1, 8])
-    sizes = {k: get_int(params, k) for k in ("seq", "micro_batch") if params.get(k) is not None}
+    sizes = {k: v for k, v in (("seq", p.seq), ("micro_batch", p.micro_batch)) if v is not None}
     rows = []
-    for model in _models(params):
-        for t in tps:
+    for model in p.models:
+        for t in p.tp:
             for mode in K.RECOMPUTE:
                 got = layer_flops(model, mode, t, **sizes)
                 cfg = got.pop("cfg")
@@ -197,7 +229,7 @@ def flops(params: dict) -> pd.DataFrame:
 
 # --- Figure 1: memory per GPU ------------------------------------------------------------------------------------------
 
-def memory(params: dict) -> pd.DataFrame:
+def memory(p: MemoryParams) -> pd.DataFrame:
     """Whole-model memory on one GPU of the first pipeline stage (Figure 1), one row per model × technique.
 
     Columns: model, technique, tp, sp, mode, pp, interleave, layers, params_per_gpu, bytes_per_param,
@@ -207,27 +239,25 @@ def memory(params: dict) -> pd.DataFrame:
     bytes), + provenance. Bytes are int; GiB = 2**30 bytes.
     """
     from remat.models.presets import from_name
-    check_known(params, {"models", "tp", "bytes_per_param"}, "korthikanti-memory")
-    tp = get_int(params, "tp", 8)
-    bpp = get_int(params, "bytes_per_param", K.BYTES_PER_PARAM)
+    tp, bpp = p.tp, p.bytes_per_param
     rows = []
-    for model in _models(params):
+    for model in p.models:
         cfg = from_name(model)
-        s, b, h, v, L, p, m = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.vocab, cfg.layers, cfg.pp, cfg.interleave
-        n_params = K.params_per_gpu(h, L, v, s, tp, p)
+        s, b, h, v, L, pp, m = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.vocab, cfg.layers, cfg.pp, cfg.interleave
+        n_params = K.params_per_gpu(h, L, v, s, tp, pp)
         for technique, sp, mode in TECHNIQUES:
             acc = account_layer(model, mode, tp, sp)
-            layers = K.first_stage_bytes(acc.bytes_per_layer_measured, L, p, m)
-            outside = sum(K.outside_layer_bytes(s, b, h, v, tp, p, sp).values())
+            layers = K.first_stage_bytes(acc.bytes_per_layer_measured, L, pp, m)
+            outside = sum(K.outside_layer_bytes(s, b, h, v, tp, pp, sp).values())
             state = K.model_state_bytes(n_params, bpp)
             total = state + layers + outside
-            rows.append({"model": model, "technique": technique, "tp": tp, "sp": sp, "mode": mode, "pp": p,
-                         "interleave": m, "layers": L, "interleave_factor": float(K.interleave_factor(p, m)),
+            rows.append({"model": model, "technique": technique, "tp": tp, "sp": sp, "mode": mode, "pp": pp,
+                         "interleave": m, "layers": L, "interleave_factor": float(K.interleave_factor(pp, m)),
                          "params_per_gpu": n_params, "bytes_per_param": bpp, "model_state_bytes": state,
                          "per_layer_measured": acc.bytes_per_layer_measured,
                          "per_layer_formula": acc.bytes_per_layer_formula, "activations_layers": layers,
-                         "activations_layers_formula": K.first_stage_bytes(acc.bytes_per_layer_formula, L, p, m),
-                         "activations_outside": outside, "total_bytes": total, "total_gib": total / GIB,
+                         "activations_layers_formula": K.first_stage_bytes(acc.bytes_per_layer_formula, L, pp, m),
+                         "activations_outside": outside, "total_bytes": total, "total_gib": total / GiB,
                          "fits_80gb": total <= 80 * GB})
     return _frame(rows)
 
@@ -241,15 +271,14 @@ MODERN_VARIANTS = [  # (variant, preset, overrides)
 ]
 
 
-def modern(params: dict) -> pd.DataFrame:
+def modern(p: ModernParams) -> pd.DataFrame:
     """Actual saved bytes per layer by module for modern layer variants (t = 1, FakeTensorMode on the CPU),
     beside the paper's sbh(34 + 5as/h) at the same s, b, h, a. One row per variant × module/op.
 
     Columns: variant, model, seq, micro_batch, hidden, heads, kv_heads, ffn_hidden, module, op, tensors,
     bytes (actual, this module/op), layer_bytes_actual, layer_bytes_formula, + provenance.
     """
-    check_known(params, {"seq", "micro_batch"}, "korthikanti-modern")
-    s, b = get_int(params, "seq", 2048), get_int(params, "micro_batch", 1)
+    s, b = p.seq, p.micro_batch
     rows = []
     for variant, model, overrides in MODERN_VARIANTS:
         acc = account_layer(model, "none", 1, False, seq=s, micro_batch=b, **overrides)
@@ -271,18 +300,15 @@ def modern(params: dict) -> pd.DataFrame:
 
 # --- summaries for the report (tables in, tables out; nothing measured) ----------------------------------------------
 
-MIB = 2 ** 20
-
-
 def table2_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Table 2, measured vs formula, one row per model × technique: MiB per layer (2**20 bytes), relative
     error, actual MiB, % of the baseline. Input: a ``korthikanti-table2`` table."""
     out = pd.DataFrame({
         "model": table["model"], "technique": table["technique"], "t": table["tp"],
-        "measured MiB": (table["bytes_measured"] / MIB).round(2),
-        "Table 2 MiB": (table["bytes_formula"] / MIB).round(2),
+        "measured MiB": (table["bytes_measured"] / MiB).round(2),
+        "Table 2 MiB": (table["bytes_formula"] / MiB).round(2),
         "rel. error": table["rel_error"].map(lambda e: f"{e:+.2e}"),
-        "actual MiB": (table["bytes_actual"] / MIB).round(2),
+        "actual MiB": (table["bytes_actual"] / MiB).round(2),
         "% of baseline": table["percent_of_baseline"].round(1)})
     return out
 
@@ -332,15 +358,15 @@ def memory_summary(frame: pd.DataFrame) -> pd.DataFrame:
     (80·10⁹ bytes). Input: a ``korthikanti-memory`` table."""
     return pd.DataFrame({
         "model": frame["model"], "technique": frame["technique"],
-        "params+optimizer GiB": (frame["model_state_bytes"] / GIB).round(1),
-        "activations (layers) GiB": (frame["activations_layers"] / GIB).round(1),
-        "outside layers GiB": (frame["activations_outside"] / GIB).round(2),
+        "params+optimizer GiB": (frame["model_state_bytes"] / GiB).round(1),
+        "activations (layers) GiB": (frame["activations_layers"] / GiB).round(1),
+        "outside layers GiB": (frame["activations_outside"] / GiB).round(2),
         "total GiB": frame["total_gib"].round(1), "fits 80 GB": frame["fits_80gb"]})
 
 
 def modern_summary(frame: pd.DataFrame) -> pd.DataFrame:
     """Per variant and module: actual MiB saved per layer, and the layer total beside the paper's formula.
     Input: a ``korthikanti-modern`` table."""
-    out = frame.assign(MiB=(frame["bytes"] / MIB).round(2))
+    out = frame.assign(MiB=(frame["bytes"] / MiB).round(2))
     out["module/op"] = out["module"] + out["op"].map(lambda o: f" ({o})" if o else "")
     return out[["variant", "module/op", "tensors", "MiB"]]
