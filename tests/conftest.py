@@ -14,6 +14,17 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
+def pytest_collection_modifyitems(config, items):
+    """The ``gpu`` marker (``@pytest.mark.gpu`` or ``gpu(devices=N)``): skipped unless N CUDA devices exist."""
+    import torch
+    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    for item in items:
+        marker = item.get_closest_marker("gpu")
+        need = marker.kwargs.get("devices", 1) if marker else 0
+        if need > available:
+            item.add_marker(pytest.mark.skip(reason=f"needs {need} CUDA device(s), found {available}"))
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT

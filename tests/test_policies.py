@@ -13,7 +13,7 @@ from remat.models import build_model, from_name, lm_loss, random_tokens
 from remat.policies import apply_plan, clear_plan, parse_plan, recomputing
 
 PLANS = ["selective", "full", "offload", "uniform:2", "block:1", "segments:2", "full,selective,offload,none"]
-CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+CUDA = pytest.mark.gpu
 
 
 def gpt_step(name: str, plan: str, dtype: str, device: str = "cpu", freeze_embedding: bool = False,

@@ -122,8 +122,7 @@ def test_gloo_matches_serial_and_fake_accounting(world, tmp_path):
             assert got["items"] == [[i.name, list(i.shape), i.dtype, i.bytes, i.paper_term] for i in fake.items]
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL needs one GPU per rank (≥ 2 GPUs)")
+@pytest.mark.gpu(devices=2)  # NCCL needs one GPU per rank
 def test_nccl_matches_serial_and_fake_accounting(tmp_path):
     world = 4 if torch.cuda.device_count() >= 4 else 2
     mp.start_processes(_worker, args=(world, _free_port(), str(tmp_path), "nccl"), nprocs=world, join=True,

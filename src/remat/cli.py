@@ -1,6 +1,6 @@
 """`remat <subcommand>`: argument parsing only; the work happens in the modules it calls.
 
-Contract (scripts, rules and reports depend on these names; see DESIGN.md):
+Contract (scripts, rules and reports depend on these names):
     remat check      [--layers N] [--json]
     remat account    --model M --mode none|selective|full [--tp T] [--sp] [--seq S] [--micro-batch B] [--json]
     remat measure    --model M --policy P --device cpu|cuda|fake [--layers N] [--seq S] [--micro-batch B] [--json]
@@ -306,8 +306,6 @@ def _run_plan(args) -> int:
         "link_bytes_per_s": args.link_gbps * 1e9 if args.link_gbps else None,
         "link_t0_s": None if args.link_t0_us is None else args.link_t0_us * 1e-6,
     }
-    if args.link_t0_us is not None and args.link_t0_us < 0:
-        raise UsageError("--link-t0-us", f"must be ≥ 0, got {args.link_t0_us}")
     cfg = from_name(args.model, layers=args.layers, seq=args.seq, micro_batch=args.micro_batch, tp=args.tp,
                     pp=args.pp, interleave=args.interleave, global_batch=args.global_batch)
     from remat.planner.mckp import SearchTooLarge
@@ -370,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"remat {args.command}: infeasible: {exc}", file=sys.stderr)
         return exc.exit_code
     except (MemoryError, RuntimeError) as exc:
-        if not _out_of_memory(exc):
+        from remat.device import is_out_of_memory
+        if not is_out_of_memory(exc):
             raise
         print(f"remat {args.command}: error: does not fit in memory ({str(exc).splitlines()[0][:160]}); "
               "use smaller --seq / --micro-batch / --layers, or --device fake", file=sys.stderr)
@@ -378,12 +377,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"remat {args.command}: interrupted; nothing written", file=sys.stderr)
         return 130
-
-
-def _out_of_memory(exc: BaseException) -> bool:
-    """An allocation failure (host MemoryError, torch's CPU allocator, CUDA out of memory)?"""
-    text = str(exc)
-    return isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text.lower()
 
 
 if __name__ == "__main__":

@@ -279,18 +279,15 @@ class SavedTensorLog:
     def items(self) -> list[dict]:
         """Every non-parameter record as a dict, with ``paper_term`` (Korthikanti §4.1 term or None).
 
-        ``paper_term`` comes from remat.formulas.korthikanti.paper_term when that module is importable
-        (None otherwise); it is meaningful for the GPT layer's submodule names only.
+        ``paper_term`` comes from remat.formulas.korthikanti.paper_term; it is meaningful for the GPT layer's
+        submodule names only.
         """
-        try:
-            from remat.formulas.korthikanti import paper_term
-        except ImportError:  # pragma: no cover - the formulas module is written by another issue
-            paper_term = None
+        from remat.formulas.korthikanti import paper_term
         rows = []
         for r in self.records:
             if r.is_parameter:
                 continue
             row = r.to_dict()
-            row["paper_term"] = paper_term(r.module, r.op, r.shape, r.dtype, r.duplicate) if paper_term else None
+            row["paper_term"] = paper_term(r.module, r.op, r.shape, r.dtype, r.duplicate)
             rows.append(row)
         return rows

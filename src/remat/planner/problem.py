@@ -1,7 +1,7 @@
 """The planning problem as data: per layer, a list of options (none / selective / full / offload), each with
 its memory cost and its time cost; plus the bytes and seconds outside the layers, the budget, the host limit.
 
-The memory model (issue "[6/7] Planner", item 2) of one GPU — the first pipeline stage, the most loaded one:
+The memory model of one GPU — the first pipeline stage, the most loaded one:
 
     peak = fixed_bytes + Σ_i stored_bytes[i] + max(transient_floor_bytes, max_i transient_bytes[i])
 
