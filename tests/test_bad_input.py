@@ -105,10 +105,6 @@ def test_bad_input_one_line_exit_2_nothing_written(workdir, capsys, argv, field,
     assert sorted(p.name for p in workdir.iterdir()) == before
 
 
-def test_at_least_thirty_cases():
-    assert len(CASES) >= 30
-
-
 def test_an_allocation_that_does_not_fit_is_one_line(monkeypatch, capsys):
     # a real oversize run can be OOM-killed instead of failing its allocation, so the allocator's error is
     # raised where the measurement would allocate
