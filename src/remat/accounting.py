@@ -31,10 +31,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from remat.device import DEVICES
 from remat.errors import UsageError
 from remat.formulas import korthikanti as K
+from remat.units import MiB
 
-DEVICES = ("fake", "cpu", "cuda")
 
 
 @dataclass(frozen=True)
@@ -325,19 +326,18 @@ def _why_not_counted(module: str, op: str, shape: tuple, dtype: str) -> str:
 
 def format_account(acc: LayerAccount) -> str:
     """A human-readable table of one LayerAccount (sizes in MiB = 2**20 bytes)."""
-    mib = 2 ** 20
     lines = [f"{acc.model}  mode={acc.mode} tp={acc.tp} sp={acc.sp} s={acc.seq} b={acc.micro_batch} "
              f"({acc.dtype}, device={acc.device})",
-             f"  measured (paper-faithful) {acc.bytes_per_layer_measured / mib:12.2f} MiB",
-             f"  formula (Table 2)         {acc.bytes_per_layer_formula / mib:12.2f} MiB   " +
+             f"  measured (paper-faithful) {acc.bytes_per_layer_measured / MiB:12.2f} MiB",
+             f"  formula (Table 2)         {acc.bytes_per_layer_formula / MiB:12.2f} MiB   " +
              (f"rel. error {acc.rel_error:+.3%}" if acc.arch == "gpt" else
               f"(the paper's GPT layer at these sizes, for comparison: this {acc.arch} layer is not what "
               "Table 2 describes)"),
-             f"  actual                    {acc.bytes_per_layer_actual / mib:12.2f} MiB", "  items:"]
+             f"  actual                    {acc.bytes_per_layer_actual / MiB:12.2f} MiB", "  items:"]
     for i in acc.items:
         lines.append(f"    {i.name:32s} {str(list(i.shape)):24s} {i.dtype.removeprefix('torch.'):9s} "
-                     f"{i.bytes / mib:10.2f} MiB  {i.paper_term or '-':22s} {i.note}")
+                     f"{i.bytes / MiB:10.2f} MiB  {i.paper_term or '-':22s} {i.note}")
     lines.append("  gap (actual − paper-faithful):")
     for name, nbytes in acc.gap().items():
-        lines.append(f"    {name:70s} {nbytes / mib:10.4f} MiB")
+        lines.append(f"    {name:70s} {nbytes / MiB:10.4f} MiB")
     return "\n".join(lines)

@@ -12,8 +12,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from remat.experiments.chen import depth_fits
+from remat.units import KiB
 
-KIB = 1024  # axis unit: KiB = 2**10 bytes
 
 
 def segments(frames: list[pd.DataFrame]) -> Figure:
@@ -26,8 +26,8 @@ def segments(frames: list[pd.DataFrame]) -> Figure:
     layers = int(frame["layers"].iloc[0])
     fig = Figure(figsize=(10, 4))
     memory, work = fig.subplots(1, 2)
-    memory.plot(frame["k"], frame["peak_bytes_formula"] / KIB, "-", color="C0", label="closed form")
-    memory.plot(frame["k"], frame["peak_bytes"] / KIB, "o", ms=3, color="C1", label="counted by the store")
+    memory.plot(frame["k"], frame["peak_bytes_formula"] / KiB, "-", color="C0", label="closed form")
+    memory.plot(frame["k"], frame["peak_bytes"] / KiB, "o", ms=3, color="C1", label="counted by the store")
     work.plot(frame["k"], frame["forwards_formula"], "-", color="C0", label="2L − ⌊L/k⌋")
     work.plot(frame["k"], frame["forwards"], "o", ms=3, color="C1", label="counted")
     for ax in (memory, work):
@@ -61,9 +61,9 @@ def depth(frames: list[pd.DataFrame]) -> Figure:
         if family in ("recursive", "revolve"):
             label += f" (≈ a + b·log2 L, r² = {fit['r2_log2']:.3f})"
         marker = "osDx"[i % 4]  # distinct markers: recursive and revolve coincide at equal slots
-        memory.loglog(part["layers"], part["peak_bytes"] / KIB, marker, ms=7 - i, mfc="none", color=f"C{i}",
+        memory.loglog(part["layers"], part["peak_bytes"] / KiB, marker, ms=7 - i, mfc="none", color=f"C{i}",
                       label=label)
-        memory.loglog(part["layers"], part["peak_bytes_formula"] / KIB, "-", lw=1, color=f"C{i}")
+        memory.loglog(part["layers"], part["peak_bytes_formula"] / KiB, "-", lw=1, color=f"C{i}")
         work.loglog(part["layers"], part["forwards"], marker + "-", ms=5, mfc="none", lw=1, color=f"C{i}",
                     label=f"{family}: L^{fit['forwards_exponent']:.2f}")
     memory.set_xlabel("layers L")

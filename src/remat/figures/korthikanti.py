@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-GIB = 2 ** 30
-LINE_80GB = 80 * 10 ** 9  # Figure 1's 80 GB line, decimal bytes (= 74.5 GiB)
+from remat.units import GB, GiB
+
+LINE_80GB = 80 * GB  # Figure 1's 80 GB line, decimal bytes (= 74.5 GiB)
 
 
 def _order(values) -> list:
@@ -68,18 +69,18 @@ def memory(frames: list[pd.DataFrame]) -> Figure:
         pos = x + (i - (len(techniques) - 1) / 2) * width
         bottom = np.zeros(len(models))
         for column, label, color in parts:
-            values = rows[column].to_numpy() / GIB
+            values = rows[column].to_numpy() / GiB
             ax.bar(pos, values, width * 0.95, bottom=bottom, color=color, edgecolor="white", lw=0.3,
                    label=label if i == 0 else None)
             bottom += values
         for p, top in zip(pos, bottom):
             ax.text(p, top + 1, technique, rotation=90, ha="center", va="bottom", fontsize=6.5)
-    ax.axhline(LINE_80GB / GIB, color="red", ls="--", lw=1, label=f"80 GB ({LINE_80GB / GIB:.1f} GiB)")
+    ax.axhline(LINE_80GB / GiB, color="red", ls="--", lw=1, label=f"80 GB ({LINE_80GB / GiB:.1f} GiB)")
     ax.set_xticks(x, models)
     ax.set_ylabel("memory per GPU (GiB)")
     bpp = int(frame["bytes_per_param"].iloc[0])
     ax.set_title(f"Memory per GPU, first pipeline stage ({bpp} B/parameter for weights, gradients, Adam)")
-    ax.set_ylim(0, float((frame["total_bytes"] / GIB).max()) * 1.35)
+    ax.set_ylim(0, float((frame["total_bytes"] / GiB).max()) * 1.35)
     ax.legend(fontsize=8, loc="upper left")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()

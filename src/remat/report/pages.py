@@ -42,11 +42,12 @@ def provenance_markdown(*tables) -> str:
 
 
 def _render_device() -> str:
+    """The device of the rendering machine; "cpu" where torch is not installed (the reports env)."""
     try:
-        import torch
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        from remat.device import default_device
     except ImportError:
         return "cpu"
+    return default_device()
 
 
 def _versions(*modules: str) -> str:
