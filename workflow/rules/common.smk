@@ -21,7 +21,7 @@ check_config(config)
 
 # Under --sdm conda the env has the dependencies but not the console script: `remat` runs the package from src/.
 if "conda" in str(getattr(workflow.deployment_settings, "deployment_method", "")).lower():
-    shell.prefix('export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"; remat() { python -m remat "$@"; }; ')
+    shell.prefix('export PYTHONPATH="$PWD/src${{PYTHONPATH:+:$PYTHONPATH}}"; remat() {{ python -m remat "$@"; }}; ')
 
 
 def params_json(*keys, **extra):
