@@ -17,8 +17,12 @@ Exit codes: 0 ok; 1 a check failed; 2 bad input (one line naming the field, noth
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
 import sys
+import threading
 
 from remat.errors import InfeasibleError, UsageError
 
@@ -358,6 +362,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    with _exit_on_interrupt():
+        return _main(argv)
+
+
+@contextlib.contextmanager
+def _exit_on_interrupt():
+    """While remat runs: SIGINT (Ctrl-C) or SIGTERM deletes the temp files being written, prints one line and
+    exits at once (130 / 143), whatever Python is doing — importing torch, inside a weakref callback, where a
+    KeyboardInterrupt could be swallowed. Handlers are restored afterwards (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        from remat.io import discard_pending
+        discard_pending()
+        os.write(2, f"remat: interrupted ({signal.Signals(signum).name}); nothing written\n".encode())
+        os._exit(128 + signum)
+
+    before = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
@@ -374,9 +406,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"remat {args.command}: error: does not fit in memory ({str(exc).splitlines()[0][:160]}); "
               "use smaller --seq / --micro-batch / --layers, or --device fake", file=sys.stderr)
         return UsageError.exit_code
-    except KeyboardInterrupt:
-        print(f"remat {args.command}: interrupted; nothing written", file=sys.stderr)
-        return 130
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Atomic writes: every file the pipeline or the CLI makes is written to a temp name beside it, then renamed.
 
 A run killed half-way never leaves a truncated CSV, JSON or HTML under the final name (os.replace is atomic
-on POSIX within one filesystem).
+on POSIX within one filesystem). Temp files in flight are registered, so an interrupt handler that exits at
+once (remat.cli) can remove them first: ``discard_pending()``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Iterator
 
 from remat.errors import UsageError
+
+_PENDING: set[str] = set()  # temp files being written now (removed by discard_pending on an interrupt)
 
 
 @contextmanager
@@ -30,13 +33,25 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     except OSError as exc:
         raise UsageError("--out", f"cannot write {path} ({exc.strerror})") from None
     os.close(fd)
+    _PENDING.add(tmp)
     try:
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file a normal mode
         os.replace(tmp, path)
     finally:
+        _PENDING.discard(tmp)
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def discard_pending() -> None:
+    """Delete every temp file an ``atomic_path`` block is writing now (their final names stay untouched)."""
+    for tmp in list(_PENDING):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        _PENDING.discard(tmp)
 
 
 def _umask() -> int:
