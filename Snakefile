@@ -3,7 +3,7 @@
 #   snakemake --cores all --configfile config/gpu.yaml ...  # paper-like sizes on a GPU node (README)
 # Rules live in workflow/rules/*.smk; each is a one-line shell calling `remat <subcommand>`, with a log.
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
@@ -11,9 +11,7 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
-
-
+include: "workflow/rules/config.smk"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/chen.smk"
 include: "workflow/rules/korthikanti.smk"

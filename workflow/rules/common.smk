@@ -1,23 +1,8 @@
-# Shared helpers: config checks the schema cannot express, parameter passing, the remat command.
+# Shared helpers: parameter passing, the remat command, the tables each device makes.
 import json
 import shlex
 from pathlib import Path
 
-
-class ConfigError(Exception):
-    pass
-
-
-def check_config(cfg):
-    """Cross-field checks; raise naming the key before any job runs."""
-    seg = cfg["chen"].get("segments", {})
-    layers = seg.get("layers", 64)
-    for k in seg.get("ks") or []:
-        if k > layers:
-            raise ConfigError(f"chen.segments.ks: k = {k} segments > chen.segments.layers = {layers}")
-
-
-check_config(config)
 
 # Under --sdm conda the env has the dependencies but not the console script: `remat` runs the package from src/.
 if "conda" in str(getattr(workflow.deployment_settings, "deployment_method", "")).lower():
@@ -36,11 +21,8 @@ def params_json(*keys, **extra):
 # torch rules run in the CUDA build of the env on a GPU node, in the CPU build elsewhere
 TORCH_ENV = "../../envs/torch-cuda.yaml" if config["device"] == "cuda" else "../../envs/torch-cpu.yaml"
 SWEEPS = ["segments", "depth", "seq-hidden", "layer-timing"]
-# offload figures and report show the GPU's tables once a GPU run has made them (else the CPU simulation);
-# same rule as remat.experiments.offload.results_device
-OFFLOAD_DEVICE = (
-    "cuda" if config["device"] == "cuda" or Path("results/offload/cuda/bandwidth.csv").is_file() else "cpu"
-)
+# whose offload tables (results/offload/<device>/) the offload figures and report show: a config key
+OFFLOAD_DEVICE = config["offload"]["report_device"]
 
 
 def sweep_tables(sweep):
