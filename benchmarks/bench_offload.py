@@ -1,4 +1,4 @@
-"""Activation offload benchmark: prints the figures behind the issue's acceptance criteria.
+"""Activation offload benchmark: prints the bandwidth fit, step times and host bytes of the offload hooks.
 
     python benchmarks/bench_offload.py [--device cpu|cuda] [--max-size 256MiB]
 
@@ -7,7 +7,7 @@
 2. Step time of a small GPT under none, selective, full, offload (async hooks) and torch's save_on_cpu,
    gradients bitwise equal to none, device bytes held after forward (offload vs none).
 3. Host bytes after each of 10 offloaded steps (target: back at baseline, no growth).
-Without CUDA every copy is a host memcpy: "simulated: host memcpy", not PCIe.
+Without CUDA every copy is a host memcpy, labelled remat.measure.bandwidth.SIMULATED, not PCIe.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ import time
 import pandas as pd
 import torch
 
+from remat.experiments import load
 from remat.experiments.offload import steps_table
+from remat.measure.bandwidth import bandwidth_summary
 from remat.models.presets import from_name
 from remat.models.transformer import build_model, lm_loss, random_tokens
-from remat.offload import OffloadHooks, bandwidth_summary
+from remat.offload import OffloadHooks
 from remat.units import format_bytes, parse_bytes
 
 
@@ -37,7 +39,7 @@ def bench_bandwidth(device: str, max_size: str | None) -> None:
 
 def bench_steps(device: str) -> None:
     t = time.perf_counter()
-    frame = steps_table({"device": device, "seqs": [128], "hiddens": [128], "layers": 4, "repeats": 5})
+    frame = steps_table(load("offload-steps", {"device": device, "seqs": [128], "hiddens": [128], "layers": 4}))
     print(f"== step time and bytes, GPT s=128 h=128 L=4 b=2 ({time.perf_counter() - t:.1f} s)")
     print(frame[["variant", "grads_bitwise_equal", "step_time_s", "overhead_vs_none_s",
                  "device_held_after_forward_bytes", "host_bytes_after_forward", "host_live_after_step_bytes",

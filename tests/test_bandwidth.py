@@ -1,4 +1,4 @@
-"""Bandwidth microbenchmark and fit (remat.offload): sizes, the t = t0 + bytes/BW fit, the CPU simulation's
+"""Bandwidth microbenchmark and fit (remat.measure.bandwidth): sizes, the t = t0 + bytes/BW fit, the CPU simulation's
 labels, and `remat bandwidth` (exit 2 and one line on bad input)."""
 
 from __future__ import annotations
@@ -11,8 +11,10 @@ import torch
 
 from remat import cli
 from remat.errors import UsageError
-from remat.offload import (GiB, KiB, MiB, SIMULATED, copy_sizes, fit_bandwidth, fit_copy_model,
-                           measure_bandwidth, predicted_copy_s, with_fit)
+from remat.experiments import load
+from remat.measure.bandwidth import (SIMULATED, copy_sizes, fit_bandwidth, fit_copy_model, measure_bandwidth,
+                                     predicted_copy_s)
+from remat.units import GiB, KiB, MiB
 
 
 def test_default_sizes_are_log_spaced_64kib_to_256mib_on_cpu_and_1gib_on_cuda():
@@ -45,21 +47,41 @@ def test_fit_weights_relative_error_so_small_copies_are_not_ignored():
         fit_copy_model([1.0], [1.0])
 
 
-def test_cpu_sweep_is_labelled_simulated_with_both_units():
+def test_cpu_sweep_is_labelled_simulated():
     threads = torch.get_num_threads()
     rows = measure_bandwidth("cpu", 64 * KiB, 1 * MiB, max_repeats=3)
     assert torch.get_num_threads() == threads  # the one-copy-engine setting is restored
     keys = {(r["direction"], r["memory"], r["overlap"]) for r in rows}
     assert keys == {(d, "pageable", o) for d in ("h2d", "d2h") for o in (False, True)}  # no pinning without CUDA
     assert len(rows) == len(keys) * 5
-    for r in rows:
-        assert r["link"] == SIMULATED and r["simulated"] is True
-        assert r["bw_gb_s"] == pytest.approx(r["bytes"] / r["seconds"] / 1e9)
-        assert r["bw_gib_s"] == pytest.approx(r["bytes"] / r["seconds"] / 2**30)
+    assert all(r["link"] == SIMULATED and r["simulated"] is True and r["seconds"] > 0 for r in rows)
     fits = fit_bandwidth(rows)
     assert len(fits) == len(keys) and all(f["bw_gb_s"] > 0 and f["t0_s"] >= 0 for f in fits)
-    for r in with_fit(rows, fits):
-        assert r["predicted_s"] == pytest.approx(r["fit_t0_s"] + r["bytes"] / (r["fit_bw_gb_s"] * 1e9))
+
+
+def test_rows_carry_both_units_and_their_fit(monkeypatch):
+    """Copies that take exactly 10 µs + bytes / 10^9 B/s (the copy itself replaced): 64 KiB takes
+    10 µs + 65.536 µs, i.e. 65536 B / 75.536 µs = 0.86761279 GB/s = 0.80802738 GiB/s; the fit finds
+    t0 = 10 µs and BW = 1 GB/s again, so 1 MiB is predicted at 10 µs + 1048.576 µs, error 0."""
+    from remat.measure.bandwidth import bandwidth_summary
+    from remat.measure.copy_bench import CopyBench
+    monkeypatch.setattr(CopyBench, "time_copies",
+                        lambda self, direction, memory, nbytes, repeats, overlap, expect_s=None:
+                        [10e-6 + nbytes / 1e9] * repeats)
+    rows = bandwidth_summary("cpu", 64 * KiB, 1 * MiB, max_repeats=5, overlap=(False,))["rows"]
+    small = [r for r in rows if r["bytes"] == 64 * KiB]
+    big = [r for r in rows if r["bytes"] == MiB]
+    assert len(small) == len(big) == 2  # h2d and d2h
+    for r in small:
+        assert r["seconds"] == pytest.approx(75.536e-6, rel=1e-12)
+        assert r["bw_gb_s"] == pytest.approx(0.8676127939, rel=1e-9)
+        assert r["bw_gib_s"] == pytest.approx(0.8080273810, rel=1e-9)
+    for r in big:
+        assert r["fit_t0_s"] == pytest.approx(10e-6, rel=1e-6)
+        assert r["fit_bw_gb_s"] == pytest.approx(1.0, rel=1e-6)
+        assert r["fit_bw_gib_s"] == pytest.approx(1e9 / 2**30, rel=1e-6)
+        assert r["predicted_s"] == pytest.approx(1058.576e-6, rel=1e-6)
+        assert abs(r["rel_error"]) < 1e-6
 
 
 def test_cli_json_never_says_pcie_on_cpu(capsys):
@@ -83,7 +105,7 @@ def test_cli_bad_input_is_one_line_exit_2(capsys, argv, field):
     assert rc == 2 and len(err.splitlines()) == 1 and field in err
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.gpu
 def test_cuda_sweep_has_pinned_and_pageable_and_the_fit_holds_above_1mib():
     rows = measure_bandwidth("cuda", 64 * KiB, 64 * MiB, max_repeats=5, overlap=(False,))
     assert {r["memory"] for r in rows} == {"pinned", "pageable"}
@@ -94,12 +116,14 @@ def test_cuda_sweep_has_pinned_and_pageable_and_the_fit_holds_above_1mib():
 
 def test_bandwidth_experiment_rows_carry_fit_and_provenance():
     from remat.experiments.offload import bandwidth_table
-    frame = bandwidth_table({"device": "cpu", "max_size": "256KiB", "repeats": 3, "overlap": False})
+    frame = bandwidth_table(load("offload-bandwidth", {"max_size": "256KiB", "repeats": 3, "overlap": False}))
     assert len(frame) == 2 * 3 and (frame["link"] == SIMULATED).all()
     for col in ("fit_t0_s", "fit_bw_gb_s", "fit_bw_gib_s", "predicted_s", "rel_error", "git_commit",
                 "torch_version", "device"):
         assert col in frame.columns
-    with pytest.raises(UsageError, match="overlap"):
-        bandwidth_table({"overlap": "yes"})
-    with pytest.raises(UsageError, match="max_size"):
-        bandwidth_table({"max_size": "3MiB"})
+    with pytest.raises(UsageError, match="offload.bandwidth.overlap"):
+        load("offload-bandwidth", {"overlap": "yes"})
+    with pytest.raises(UsageError, match="offload.bandwidth.max_size"):
+        load("offload-bandwidth", {"max_size": "3MiB"})
+    with pytest.raises(UsageError, match="offload.bandwidth.min_size"):
+        load("offload-bandwidth", {"min_size": "2MiB", "max_size": "1MiB"})

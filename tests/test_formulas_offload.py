@@ -7,63 +7,62 @@ import math
 import pytest
 
 from remat.errors import UsageError
-from remat.formulas import korthikanti as K
-from remat.formulas import offload as O
+from remat.formulas import korthikanti, offload
 
 
 def test_transfer_is_latency_plus_bytes_over_bandwidth():
-    assert O.transfer_s(10**9, 4, 25e9, 1e-5) == pytest.approx(4e-5 + 0.04)
-    assert O.transfer_s(0, 0, 1.0) == 0.0
+    assert offload.transfer_s(10**9, 4, 25e9, 1e-5) == pytest.approx(4e-5 + 0.04)
+    assert offload.transfer_s(0, 0, 1.0) == 0.0
 
 
 def test_hidden_when_transfer_fits_under_compute():
-    link = O.Link.symmetric(25e9)
-    cost = O.offload_cost(10**9, 1, forward_s=0.05, backward_s=0.10, link=link)  # 0.04 s each way
+    link = offload.Link.symmetric(25e9)
+    cost = offload.offload_cost(10**9, 1, forward_s=0.05, backward_s=0.10, link=link)  # 0.04 s each way
     assert cost.hidden and cost.exposed_s == 0.0
     assert cost.transfer_d2h_s == pytest.approx(0.04)
 
 
 def test_excess_is_exposed_per_direction():
-    link = O.Link(bw_d2h=10e9, bw_h2d=20e9, t0_s=0.0)
-    cost = O.offload_cost(10**9, 1, forward_s=0.03, backward_s=0.06, link=link)
+    link = offload.Link(bw_d2h=10e9, bw_h2d=20e9, t0_s=0.0)
+    cost = offload.offload_cost(10**9, 1, forward_s=0.03, backward_s=0.06, link=link)
     # d2h 0.1 s vs 0.03 s forward -> 0.07 exposed; h2d 0.05 s vs 0.06 s backward -> 0
     assert cost.exposed_forward_s == pytest.approx(0.07)
     assert cost.exposed_backward_s == 0.0
-    assert O.exposed_offload_s(10**9, 1, 0.03, 0.06, link) == pytest.approx(0.07)
+    assert offload.exposed_offload_s(10**9, 1, 0.03, 0.06, link) == pytest.approx(0.07)
 
 
 @pytest.mark.parametrize("recompute", [0.0, 0.005, 0.02, 0.3])
 def test_breakeven_bandwidth_equalizes_costs(recompute):
     nbytes, tensors, fwd, bwd, t0 = 3 * 10**9, 20, 0.03, 0.06, 2e-5
-    bw = O.breakeven_bandwidth(nbytes, tensors, fwd, bwd, recompute, t0)
-    exposed = O.exposed_offload_s(nbytes, tensors, fwd, bwd, O.Link.symmetric(bw, t0))
+    bw = offload.breakeven_bandwidth(nbytes, tensors, fwd, bwd, recompute, t0)
+    exposed = offload.exposed_offload_s(nbytes, tensors, fwd, bwd, offload.Link.symmetric(bw, t0))
     assert exposed == pytest.approx(recompute, abs=1e-12)
     # a slightly slower link loses to recompute, a faster one wins
-    assert O.exposed_offload_s(nbytes, tensors, fwd, bwd, O.Link.symmetric(bw * 0.99, t0)) > recompute
+    assert offload.exposed_offload_s(nbytes, tensors, fwd, bwd, offload.Link.symmetric(bw * 0.99, t0)) > recompute
     if recompute > 0:
-        assert O.exposed_offload_s(nbytes, tensors, fwd, bwd, O.Link.symmetric(bw * 1.01, t0)) < recompute
+        assert offload.exposed_offload_s(nbytes, tensors, fwd, bwd, offload.Link.symmetric(bw * 1.01, t0)) < recompute
 
 
 def test_breakeven_edge_cases():
-    assert O.breakeven_bandwidth(0, 0, 0.1, 0.2, 0.0) == 0.0
-    assert math.isinf(O.breakeven_bandwidth(10**6, 1000, 0.0, 0.0, 0.001, t0_s=1e-5))  # latency alone 10 ms
+    assert offload.breakeven_bandwidth(0, 0, 0.1, 0.2, 0.0) == 0.0
+    assert math.isinf(offload.breakeven_bandwidth(10**6, 1000, 0.0, 0.0, 0.001, t0_s=1e-5))  # latency alone 10 ms
 
 
 def test_layer_compute_uses_appendix_a_flops():
     s, b, h, rate = 2048, 1, 12288, 156e12
-    t = O.layer_compute_s(s, b, h, rate, t=8)
+    t = offload.layer_compute_s(s, b, h, rate, t=8)
     assert t["forward_s"] == pytest.approx((24 * b * s * h * h + 4 * b * s * s * h) / 8 / rate)
     assert t["backward_s"] == pytest.approx(2 * t["forward_s"])
-    assert t["selective_recompute_s"] == pytest.approx(K.core_attn_forward_flops(s, b, h) / 8 / rate)
+    assert t["selective_recompute_s"] == pytest.approx(korthikanti.core_attn_forward_flops(s, b, h) / 8 / rate)
 
 
 @pytest.mark.parametrize("call", [
-    lambda: O.transfer_s(-1, 1, 1e9),
-    lambda: O.transfer_s(1, 1, 0.0),
-    lambda: O.Link(0.0, 1e9),
-    lambda: O.Link(1e9, 1e9, -1.0),
-    lambda: O.offload_cost(1, 1, -0.1, 0.1, O.Link.symmetric(1e9)),
-    lambda: O.compute_s(10, 0.0),
+    lambda: offload.transfer_s(-1, 1, 1e9),
+    lambda: offload.transfer_s(1, 1, 0.0),
+    lambda: offload.Link(0.0, 1e9),
+    lambda: offload.Link(1e9, 1e9, -1.0),
+    lambda: offload.offload_cost(1, 1, -0.1, 0.1, offload.Link.symmetric(1e9)),
+    lambda: offload.compute_s(10, 0.0),
 ])
 def test_bad_input_raises_usage_error(call):
     with pytest.raises(UsageError):

@@ -6,17 +6,19 @@ On the CPU the "device" is host memory (simulated: host memcpy); the CUDA tests 
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 import torch
 from torch.distributed._tools.mem_tracker import MemTracker
 
 from remat.errors import UsageError
+from remat.experiments import load
+from remat.measure.bandwidth import SIMULATED
 from remat.measure.saved import SavedTensorLog
 from remat.models.presets import from_name
 from remat.models.transformer import build_model, lm_loss, random_tokens
-from remat.offload import SIMULATED, HostBufferPool, OffloadHooks
+from remat.offload import HostBufferPool, OffloadHooks
 
-CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 LAYERS = 3
 
 
@@ -215,7 +217,7 @@ def test_cpu_stats_say_simulated_and_bad_arguments_name_the_field():
     assert OffloadHooks("cpu").pool.pin is False  # pinning needs CUDA
     with pytest.raises(UsageError, match="min_bytes"):
         OffloadHooks("cpu", min_bytes=-1)
-    with pytest.raises(UsageError, match="--device"):
+    with pytest.raises(UsageError, match="device"):
         OffloadHooks("meta")
 
 
@@ -236,7 +238,7 @@ def test_fake_tensors_are_accounted_not_copied():
 
 # --- CUDA: the real asynchronous path (pinned pool, side stream, events) ---------------------------------------
 
-@CUDA
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_cuda_gradients_bitwise_equal_to_none(dtype):
     model, tokens = _model(dtype, device="cuda", seq=64)
@@ -249,7 +251,7 @@ def test_cuda_gradients_bitwise_equal_to_none(dtype):
         assert hooks.fetches == [(LAYERS - 1, "demand")] + [(g, "prefetch") for g in range(LAYERS - 2, -1, -1)]
 
 
-@CUDA
+@pytest.mark.gpu
 def test_cuda_device_memory_released_during_forward():
     model, tokens = _model("float32", device="cuda", seq=64)
     hooks = OffloadHooks("cuda", min_bytes=0)
@@ -270,9 +272,12 @@ def test_cuda_device_memory_released_during_forward():
 
 # --- the offload-steps experiment (policy hooks via remat.policies.apply_plan, save_on_cpu) -----------------------
 
+TINY_STEPS = {"seqs": [32], "hiddens": [64], "layers": 2, "rounds": 1}
+
+
 def test_steps_experiment_small_cpu():
     from remat.experiments.offload import VARIANTS, steps_table
-    frame = steps_table({"seqs": [32], "hiddens": [64], "layers": 2, "rounds": 1}).set_index("variant")
+    frame = steps_table(load("offload-steps", TINY_STEPS)).set_index("variant")
     assert list(frame.index) == list(VARIANTS)
     assert frame["grads_bitwise_equal"].all()
     assert (frame["link"] == SIMULATED).all() and (frame["threads"] == 1).all()
@@ -286,39 +291,113 @@ def test_steps_experiment_small_cpu():
     assert (frame["step_time_s"] > 0).all()
 
 
-def test_steps_experiment_bad_params_name_the_key():
+def test_steps_time_all_variants_in_one_interleaved_run_per_size(monkeypatch):
+    """Per size, ONE timing run covers every variant: 5 variants × rounds × repeats timed steps in all, and
+    each row's median is over rounds × repeats samples. (Timing all variants once per row would run
+    5 × 5 × rounds × repeats timed steps per size, each row from a different run.)"""
+    import remat.measure.timing as timing
     from remat.experiments.offload import steps_table
+    timed = []
+    real = timing._cpu_time
+
+    def counting(step, device):
+        timed.append(device)
+        return real(step, device)
+    monkeypatch.setattr(timing, "_cpu_time", counting)
+    frame = steps_table(load("offload-steps", {"seqs": [32], "hiddens": [32, 64], "layers": 1, "rounds": 2,
+                                               "repeats": 5}))
+    assert len(timed) == 2 * 5 * 2 * 5  # sizes × variants × rounds × repeats
+    assert (frame["step_time_samples"] == 2 * 5).all()
+
+
+def test_steps_experiment_bad_params_name_the_key():
     with pytest.raises(UsageError, match="offload.steps.bogus"):
-        steps_table({"bogus": 1})
-    with pytest.raises(UsageError, match="repeats"):
-        steps_table({"repeats": 2})
-    with pytest.raises(UsageError, match="device"):
-        steps_table({"device": "tpu"})
+        load("offload-steps", {"bogus": 1})
+    with pytest.raises(UsageError, match="offload.steps.repeats"):
+        load("offload-steps", {"repeats": 2})
+    with pytest.raises(UsageError, match="offload.steps.device"):
+        load("offload-steps", {"device": "tpu"})
+    with pytest.raises(UsageError, match="offload.steps.dropout"):
+        load("offload-steps", {"dropout": 1.0})
+    with pytest.raises(UsageError, match="offload.steps.heads"):
+        load("offload-steps", {"heads": 3})  # 3 does not divide h = 64
 
 
-def test_breakeven_experiment_frontier_agrees_with_the_costs(tmp_path):
-    """offload-breakeven on tiny measured inputs: the frontier (break-even BW) and the per-BW cheapest
-    choice agree, and the serial offload prediction is t0·tensors + bytes/BW each way, per layer."""
-    from remat.experiments.offload import bandwidth_table, breakeven_table, steps_table
+# --- offload-breakeven on hand-made tables ----------------------------------------------------------------------
+
+def _hand_tables(tmp_path):
+    """One measured size (s = 32, h = 64, a = 4, b = 2, L = 2) at 10^10 FLOP/s achieved, 10^6 bytes in 10 copies
+    per layer offloaded; a link of d2h 1 GB/s (t0 2 µs) and h2d 2 GB/s (t0 1 µs), copies alone, pageable."""
+    base = {"s": 32, "h": 64, "a": 4, "b": 2, "L": 2, "device": "cpu", "achieved_flops_s": 1e10,
+            "step_time_s": 0.010, "offloaded_bytes": None, "offloaded_tensors": None}
+    overheads = {"none": 0.0, "selective": 0.001, "full": 0.003, "offload": 0.0005, "save_on_cpu": 0.002}
+    steps = pd.DataFrame([{**base, "variant": v, "overhead_vs_none_s": o} for v, o in overheads.items()])
+    steps.loc[steps["variant"] == "offload", ["offloaded_bytes", "offloaded_tensors"]] = [2 * 10**6, 2 * 10]
+    fits = {"d2h": (2e-6, 1.0), "h2d": (1e-6, 2.0)}
+    bandwidth = pd.DataFrame([{"direction": d, "memory": "pageable", "overlap": ov, "bytes": 2**20,
+                               "fit_t0_s": t0, "fit_bw_gb_s": bw * (0.5 if ov else 1)}
+                              for d, (t0, bw) in fits.items() for ov in (False, True)])
+    paths = tmp_path / "steps.csv", tmp_path / "bandwidth.csv"
+    steps.to_csv(paths[0], index=False)
+    bandwidth.to_csv(paths[1], index=False)
+    return paths
+
+
+def test_breakeven_measured_row_against_hand_computed_costs(tmp_path):
+    """Hand computation, per layer: forward = (24·b·s·h² + 4·b·s²·h) / F = 6 815 744 / 10^10 s, backward
+    twice that; t0 = max(2, 1) µs; each way 10 copies. d2h: 10·2 µs + 10^6 B / 10^9 B/s = 1.02 ms, h2d:
+    20 µs + 0.5 ms = 0.52 ms. Serial: both exposed, 2 layers -> 3.08 ms. Overlapped: d2h exposes
+    1.02 − 0.6815744 ms, h2d is hidden under the backward -> 2 × 0.3384256 ms. Full: one more forward per
+    layer; selective: 4·b·s²·h / F = 524 288 / 10^10 s per layer. Break-even vs full: T* = 2·forward
+    (the h2d side stays hidden), BW* = 10^6 / (T* − 20 µs)."""
+    from remat.experiments.offload import breakeven_table
+    steps, bandwidth = _hand_tables(tmp_path)
+    frame = breakeven_table(load("offload-breakeven", {"steps": str(steps), "bandwidth": str(bandwidth),
+                                                       "seqs": [1024], "hiddens": [4096], "tensors": 10}))
+    (m,) = frame[frame["kind"] == "measured"].itertuples()
+    assert (m.layer_bytes, m.tensors, m.t0_s, m.memory) == (10**6, 10, 2e-6, "pageable")
+    assert m.bw_gb_s == 1.0  # the slower direction
+    assert m.forward_s == pytest.approx(6.815744e-4, rel=1e-12)
+    assert m.predicted_offload_serial_s == pytest.approx(3.08e-3, rel=1e-12)
+    assert m.predicted_offload_overlap_s == pytest.approx(2 * 0.3384256e-3, rel=1e-12)
+    assert m.predicted_full_s == pytest.approx(1.3631488e-3, rel=1e-12)
+    assert m.predicted_selective_s == pytest.approx(1.048576e-4, rel=1e-12)
+    assert m.breakeven_full_gb_s == pytest.approx(10**6 / (1.3631488e-3 - 20e-6) / 1e9, rel=1e-12)
+    assert (m.measured_offload_s, m.measured_full_s, m.measured_selective_s) == (0.0005, 0.003, 0.001)
+    assert m.best_measured == "offload"  # 0.5 ms < 1 ms (selective) < 3 ms (full)
+    assert (frame["link"] == SIMULATED).all()
+    curve = frame[frame["kind"] == "curve"]
+    assert len(curve) == 25 and curve["bw_gb_s"].min() == pytest.approx(1 / 30)
+
+
+def test_breakeven_grid_frontier_agrees_with_the_costs(tmp_path):
+    """The grid: layer bytes are Korthikanti Eq. 1 (s = 1024, b = 1, h = 4096, a = 32: sbh(34 + 5as/h) =
+    4 194 304 · 74 bytes), and at every point the cheaper of offload and recompute (compared directly)
+    is offload exactly when the link is faster than the break-even bandwidth (solved in closed form)."""
+    from remat.experiments.offload import breakeven_table
     from remat.figures import draw
-    steps, bw = tmp_path / "steps.csv", tmp_path / "bandwidth.csv"
-    steps_table({"seqs": [32], "hiddens": [64], "layers": 2, "rounds": 1}).to_csv(steps, index=False)
-    bandwidth_table({"max_size": "1MiB", "repeats": 3, "overlap": False}).to_csv(bw, index=False)
-    frame = breakeven_table({"steps": str(steps), "bandwidth": str(bw), "seqs": [1024, 4096],
-                             "hiddens": [4096], "flops_per_s": [1e14, 4e14],
-                             "bandwidths_gb_s": [4, 16, 64, 256]})
+    steps, bandwidth = _hand_tables(tmp_path)
+    frame = breakeven_table(load("offload-breakeven", {
+        "steps": str(steps), "bandwidth": str(bandwidth), "seqs": [1024, 4096], "hiddens": [4096],
+        "flops_per_s": [1e14, 4e14], "bandwidths_gb_s": [4, 16, 64, 256], "tensors": 10}))
     grid = frame[frame["kind"] == "grid"]
     assert len(grid) == 2 * 1 * 2 * 4
-    cheaper = grid["offload_exposed_s"] < grid["full_recompute_s"]
-    assert (cheaper == (grid["bw_gb_s"] > grid["breakeven_full_gb_s"])).all()
-    cheaper = grid["offload_exposed_s"] < grid["selective_recompute_s"]
-    assert (cheaper == (grid["bw_gb_s"] > grid["breakeven_selective_gb_s"])).all()
-    (m,) = frame[frame["kind"] == "measured"].itertuples()
-    serial = m.L * 2 * (m.t0_s * m.tensors + m.layer_bytes / (m.bw_gb_s * 1e9))
-    assert m.predicted_offload_serial_s == pytest.approx(serial, rel=0.05)  # the two directions' fits differ
-    assert m.best_measured in ("offload", "full", "selective") and (frame["link"] == SIMULATED).all()
+    assert set(grid.loc[grid["s"] == 1024, "layer_bytes"]) == {4_194_304 * 74}
+    for against in ("full", "selective"):
+        cheaper = grid["offload_exposed_s"] < grid[f"{against}_recompute_s"]
+        assert (cheaper == (grid["bw_gb_s"] > grid[f"breakeven_{against}_gb_s"])).all()
     frame.to_csv(tmp_path / "b.csv", index=False)
     draw("offload-breakeven", [str(tmp_path / "b.csv")], str(tmp_path / "b.png"))
     assert (tmp_path / "b.png").stat().st_size > 0 and (tmp_path / "b.svg").stat().st_size > 0
-    with pytest.raises(UsageError, match="steps"):
-        breakeven_table({"steps": str(tmp_path / "missing.csv"), "bandwidth": str(bw)})
+
+
+def test_breakeven_needs_readable_tables(tmp_path):
+    from remat.experiments.offload import breakeven_table
+    steps, bandwidth = _hand_tables(tmp_path)
+    with pytest.raises(UsageError, match="offload.breakeven.steps"):
+        breakeven_table(load("offload-breakeven", {"steps": str(tmp_path / "missing.csv"),
+                                                   "bandwidth": str(bandwidth)}))
+    with pytest.raises(UsageError, match="offload.breakeven.bandwidth"):
+        breakeven_table(load("offload-breakeven", {"steps": str(steps)}))
+    with pytest.raises(UsageError, match="offload.breakeven.flops_per_s"):
+        load("offload-breakeven", {"flops_per_s": [0]})

@@ -244,7 +244,7 @@ def _add_bandwidth(sub):
 
 
 def _run_bandwidth(args) -> int:
-    from remat.offload import bandwidth_summary
+    from remat.measure.bandwidth import bandwidth_summary
     from remat.units import parse_bytes
     lo = parse_bytes(args.min_size, "--min-size")
     hi = None if args.max_size is None else parse_bytes(args.max_size, "--max-size")

@@ -1,7 +1,6 @@
-"""Activation offload: a pinned host buffer pool, asynchronous offload saved-tensor hooks, and the host-link
-bandwidth microbenchmark with its fit t = t0 + bytes/BW.
+"""Activation offload at run time: a pinned host buffer pool and asynchronous offload saved-tensor hooks.
 
-Three parts, one concept (moving saved activations off the device and back):
+Two parts, one concept (moving saved activations off the device and back during a training step):
 
 * ``HostBufferPool`` — host buffers reused across steps, pinned when CUDA is present (page-locked memory is
   what lets a device->host copy run asynchronously); it accounts bytes reserved (pinned), live and peak.
@@ -10,63 +9,33 @@ Three parts, one concept (moving saved activations off the device and back):
   prefetch the next layer's (the previous one in forward order) on that stream. Views of one storage are
   copied once; storages under ``min_bytes`` and leaf storages (parameters, inputs) stay on the device.
   ``torch.autograd.graph.save_on_cpu`` is the synchronous reference it is compared with.
-* ``measure_bandwidth`` / ``fit_copy_model`` — host<->device copies (pinned vs pageable, both directions,
-  alone and overlapped with a matmul on another stream), fitted per direction and memory kind.
 
-Without CUDA the "device" is the CPU: offload copies into a separate host buffer and the benchmark measures a
-host memcpy; every such output says ``SIMULATED`` ("simulated: host memcpy") and never calls it PCIe. Streams
-and events exist only with CUDA; on the CPU the same code runs with no-op synchronization.
+Without CUDA the "device" is the CPU: offload copies into a separate host buffer, labelled
+``remat.measure.bandwidth.SIMULATED`` and never called PCIe. Streams and events exist only with CUDA; on
+the CPU the same code runs with no-op synchronization. What the copies cost (the link's bandwidth and the
+fit t = t0 + bytes/BW) is measured by ``remat.measure.bandwidth``.
 
-Run: ``remat bandwidth --device cpu --json``; the hooks are used by the runtime's ``offload`` policy
-(``remat.policies``) and by ``remat experiment offload-steps``.
+Used by the runtime's ``offload`` policy (``remat.policies``) and by ``remat experiment offload-steps``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import statistics
 import threading
-import time
 import weakref
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch._subclasses.fake_tensor import is_fake
 from torch.autograd.graph import saved_tensors_hooks
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from remat.device import resolve_device
 from remat.errors import UsageError
-from remat.measure.timing import intra_op_threads
+from remat.measure.bandwidth import link_label
+from remat.units import KiB
 
-SIMULATED = "simulated: host memcpy"
-DEFAULT_MIN_BYTES = 2**16  # 64 KiB: storages below this stay on the device (per-copy latency t0 dominates)
-KiB, MiB, GiB = 2**10, 2**20, 2**30
-
-
-def resolve_device(device: str | torch.device, need_cuda: bool = True) -> torch.device:
-    """``device`` as a torch.device (``"cpu"`` or ``"cuda[:i]"``).
-
-    Raises UsageError("--device") for another device type, or (``need_cuda``) for cuda when CUDA is not
-    available — fake CUDA tensors (FakeTensorMode) need no CUDA.
-    """
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise UsageError("--device", f"unknown device {device!r} (use cpu or cuda)") from None
-    if dev.type not in ("cpu", "cuda"):
-        raise UsageError("--device", f"unsupported device {device!r} (use cpu or cuda)")
-    available = dev.type == "cuda" and torch.cuda.is_available()
-    if dev.type == "cuda" and need_cuda and not available:
-        raise UsageError("--device", "cuda requested but CUDA is not available on this machine")
-    if dev.type == "cuda" and dev.index is None:
-        dev = torch.device("cuda", torch.cuda.current_device() if available else 0)
-    return dev
-
-
-def link_label(device: str | torch.device) -> str:
-    """What a copy from/to ``device`` crosses: ``SIMULATED`` on the CPU, the host<->CUDA link otherwise."""
-    return SIMULATED if torch.device(device).type == "cpu" else "host<->device copy (cuda)"
+DEFAULT_MIN_BYTES = 64 * KiB  # storages below this stay on the device (per-copy latency t0 dominates)
 
 
 # --- synchronization: CUDA streams and events, or no-ops on the CPU ---------------------------------------------
@@ -223,8 +192,9 @@ class OffloadHooks:
     (the next layer backward visits) is prefetched. Host buffers go back to the pool when their copy back is
     issued; a group's device copies are freed when autograd drops the saved tensors.
 
-    On the CPU the "device" is host memory: copies are synchronous host memcpys into the pool (SIMULATED)
-    and the stream operations are no-ops — the same code with ``device`` a parameter.
+    On the CPU the "device" is host memory: copies are synchronous host memcpys into the pool (labelled
+    ``remat.measure.bandwidth.SIMULATED``) and the stream operations are no-ops — the same code with
+    ``device`` a parameter.
 
     Args: device ("cpu" | "cuda[:i]"); min_bytes (int bytes, storages smaller stay on device); pool (a
     HostBufferPool; default: a new one, pinned on CUDA); prefetch (bool); keep (an nn.Module whose
@@ -233,7 +203,7 @@ class OffloadHooks:
     "demand" | "prefetch") in the order the copies back were issued), ``offloaded_bytes`` (copied to the
     host), ``kept_bytes`` (non-leaf storages left on the device: under ``min_bytes``, or not strided/plain);
     leaf storages (parameters, inputs) are not counted, as in remat.measure.saved.
-    Raises UsageError("--device") for a device that is not cpu/cuda (a cuda device without CUDA is accepted:
+    Raises UsageError("device") for a device that is not cpu/cuda (a cuda device without CUDA is accepted:
     fake CUDA tensors need none), UsageError("min_bytes") for a negative threshold.
     Source: torch.autograd.graph.saved_tensors_hooks; torch.cuda.Stream/Event; Tensor.record_stream.
     """
@@ -415,267 +385,3 @@ class OffloadHooks:
             if any(ref() is not None for ref in self._groups[earlier]):
                 self._fetch(earlier, "prefetch")
                 return
-
-
-# --- host<->device bandwidth: measurement and the fit t = t0 + bytes/BW -----------------------------------------
-
-DIRECTIONS = ("h2d", "d2h")
-DEFAULT_MAX_BYTES = {"cpu": 256 * MiB, "cuda": 1 * GiB}
-_TARGET_BYTES = {"cpu": 256 * MiB, "cuda": 4 * GiB}  # bytes copied per point: fewer repeats for big sizes
-_ARENA_BYTES = {"cpu": 256 * MiB, "cuda": 1 * GiB}  # copies cycle through this much memory (cold caches)
-
-
-def copy_sizes(device: str | torch.device = "cpu", min_bytes: int = 64 * KiB,
-               max_bytes: int | None = None) -> list[int]:
-    """Log-spaced copy sizes (powers of two, int bytes) from ``min_bytes`` to ``max_bytes`` inclusive.
-
-    Default ``max_bytes``: 1 GiB on cuda, 256 MiB on cpu (keeps the CPU sweep to seconds).
-    Raises UsageError("--min-size"/"--max-size") when a bound is not a power of two ≥ 1 KiB or min > max.
-    """
-    kind = torch.device(device).type
-    max_bytes = DEFAULT_MAX_BYTES.get(kind, 256 * MiB) if max_bytes is None else max_bytes
-    for name, value in (("--min-size", min_bytes), ("--max-size", max_bytes)):
-        if value < KiB or value & (value - 1):
-            raise UsageError(name, f"must be a power of two ≥ 1 KiB, got {value} bytes")
-    if min_bytes > max_bytes:
-        raise UsageError("--min-size", f"{min_bytes} bytes > --max-size {max_bytes} bytes")
-    return [2**k for k in range(min_bytes.bit_length() - 1, max_bytes.bit_length())]
-
-
-class _CopyBench:
-    """Buffers and timers for one device: a device buffer and host buffers (pageable; pinned with CUDA).
-
-    On the CPU the device buffer is a second host buffer, so every copy is a host memcpy (SIMULATED).
-    Each copy takes the next slice of an arena of ``arena_bytes`` (a running cursor), so a copy never finds
-    its bytes in a CPU cache left warm by the previous one: like a real link, it moves bytes from memory.
-    """
-
-    def __init__(self, device: torch.device, arena_bytes: int):
-        self.device, self.cuda = device, device.type == "cuda"
-        self.arena, self.cursor = arena_bytes, 0
-        self.dev = torch.ones(arena_bytes, dtype=torch.uint8, device=device)  # touched: no first-use faults
-        self.host = {"pageable": torch.ones(arena_bytes, dtype=torch.uint8)}
-        if self.cuda:
-            self.host["pinned"] = torch.ones(arena_bytes, dtype=torch.uint8, pin_memory=True)
-            self.copy_stream = torch.cuda.Stream(device)
-            self.compute_stream = torch.cuda.Stream(device)
-            n = 4096
-            self.a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
-            self.mm_s = self._time_matmul()
-
-    def _pair(self, direction: str, memory: str, nbytes: int):
-        """(dst, src) slices for the next copy of ``nbytes`` bytes."""
-        if self.cursor + nbytes > self.arena:
-            self.cursor = 0
-        lo, self.cursor = self.cursor, self.cursor + nbytes
-        host, dev = self.host[memory][lo:lo + nbytes], self.dev[lo:lo + nbytes]
-        return (dev, host) if direction == "h2d" else (host, dev)
-
-    def _time_matmul(self) -> float:
-        """Seconds per 4096² bf16 matmul on the compute stream (CUDA events)."""
-        torch.cuda.synchronize(self.device)  # the operand was made on the default stream
-        with torch.cuda.stream(self.compute_stream):
-            for _ in range(3):
-                self.a @ self.a
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(20):
-                self.a @ self.a
-            end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3 / 20
-
-    def time_copies(self, direction: str, memory: str, nbytes: int, repeats: int, overlap: bool,
-                    expect_s: float | None = None) -> list[float]:
-        """Seconds per copy of ``nbytes`` bytes, ``repeats`` times, after one warm-up copy.
-
-        CUDA: torch.cuda.Event timing on a copy stream; with ``overlap``, matmuls enough to outlast the
-        copies (2x ``expect_s``·repeats) are queued first on a compute stream. CPU: time.perf_counter
-        around each memcpy; with ``overlap``, a host thread runs matmuls meanwhile.
-        """
-        pairs = [self._pair(direction, memory, nbytes) for _ in range(repeats + 1)]
-        pairs[0][0].copy_(pairs[0][1])  # warm-up
-        if self.cuda:
-            return self._time_cuda(pairs[1:], overlap, expect_s)
-        with _host_matmul_thread(overlap):
-            times = []
-            for dst, src in pairs[1:]:
-                t = time.perf_counter()
-                dst.copy_(src)
-                times.append(time.perf_counter() - t)
-        return times
-
-    def _time_cuda(self, pairs, overlap, expect_s) -> list[float]:
-        torch.cuda.synchronize(self.device)
-        if overlap:
-            n_mm = int(np.ceil(2 * (expect_s or 1e-3) * len(pairs) / self.mm_s)) + 2
-            with torch.cuda.stream(self.compute_stream):
-                for _ in range(n_mm):
-                    self.a @ self.a
-        events = []
-        with torch.cuda.stream(self.copy_stream):
-            for dst, src in pairs:
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                dst.copy_(src, non_blocking=True)
-                end.record()
-                events.append((start, end))
-        torch.cuda.synchronize(self.device)
-        return [s.elapsed_time(e) / 1e3 for s, e in events]
-
-
-@contextlib.contextmanager
-def _host_matmul_thread(active: bool, n: int = 512):
-    """While active: a host thread running n×n float32 matmuls (torch releases the GIL) — the CPU stand-in
-    for a concurrent compute stream."""
-    if not active:
-        yield
-        return
-    stop = threading.Event()
-    a = torch.randn(n, n)
-
-    def spin():
-        torch.set_num_threads(1)  # the other core (OpenMP thread counts are per calling thread)
-        while not stop.is_set():
-            torch.mm(a, a)
-
-    thread = threading.Thread(target=spin, daemon=True)
-    thread.start()
-    time.sleep(0.01)
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-
-
-def measure_bandwidth(device: str | torch.device = "cpu", min_bytes: int = 64 * KiB,
-                      max_bytes: int | None = None, max_repeats: int = 20,
-                      overlap: tuple[bool, ...] = (False, True)) -> list[dict]:
-    """Time host<->device copies: both directions, pinned and pageable host memory (pinned with CUDA only),
-    sizes ``copy_sizes(device, min_bytes, max_bytes)``, alone and overlapped with a concurrent matmul.
-
-    Returns one dict per point: direction ("h2d" | "d2h"), memory ("pinned" | "pageable"), overlap (bool),
-    bytes (int), seconds (the best of the repeats, s — STREAM's convention: a copy slowed by a preempting
-    process says nothing about the link), seconds_median and seconds_iqr (s), repeats, bw_gb_s (10^9 bytes/s)
-    and bw_gib_s (2^30 bytes/s) from the best time, link (SIMULATED on the CPU), simulated (bool), device.
-    Repeats per size: min(max_repeats, max(5, target/bytes)) — fewer for the big sizes (target: 256 MiB
-    copied per point on cpu, 4 GiB on cuda). On the CPU the copies run on one host thread (one copy engine).
-    Raises UsageError("--device") without CUDA for cuda, ("--repeats") for max_repeats < 1.
-    Source: torch.Tensor.copy_(non_blocking=True), torch.cuda.Event(enable_timing=True).
-    """
-    dev = resolve_device(device)
-    if max_repeats < 1:
-        raise UsageError("--repeats", f"must be ≥ 1, got {max_repeats}")
-    sizes = copy_sizes(dev, min_bytes, max_bytes)
-    bench = _CopyBench(dev, max(sizes[-1], _ARENA_BYTES[dev.type]))
-    with _one_host_thread(dev):
-        return _sweep(bench, dev, sizes, max_repeats, overlap)
-
-
-@contextlib.contextmanager
-def _one_host_thread(device: torch.device):
-    """On the CPU, run copies with one intra-op thread (torch.set_num_threads(1)), restored afterwards.
-
-    A link has one copy engine; a memcpy split over both cores of a shared 2-core machine waits for the busier
-    core and measures the scheduler, not the copy. The overlapping matmul thread then has the other core.
-    """
-    with intra_op_threads(1 if device.type == "cpu" else None):
-        yield
-
-
-def _sweep(bench: _CopyBench, dev: torch.device, sizes: list[int], max_repeats: int,
-           overlap: tuple[bool, ...]) -> list[dict]:
-    rows = []
-    for memory in bench.host:
-        for direction in DIRECTIONS:
-            alone: dict[int, float] = {}
-            for ov in sorted(overlap):  # alone first: its times size the overlapping matmul queue
-                for nbytes in sizes:
-                    repeats = min(max_repeats, max(5, _TARGET_BYTES[dev.type] // nbytes))
-                    times = bench.time_copies(direction, memory, nbytes, repeats, ov, alone.get(nbytes))
-                    best, median = min(times), statistics.median(times)
-                    alone.setdefault(nbytes, median)
-                    q1, q3 = np.percentile(times, [25, 75])
-                    rows.append({"device": dev.type, "direction": direction, "memory": memory, "overlap": ov,
-                                 "bytes": nbytes, "seconds": best, "seconds_median": median,
-                                 "seconds_iqr": float(q3 - q1), "repeats": repeats,
-                                 "bw_gb_s": nbytes / best / 1e9, "bw_gib_s": nbytes / best / GiB,
-                                 "link": link_label(dev), "simulated": dev.type == "cpu"})
-    return rows
-
-
-def fit_copy_model(nbytes, seconds) -> tuple[float, float]:
-    """Fit t = t0 + bytes/BW to measured copies; returns (t0 in seconds, BW in bytes/s).
-
-    Weighted least squares on the relative residual (t0 + bytes/BW)/t − 1, so small and large copies count
-    alike, with t0 ≥ 0 and 1/BW ≥ 0 (scipy.optimize.lsq_linear). ``nbytes``, ``seconds``: 1-D, same length
-    ≥ 2, seconds > 0. Raises ValueError otherwise.
-    """
-    from scipy.optimize import lsq_linear
-    x, t = np.asarray(nbytes, dtype=float), np.asarray(seconds, dtype=float)
-    if x.ndim != 1 or x.shape != t.shape or len(x) < 2 or np.any(t <= 0):
-        raise ValueError("fit_copy_model needs ≥ 2 points of (bytes, seconds > 0)")
-    design = np.column_stack([np.ones_like(x), x]) / t[:, None]
-    res = lsq_linear(design, np.ones_like(t), bounds=(0, np.inf), method="bvls")
-    t0, inv_bw = res.x
-    return float(t0), float(1 / inv_bw) if inv_bw > 0 else float("inf")
-
-
-def predicted_copy_s(nbytes, t0_s: float, bw_bytes_s: float):
-    """The fitted model t = t0 + bytes/BW (seconds) for ``nbytes`` (int or array of bytes)."""
-    return t0_s + np.asarray(nbytes, dtype=float) / bw_bytes_s
-
-
-FIT_KEYS = ("device", "direction", "memory", "overlap")
-
-
-def fit_bandwidth(rows: list[dict], fit_min_bytes: int = 0) -> list[dict]:
-    """One fit per (device, direction, memory, overlap) of ``rows`` (from ``measure_bandwidth``).
-
-    Returns dicts: the keys, t0_s (s), bw_gb_s (10^9 bytes/s), bw_gib_s (2^30 bytes/s), points, and
-    max_rel_error_ge_1mib (max |predicted/measured − 1| over sizes ≥ 1 MiB), link, simulated. Only rows with
-    bytes ≥ ``fit_min_bytes`` enter the fit.
-    """
-    groups: dict[tuple, list[dict]] = {}
-    for row in rows:
-        groups.setdefault(tuple(row[k] for k in FIT_KEYS), []).append(row)
-    fits = []
-    for key, pts in groups.items():
-        used = [r for r in pts if r["bytes"] >= fit_min_bytes]
-        t0, bw = fit_copy_model([r["bytes"] for r in used], [r["seconds"] for r in used])
-        big = [r for r in pts if r["bytes"] >= MiB]
-        err = max((abs(predicted_copy_s(r["bytes"], t0, bw) / r["seconds"] - 1) for r in big), default=None)
-        fits.append({**dict(zip(FIT_KEYS, key)), "t0_s": t0, "bw_gb_s": bw / 1e9, "bw_gib_s": bw / GiB,
-                     "points": len(used), "max_rel_error_ge_1mib": err, "link": pts[0]["link"],
-                     "simulated": pts[0]["simulated"]})
-    return fits
-
-
-def with_fit(rows: list[dict], fits: list[dict]) -> list[dict]:
-    """``rows`` with their group's fit (fit_t0_s, fit_bw_gb_s, fit_bw_gib_s), predicted_s and rel_error."""
-    by_key = {tuple(f[k] for k in FIT_KEYS): f for f in fits}
-    out = []
-    for row in rows:
-        fit = by_key[tuple(row[k] for k in FIT_KEYS)]
-        pred = float(predicted_copy_s(row["bytes"], fit["t0_s"], fit["bw_gb_s"] * 1e9))
-        out.append({**row, "fit_t0_s": fit["t0_s"], "fit_bw_gb_s": fit["bw_gb_s"],
-                    "fit_bw_gib_s": fit["bw_gib_s"], "predicted_s": pred, "rel_error": pred / row["seconds"] - 1})
-    return out
-
-
-BANDWIDTH_UNITS = "bw_gb_s: GB/s = 10^9 bytes/s; bw_gib_s: GiB/s = 2^30 bytes/s; seconds: s; bytes: bytes"
-
-
-def bandwidth_summary(device: str = "cpu", min_bytes: int = 64 * KiB, max_bytes: int | None = None,
-                      max_repeats: int = 20, overlap: tuple[bool, ...] = (False, True)) -> dict:
-    """Measure and fit (what `remat bandwidth` prints): {device, link, simulated, units, fits, rows}.
-
-    ``rows``: ``measure_bandwidth`` points with their fit (``with_fit``); ``fits``: ``fit_bandwidth``.
-    Raises UsageError as ``measure_bandwidth`` / ``copy_sizes``.
-    """
-    rows = measure_bandwidth(device, min_bytes, max_bytes, max_repeats, overlap)
-    fits = fit_bandwidth(rows)
-    kind = resolve_device(device).type
-    return {"device": kind, "link": link_label(kind), "simulated": kind == "cpu", "units": BANDWIDTH_UNITS,
-            "fits": fits, "rows": with_fit(rows, fits)}

@@ -23,12 +23,14 @@ rule report:
         "reports/{name}.html",
     wildcard_constraints:
         name="|".join(REPORT_INPUTS),
+    params:
+        offload_device=OFFLOAD_DEVICE,  # whose offload tables the offload report reads (offload.report_device)
     log:
         "logs/reports/{name}.log",
     conda:
         "../../envs/reports.yaml"
     shell:
-        "remat report {wildcards.name} --engine auto > {log} 2>&1"
+        "REMAT_OFFLOAD_DEVICE={params.offload_device} remat report {wildcards.name} --engine auto > {log} 2>&1"
 
 
 rule report_index:

@@ -1,9 +1,10 @@
 """Figures for activation offload from the ``offload-*`` tables (no measuring here).
 
-    remat figure offload-bandwidth --inputs results/offload/bandwidth.csv --out figures/offload_bandwidth.png
-    remat figure offload-breakeven --inputs results/offload/breakeven.csv --out figures/offload_breakeven.png
+    remat figure offload-bandwidth --inputs results/offload/cpu/bandwidth.csv --out figures/offload_bandwidth.png
+    remat figure offload-breakeven --inputs results/offload/cpu/breakeven.csv --out figures/offload_breakeven.png
 
-Without CUDA the copies are host memcpys: titles say "simulated: host memcpy", never PCIe.
+Without CUDA the copies are host memcpys: titles carry the tables' ``link`` column
+(remat.measure.bandwidth.SIMULATED), never PCIe.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from remat.offload import FIT_KEYS, predicted_copy_s
-
-MIB = 2**20  # axis unit: MiB = 2**20 bytes
+from remat.measure.bandwidth import FIT_KEYS, predicted_copy_s
+from remat.units import MiB
 
 
 def _link_title(frame: pd.DataFrame) -> str:
@@ -40,10 +40,10 @@ def bandwidth(frames: list[pd.DataFrame]) -> Figure:
         label = (f"{direction} {memory}{' + matmul' if style == '--' else ''}: "
                  f"t0 = {t0 * 1e6:.2f} µs, BW = {bw / 1e9:.2f} GB/s")
         color = f"C{i}"
-        times.loglog(part["bytes"] / MIB, part["seconds"], "o", ms=4, mfc="none", color=color)
-        times.loglog(grid / MIB, predicted_copy_s(grid, t0, bw), style, lw=1, color=color, label=label)
-        rates.semilogx(part["bytes"] / MIB, part["bw_gb_s"], "o", ms=4, mfc="none", color=color)
-        rates.semilogx(grid / MIB, grid / predicted_copy_s(grid, t0, bw) / 1e9, style, lw=1, color=color)
+        times.loglog(part["bytes"] / MiB, part["seconds"], "o", ms=4, mfc="none", color=color)
+        times.loglog(grid / MiB, predicted_copy_s(grid, t0, bw), style, lw=1, color=color, label=label)
+        rates.semilogx(part["bytes"] / MiB, part["bw_gb_s"], "o", ms=4, mfc="none", color=color)
+        rates.semilogx(grid / MiB, grid / predicted_copy_s(grid, t0, bw) / 1e9, style, lw=1, color=color)
     times.set_ylabel("copy time (s), best of the repeats")
     rates.set_ylabel("achieved bandwidth (GB/s = 10⁹ B/s)")
     for ax in (times, rates):
