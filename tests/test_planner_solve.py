@@ -13,8 +13,7 @@ from remat.errors import InfeasibleError, UsageError
 from remat.planner import mckp
 from remat.planner.problem import Layer, Option, Problem, evaluate, plan_from_policies
 from remat.planner.solve import minimum_budget, solve
-
-POLICIES = ("none", "selective", "full", "offload")
+from remat.policies import POLICIES
 
 
 def random_layers(rng, L, tie_times: bool):

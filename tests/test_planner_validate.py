@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import pytest
 
-from remat.experiments.planner import validate
+from remat.errors import UsageError
+from remat.experiments import load
+from remat.experiments.planner import TinyModel, ValidateParams, validate
 
 
 @pytest.fixture(scope="module")
 def table():
-    return validate({"models": [{"layers": 4, "seq": 64, "micro_batch": 2}], "points": 3, "rounds": 1})
+    return validate(load("planner-validate", {"models": [{"layers": 4, "seq": 64, "micro_batch": 2}], "points": 3,
+                                              "rounds": 1}))
 
 
 def test_applied_plans_fit_and_match_the_prediction(table):
@@ -40,4 +43,30 @@ def test_rows_state_their_calibration(table):
     assert row["layer_seconds_full"] > 0 and row["layer_seconds_none"] > 0
     measured = table[table["measured_peak_bytes"].notna()]
     assert set(measured["peak_method"]) == {"torch.distributed._tools.mem_tracker.MemTracker"}
-    assert {"device", "torch_version", "git_commit", "threads"} <= set(table.columns)
+    assert {"device", "torch_version", "git_commit"} <= set(table.columns)
+    # the settings the rows were made with: the parameters given, the defaults for the rest
+    assert (table["rounds"] == 1).all() and (table["points"] == 3).all()
+    assert (table["repeats"] == 5).all() and (table["threads"] == 1).all()
+    timed = table[table["measured_step_time_s"].notna()]
+    assert set(timed["timing_method"]) == {"time.perf_counter"}
+
+
+def test_params_name_the_bad_field():
+    params = load("planner-validate", {"models": [{"layers": 2}], "device": "cpu"})
+    assert params.models == [TinyModel(layers=2)] and params.device == "cpu"
+    for bad, field in [({"models": [{"layers": 2, "width": 3}]}, "planner.validate.models.width"),
+                       ({"models": [{"layers": 0}]}, "planner.validate.models.layers"),
+                       ({"models": [{"dropout": 1.0}]}, "planner.validate.models.dropout"),
+                       ({"models": ["gpt-tiny"]}, "planner.validate.models"),
+                       ({"repeats": 4}, "planner.validate.repeats"),
+                       ({"points": 1}, "planner.validate.points"),
+                       ({"device": "tpu"}, "planner.validate.device")]:
+        with pytest.raises(UsageError) as err:
+            load("planner-validate", bad)
+        assert err.value.field == field, bad
+
+
+def test_tiny_model_overrides_the_preset():
+    cfg = TinyModel(layers=3, seq=32, hidden=64, heads=4).config()
+    assert (cfg.layers, cfg.seq, cfg.max_positions, cfg.hidden, cfg.ffn_hidden, cfg.heads) == (3, 32, 32, 64, 256, 4)
+    assert ValidateParams().models[1] == TinyModel(layers=12, seq=64, micro_batch=8, hidden=128, heads=8)

@@ -7,8 +7,9 @@ dataclass from a dict: an unknown key, a value of the wrong type or out of range
 ``UsageError("<where>.<key>")`` — one line at the CLI, exit 2.
 
 Field types understood: ``int``, ``float``, ``bool``, ``str``, ``Literal[...]``, ``list[X]`` (non-empty),
-``X | None``, and the annotated aliases below (``Count`` ≥ 1, ``NonNegative`` ≥ 0, ``Bytes``: a size such as
-"4GiB" / "4GB" / 4294967296, stored as int bytes, see remat.units.parse_bytes).
+``X | None``, a nested params dataclass (from a mapping, checked the same way), and the annotated aliases
+below (``Count`` ≥ 1, ``NonNegative`` ≥ 0, ``Bytes``: a size such as "4GiB" / "4GB" / 4294967296, stored as
+int bytes, see remat.units.parse_bytes).
 """
 
 from __future__ import annotations
@@ -91,6 +92,12 @@ def _coerce(value: Any, hint: Any, field: str) -> Any:
         if not isinstance(value, (list, tuple)) or not value:
             raise UsageError(field, f"must be a non-empty list, got {value!r}")
         return [_coerce(v, args[0], field) for v in value]
+    if dataclasses.is_dataclass(hint):
+        if isinstance(value, hint):
+            return value
+        if not isinstance(value, Mapping):
+            raise UsageError(field, f"must be a mapping of {hint.__name__} fields, got {value!r}")
+        return load_params(hint, value, field)
     return _scalar(value, hint, field)
 
 

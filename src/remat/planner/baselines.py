@@ -27,6 +27,7 @@ import warnings
 
 from remat.formulas.chen import segment_bounds
 from remat.planner.problem import Layer, Option, Plan, Problem, evaluate, plan_from_policies
+from remat.units import GiB
 
 SAC_TIME_LIMIT_S = 20.0
 
@@ -197,7 +198,7 @@ def sac_milp_baseline(problem: Problem, time_limit_s: float = SAC_TIME_LIMIT_S) 
         with warnings.catch_warnings():   # pulp 3.x deprecation notices about its own 4.0 API
             warnings.simplefilter("ignore", DeprecationWarning)
             decisions, _, peak = sac_ilp.sac_milp(
-                graph, problem.budget_bytes / 2**30,
+                graph, problem.budget_bytes / GiB,
                 ac_units=[f"model.layers.{i}" for i in range(len(problem.layers))])
     finally:
         logger.setLevel(level)

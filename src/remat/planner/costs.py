@@ -50,8 +50,8 @@ from remat.formulas import offload as O
 from remat.models.presets import ModelConfig
 from remat.planner.gpus import GPU
 from remat.planner.problem import POLICIES, Layer, Option, Problem
+from remat.units import GiB
 
-GiB = 2**30
 DEFAULT_RESERVE = 2 * GiB   # CUDA context, allocator fragmentation, communication buffers: an assumption
 
 
@@ -217,8 +217,11 @@ def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
             "bytes_per_micro_batch": {k: c["stored"] for k, c in costs.items()},
             "time_source": "calibrated on this machine" if st.calibration else "FLOP model",
             "cost_source": "closed form (Korthikanti Table 2)" if measured is None else measured["source"],
-            "flops_per_s": st.gpu.flops_per_s, "link_bytes_per_s": st.gpu.link_bytes_per_s,
-            "link_t0_s": st.gpu.link_t0_s, "memory_model": "prefix" if p == 1 else "all stored + worst transient"}
+            "flops_per_s": st.gpu.flops_per_s, "peak_flops": st.gpu.peak_flops, "achievable": st.gpu.achievable,
+            "link_bytes_per_s": st.gpu.link_bytes_per_s, "link_t0_s": st.gpu.link_t0_s,
+            "reserve_bytes": st.reserve_bytes, "weight_bytes": st.weight_bytes, "grad_bytes": st.grad_bytes,
+            "optimizer_bytes": st.optimizer_bytes,
+            "memory_model": "prefix" if p == 1 else "all stored + worst transient"}
     return Problem(tuple(layers), fixed, st.budget_bytes, st.host_limit_bytes, fixed_time_s=head_time,
                    transient_floor_bytes=floor, prefix=(p == 1), meta=meta)
 
@@ -279,7 +282,7 @@ def torch_parts(cfg: ModelConfig, stats_itemsize: int) -> dict:
 
 
 def torch_problem(cfg: ModelConfig, budget_bytes: int, cal: TorchCalibration,
-                  policies: tuple[str, ...] = ("none", "selective", "full")) -> Problem:
+                  policies: tuple[str, ...] = K.RECOMPUTE) -> Problem:
     """The planning problem of the runtime's GPT model on this machine (prefix memory model, one micro-batch).
 
     While layer i's backward runs the device holds: ``kept``, the stored tensors of layers 0..i, what the

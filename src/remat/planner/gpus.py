@@ -22,8 +22,7 @@ from dataclasses import dataclass, replace
 
 from remat.errors import UsageError
 from remat.formulas.offload import Link
-
-MiB = 2**20
+from remat.units import GiB, MiB
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ class GPU:
         return Link.symmetric(self.link_bytes_per_s, self.link_t0_s)
 
 
-_HOST = 256 * 2**30   # DGX-class nodes: 2 TiB host memory for 8 GPUs
+_HOST = 256 * GiB   # DGX-class nodes: 2 TiB host memory for 8 GPUs
 GPUS: dict[str, GPU] = {
     "a100-80gb": GPU("a100-80gb", 81920 * MiB, 312e12, 0.5, 0.8 * 32e9, 10e-6, _HOST,
                      "A100 SXM4 80GB: 312 TFLOP/s BF16 dense; PCIe Gen4 x16 (32 GB/s nominal)"),

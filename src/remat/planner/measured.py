@@ -39,11 +39,11 @@ import functools
 import torch
 
 from remat.formulas import offload as O
+from remat.formulas.korthikanti import RECOMPUTE
 from remat.models.presets import ModelConfig
 from remat.planner.costs import policy_costs, sharded_state
 
 COST_SOURCE = "measured (fake tensors)"
-_MEASURED = ("none", "selective", "full")
 
 
 @contextlib.contextmanager
@@ -91,7 +91,7 @@ def measure_layer(cfg: ModelConfig) -> dict:
     two = dataclasses.replace(cfg, layers=2, pp=1, interleave=1)
     one = dataclasses.replace(cfg, layers=1, pp=1, interleave=1)
     with _count_cpu_sdpa():
-        rows = {p: measure(two, p, "fake", timing=False) for p in _MEASURED}
+        rows = {p: measure(two, p, "fake", timing=False) for p in RECOMPUTE}
         single = measure(one, "none", "fake", timing=False)
     none = rows["none"]
     forward = none["flops_forward_layers"] // 2

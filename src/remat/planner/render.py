@@ -12,7 +12,7 @@ from __future__ import annotations
 from itertools import groupby
 
 from remat.planner.problem import POLICIES, Plan, Problem
-from remat.units import format_bytes
+from remat.units import GiB, format_bytes
 
 
 def memory_breakdown(problem: Problem, plan: Plan) -> dict[str, int]:
@@ -104,9 +104,9 @@ def to_markdown(problem: Problem, plan: Plan, baselines: dict[str, dict]) -> str
     lines += ["## Which layers and why", ""] + _why_rows(problem, plan) + [""]
     lines += ["## Memory", "", "| part | bytes | GiB |", "|---|---|---|"]
     for name, value in memory_breakdown(problem, plan).items():
-        lines.append(f"| {name} | {value} | {value / 2**30:.3f} |")
-    lines += [f"| **peak** | **{plan.peak_bytes}** | **{plan.peak_bytes / 2**30:.3f}** |",
-              f"| budget | {problem.budget_bytes} | {problem.budget_bytes / 2**30:.3f} |", ""]
+        lines.append(f"| {name} | {value} | {value / GiB:.3f} |")
+    lines += [f"| **peak** | **{plan.peak_bytes}** | **{plan.peak_bytes / GiB:.3f}** |",
+              f"| budget | {problem.budget_bytes} | {problem.budget_bytes / GiB:.3f} |", ""]
     if baselines:
         lines += ["## Baselines at the same budget", ""] + _baseline_rows(plan, baselines) + [""]
     return "\n".join(lines)

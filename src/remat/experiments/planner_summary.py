@@ -1,0 +1,158 @@
+"""The numbers the planner report shows, computed from the planner tables (nothing is re-planned or re-measured):
+the paper table, policy use, how often a baseline beats the plan, the validation's errors, and the settings
+each table was made with (read from its own columns, never from the code's current defaults).
+
+    paper = pd.read_csv("results/planner/paper.csv")
+    paper_table(paper)          # per (model, gpu, sp): the plan's policy counts, peak, step, best baseline
+    assumptions(paper)          # per GPU: the assumed FLOP rate, link, model-state bytes, reserve, host memory
+
+Bytes are shown in GiB (2^30) or MiB (2^20) as the column names say; times in seconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from remat.policies import POLICIES
+from remat.units import GiB, MiB, format_bytes
+
+TIE = 1e-12
+"""Relative margin below which a baseline's time counts as equal to the plan's (float round-off)."""
+
+
+def _feasible(frame: pd.DataFrame) -> pd.Series:
+    return frame["feasible"].astype(bool)
+
+
+def beaten(table: pd.DataFrame, time: str = "step_time_s") -> tuple[int, int]:
+    """(budgets where the plan fits, those where a feasible baseline is faster than the plan by more than TIE).
+    A budget is one group of (model, layers, gpu, sp, budget_bytes), whichever of these columns exist."""
+    keys = [c for c in ("model", "layers", "gpu", "sp", "budget_bytes") if c in table]
+    total = worse = 0
+    for _, group in table.groupby(keys):
+        plan = group[group["method"] == "plan"]
+        if plan.empty or not bool(plan["feasible"].iloc[0]):
+            continue
+        total += 1
+        others = group[(group["method"] != "plan") & _feasible(group)]
+        worse += bool((others[time] < plan[time].iloc[0] * (1 - TIE)).any())
+    return total, worse
+
+
+def policy_counts(counts: dict[str, int]) -> str:
+    """"24 selective, 8 full" from policy -> layers (zero counts left out, POLICIES order)."""
+    return ", ".join(f"{int(counts[p])} {p}" for p in POLICIES if counts.get(p, 0) > 0)
+
+
+def spec_counts(spec: str) -> str:
+    """A runtime plan spec as counts: "none,full,full" -> "1 none, 2 full"; a single name -> "all <name>"."""
+    if "," not in spec:
+        return f"all {spec}"
+    names = spec.split(",")
+    return policy_counts({p: names.count(p) for p in POLICIES})
+
+
+def paper_table(paper: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, gpu, sp) of a planner-paper table: the layout (t, p, m, b), the plan's policy counts, its
+    peak (GiB) and step time (s), the fastest feasible baseline, its step time and the plan's gain
+    (baseline / plan − 1, a fraction). A plan that does not fit reads "does not fit", the rest empty."""
+    rows = []
+    for (model, gpu, sp), g in paper.groupby(["model", "gpu", "sp"], sort=False):
+        plan = g[g["method"] == "plan"].iloc[0]
+        row = {"model": model, "GPU": gpu, "SP": bool(sp),
+               **{k: int(plan[c]) for k, c in (("t", "tp"), ("p", "pp"), ("m", "interleave"), ("b", "micro_batch"))}}
+        if not bool(plan["feasible"]):
+            rows.append({**row, "plan": "does not fit"})
+            continue
+        base = g[(g["method"] != "plan") & _feasible(g)].sort_values("step_time_s")
+        best = base.iloc[0] if len(base) else None
+        rows.append({**row, "plan": policy_counts({p: plan[f"n_{p}"] for p in POLICIES}),
+                     "peak (GiB)": plan["peak_bytes"] / GiB, "step (s)": plan["step_time_s"],
+                     "best baseline": None if best is None else best["method"],
+                     "baseline step (s)": None if best is None else best["step_time_s"],
+                     "plan gain": None if best is None else best["step_time_s"] / plan["step_time_s"] - 1})
+    columns = ["model", "GPU", "SP", "t", "p", "m", "b", "plan", "peak (GiB)", "step (s)", "best baseline",
+               "baseline step (s)", "plan gain"]
+    return pd.DataFrame(rows).reindex(columns=columns)
+
+
+def policy_use(paper: pd.DataFrame) -> dict[str, int]:
+    """policy -> settings (rows of a planner-paper table where the plan fits) whose plan uses it at least once,
+    for every policy but none."""
+    fits = paper[(paper["method"] == "plan") & _feasible(paper)]
+    return {p: int((fits[f"n_{p}"] > 0).sum()) for p in POLICIES if p != "none"}
+
+
+def assumptions(table: pd.DataFrame) -> pd.DataFrame:
+    """The assumed settings a planner-paper or planner-frontier table was made with, one row per distinct
+    combination (per GPU as a rule): peak and achievable FLOP/s, host link (GB/s = 10^9 bytes/s, per
+    direction) and per-copy latency (µs), model-state bytes per parameter (weights, gradients, optimizer, and
+    their sum), workspace reserve and host memory per GPU (remat.units.format_bytes: GiB = 2^30 bytes)."""
+    out = pd.DataFrame({
+        "gpu": table["gpu"],
+        "peak TFLOP/s": table["peak_flops"] / 1e12,
+        "achievable": table["achievable"],
+        "link GB/s": table["link_bytes_per_s"] / 1e9,
+        "t0 (µs)": table["link_t0_s"] * 1e6,
+        "weight bytes": table["weight_bytes"].astype(int),
+        "gradient bytes": table["grad_bytes"].astype(int),
+        "optimizer bytes": table["optimizer_bytes"].astype(int),
+        "bytes per parameter": (table["weight_bytes"] + table["grad_bytes"] + table["optimizer_bytes"]).astype(int),
+        "reserve": table["reserve_bytes"].map(lambda n: format_bytes(int(n))),
+        "host memory": table["host_limit_bytes"].map(lambda n: format_bytes(int(n))),
+    })
+    return out.drop_duplicates().reset_index(drop=True)
+
+
+# --- validation (planner-validate) -------------------------------------------------------------------------------
+
+def validate_settings(validate: pd.DataFrame) -> dict:
+    """What a planner-validate table was made with: device, timing protocol (threads, rounds, repeats) and the
+    models (one dict per distinct model: layers, seq, micro_batch, hidden, heads)."""
+    first = validate.iloc[0]
+    models = validate.drop_duplicates(["model", "layers", "seq", "micro_batch", "hidden", "heads"])
+    return {"device": str(first["device"]), "threads": int(first["threads"]), "rounds": int(first["rounds"]),
+            "repeats": int(first["repeats"]),
+            "models": [{k: int(r[k]) for k in ("layers", "seq", "micro_batch", "hidden", "heads")}
+                       for _, r in models.iterrows()]}
+
+
+def validation_numbers(validate: pd.DataFrame) -> dict:
+    """The validation's headline numbers from a planner-validate table (applied = measured rows):
+    plans / plans_in_budget / plan_peak_error (largest |predicted/measured − 1| over applied plans);
+    baselines / baselines_in_budget / baseline_peak_error / worst_baseline over the applied feasible
+    baselines; slowdown_error and time_error: median and max of |predicted/measured − 1| over applied plans."""
+    applied = validate[validate["measured_peak_bytes"].notna()]
+    plans = applied[applied["method"] == "plan"]
+    others = applied[_feasible(applied) & (applied["method"] != "plan")]
+    slow, abs_ = plans["slowdown_rel_error"].abs(), plans["time_rel_error"].abs()
+    worst = others.loc[others["peak_rel_error"].abs().idxmax(), "method"] if len(others) else None
+    return {
+        "plans": len(plans), "plans_in_budget": int((plans["measured_peak_bytes"] <= plans["budget_bytes"]).sum()),
+        "plan_peak_error": float(plans["peak_rel_error"].abs().max()),
+        "baselines": len(others),
+        "baselines_in_budget": int((others["measured_peak_bytes"] <= others["budget_bytes"]).sum()),
+        "baseline_peak_error": float(others["peak_rel_error"].abs().max()) if len(others) else np.nan,
+        "worst_baseline": worst,
+        "slowdown_error": (float(slow.median()), float(slow.max())),
+        "time_error": (float(abs_.median()), float(abs_.max())),
+    }
+
+
+def validate_table(validate: pd.DataFrame) -> pd.DataFrame:
+    """The plan at each budget of a planner-validate table: layers, budget, the plan as counts, predicted and
+    measured peak (MiB), peak error, predicted and measured slowdown against none, step times (s)."""
+    plans = validate[(validate["method"] == "plan") & validate["measured_peak_bytes"].notna()]
+    return pd.DataFrame({
+        "layers": plans["layers"].astype(int),
+        "budget (MiB)": plans["budget_bytes"] / MiB,
+        "plan": plans["spec"].map(spec_counts),
+        "predicted peak (MiB)": plans["predicted_peak_bytes"] / MiB,
+        "measured peak (MiB)": plans["measured_peak_bytes"] / MiB,
+        "peak error": plans["peak_rel_error"],
+        "predicted slowdown": plans["predicted_slowdown"],
+        "measured slowdown": plans["measured_slowdown"],
+        "predicted step (s)": plans["predicted_step_time_s"],
+        "measured step (s)": plans["measured_step_time_s"],
+    }).reset_index(drop=True)

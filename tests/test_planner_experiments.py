@@ -1,0 +1,50 @@
+"""planner-paper and planner-frontier: typed parameters (errors name the config field) and rows that state the
+settings they were made with (GPU preset values and layout as documented, not re-read from the code)."""
+
+from __future__ import annotations
+
+import pytest
+
+from remat.errors import UsageError
+from remat.experiments import load
+from remat.experiments.planner import FrontierParams, PaperParams, paper_plans
+from remat.units import GiB
+
+
+@pytest.mark.parametrize("name,params,field", [
+    ("planner-paper", {"gpus": ["v100"]}, "planner.paper.gpus"),
+    ("planner-paper", {"models": []}, "planner.paper.models"),
+    ("planner-paper", {"sac_time_limit_s": 0}, "planner.paper.sac_time_limit_s"),
+    ("planner-paper", {"budget": 3}, "planner.paper.budget"),
+    ("planner-frontier", {"gpu": "v100"}, "planner.frontier.gpu"),
+    ("planner-frontier", {"points": 1}, "planner.frontier.points"),
+    ("planner-frontier", {"sp": "yes"}, "planner.frontier.sp"),
+    ("planner-frontier", {"sac_time_limit_s": -1.0}, "planner.frontier.sac_time_limit_s"),
+])
+def test_bad_parameters_name_their_field(name, params, field):
+    with pytest.raises(UsageError) as err:
+        load(name, params)
+    assert err.value.field == field
+
+
+def test_defaults():
+    paper, front = PaperParams(), FrontierParams()
+    assert paper.models == ["gpt-22b", "gpt3-175b", "mt-nlg-530b", "gpt-1t"]
+    assert (paper.gpus, paper.sac_time_limit_s) == (["a100-80gb", "h100-80gb"], 20.0)
+    assert (front.models, front.gpu, front.sp, front.points, front.sac_time_limit_s) == \
+        (["gpt3-175b", "mt-nlg-530b"], "a100-80gb", True, 12, 10.0)
+
+
+def test_paper_rows_state_their_settings():
+    table = paper_plans(PaperParams(models=["gpt3-175b"], gpus=["a100-80gb"], sac_time_limit_s=2))
+    assert set(table["sp"]) == {False, True} and len(table) == 2 * 8   # plan + 7 baselines per setting
+    row = table.iloc[0]
+    # Korthikanti Table 3: t = 8, p = 8, m = 3, b = 1, s = 2048; A100 preset: 312 TFLOP/s at 50 %, PCIe Gen4
+    # 32 GB/s at 80 %, 10 µs per copy, 256 GiB host memory; 2 + 4 + 12 bytes per parameter, 2 GiB reserve
+    assert (row["tp"], row["pp"], row["interleave"], row["micro_batch"], row["seq"]) == (8, 8, 3, 1, 2048)
+    assert (row["dp"], row["zero"]) == (1, 0)
+    assert (row["peak_flops"], row["achievable"], row["link_t0_s"]) == (312e12, 0.5, 10e-6)
+    assert row["link_bytes_per_s"] == pytest.approx(25.6e9, rel=1e-15)
+    assert (row["weight_bytes"], row["grad_bytes"], row["optimizer_bytes"]) == (2, 4, 12)
+    assert (row["reserve_bytes"], row["host_limit_bytes"]) == (2 * GiB, 256 * GiB)
+    assert (row["budget_bytes"], row["layers_per_gpu"], row["sac_time_limit_s"]) == (81920 * 2**20, 12, 2.0)
