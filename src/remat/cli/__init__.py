@@ -1,0 +1,90 @@
+"""`remat <subcommand>`: argument parsing only; the work happens in the modules it calls.
+
+Contract (scripts, rules and reports depend on these names):
+    remat check      [--layers N] [--json]
+    remat account    --model M --mode none|selective|full [--tp T] [--sp] [--seq S] [--micro-batch B] [--json]
+    remat measure    --model M --policy P --device cpu|cuda|fake [--layers N] [--seq S] [--micro-batch B] [--json]
+    remat bandwidth  --device cpu|cuda [--json]
+    remat plan       --model M --memory 80GiB [...] [--format md|json]
+    remat report     [--engine auto|quarto|fallback] [NAME ...]
+    remat experiment NAME --params JSON --out FILE     (pipeline rules: one tidy table per call)
+    remat figure     NAME --inputs CSV... --out PNG    (pipeline rules: tables -> one figure, PNG + SVG)
+
+Exit codes: 0 ok; 1 a check failed; 2 bad input (one line naming the field, nothing written);
+3 infeasible plan (names the smallest budget that works).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import threading
+
+from remat import __version__
+from remat.cli.args import Parser
+from remat.errors import InfeasibleError, UsageError
+
+
+def _sections():
+    from remat.cli import pipeline, plan, runtime
+    return [pipeline.add_check, pipeline.add_experiment, pipeline.add_figure, pipeline.add_report,
+            runtime.add_bandwidth, runtime.add_measure, runtime.add_account, plan.add_plan]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="remat", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"remat {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for add in _sections():
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    with _exit_on_interrupt():
+        return _main(argv)
+
+
+@contextlib.contextmanager
+def _exit_on_interrupt():
+    """While remat runs: SIGINT (Ctrl-C) or SIGTERM deletes the temp files being written, prints one line and
+    exits at once (130 / 143), whatever Python is doing — importing torch, inside a weakref callback, where a
+    KeyboardInterrupt could be swallowed. Handlers are restored afterwards (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        from remat.io import discard_pending
+        discard_pending()
+        os.write(2, f"remat: interrupted ({signal.Signals(signum).name}); nothing written\n".encode())
+        os._exit(128 + signum)
+
+    before = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _main(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as exc:
+        print(f"remat {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except InfeasibleError as exc:
+        print(f"remat {args.command}: infeasible: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except (MemoryError, RuntimeError) as exc:
+        from remat.device import is_out_of_memory
+        if not is_out_of_memory(exc):
+            raise
+        print(f"remat {args.command}: error: does not fit in memory ({str(exc).splitlines()[0][:160]}); "
+              "use smaller --seq / --micro-batch / --layers, or --device fake", file=sys.stderr)
+        return UsageError.exit_code

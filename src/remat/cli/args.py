@@ -1,0 +1,68 @@
+"""Shared pieces of the command line: one-line argparse errors, numeric argument types, the help style."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+EXIT_CODES = ("exit codes: 0 ok, 1 a check failed, 2 bad input (one line naming the field; nothing written),\n"
+              "            3 infeasible plan (names the smallest budget that works), 130 interrupted")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr and exit 2 (no usage dump)."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def command(sub, name: str, summary: str, examples: list[str], details: str = "") -> argparse.ArgumentParser:
+    """A subcommand in the house style: ``summary`` as its help and description (plus ``details``), its
+    ``examples`` and the exit codes as the epilog."""
+    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples) + "\n\n" + EXIT_CODES
+    return sub.add_parser(name, help=summary, description=summary + (f"\n\n{details}" if details else ""),
+                          epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def model_help() -> str:
+    """The --model help: every preset, a config.json, or a model folder."""
+    from remat.models.presets import PRESETS
+    return f"a preset ({', '.join(PRESETS)}), a HuggingFace config.json, or a model folder holding one"
+
+
+def number(kind: type, minimum: float, strict: bool = False):
+    """An argparse type: ``kind`` (int or float) ≥ ``minimum`` (> when ``strict``); the error names the value."""
+    noun = "an integer" if kind is int else "a number"
+    bound = f"{'>' if strict else '≥'} {minimum:g}"
+
+    def convert(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        if value < minimum or (strict and value == minimum) or value != value:  # value != value: NaN
+            raise argparse.ArgumentTypeError(f"{text!r} must be {bound}")
+        return value
+
+    convert.__name__ = f"{kind.__name__} {bound}"
+    return convert
+
+
+positive_int = number(int, 1)
+nonnegative_int = number(int, 0)
+positive_float = number(float, 0, strict=True)
+nonnegative_float = number(float, 0)
+
+
+def json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc.msg})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def emit(obj, as_json: bool, text: str | None = None) -> None:
+    print(json.dumps(obj, indent=2, default=str) if as_json else (text if text is not None else obj))

@@ -1,0 +1,99 @@
+"""`remat plan`: the exact per-layer plan for a model, a GPU and a memory budget."""
+
+from __future__ import annotations
+
+import sys
+
+from remat.cli.args import (command, model_help, nonnegative_float, nonnegative_int, positive_float,
+                            positive_int)
+
+def add_plan(sub):
+    from remat.planner.gpus import GPUS
+    p = command(sub, "plan", 'exact per-layer recompute/offload plan (none / selective / full / offload) for a model, GPU and memory budget',
+                ['remat plan --model gpt3-175b --memory 80GiB --tp 8 --sp --pp 8 --gpu a100-80gb', 'remat plan --model path/to/config.json --memory 24GiB --format json'],
+                'exit 3: no plan fits; the message names the smallest budget that works')
+    p.add_argument("--model", required=True, help=model_help())
+    p.add_argument("--memory", help="device memory budget, e.g. 80GiB, 80GB or bytes (default: the GPU's)")
+    p.add_argument("--gpu", default="a100-80gb", help=f"GPU preset ({', '.join(GPUS)}; default a100-80gb)")
+    p.add_argument("--tp", type=positive_int, help="tensor-parallel size t (default: the preset's)")
+    p.add_argument("--sp", action="store_true", help="sequence parallelism (Korthikanti §4.2.2)")
+    p.add_argument("--pp", type=positive_int, help="pipeline-parallel size p (default: the preset's)")
+    p.add_argument("--interleave", type=positive_int, help="interleaved stages per GPU m (default: preset's)")
+    p.add_argument("--layers", type=positive_int, help="override L")
+    p.add_argument("--seq", type=positive_int, help="override s")
+    p.add_argument("--micro-batch", type=positive_int, help="override b")
+    p.add_argument("--global-batch", type=positive_int, help="override the global batch B")
+    p.add_argument("--dp", type=positive_int, default=1, help="data-parallel size (default 1)")
+    p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0,
+                   help="ZeRO stage sharding model state over --dp: 1 optimizer, 2 +gradients, 3 +weights")
+    p.add_argument("--weight-bytes", type=nonnegative_int, default=2, help="bytes per parameter (default 2)")
+    p.add_argument("--grad-bytes", type=nonnegative_int, default=4, help="bytes per gradient (default 4)")
+    p.add_argument("--optimizer-bytes", type=nonnegative_int, default=12,
+                   help="optimizer bytes per parameter (default 12: fp32 master + Adam m, v)")
+    p.add_argument("--reserve", default="2GiB", help="stated workspace reserve (default 2GiB)")
+    p.add_argument("--host-memory", help="host memory for offloaded activations (default: the GPU preset's)")
+    p.add_argument("--peak-tflops", type=positive_float, help="override peak 16-bit TFLOP/s")
+    p.add_argument("--achievable", type=positive_float, help="override the achievable fraction of peak")
+    p.add_argument("--link-gbps", type=positive_float, help="override host-link GB/s (10^9 B/s) per direction")
+    p.add_argument("--link-t0-us", type=nonnegative_float, help="override the per-copy latency (microseconds)")
+    p.add_argument("--policies", default="none,selective,full,offload",
+                   help="policies the plan may use (comma-separated; default all four)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="measure per-layer forward/backward time on this machine instead of the FLOP model")
+    p.add_argument("--no-baselines", action="store_true", help="skip the baselines")
+    p.add_argument("--sac-time-limit", type=positive_float, default=20.0,
+                   help="seconds for torch's sac_milp baseline (torch's own default is 180)")
+    p.add_argument("--format", choices=["md", "json"], default="md",
+                   help="md (default): a Markdown report with the per-layer table; json: the plan and its costs")
+    p.add_argument("--out", help="write the plan here (atomically) instead of printing it")
+    p.set_defaults(func=_run_plan)
+
+
+def _run_plan(args) -> int:
+    from remat.io import write_text
+    from remat.models.presets import from_name
+    from remat.planner import plan_model
+    from remat.units import parse_bytes
+    gpu_overrides = {
+        "peak_flops": args.peak_tflops * 1e12 if args.peak_tflops else None,
+        "achievable": args.achievable,
+        "link_bytes_per_s": args.link_gbps * 1e9 if args.link_gbps else None,
+        "link_t0_s": None if args.link_t0_us is None else args.link_t0_us * 1e-6,
+    }
+    cfg = from_name(args.model, layers=args.layers, seq=args.seq, micro_batch=args.micro_batch, tp=args.tp,
+                    pp=args.pp, interleave=args.interleave, global_batch=args.global_batch)
+    from remat.planner.mckp import SearchTooLarge
+    try:
+        text = _plan_text(args, cfg, gpu_overrides, plan_model, parse_bytes)
+    except SearchTooLarge as exc:
+        print(f"remat plan: error: {exc}", file=sys.stderr)
+        return 1
+    _warn_budget_above_gpu(args, parse_bytes)
+    if args.out:
+        write_text(args.out, text)
+    else:
+        print(text)
+    return 0
+
+
+def _warn_budget_above_gpu(args, parse_bytes) -> None:
+    """One warning line on stderr when --memory exceeds the GPU preset's memory (the plan is still made)."""
+    from remat.planner.gpus import GPUS
+    from remat.units import format_bytes
+    gpu = GPUS.get(args.gpu)
+    if args.memory is not None and gpu is not None:
+        budget = parse_bytes(args.memory, "--memory")
+        if budget > gpu.memory_bytes:
+            print(f"remat plan: warning: --memory {format_bytes(budget)} exceeds the {gpu.name}'s "
+                  f"{format_bytes(gpu.memory_bytes)}", file=sys.stderr)
+
+
+def _plan_text(args, cfg, gpu_overrides, plan_model, parse_bytes) -> str:
+    return plan_model(
+        cfg, gpu_name=args.gpu, gpu_overrides=gpu_overrides,
+        memory=None if args.memory is None else parse_bytes(args.memory, "--memory"),
+        host_memory=None if args.host_memory is None else parse_bytes(args.host_memory, "--host-memory"),
+        reserve=parse_bytes(args.reserve, "--reserve"), sp=args.sp, dp=args.dp, zero=args.zero,
+        weight_bytes=args.weight_bytes, grad_bytes=args.grad_bytes, optimizer_bytes=args.optimizer_bytes,
+        policies=tuple(x.strip() for x in args.policies.split(",")), calibrate=args.calibrate,
+        baselines=not args.no_baselines, sac_time_limit_s=args.sac_time_limit, fmt=args.format)
