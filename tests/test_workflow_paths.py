@@ -48,3 +48,55 @@ def test_interrupt_at_any_moment_stops_at_once_and_writes_nothing(tmp_path, dela
     assert time.monotonic() - sent < 5, "the interrupt was not acted on promptly"
     assert err.strip().splitlines()[-1] == "remat: interrupted (SIGINT); nothing written", err[-2000:]
     assert "Exception ignored" not in err and not list(tmp_path.iterdir())
+
+
+def _readme_commands(root, section: str) -> list[tuple[str, str]]:
+    """(command, comment) of every `snakemake ...` line in the README section's code blocks."""
+    text = (root / "README.md").read_text().split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    found = []
+    for block in text.split("```bash\n")[1:]:
+        for line in block.split("```", 1)[0].splitlines():
+            command, _, comment = line.partition("#")
+            if command.startswith("snakemake"):
+                found.append((command.strip(), comment.strip()))
+    return found
+
+
+@pytest.mark.slow
+def test_rerun_one_rule_commands_do_what_the_readme_says(root, project):
+    """Each command of "Rerun one rule", dry-run in a temp copy where the depth table is already made."""
+    import shlex
+
+    import yaml
+
+    from test_pipeline import TINY
+
+    (project / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    tiny = ["--configfile", "tiny.yaml"]
+    assert snakemake(project, "results/chen/depth.csv", "--cores", "1", *tiny).returncode == 0
+    unforced = snakemake(project, "results/chen/depth.csv", "--cores", "1", "-n", *tiny)
+    assert "Nothing to be done" in unforced.stdout + unforced.stderr  # why the README says -f
+    commands = dict(_readme_commands(root, "Rerun one rule"))
+    expected = {"-f results/chen/depth.csv": ["chen_sweep"],
+                "reports/korthikanti2022.html": ["korthikanti_experiment", "korthikanti_figure", "report"],
+                "--forcerun sweep": ["sweep"], "snakemake -n": []}
+    assert len(commands) == len(expected)
+    for command in commands:
+        rules = next(v for k, v in expected.items() if k in command)
+        argv = [a for a in shlex.split(command)[1:] if a != "-n"]
+        proc = snakemake(project, *argv, "-n", *tiny)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out[-2000:]
+        for rule in rules:
+            assert f"rule {rule}:" in out or f"localrule {rule}:" in out, (command, rule, out[-3000:])
+        if "-f results/chen/depth.csv" in command:
+            assert "chen_sweep" in out and "Nothing to be done" not in out
+
+
+@pytest.mark.slow
+def test_configfile_override_example_runs(root, project):
+    block = (root / "README.md").read_text().split("printf ", 1)[1].split("\n", 1)[0]
+    body = block.split(" > ")[0].strip("'").encode().decode("unicode_escape")
+    (project / "my.yaml").write_text(body)
+    proc = snakemake(project, "--cores", "1", "--configfile", "my.yaml", "-n")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-2000:]
