@@ -68,6 +68,8 @@ def test_overlap_sentence_when_overlapped_copies_are_not_the_noisiest_or_absent(
     facts = summary.link_facts(bw, summary.fit_table(bw))
     assert facts["overlap_noisiest"] is False
     assert summary.overlap_sentence(facts).endswith("the overlapped copies are not the noisiest points")
+    bw = _bandwidth(overlap_errors=(0.13, 0.0, 0.01, 0.0))  # one overlapped group worst (0.13 > 0.12), the other best
+    assert summary.link_facts(bw, summary.fit_table(bw))["overlap_noisiest"] is True
     alone = bw[~bw["overlap"]]
     facts = summary.link_facts(alone, summary.fit_table(alone))
     assert facts["overlap_ratio_min"] is None and facts["overlap_noisiest"] is None
@@ -120,7 +122,7 @@ def test_step_time_and_memory_tables():
     assert memory.iloc[1, 2:].tolist() == pytest.approx([8, 6, 4, 1, 0.125, 2, 3])
 
 
-def _breakeven(seqs=(1024, 2048)) -> pd.DataFrame:
+def _breakeven(seqs=(512, 1024, 2048)) -> pd.DataFrame:
     """Grid over seqs × h in {4096, 8192} × {1, 3, 6}·10^14 FLOP/s (b = 1, 9 copies, t0 = 10 µs); the point
     (2048, 8192, 3·10^14) breaks even at 12.34 GB/s (full) and 45.67 GB/s (selective), every other at 1.
     Two measured sizes: 2 and 3 GFLOP/s; link 1.5 GB/s; overlapped model 0 and 1 ms; offload measured
@@ -140,7 +142,7 @@ def _breakeven(seqs=(1024, 2048)) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_grid_example_prefers_s_2048_largest_h_middle_rate():
+def test_grid_example_prefers_s_2048_largest_h_middle_rate():  # 2048 is not the middle of 512, 1024, 2048
     ex = summary.grid_example(_breakeven())
     assert ex == {"s": 2048, "h": 8192, "tflops": 300, "full_gb_s": 12.3, "selective_gb_s": 45.7, "b": 1,
                   "tensors": 9, "t0_us": 10.0}

@@ -131,24 +131,23 @@ def predicted_copy_s(nbytes, t0_s: float, bw_bytes_s: float):
     return t0_s + np.asarray(nbytes, dtype=float) / bw_bytes_s
 
 
-def fit_bandwidth(rows: list[dict], fit_min_bytes: int = 0) -> list[dict]:
+def fit_bandwidth(rows: list[dict]) -> list[dict]:
     """One fit per (device, direction, memory, overlap) of ``rows`` (from ``measure_bandwidth``).
 
-    Returns dicts: the keys, t0_s (s), bw_gb_s (10^9 bytes/s), bw_gib_s (2^30 bytes/s), points, and
-    max_rel_error_ge_1mib (max |predicted/measured − 1| over sizes ≥ 1 MiB), link, simulated. Only rows with
-    bytes ≥ ``fit_min_bytes`` enter the fit.
+    Returns dicts: the keys, t0_s (s), bw_gb_s (10^9 bytes/s), bw_gib_s (2^30 bytes/s), points (sizes
+    fitted), max_rel_error_ge_1mib (max |predicted/measured − 1| over sizes ≥ 1 MiB; None without such
+    sizes), link, simulated.
     """
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
         groups.setdefault(tuple(row[k] for k in FIT_KEYS), []).append(row)
     fits = []
     for key, pts in groups.items():
-        used = [r for r in pts if r["bytes"] >= fit_min_bytes]
-        t0, bw = fit_copy_model([r["bytes"] for r in used], [r["seconds"] for r in used])
+        t0, bw = fit_copy_model([r["bytes"] for r in pts], [r["seconds"] for r in pts])
         big = [r for r in pts if r["bytes"] >= MiB]
         err = max((abs(predicted_copy_s(r["bytes"], t0, bw) / r["seconds"] - 1) for r in big), default=None)
         fits.append({**dict(zip(FIT_KEYS, key)), "t0_s": t0, "bw_gb_s": bw / 1e9, "bw_gib_s": bw / GiB,
-                     "points": len(used), "max_rel_error_ge_1mib": err, "link": pts[0]["link"],
+                     "points": len(pts), "max_rel_error_ge_1mib": err, "link": pts[0]["link"],
                      "simulated": pts[0]["simulated"]})
     return fits
 

@@ -21,6 +21,7 @@ import contextlib
 import torch
 
 from remat.errors import UsageError
+from remat.measure.bandwidth import SIMULATED
 from remat.measure.flops import StepFlopCounter
 from remat.measure.peak import PeakMemory
 from remat.measure.provenance import provenance
@@ -115,7 +116,7 @@ def _instrumented_step(model, tokens, targets, device: str) -> dict:
         "flops_recompute": flops.recompute,
         "flops_method": FLOPS_METHOD,
         "offloaded_bytes": offload.bytes,
-        "offload_note": ("simulated: host memcpy" if offload.simulated else "device->host copy")
+        "offload_note": (SIMULATED if offload.simulated else "device->host copy")
         if offload.tensors else None,
     }
 
