@@ -14,7 +14,7 @@ import argparse
 import json
 import time
 
-from remat.experiments import resolve
+from remat.experiments import load, resolve
 
 TARGET_S = 240.0
 SWEEPS = ("segments", "depth", "seq-hidden", "layer-timing")
@@ -28,7 +28,7 @@ def main() -> None:
     rows, wall_total, cpu_total = [], 0.0, 0.0
     for name in args.sweeps:
         wall, cpu = time.perf_counter(), time.process_time()
-        frame = resolve(f"sweep-{name}")(dict(args.params))
+        frame = resolve(f"sweep-{name}")(load(f"sweep-{name}", dict(args.params)))
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         wall_total, cpu_total = wall_total + wall, cpu_total + cpu
         rows.append((name, len(frame), int((frame["status"] == "ok").sum()), wall, cpu))

@@ -47,8 +47,7 @@ def test_gpt2_recompute_flops(gpt2_s256):
         assert row["flops_forward_layers"] == cfg.layers * layer_fwd_flops(s, b, h)
         assert row["flops_backward"] == 2 * row["flops_forward"]  # recompute excluded: same for every policy
     assert rows["none"]["flops_recompute"] == 0
-    full = rows["full"]["flops_recompute"] / rows["full"]["flops_forward_layers"]
-    assert abs(full - 1.0) <= 0.01
+    assert rows["full"]["flops_recompute"] == cfg.layers * layer_fwd_flops(s, b, h)  # every layer's forward again
     share = 4 * b * s * s * h / layer_fwd_flops(s, b, h)  # core attention: QKᵀ and ·V
     assert rows["selective"]["flops_recompute"] / rows["selective"]["flops_forward_layers"] == pytest.approx(
         share, rel=1e-12)
@@ -95,6 +94,16 @@ def test_instrumentation_does_not_change_the_peak():
             with PeakMemory("cpu", model, tokens, targets) as plain:
                 lm_loss(model(tokens), targets).backward()
         assert measure(cfg, plan, "fake")["peak_bytes"] == plain.peak_bytes
+
+
+def test_keep_grads_adds_exactly_the_gradients_to_the_base():
+    cfg = from_name("gpt-tiny", layers=2)
+    params = sum(p.numel() for p in build_model(cfg).parameters())
+    fresh, kept = (measure(cfg, "full", "cpu", timing=False, keep_grads=k) for k in (False, True))
+    assert kept["base_bytes"] - fresh["base_bytes"] == params * 4       # float32 gradients, allocated first
+    assert kept["activation_bytes"] == fresh["activation_bytes"]
+    for row in (fresh, kept):
+        assert row["peak_activation_bytes"] == row["peak_bytes"] - row["base_bytes"]
 
 
 def test_peak_tracker_sees_a_known_allocation():

@@ -19,8 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from remat.experiments.sweeps_summary import depth_fits, devices, ok
-
-MIB = 2 ** 20  # axis unit: MiB = 2**20 bytes
+from remat.units import MiB  # axis unit: 2**20 bytes
 
 
 def _grid(frames: list[pd.DataFrame], columns: int, width: float = 4.2, height: float = 3.4):
@@ -64,13 +63,13 @@ def segments(frames: list[pd.DataFrame]) -> Figure:
         good = ok(part)
         memory, flops, time = row
         L = int(part["layers"].iloc[0])
-        memory.plot(part["k"], part["saved_bytes_formula"] / MIB, "-", color="C0", label="saved: closed form")
-        memory.plot(good["k"], good["saved_bytes"] / MIB, "o", color="C0", mfc="none", label="saved: measured")
-        memory.plot(part["k"], part["peak_activation_bytes_formula"] / MIB, "--", color="C1",
+        memory.plot(part["k"], part["saved_bytes_formula"] / MiB, "-", color="C0", label="saved: closed form")
+        memory.plot(good["k"], good["saved_bytes"] / MiB, "o", color="C0", mfc="none", label="saved: measured")
+        memory.plot(part["k"], part["peak_activation_bytes_formula"] / MiB, "--", color="C1",
                     label="peak: live saved (closed form)")
-        memory.plot(good["k"], good["peak_activation_bytes"] / MIB, "s", color="C1", ms=4, mfc="none",
+        memory.plot(good["k"], good["peak_activation_bytes"] / MiB, "s", color="C1", ms=4, mfc="none",
                     label="peak above model state: measured")
-        _not_run(memory, part, "k", "peak_activation_bytes_formula", MIB)
+        _not_run(memory, part, "k", "peak_activation_bytes_formula", MiB)
         memory.axvline(math.sqrt(L), color="grey", ls=":", label=f"k = √L = {math.sqrt(L):.3g}")
         if len(good):
             best = int(good.loc[good["peak_activation_bytes"].idxmin(), "k"])
@@ -99,10 +98,10 @@ def depth(frames: list[pd.DataFrame]) -> Figure:
             good = ok(fam)
             fit = fits[(fits["device"] == device) & (fits["family"] == family)]
             label = f"{family}: L^{fit['exponent'].iloc[0]:.2f}" if len(fit) else family
-            ax.loglog(fam["layers"], fam["peak_activation_bytes_formula"] / MIB, "-", color=f"C{i}", lw=1)
-            ax.loglog(good["layers"], good["peak_activation_bytes"] / MIB, "os^D"[i % 4], color=f"C{i}",
+            ax.loglog(fam["layers"], fam["peak_activation_bytes_formula"] / MiB, "-", color=f"C{i}", lw=1)
+            ax.loglog(good["layers"], good["peak_activation_bytes"] / MiB, "os^D"[i % 4], color=f"C{i}",
                       mfc="none", label=label + " (measured; line: closed form)")
-            _not_run(ax, fam, "layers", "peak_activation_bytes_formula", MIB)
+            _not_run(ax, fam, "layers", "peak_activation_bytes_formula", MiB)
         _log_ticks(ax, part["layers"])
         ax.set(xlabel="layers L", ylabel="peak above model state (MiB)", title=f"{device}: peak against depth")
     return _finish(fig, axes)
@@ -117,20 +116,20 @@ def seq_hidden(frames: list[pd.DataFrame]) -> Figure:
         part = frame[frame["device"] == device]
         seq = part[part["axis"] == "seq"].sort_values("seq")
         for i, (mode, m) in enumerate(seq.groupby("mode", sort=False)):
-            row[0].loglog(m["seq"], m["saved_per_layer_formula"] / MIB, "-", color=f"C{i}", lw=1)
-            row[0].loglog(ok(m)["seq"], ok(m)["saved_per_layer_bytes"] / MIB, "os^"[i % 3], color=f"C{i}",
+            row[0].loglog(m["seq"], m["saved_per_layer_formula"] / MiB, "-", color=f"C{i}", lw=1)
+            row[0].loglog(ok(m)["seq"], ok(m)["saved_per_layer_bytes"] / MiB, "os^"[i % 3], color=f"C{i}",
                           mfc="none", label=f"{mode}")
-            _not_run(row[0], m, "seq", "saved_per_layer_formula", MIB)
+            _not_run(row[0], m, "seq", "saved_per_layer_formula", MiB)
         _log_ticks(row[0], seq["seq"])
         row[0].set(xlabel="sequence length s", ylabel="saved per layer (MiB)",
                    title=f"{device}: per layer (line: closed form)")
         for ax, axis, x in ((row[1], "seq", "seq"), (row[2], "hidden", "hidden")):
             none = part[(part["axis"] == axis) & (part["mode"] == "none")].sort_values(x)
             good = ok(none)
-            ax.loglog(none[x], none["sbh_term_formula"] / MIB, "-", color="C0", lw=1)
-            ax.loglog(none[x], none["as2b_term_formula"] / MIB, "-", color="C1", lw=1)
-            ax.loglog(good[x], good["sbh_term_measured"] / MIB, "o", color="C0", mfc="none", label="sbh part (34sbh)")
-            ax.loglog(good[x], good["as2b_term_measured"] / MIB, "s", color="C1", mfc="none",
+            ax.loglog(none[x], none["sbh_term_formula"] / MiB, "-", color="C0", lw=1)
+            ax.loglog(none[x], none["as2b_term_formula"] / MiB, "-", color="C1", lw=1)
+            ax.loglog(good[x], good["sbh_term_measured"] / MiB, "o", color="C0", mfc="none", label="sbh part (34sbh)")
+            ax.loglog(good[x], good["as2b_term_measured"] / MiB, "s", color="C1", mfc="none",
                       label="as²b part (5as²b)")
             if len(none):
                 h, a, s = int(none["hidden"].iloc[0]), int(none["heads"].iloc[0]), int(none["seq"].iloc[0])

@@ -5,6 +5,7 @@ bytes saved for backward, the most saved bytes alive at once (the peak), recompu
     layer_saved_bytes(sz, "none")                    # Korthikanti §4.1 at element size e + LayerNorm stats
     units = sequential_units(L=16, k=4)              # Chen's segments: [(4, True)]*3 + [(4, False)]
     saved_bytes(sz, units), live_peak_bytes(sz, units), recompute_flops(sz, units)
+    sz, state = sizes_of(cfg, stats_itemsize=2), model_bytes(cfg)   # from a remat.models ModelConfig
 
 What the model saves per layer (``remat.models.gpt``) is the paper's §4.1 itemization
 (``remat.formulas.korthikanti.TERMS``), each tensor at the run's element size e (dropout masks 1 byte), plus
@@ -23,7 +24,8 @@ Plans are written as *units*: a list of (layers, checkpointed). A checkpointed u
 [s, b, h] (sbh·e) and re-runs its forward in backward; an unchecked unit keeps what its layers save
 (``layer_saved_bytes`` of its mode). Chen's segments(k) (``remat.formulas.chen.segment_sizes``, as
 ``remat.policies`` "segments:k" splits them): the first k − 1 segments checkpointed units, the last kept
-(never checkpointed). Per-layer full recompute is L checkpointed units of 1 layer.
+(never checkpointed). Per-layer full recompute is L checkpointed units of 1 layer; ``plan_units`` reads the
+units of any ``remat.policies.LayerPolicies``.
 
 The peak of saved bytes (``live_peak_bytes``, Chen §3 for this model): at the end of the forward pass
 everything saved is alive, F = embed + head + Σ_checkpointed sbh·e + Σ_kept n·y; then backward frees the
@@ -45,17 +47,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
+from typing import TYPE_CHECKING, Literal, Sequence, get_args
 
 from remat.errors import UsageError
 from remat.formulas import korthikanti as K
 from remat.formulas.chen import segment_sizes
 
+if TYPE_CHECKING:  # annotations only: the formulas import no torch
+    from remat.models.presets import ModelConfig
+    from remat.policies import LayerPolicies
+
 ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
 INDEX_BYTES = 8    # int64 token / position ids and targets
 LOSS_WEIGHT_BYTES = 4  # nll_loss's total_weight: one fp32 scalar
 DROPOUT_ONLY = frozenset({"softmax_dropout_mask", "attn_dropout_mask", "mlp_dropout_mask", "attn_probs_dropped"})
-MODES = ("none", "selective", "full")
+Mode = Literal["none", "selective", "full"]  # per-layer recompute modes with a closed form
+MODES: tuple[str, ...] = get_args(Mode)
 
 Unit = tuple[int, bool]  # (layers in the unit, checkpointed)
 
@@ -175,6 +182,19 @@ def per_layer_units(layers: int, mode: str) -> list[Unit]:
     return [(1, mode == "full")] * layers
 
 
+def plan_units(plan: LayerPolicies) -> tuple[list[Unit], str]:
+    """(units, mode of the kept layers) of a per-layer plan: a multi-layer group (``plan.groups``) or a "full"
+    layer is a checkpointed unit, any other layer a kept one; the mode is "selective" if any layer is
+    selective, else "none"."""
+    starts = dict(plan.groups)
+    units, i = [], 0
+    while i < len(plan):
+        stop = starts.get(i, i + 1)
+        units.append((stop - i, i in starts or plan[i] == "full"))
+        i = stop
+    return units, "selective" if "selective" in plan.policies else "none"
+
+
 def _kept_mode(mode: str) -> str:
     return "selective" if mode == "selective" else "none"
 
@@ -255,3 +275,53 @@ def param_count(h: int, layers: int, v: int, positions: int, ffn: int | None = N
     ln = 2 * h if bias else h
     per_layer = 4 * h * h + 2 * h * ffn + 2 * ln + ((3 * h + h + ffn + h) if bias else 0)
     return layers * per_layer + (v + positions) * h + ln
+
+
+# --- a model config's sizes and model state --------------------------------------------------------------------------
+
+def sizes_of(cfg: ModelConfig, stats_itemsize: int) -> GPTSizes:
+    """The GPTSizes of a GPT ``remat.models.presets.ModelConfig``: s, b, h, a, v from its fields, e from its
+    dtype, masks saved when its dropout > 0. ``stats_itemsize``: bytes per LayerNorm mean/rstd element on
+    the device the model runs on (``remat.measure.step.layernorm_stats_itemsize`` asks torch).
+    Raises UsageError("dtype") for an unknown dtype."""
+    return GPTSizes(s=cfg.seq, b=cfg.micro_batch, h=cfg.hidden, a=cfg.heads, v=cfg.vocab,
+                    itemsize=itemsize(cfg.dtype), stats_itemsize=stats_itemsize, dropout=cfg.dropout > 0)
+
+
+@dataclass(frozen=True)
+class ModelBytes:
+    """Bytes of the runtime's serial GPT model (one micro-batch, no optimizer) besides the layers' saved
+    activations, all ints. weights, gradients: every parameter (``param_count``) at e bytes;
+    layer_gradients: one layer's parameter gradients; head_gradients: those the head's backward makes (the
+    tied embedding v·h and the final LayerNorm; the LayerNorm alone when untied); causal_masks: the
+    layers' bool mask buffers, L·max_positions²; inputs: token ids and targets (int64, 16sb); embed,
+    head: the tensors saved outside the layers (``outside_terms``), kept the whole step / freed before the
+    layers' backward."""
+
+    weights: int
+    gradients: int
+    layer_gradients: int
+    head_gradients: int
+    causal_masks: int
+    inputs: int
+    embed: int
+    head: int
+
+    @property
+    def state(self) -> int:
+        """Alive before a step whose gradients already exist: weights + gradients + masks + inputs."""
+        return self.weights + self.gradients + self.causal_masks + self.inputs
+
+
+def model_bytes(cfg: ModelConfig, stats_itemsize: int = 2) -> ModelBytes:
+    """ModelBytes of a GPT ModelConfig (``stats_itemsize`` as in ``sizes_of``). Source: the parameters of
+    ``remat.models.transformer.Transformer`` (``param_count``) and Korthikanti §4.3 (``outside_terms``)."""
+    e = itemsize(cfg.dtype)
+    ln = 2 * cfg.hidden if cfg.bias else cfg.hidden
+    params = param_count(cfg.hidden, cfg.layers, cfg.vocab, cfg.max_positions, cfg.ffn_hidden, cfg.bias)
+    per_layer = param_count(cfg.hidden, 1, 0, 0, cfg.ffn_hidden, cfg.bias) - ln
+    outside = outside_terms(sizes_of(cfg, stats_itemsize))
+    return ModelBytes(weights=params * e, gradients=params * e, layer_gradients=per_layer * e,
+                      head_gradients=(cfg.vocab * cfg.hidden + ln) * e if cfg.tie_embeddings else ln * e,
+                      causal_masks=cfg.layers * cfg.max_positions ** 2, inputs=sum(outside["inputs"].values()),
+                      embed=sum(outside["embed"].values()), head=sum(outside["head"].values()))

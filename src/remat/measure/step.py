@@ -2,12 +2,17 @@
 
     row = measure(from_name("gpt2-124m", seq=256), "selective", device="cpu")
 
+The one step measurer of the package: ``remat measure``, the planner's validation and the torch sweeps
+(``keep_grads=True``) all call ``measure``.
 The step is forward (tokens [s, b] -> logits [s, b, v]) + fp32 cross-entropy + backward; no optimizer.
+With ``keep_grads`` one untimed step first allocates the parameter gradients, which are zeroed in place and
+kept, so the measured peak is what the step adds above a fixed model state (``peak_activation_bytes``).
 One instrumented step records, together (the instruments hold no tensors, so the peak is the plain step's):
   * saved-for-backward bytes through saved-tensor hooks (remat.measure.saved.SavedTensorLog), whole model
     and per layer, and the same quantity a second, independent way: the live-bytes delta across the forward
     from the memory tracker (``activation_bytes_tracker``; it also holds the loss and excludes the inputs);
-  * peak bytes (remat.measure.peak.PeakMemory; ``peak_method`` says which mechanism);
+  * peak bytes (remat.measure.peak.PeakMemory; ``peak_method`` says which mechanism), and the bytes alive
+    when the forward starts (``base_bytes``: parameters, gradients if kept, inputs);
   * FLOPs of forward, backward (gradient work only) and recompute (remat.measure.flops).
 Then, on real devices, untimed warm-up steps and ≥ 5 timed ones (remat.measure.timing).
 ``device="fake"`` builds the model and inputs under FakeTensorMode on the CPU: paper sizes, no memory, no
@@ -20,7 +25,7 @@ import contextlib
 
 import torch
 
-from remat.errors import UsageError
+from remat.device import resolve_device
 from remat.measure.bandwidth import SIMULATED
 from remat.measure.flops import StepFlopCounter
 from remat.measure.peak import PeakMemory
@@ -36,24 +41,18 @@ FLOPS_METHOD = ("torch.utils.flop_counter: FlopCounterMode in forward, its FLOP 
                 "each checkpoint recompute (context_fn); flops_backward excludes the recompute")
 
 
-def _device(device: str) -> str:
-    """The torch device the step runs on ("fake" runs fake tensors on the CPU)."""
-    if device not in DEVICES:
-        raise UsageError("device", f"must be one of {', '.join(DEVICES)}, got {device!r}")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UsageError("device", "CUDA is not available on this machine")
-    return "cpu" if device == "fake" else device
-
-
 def measure(cfg: ModelConfig, policy: str, device: str = "cpu", seed: int = 0, warmup: int = 1,
-            repeats: int = MIN_REPEATS, timing: bool = True, early_stop: bool = False) -> dict:
+            repeats: int = MIN_REPEATS, timing: bool = True, early_stop: bool = False,
+            keep_grads: bool = False) -> dict:
     """Measure one training step of ``cfg`` under ``policy`` on ``device``; returns one flat dict (JSON-ready).
 
     policy: a spec for remat.policies.parse_plan ("none", "selective", "full", "offload", "uniform:N",
     "block:N", "segments:k", or a comma list). device: "cpu", "cuda" or "fake". timing: also time the step
-    (ignored under fake). Keys: model, policy, plan, device, dtype, layers, seq, micro_batch, hidden, heads,
-    attention, activation_bytes, activation_bytes_per_layer, activation_bytes_outside_layers,
-    activation_bytes_tracker, peak_bytes, peak_method, flops_forward, flops_forward_layers, flops_backward,
+    (ignored under fake). keep_grads: allocate the gradients in an untimed step first and keep them (zeroed
+    in place; the timed steps zero them in place too). Keys: model, policy, plan, device, dtype, layers,
+    seq, micro_batch, hidden, heads, attention, activation_bytes, activation_bytes_per_layer,
+    activation_bytes_outside_layers, activation_bytes_tracker, base_bytes, peak_bytes,
+    peak_activation_bytes (= peak − base), peak_method, flops_forward, flops_forward_layers, flops_backward,
     flops_recompute, flops_method, offloaded_bytes, offload_note, step_time_s, step_time_iqr_s,
     step_time_samples, timing_method, plus provenance (torch_version, git_commit, ...).
     activation_bytes_per_layer counts what each layer's own modules saved: layers inside a multi-layer
@@ -61,7 +60,7 @@ def measure(cfg: ModelConfig, policy: str, device: str = "cpu", seed: int = 0, w
     Sizes in bytes (int), FLOPs (int), times in seconds.
     Raises UsageError("device") for an unknown or unavailable device, UsageError("policy") for a bad plan.
     """
-    run_on = _device(device)
+    run_on = str(resolve_device(device, allowed=DEVICES))
     plan = parse_plan(policy, cfg.layers)
     torch.manual_seed(seed)
     fake = contextlib.nullcontext() if device != "fake" else _fake_mode()
@@ -69,11 +68,14 @@ def measure(cfg: ModelConfig, policy: str, device: str = "cpu", seed: int = 0, w
         model = build_model(cfg, run_on)
         apply_plan(model, plan, early_stop=early_stop)
         tokens, targets = random_tokens(cfg, run_on), random_tokens(cfg, run_on)
+        if keep_grads:
+            _loss(model, tokens, targets).backward()
+            model.zero_grad(set_to_none=False)
         row = _instrumented_step(model, tokens, targets, run_on)
     row = {"model": cfg.name, "policy": plan.spec, "plan": list(plan), "device": device, "dtype": cfg.dtype,
            "layers": cfg.layers, "seq": cfg.seq, "micro_batch": cfg.micro_batch, "hidden": cfg.hidden,
            "heads": cfg.heads, "attention": cfg.attention, **row}
-    row.update(_timing(model, tokens, targets, run_on, warmup, repeats) if timing and device != "fake"
+    row.update(_timing(model, tokens, targets, run_on, warmup, repeats, keep_grads) if timing and device != "fake"
                else {"step_time_s": None, "step_time_iqr_s": None, "step_time_samples": None,
                      "timing_method": None})
     prov = provenance(device=device, dtype=cfg.dtype, seed=seed)
@@ -108,7 +110,9 @@ def _instrumented_step(model, tokens, targets, device: str) -> dict:
         "activation_bytes_per_layer": per_layer,
         "activation_bytes_outside_layers": total - sum(per_layer),
         "activation_bytes_tracker": int(tracker_delta),
+        "base_bytes": int(before),
         "peak_bytes": memory.peak_bytes,
+        "peak_activation_bytes": memory.peak_bytes - int(before),
         "peak_method": memory.method,
         "flops_forward": flops.forward,
         "flops_forward_layers": flops.forward_layers(),
@@ -121,10 +125,18 @@ def _instrumented_step(model, tokens, targets, device: str) -> dict:
     }
 
 
-def _timing(model, tokens, targets, device: str, warmup: int, repeats: int) -> dict:
+def _timing(model, tokens, targets, device: str, warmup: int, repeats: int, keep_grads: bool) -> dict:
     def step():
-        model.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=not keep_grads)
         _loss(model, tokens, targets).backward()
     t = time_step(step, device, warmup=warmup, repeats=repeats)
     return {"step_time_s": t.median_s, "step_time_iqr_s": t.iqr_s, "step_time_samples": list(t.samples_s),
             "timing_method": t.method}
+
+
+def layernorm_stats_itemsize(dtype: str, device: str) -> int:
+    """Bytes per element of the mean/rstd that LayerNorm saves for ``dtype`` inputs on ``device``, asked of
+    torch (torch.native_layer_norm on a 1-element tensor): fp32 for 16-bit inputs on CUDA, the input dtype
+    on the CPU. The ``stats_itemsize`` of remat.formulas.torch_gpt."""
+    x = torch.zeros(1, 1, dtype=getattr(torch, dtype), device=str(resolve_device(device)))
+    return torch.native_layer_norm(x, (1,), None, None, 1e-5)[2].element_size()

@@ -249,13 +249,6 @@ class TorchCalibration:
     stats_itemsize: int
 
 
-def torch_sizes(cfg: ModelConfig, stats_itemsize: int):
-    """``remat.formulas.torch_gpt.GPTSizes`` of ``cfg`` (the runtime's GPT model)."""
-    from remat.formulas import torch_gpt as G
-    return G.GPTSizes(s=cfg.seq, b=cfg.micro_batch, h=cfg.hidden, a=cfg.heads, v=cfg.vocab,
-                      itemsize=G.itemsize(cfg.dtype), stats_itemsize=stats_itemsize, dropout=cfg.dropout > 0)
-
-
 def torch_parts(cfg: ModelConfig, stats_itemsize: int) -> dict:
     """Bytes of the runtime's GPT model on one device, from ``remat.formulas.torch_gpt`` (one micro-batch,
     no pipeline, no optimizer step — what ``remat.measure.step`` runs):
@@ -264,20 +257,15 @@ def torch_parts(cfg: ModelConfig, stats_itemsize: int) -> dict:
     grads_head: gradients made by the head's backward (the tied embedding, the final LayerNorm); kept: bytes
     held the whole step (parameters, causal-mask buffers L·max_positions², token ids and targets, the
     embedding's saved tensors); head: the head's saved tensors (freed before the layers' backward)."""
-    from remat.formulas import torch_gpt as G
-    sz = torch_sizes(cfg, stats_itemsize)
-    e = sz.itemsize
-    ln = 2 * cfg.hidden if cfg.bias else cfg.hidden
-    per_layer = G.param_count(cfg.hidden, 1, 0, 0, cfg.ffn_hidden, cfg.bias) - ln
-    params = G.param_count(cfg.hidden, cfg.layers, cfg.vocab, cfg.max_positions, cfg.ffn_hidden, cfg.bias)
-    outside = G.outside_terms(sz)
+    from remat.formulas import torch_gpt
+    sz, state = torch_gpt.sizes_of(cfg, stats_itemsize), torch_gpt.model_bytes(cfg, stats_itemsize)
     return {
-        "layer": {mode: G.layer_saved_bytes(sz, mode) for mode in G.MODES},
-        "grads_layer": per_layer * e,
-        "grads_head": (cfg.vocab * cfg.hidden + ln) * e if cfg.tie_embeddings else ln * e,
-        "kept": {"weights": params * e, "causal-mask buffers": cfg.layers * cfg.max_positions ** 2,
-                 "inputs and embedding activations": sum(outside["inputs"].values()) + sum(outside["embed"].values())},
-        "head": sum(outside["head"].values()),
+        "layer": {mode: torch_gpt.layer_saved_bytes(sz, mode) for mode in torch_gpt.MODES},
+        "grads_layer": state.layer_gradients,
+        "grads_head": state.head_gradients,
+        "kept": {"weights": state.weights, "causal-mask buffers": state.causal_masks,
+                 "inputs and embedding activations": state.inputs + state.embed},
+        "head": state.head,
     }
 
 
