@@ -67,6 +67,29 @@ def test_params_name_the_bad_field():
 
 
 def test_tiny_model_overrides_the_preset():
-    cfg = TinyModel(layers=3, seq=32, hidden=64, heads=4).config()
-    assert (cfg.layers, cfg.seq, cfg.max_positions, cfg.hidden, cfg.ffn_hidden, cfg.heads) == (3, 32, 32, 64, 256, 4)
+    cfg = TinyModel(layers=3, seq=16, hidden=32, heads=2).config()
+    assert (cfg.layers, cfg.seq, cfg.max_positions, cfg.hidden, cfg.ffn_hidden, cfg.heads) == (3, 16, 16, 32, 128, 2)
     assert ValidateParams().models[1] == TinyModel(layers=12, seq=64, micro_batch=8, hidden=128, heads=8)
+
+
+def test_calibration_times_every_policy_under_its_own_plan(monkeypatch):
+    # layer_seconds hands time_steps one step per policy and a setup that applies that policy to the layer;
+    # fake timings (one per policy) come back unchanged as the medians
+    from remat.measure import timing
+    from remat.models.presets import from_name
+    from remat.planner.calibrate import layer_seconds
+
+    seen = []
+
+    def fake_time_steps(steps, device, *, rounds, repeats, warmup, setup, threads):
+        for k, name in enumerate(steps):
+            model = setup(name)
+            seen.append((name, tuple(model)))
+            steps[name]()
+        return {name: timing.Timing(0.5 + k, 0.0, (0.5 + k,) * 5, warmup, "fake")
+                for k, name in enumerate(steps)}
+
+    monkeypatch.setattr(timing, "time_steps", fake_time_steps)
+    out = layer_seconds(from_name("gpt-tiny"), ["none", "full", "selective"], device="cpu", rounds=1)
+    assert out == {"none": 0.5, "full": 1.5, "selective": 2.5}
+    assert seen == [("none", ("none",)), ("full", ("full",)), ("selective", ("selective",))]

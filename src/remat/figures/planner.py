@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-GIB = 2**30
-MIB = 2**20
+from remat.units import GiB, MiB
+
 _STYLE = {"plan": dict(color="black", lw=2.2, marker="o", zorder=5)}
 
 
@@ -37,16 +37,16 @@ def frontier(frames: list[pd.DataFrame]) -> Figure:
     budgets where the method fits. Input: one ``planner-frontier`` table."""
     frame = frames[0]
     frame = frame.assign(label=frame["model"])
-    return _budget_panels(frame, "step_time_s", GIB, "GiB", None,
+    return _budget_panels(frame, "step_time_s", GiB, "GiB", None,
                           lambda label, rows: f"{label} ({rows['gpu'].iloc[0]}, predicted)")
 
 
 def measured(frames: list[pd.DataFrame]) -> Figure:
-    """Tiny CPU models: budget (MiB) vs step time, predicted (lines) and measured (×), plan and baselines.
-    Input: one ``planner-validate`` table."""
+    """Tiny validation models (on the table's device): budget (MiB) vs step time, predicted (lines) and
+    measured (×), plan and baselines. Input: one ``planner-validate`` table."""
     frame = frames[0]
     frame = frame.assign(label=frame["model"] + " L=" + frame["layers"].astype(str))
-    return _budget_panels(frame, "predicted_step_time_s", MIB, "MiB", "measured_step_time_s",
+    return _budget_panels(frame, "predicted_step_time_s", MiB, "MiB", "measured_step_time_s",
                           lambda label, rows: f"{label} on {rows['device'].iloc[0]}: predicted (line), measured (×)")
 
 
@@ -73,14 +73,14 @@ def peak(frames: list[pd.DataFrame]) -> Figure:
     frame = frame[frame["measured_peak_bytes"].notna()].drop_duplicates(["model", "layers", "spec"])
     fig = Figure(figsize=(5.5, 5))
     ax = fig.subplots()
-    lo, hi = frame[["predicted_peak_bytes", "measured_peak_bytes"]].min().min() / MIB, \
-        frame[["predicted_peak_bytes", "measured_peak_bytes"]].max().max() / MIB
+    lo, hi = frame[["predicted_peak_bytes", "measured_peak_bytes"]].min().min() / MiB, \
+        frame[["predicted_peak_bytes", "measured_peak_bytes"]].max().max() / MiB
     grid = np.linspace(lo * 0.9, hi * 1.05, 50)
     ax.plot(grid, grid, color="gray", lw=1)
     ax.fill_between(grid, grid * 0.95, grid * 1.05, color="gray", alpha=0.15, label="±5 %")
     for i, method in enumerate(_methods(frame)):
         rows = frame[frame["method"] == method]
-        ax.scatter(rows["measured_peak_bytes"] / MIB, rows["predicted_peak_bytes"] / MIB, s=22,
+        ax.scatter(rows["measured_peak_bytes"] / MiB, rows["predicted_peak_bytes"] / MiB, s=22,
                    color="black" if method == "plan" else f"C{i}", label=method, zorder=3)
     ax.set(xlabel="measured peak (MiB)", ylabel="predicted peak (MiB)",
            title="applied plans: predicted vs measured peak")

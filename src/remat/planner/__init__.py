@@ -18,6 +18,7 @@ import json
 
 from remat.errors import UsageError
 from remat.models.presets import ModelConfig
+from remat.planner.baselines import SAC_TIME_LIMIT_S
 from remat.planner.problem import POLICIES, Layer, Option, Plan, Problem, evaluate, plan_from_policies
 from remat.planner.solve import minimum_budget, solve
 
@@ -51,8 +52,8 @@ def make_problem(cfg: ModelConfig, gpu_name: str = "a100-80gb", gpu_overrides: d
     return costs.build_problem(cfg, settings)
 
 
-def plan_model(cfg: ModelConfig, baselines: bool = True, sac_time_limit_s: float = 20.0, fmt: str = "json",
-               **problem_args) -> str:
+def plan_model(cfg: ModelConfig, baselines: bool = True, sac_time_limit_s: float = SAC_TIME_LIMIT_S,
+               fmt: str = "json", **problem_args) -> str:
     """Solve and render: the plan of ``cfg`` as JSON text (fmt "json") or Markdown (fmt "md").
 
     ``problem_args`` go to ``make_problem``. Raises InfeasibleError (exit 3 in the CLI) with the smallest

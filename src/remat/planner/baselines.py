@@ -27,9 +27,13 @@ import warnings
 
 from remat.formulas.chen import segment_bounds
 from remat.planner.problem import Layer, Option, Plan, Problem, evaluate, plan_from_policies
+from remat.policies import Policy
 from remat.units import GiB
 
 SAC_TIME_LIMIT_S = 20.0
+"""Default seconds CBC may spend on torch's sac_milp (torch's own: 180)."""
+UNIFORM: tuple[Policy, ...] = ("none", "full", "selective")
+"""The one-policy-for-all baselines, in the order tables list them."""
 
 
 def _unit_problem(problem: Problem, units: list[tuple[int, int, bool]]) -> Problem | None:
@@ -106,7 +110,7 @@ def baselines(problem: Problem, sac: bool = True, sac_time_limit_s: float = SAC_
     """name -> {peak_bytes, step_time_s, feasible, ...} for every baseline at ``problem.budget_bytes``."""
     L = len(problem.layers)
     out = {name: _entry(plan_from_policies(problem, [name] * L), problem)
-           for name in ("none", "full", "selective")}
+           for name in UNIFORM}
     k = max(1, min(L, round(math.sqrt(L))))
     out["sqrt-segments"] = _entry(score_units(problem, segments_units(L, k)), problem, k=k)
     out["megatron-uniform"] = _smallest_fitting(problem, lambda n: score_units(problem, uniform_units(L, n)),
