@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from remat.experiments import resolve
+from remat.experiments import load, resolve
 
 PROVENANCE = {"device_name", "torch_version", "numpy_version", "git_commit", "host", "timestamp"}
 
@@ -22,7 +22,7 @@ RUNS = [
 @pytest.mark.parametrize("name,params", RUNS, ids=[n for n, _ in RUNS])
 def test_rerun_is_identical(name, params):
     run = resolve(name)
-    first, second = run(dict(params)), run(dict(params))
+    first, second = run(load(name, params)), run(load(name, params))
     keep = [c for c in first.columns if c not in PROVENANCE]
     if name == "planner-paper":   # torch's sac_milp (CBC) may stop at its time limit: compare our solver only
         first, second = (f[f["method"] == "plan"].reset_index(drop=True) for f in (first, second))
