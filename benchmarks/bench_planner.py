@@ -20,8 +20,8 @@ import time
 import numpy as np
 
 from remat.errors import InfeasibleError
-from remat.formulas import korthikanti as K
-from remat.formulas import offload as O
+from remat.formulas import korthikanti
+from remat.formulas import offload as offload_formulas
 from remat.planner.mckp import SearchTooLarge
 from remat.planner.problem import Layer, Option, Problem
 from remat.planner.solve import solve
@@ -29,19 +29,20 @@ from remat.planner.solve import solve
 TARGET_S = 1.0
 
 
-def model_layers(rng, L: int, rate: float = 0.5 * 312e12, link: O.Link = O.Link.symmetric(25.6e9, 1e-5)):
+def model_layers(rng, L: int, rate: float = 0.5 * 312e12,
+                 link: offload_formulas.Link = offload_formulas.Link.symmetric(25.6e9, 1e-5)):
     s, b = 2048, 1
     layers = []
     for i in range(L):
         h = int(rng.integers(8, 65)) * 128
         a, n = h // 128, int(rng.integers(1, 5))
-        by = {m: K.layer_bytes(s, b, h, a, 1, False, m) for m in K.RECOMPUTE}
-        fwd = K.layer_forward_flops(s, b, h) / rate
-        exposed = O.exposed_offload_s(by["none"], 14, fwd, 2 * fwd, link)
+        by = {m: korthikanti.layer_bytes(s, b, h, a, 1, False, m) for m in korthikanti.RECOMPUTE}
+        fwd = korthikanti.layer_forward_flops(s, b, h) / rate
+        exposed = offload_formulas.exposed_offload_s(by["none"], 14, fwd, 2 * fwd, link)
         layers.append(Layer(i, (
             Option("none", n * by["none"], 0, 3 * fwd),
             Option("selective", n * by["selective"], by["none"] - by["selective"],
-                   3 * fwd + K.core_attn_forward_flops(s, b, h) / rate),
+                   3 * fwd + korthikanti.core_attn_forward_flops(s, b, h) / rate),
             Option("full", n * by["full"], by["none"] - by["full"], 4 * fwd),
             Option("offload", 0, 2 * by["none"], 3 * fwd + exposed, offload_bytes=n * by["none"]))))
     return layers

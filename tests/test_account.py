@@ -7,11 +7,11 @@ import pytest
 
 from remat.accounting import account_layer
 from remat.cli import main
-from remat.experiments import korthikanti as E
-from remat.formulas import korthikanti as K
+from remat.experiments import korthikanti as tables
+from remat.formulas import korthikanti
 
 PAPER = ["gpt-22b", "gpt3-175b", "mt-nlg-530b", "gpt-1t"]
-CONFIGS = E.configurations(8)   # six TP techniques at t = 8, three without parallelism
+CONFIGS = tables.configurations(8)   # six TP techniques at t = 8, three without parallelism
 
 
 @pytest.mark.parametrize("model", PAPER)
@@ -22,7 +22,7 @@ def test_every_model_and_mode_matches_table2(model):
         assert abs(acc.rel_error) <= 0.005, where
         # term by term, the measured tensors are the paper's §4.1 terms
         cfg = (acc.seq, acc.micro_batch, acc.hidden, acc.heads, t, sp)
-        assert acc.terms() == {name: K.term_bytes(name, *cfg) for name in K.stored_terms(mode)}, where
+        assert acc.terms() == {name: korthikanti.term_bytes(name, *cfg) for name in korthikanti.stored_terms(mode)}, where
         # the gap to the actual bytes is itemized, not hidden
         assert acc.bytes_per_layer_actual - acc.bytes_per_layer_measured == sum(acc.gap().values()), where
 
@@ -53,7 +53,7 @@ def test_cli_json(capsys):
     assert out["bytes_per_layer_measured"] == out["bytes_per_layer_formula"] == 34 * 2048 * 4 * 6144 // 8
     assert out["bytes_per_layer_actual"] >= out["bytes_per_layer_measured"] and out["rel_error"] == 0
     assert {"name", "shape", "dtype", "bytes", "paper_term"} <= set(out["items"][0])
-    assert {i["paper_term"] for i in out["items"]} - {None} == set(K.stored_terms("selective"))
+    assert {i["paper_term"] for i in out["items"]} - {None} == set(korthikanti.stored_terms("selective"))
 
 
 @pytest.mark.parametrize("argv,flag", [
@@ -72,7 +72,7 @@ def test_cli_bad_input_one_line_exit_2(argv, flag, capsys):
 
 
 def test_flops_per_layer_match_appendix_a():
-    frame = E.flops(E.FlopsParams(models=["gpt3-175b"], tp=[8]))
+    frame = tables.flops(tables.FlopsParams(models=["gpt3-175b"], tp=[8]))
     s, b, h = 2048, 1, 12288
     for row in frame.to_dict("records"):
         assert row["flops_forward"] == 24 * b * s * h * h + 4 * b * s * s * h
@@ -84,16 +84,16 @@ def test_flops_per_layer_match_appendix_a():
 
 def test_table2_items_memory_experiments_and_figures(tmp_path):
     from remat.figures import draw
-    params = E.AccountingParams(models=["gpt-tiny"], tp=2)
-    table = E.table2(params)
+    params = tables.AccountingParams(models=["gpt-tiny"], tp=2)
+    table = tables.table2(params)
     assert len(table) == 9 and (table["rel_error"].abs() <= 0.005).all()
     base = table[(table["technique"] == "TP baseline")].iloc[0]
     assert base["percent_of_baseline"] == 100
-    items = E.items(params)
+    items = tables.items(params)
     counted = items.dropna(subset=["paper_term"])
     for (technique, t, term), group in counted.groupby(["technique", "tp", "paper_term"]):
         assert group["paper_bytes"].sum() == group["term_formula_bytes"].iloc[0], (technique, term)
-    memory = E.memory(E.MemoryParams(models=["gpt3-175b"]))
+    memory = tables.memory(tables.MemoryParams(models=["gpt3-175b"]))
     row = memory[memory["technique"] == "TP+SP+selective"].iloc[0]
     assert row["activations_layers"] == round(34 * 2048 * 12288 // 8 * 96 * (1 + 7 / 24))
     assert row["model_state_bytes"] == 18 * row["params_per_gpu"]

@@ -5,47 +5,47 @@ from fractions import Fraction
 import pytest
 
 from remat.errors import UsageError
-from remat.formulas import korthikanti as K
+from remat.formulas import korthikanti
 
 # Table 3 of the paper: (name, a, h, L, p, m, b)
 TABLE3 = [("22B", 64, 6144, 48, 1, 1, 4), ("175B", 96, 12288, 96, 8, 3, 1),
           ("530B", 128, 20480, 105, 35, 3, 1), ("1T", 160, 25600, 128, 64, 1, 1)]
 S, V, T = 2048, 51200, 8
-CASES = [(t, sp, r) for t in (1, 2, 4, 8) for sp in (False, True) for r in K.RECOMPUTE if not (sp and t == 1)]
+CASES = [(t, sp, r) for t in (1, 2, 4, 8) for sp in (False, True) for r in korthikanti.RECOMPUTE if not (sp and t == 1)]
 
 
 def test_itemization_coefficients_are_the_papers():
-    assert sum(term.sbh_coeff for term in K.TERMS) == 34
-    assert sum(term.as2b_coeff for term in K.TERMS) == 5
-    assert sum(term.sbh_coeff for term in K.TERMS if not term.tp_split) == 10   # replicated under TP (Eq. 2)
-    assert sum(term.sbh_coeff for term in K.TERMS if term.tp_split) == 24
-    assert {t.name for t in K.TERMS if t.core_attn} == {"softmax_output", "softmax_dropout_mask",
+    assert sum(term.sbh_coeff for term in korthikanti.TERMS) == 34
+    assert sum(term.as2b_coeff for term in korthikanti.TERMS) == 5
+    assert sum(term.sbh_coeff for term in korthikanti.TERMS if not term.tp_split) == 10   # replicated under TP (Eq. 2)
+    assert sum(term.sbh_coeff for term in korthikanti.TERMS if term.tp_split) == 24
+    assert {t.name for t in korthikanti.TERMS if t.core_attn} == {"softmax_output", "softmax_dropout_mask",
                                                          "attn_probs_dropped"}
 
 
 @pytest.mark.parametrize("name,a,h,L,p,m,b", TABLE3)
 @pytest.mark.parametrize("t,sp,recompute", CASES)
 def test_itemized_sum_equals_table2(name, a, h, L, p, m, b, t, sp, recompute):
-    assert K.layer_bytes(S, b, h, a, t, sp, recompute) == K.table2_bytes(S, b, h, a, t, sp, recompute)
+    assert korthikanti.layer_bytes(S, b, h, a, t, sp, recompute) == korthikanti.table2_bytes(S, b, h, a, t, sp, recompute)
 
 
 def test_table2_rows_by_hand():
     # 175B: s=2048, b=1, h=12288, a=96, t=8 -> 5as/(ht) = 10 exactly
     s, b, h, a, t = 2048, 1, 12288, 96, 8
     sbh = s * b * h
-    assert K.table2_bytes(s, b, h, a, 1) == sbh * 34 + 5 * a * s * s * b           # Eq. 1
-    assert K.table2_bytes(s, b, h, a, t) == sbh * (10 + 3 + 10)                       # Eq. 2
-    assert K.table2_bytes(s, b, h, a, t, sp=True) == sbh * 34 // 8 + sbh * 10         # Eq. 4
-    assert K.table2_bytes(s, b, h, a, t, recompute="selective") == sbh * 13
-    assert K.table2_bytes(s, b, h, a, t, sp=True, recompute="selective") == sbh * 34 // 8
-    assert K.table2_bytes(s, b, h, a, t, recompute="full") == 2 * sbh
-    assert K.table2_bytes(s, b, h, a, t, sp=True, recompute="full") == 2 * sbh // 8
+    assert korthikanti.table2_bytes(s, b, h, a, 1) == sbh * 34 + 5 * a * s * s * b           # Eq. 1
+    assert korthikanti.table2_bytes(s, b, h, a, t) == sbh * (10 + 3 + 10)                       # Eq. 2
+    assert korthikanti.table2_bytes(s, b, h, a, t, sp=True) == sbh * 34 // 8 + sbh * 10         # Eq. 4
+    assert korthikanti.table2_bytes(s, b, h, a, t, recompute="selective") == sbh * 13
+    assert korthikanti.table2_bytes(s, b, h, a, t, sp=True, recompute="selective") == sbh * 34 // 8
+    assert korthikanti.table2_bytes(s, b, h, a, t, recompute="full") == 2 * sbh
+    assert korthikanti.table2_bytes(s, b, h, a, t, sp=True, recompute="full") == 2 * sbh // 8
 
 
 def test_stored_terms_by_mode():
-    assert len(K.stored_terms("none")) == 14
-    assert "softmax_output" not in K.stored_terms("selective") and "v" in K.stored_terms("selective")
-    assert K.stored_terms("full") == ("layer_input",)
+    assert len(korthikanti.stored_terms("none")) == 14
+    assert "softmax_output" not in korthikanti.stored_terms("selective") and "v" in korthikanti.stored_terms("selective")
+    assert korthikanti.stored_terms("full") == ("layer_input",)
 
 
 @pytest.mark.parametrize("kwargs,field", [
@@ -57,59 +57,59 @@ def test_stored_terms_by_mode():
 ])
 def test_bad_input_names_the_field(kwargs, field):
     with pytest.raises(UsageError) as exc:
-        K.layer_bytes(2048, 1, 6144, 64, **kwargs)
+        korthikanti.layer_bytes(2048, 1, 6144, 64, **kwargs)
     assert exc.value.field == field
 
 
 def test_sp_needs_t_to_divide_s():
     with pytest.raises(UsageError) as exc:
-        K.layer_bytes(100, 1, 64, 8, t=8, sp=True)
+        korthikanti.layer_bytes(100, 1, 64, 8, t=8, sp=True)
     assert exc.value.field == "seq"
 
 
 def test_interleave_and_first_stage():
-    assert K.interleave_factor(8, 3) == 1 + Fraction(7, 24)
-    assert K.interleave_factor(8, 1) == 1 and K.interleave_factor(1, 3) == 1
-    per_layer = K.table2_bytes(S, 1, 12288, 96, 8, sp=True, recompute="selective")
+    assert korthikanti.interleave_factor(8, 3) == 1 + Fraction(7, 24)
+    assert korthikanti.interleave_factor(8, 1) == 1 and korthikanti.interleave_factor(1, 3) == 1
+    per_layer = korthikanti.table2_bytes(S, 1, 12288, 96, 8, sp=True, recompute="selective")
     # Eq. 6 with the interleave factor: 34 sbhL/t * (1 + (p-1)/(pm))
     expected = Fraction(34 * S * 12288 * 96, 8) * (1 + Fraction(7, 24))
-    assert K.first_stage_bytes(per_layer, 96, 8, 3) == round(expected)
+    assert korthikanti.first_stage_bytes(per_layer, 96, 8, 3) == round(expected)
 
 
 def test_outside_layers():
     s, b, h, v, t = 2048, 4, 6144, V, 8
-    one = K.outside_layer_bytes(s, b, h, v, t, p=1)
+    one = korthikanti.outside_layer_bytes(s, b, h, v, t, p=1)
     assert one == {"embedding_dropout_mask": s * b * h // t, "final_ln_input": 2 * s * b * h // t,
                    "output_proj_input": 2 * s * b * h // t, "logits_fp32": 4 * s * b * v // t}
-    assert K.outside_layer_bytes(s, 1, h, v, t, p=8) == {"embedding_dropout_mask": s * h}
-    no_sp = K.outside_layer_bytes(s, b, h, v, t, p=1, sp=False)
+    assert korthikanti.outside_layer_bytes(s, 1, h, v, t, p=8) == {"embedding_dropout_mask": s * h}
+    no_sp = korthikanti.outside_layer_bytes(s, b, h, v, t, p=1, sp=False)
     assert no_sp["final_ln_input"] == 2 * s * b * h and no_sp["logits_fp32"] == 4 * s * b * v // t
 
 
 @pytest.mark.parametrize("name,a,h,L,p,m,b", TABLE3)
 def test_parameter_count_matches_model_name(name, a, h, L, p, m, b):
     nominal = {"22B": 22e9, "175B": 175e9, "530B": 530e9, "1T": 1e12}[name]
-    total = L * K.params_per_layer(h) + V * h + S * h
+    total = L * korthikanti.params_per_layer(h) + V * h + S * h
     assert abs(total / nominal - 1) < 0.03
-    assert K.params_per_layer(h) == 12 * h * h + 13 * h
+    assert korthikanti.params_per_layer(h) == 12 * h * h + 13 * h
     # the first stage of p stages on t GPUs holds about 1/(pt) of the layers' weights
-    per_gpu = K.params_per_gpu(h, L, V, S, T, p)
+    per_gpu = korthikanti.params_per_gpu(h, L, V, S, T, p)
     assert per_gpu * T * p >= L * 12 * h * h
 
 
 def test_flops_eq7_eq8():
     B, s, h, L, v = 64, 2048, 12288, 96, V
     base = Fraction(72 * B * L * s * h * h)
-    assert K.model_flops(B, s, h, L, v) == base * (1 + Fraction(s, 6 * h) + Fraction(v, 12 * h * L))
-    assert K.hardware_flops_eq8(B, s, h, L, v) == base * (1 + Fraction(s, 3 * h) + Fraction(v, 12 * h * L))
-    text = K.hardware_flops(B, s, h, L, v, "selective")
+    assert korthikanti.model_flops(B, s, h, L, v) == base * (1 + Fraction(s, 6 * h) + Fraction(v, 12 * h * L))
+    assert korthikanti.hardware_flops_eq8(B, s, h, L, v) == base * (1 + Fraction(s, 3 * h) + Fraction(v, 12 * h * L))
+    text = korthikanti.hardware_flops(B, s, h, L, v, "selective")
     assert text == base * (1 + Fraction(2 * s, 9 * h) + Fraction(v, 12 * h * L))
     # Eq. 8 as printed charges 3x the recomputed core-attention forward, the text 1x
-    assert K.hardware_flops_eq8(B, s, h, L, v) - K.model_flops(B, s, h, L, v) == 3 * L * 4 * B * s * s * h
-    assert text - K.model_flops(B, s, h, L, v) == L * K.core_attn_forward_flops(s, B, h)
-    assert K.hardware_flops(B, s, h, L, v, "full") - K.model_flops(B, s, h, L, v) == \
-        L * K.layer_forward_flops(s, B, h)
-    assert K.layer_forward_flops(s, 1, h) * 3 * L + 3 * K.logits_flops(s, 1, h, v) == K.model_flops(1, s, h, L, v)
+    assert korthikanti.hardware_flops_eq8(B, s, h, L, v) - korthikanti.model_flops(B, s, h, L, v) == 3 * L * 4 * B * s * s * h
+    assert text - korthikanti.model_flops(B, s, h, L, v) == L * korthikanti.core_attn_forward_flops(s, B, h)
+    assert korthikanti.hardware_flops(B, s, h, L, v, "full") - korthikanti.model_flops(B, s, h, L, v) == \
+        L * korthikanti.layer_forward_flops(s, B, h)
+    assert korthikanti.layer_forward_flops(s, 1, h) * 3 * L + 3 * korthikanti.logits_flops(s, 1, h, v) == korthikanti.model_flops(1, s, h, L, v)
 
 
 @pytest.mark.parametrize("record,term", [
@@ -131,13 +131,13 @@ def test_flops_eq7_eq8():
     (("head", "mm", (2048, 12288), "torch.bfloat16"), None),
 ])
 def test_paper_term(record, term):
-    assert K.paper_term(*record) == term
+    assert korthikanti.paper_term(*record) == term
 
 
 def test_paper_term_tells_v_from_dropped_probs_when_shapes_coincide():
     # at s = h/a the ·V product's two saved operands are both [b·a, s, s]: V is a view of the fused QKV
     # output (its storage already saved by QKᵀ), the dropped-out probabilities a storage of their own
     square = (8, 16, 16)
-    assert K.paper_term("attn.core", "bmm", square, "torch.bfloat16", shares_storage=True) == "v"
-    assert K.paper_term("attn.core", "bmm", square, "torch.bfloat16", shares_storage=False) == "attn_probs_dropped"
-    assert K.paper_term("attn.core", "bmm", square, "torch.bfloat16") == "attn_probs_dropped"  # shape alone
+    assert korthikanti.paper_term("attn.core", "bmm", square, "torch.bfloat16", shares_storage=True) == "v"
+    assert korthikanti.paper_term("attn.core", "bmm", square, "torch.bfloat16", shares_storage=False) == "attn_probs_dropped"
+    assert korthikanti.paper_term("attn.core", "bmm", square, "torch.bfloat16") == "attn_probs_dropped"  # shape alone

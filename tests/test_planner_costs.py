@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from remat.errors import UsageError
-from remat.formulas import korthikanti as K
-from remat.formulas import offload as O
+from remat.formulas import korthikanti
+from remat.formulas import offload as offload_formulas
 from remat.models.presets import from_name
 from remat.planner import make_problem
 from remat.planner.costs import Settings, build_problem, in_flight, model_state, step_multiplier
@@ -29,14 +29,14 @@ def test_stored_bytes_are_table2_times_micro_batches_in_flight(name, sp):
     assert len(problem.layers) == cfg.layers // cfg.pp
     for layer, n in zip(problem.layers, flight):
         for mode in ("none", "selective", "full"):
-            assert layer.option(mode).stored_bytes == n * K.layer_bytes(s, b, h, a, t, sp, mode)
-        none = K.layer_bytes(s, b, h, a, t, sp, "none")
+            assert layer.option(mode).stored_bytes == n * korthikanti.layer_bytes(s, b, h, a, t, sp, mode)
+        none = korthikanti.layer_bytes(s, b, h, a, t, sp, "none")
         assert layer.option("offload").stored_bytes == 0
         assert layer.option("offload").offload_bytes == n * none
-        assert layer.option("full").transient_bytes == none - K.layer_bytes(s, b, h, a, t, sp, "full")
+        assert layer.option("full").transient_bytes == none - korthikanti.layer_bytes(s, b, h, a, t, sp, "full")
     # the first stage holds the paper's L·(1 + (p − 1)/(p·m)) layers' worth (Eq. 5 with §4.2.3's factor)
-    per_layer = K.layer_bytes(s, b, h, a, t, sp, "none")
-    assert sum(flight) * per_layer == K.first_stage_bytes(per_layer, cfg.layers, cfg.pp, cfg.interleave)
+    per_layer = korthikanti.layer_bytes(s, b, h, a, t, sp, "none")
+    assert sum(flight) * per_layer == korthikanti.first_stage_bytes(per_layer, cfg.layers, cfg.pp, cfg.interleave)
     assert problem.prefix == (cfg.pp == 1)
 
 
@@ -53,23 +53,23 @@ def test_times_follow_appendix_a_flops_and_the_break_even_model():
     s, b, h, t = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.tp
     rate, steps = st.gpu.flops_per_s, step_multiplier(cfg)
     assert steps == 64 + 7 / 3
-    fwd = K.layer_forward_flops(s, b, h) / t / rate
+    fwd = korthikanti.layer_forward_flops(s, b, h) / t / rate
     layer = problem.layers[0]
     assert layer.option("none").time_s == pytest.approx(steps * 3 * fwd)
     assert layer.option("full").time_s == pytest.approx(steps * 4 * fwd)
     assert layer.option("selective").time_s == pytest.approx(
-        steps * (3 * fwd + K.core_attn_forward_flops(s, b, h) / t / rate))
-    exposed = O.exposed_offload_s(K.layer_bytes(s, b, h, cfg.heads, t, True, "none"), 14, fwd, 2 * fwd,
+        steps * (3 * fwd + korthikanti.core_attn_forward_flops(s, b, h) / t / rate))
+    exposed = offload_formulas.exposed_offload_s(korthikanti.layer_bytes(s, b, h, cfg.heads, t, True, "none"), 14, fwd, 2 * fwd,
                                   st.gpu.link)
     assert layer.option("offload").time_s == pytest.approx(steps * (3 * fwd + exposed))
-    assert layer.option("full").recompute_flops == 64 * K.layer_forward_flops(s, b, h) // t
+    assert layer.option("full").recompute_flops == 64 * korthikanti.layer_forward_flops(s, b, h) // t
 
 
 def test_model_state_bytes_and_zero_sharding():
     cfg = from_name("gpt3-175b")
-    n = K.params_per_gpu(cfg.hidden, cfg.layers, cfg.vocab, cfg.seq, cfg.tp, cfg.pp)
+    n = korthikanti.params_per_gpu(cfg.hidden, cfg.layers, cfg.vocab, cfg.seq, cfg.tp, cfg.pp)
     plain = model_state(cfg, settings())
-    assert sum(plain.values()) == n * K.BYTES_PER_PARAM
+    assert sum(plain.values()) == n * korthikanti.BYTES_PER_PARAM
     zero3 = model_state(cfg, settings(zero=3, dp=8))
     assert zero3 == {k: -(-v // 8) for k, v in plain.items()}
     zero1 = model_state(cfg, settings(zero=1, dp=8))
@@ -80,7 +80,7 @@ def test_outside_terms_and_head_floor_only_on_a_single_stage():
     cfg = from_name("gpt-22b")                         # p = 1: the head is on this GPU
     problem = build_problem(cfg, settings(sp=True))
     s, b, h, v, t = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.vocab, cfg.tp
-    assert problem.fixed_parts["outside layers (§4.3)"] == sum(K.outside_layer_bytes(s, b, h, v, t, 1, True).values())
+    assert problem.fixed_parts["outside layers (§4.3)"] == sum(korthikanti.outside_layer_bytes(s, b, h, v, t, 1, True).values())
     assert problem.transient_floor_bytes == 4 * s * b * v // t
     assert build_problem(from_name("gpt3-175b"), settings()).transient_floor_bytes == 0
 

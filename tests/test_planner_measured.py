@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from remat.cli import main
-from remat.formulas import korthikanti as K
+from remat.formulas import korthikanti
 from remat.models.presets import from_name
 from remat.planner.costs import Settings, build_problem
 from remat.planner.gpus import gpu
@@ -40,14 +40,14 @@ def test_measured_gpt_layer_equals_table2_plus_layernorm_statistics():
     extra = {"none": ln_stats, "selective": ln_stats, "full": 0}
     for mode in ("none", "selective", "full"):
         formula = closed.meta["bytes_per_micro_batch"][mode]
-        assert formula == K.layer_bytes(s, b, h, a, 1, False, mode)
+        assert formula == korthikanti.layer_bytes(s, b, h, a, 1, False, mode)
         assert measured["per_micro_batch"][mode]["stored"] == formula + extra[mode]
-    assert measured["per_micro_batch"]["offload"]["host"] == K.layer_bytes(s, b, h, a) + ln_stats
-    assert measured["per_micro_batch"]["full"]["flops"] == K.recompute_flops(s, b, h, "full")
-    assert measured["per_micro_batch"]["selective"]["flops"] == K.recompute_flops(s, b, h, "selective")
+    assert measured["per_micro_batch"]["offload"]["host"] == korthikanti.layer_bytes(s, b, h, a) + ln_stats
+    assert measured["per_micro_batch"]["full"]["flops"] == korthikanti.recompute_flops(s, b, h, "full")
+    assert measured["per_micro_batch"]["selective"]["flops"] == korthikanti.recompute_flops(s, b, h, "selective")
     rate = st.gpu.flops_per_s
-    assert abs(measured["per_micro_batch"]["none"]["time"] - 3 * K.layer_forward_flops(s, b, h) / rate) < 1e-15
-    assert measured["params"]["per_layer"] == K.params_per_layer(h)
+    assert abs(measured["per_micro_batch"]["none"]["time"] - 3 * korthikanti.layer_forward_flops(s, b, h) / rate) < 1e-15
+    assert measured["params"]["per_layer"] == korthikanti.params_per_layer(h)
 
 
 def test_llama_tiny_plan_is_feasible_and_measured(capsys):

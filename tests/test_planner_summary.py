@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from remat.experiments import planner_summary as S
+from remat.experiments import planner_summary
 from remat.units import GiB, MiB
 
 
@@ -25,13 +25,13 @@ def frontier_rows():
 
 
 def test_beaten_counts_feasible_budgets_and_faster_feasible_baselines():
-    assert S.beaten(frontier_rows()) == (3, 1)
+    assert planner_summary.beaten(frontier_rows()) == (3, 1)
 
 
 def test_counts_of_a_plan_and_of_a_spec():
-    assert S.policy_counts({"none": 0, "selective": 24, "full": 8, "offload": 0}) == "24 selective, 8 full"
-    assert S.spec_counts("full,none,full,selective") == "1 none, 1 selective, 2 full"
-    assert S.spec_counts("selective") == "all selective"
+    assert planner_summary.policy_counts({"none": 0, "selective": 24, "full": 8, "offload": 0}) == "24 selective, 8 full"
+    assert planner_summary.spec_counts("full,none,full,selective") == "1 none, 1 selective, 2 full"
+    assert planner_summary.spec_counts("selective") == "all selective"
 
 
 def paper_rows():
@@ -54,7 +54,7 @@ def paper_rows():
 
 
 def test_paper_table_takes_the_fastest_feasible_baseline():
-    table = S.paper_table(paper_rows())
+    table = planner_summary.paper_table(paper_rows())
     a, b, c = (table.iloc[i] for i in range(3))
     assert (a["plan"], a["peak (GiB)"], a["step (s)"]) == ("12 selective", 3.0, 2.0)
     assert (a["best baseline"], a["baseline step (s)"]) == ("selective", 2.2)   # none is faster but does not fit
@@ -66,7 +66,7 @@ def test_paper_table_takes_the_fastest_feasible_baseline():
 
 
 def test_policy_use_counts_feasible_plans_per_policy():
-    assert S.policy_use(paper_rows()) == {"selective": 1, "full": 1, "offload": 1}
+    assert planner_summary.policy_use(paper_rows()) == {"selective": 1, "full": 1, "offload": 1}
 
 
 def test_assumptions_are_read_from_the_table_one_row_per_setting():
@@ -75,7 +75,7 @@ def test_assumptions_are_read_from_the_table_one_row_per_setting():
             "host_limit_bytes": 256 * GiB}
     table = pd.DataFrame([{"gpu": "a", **base}, {"gpu": "a", **base},
                           {"gpu": "h", **base, "peak_flops": 989e12, "link_bytes_per_s": 51.2e9}])
-    out = S.assumptions(table)
+    out = planner_summary.assumptions(table)
     assert list(out["gpu"]) == ["a", "h"]
     a, h = out.iloc[0], out.iloc[1]
     assert (a["peak TFLOP/s"], a["link GB/s"], h["peak TFLOP/s"], h["link GB/s"]) == (312, 25.6, 989, 51.2)
@@ -106,7 +106,7 @@ def validate_rows():
 
 
 def test_validation_numbers_by_hand():
-    v = S.validation_numbers(validate_rows())
+    v = planner_summary.validation_numbers(validate_rows())
     assert (v["plans"], v["plans_in_budget"]) == (3, 3)
     assert v["plan_peak_error"] == pytest.approx(0.1)              # 99/90 − 1 = 0.1; |150/160 − 1| = 0.0625; 0
     assert (v["baselines"], v["baselines_in_budget"]) == (2, 1)    # full measured 101 MiB > 100 MiB
@@ -120,10 +120,10 @@ def test_validation_numbers_by_hand():
 
 def test_validate_settings_and_table():
     frame = validate_rows()
-    setup = S.validate_settings(frame)
+    setup = planner_summary.validate_settings(frame)
     assert setup == {"device": "cpu", "threads": 1, "rounds": 3, "repeats": 5,
                      "models": [{"layers": 4, "seq": 64, "micro_batch": 2, "hidden": 64, "heads": 4}]}
-    table = S.validate_table(frame)
+    table = planner_summary.validate_table(frame)
     assert list(table["plan"]) == ["1 none, 3 full", "all none", "all full"]
     assert list(table["budget (MiB)"]) == [100, 200, 300]
     assert list(table["measured peak (MiB)"]) == [90, 160, 100]

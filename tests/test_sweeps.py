@@ -15,9 +15,9 @@ import torch
 
 from remat.errors import UsageError
 from remat.experiments import layer_timing, load, sweep_point
-from remat.experiments import sweeps_summary as S
-from remat.formulas import korthikanti as K
-from remat.formulas import torch_gpt as G
+from remat.experiments import sweeps_summary
+from remat.formulas import korthikanti
+from remat.formulas import torch_gpt
 from remat.measure.timing import Timing
 from remat.models.presets import from_name
 from remat.models.transformer import build_model
@@ -32,36 +32,36 @@ TINY_FULL_PER_LAYER = 16 * 2 * 32 * 2                                           
 
 # --- closed forms ----------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("mode", G.MODES)
+@pytest.mark.parametrize("mode", torch_gpt.MODES)
 @pytest.mark.parametrize("s,b,h,a", [(2048, 4, 6144, 64), (2048, 1, 12288, 96), (32, 2, 64, 4), (100, 3, 48, 6)])
 def test_paper_terms_at_16_bits_are_table2(mode, s, b, h, a):
-    sz = G.GPTSizes(s=s, b=b, h=h, a=a, v=51200, itemsize=2)
-    paper = sum(G.paper_layer_terms(sz, mode).values())
-    assert paper == K.layer_bytes(s, b, h, a, recompute=mode) == K.table2_bytes(s, b, h, a, recompute=mode)
+    sz = torch_gpt.GPTSizes(s=s, b=b, h=h, a=a, v=51200, itemsize=2)
+    paper = sum(torch_gpt.paper_layer_terms(sz, mode).values())
+    assert paper == korthikanti.layer_bytes(s, b, h, a, recompute=mode) == korthikanti.table2_bytes(s, b, h, a, recompute=mode)
     extras = 0 if mode == "full" else 4 * s * b * sz.stats_itemsize
-    assert G.layer_saved_bytes(sz, mode) == paper + extras
+    assert torch_gpt.layer_saved_bytes(sz, mode) == paper + extras
 
 
 def test_layer_bytes_general_element_size_and_no_dropout():
     s, b, h, a = 64, 2, 128, 4
-    fp32 = G.GPTSizes(s=s, b=b, h=h, a=a, v=1, itemsize=4, stats_itemsize=4)
-    assert G.layer_saved_bytes(fp32, "none") == s * b * h * 66 + a * s * s * b * 9 + 16 * s * b
-    plain = G.GPTSizes(s=s, b=b, h=h, a=a, v=1, itemsize=2, stats_itemsize=2, dropout=False)
-    assert G.layer_saved_bytes(plain, "none") == s * b * h * 32 + a * s * s * b * 2 + 8 * s * b
+    fp32 = torch_gpt.GPTSizes(s=s, b=b, h=h, a=a, v=1, itemsize=4, stats_itemsize=4)
+    assert torch_gpt.layer_saved_bytes(fp32, "none") == s * b * h * 66 + a * s * s * b * 9 + 16 * s * b
+    plain = torch_gpt.GPTSizes(s=s, b=b, h=h, a=a, v=1, itemsize=2, stats_itemsize=2, dropout=False)
+    assert torch_gpt.layer_saved_bytes(plain, "none") == s * b * h * 32 + a * s * s * b * 2 + 8 * s * b
 
 
 def test_crossover_is_34h_over_5a():
-    assert G.crossover_seq(6144, 64) == Fraction(34 * 6144, 5 * 64)
-    assert G.crossover_seq(128, 4, itemsize=4) == Fraction(66 * 128, 9 * 4)
+    assert torch_gpt.crossover_seq(6144, 64) == Fraction(34 * 6144, 5 * 64)
+    assert torch_gpt.crossover_seq(128, 4, itemsize=4) == Fraction(66 * 128, 9 * 4)
 
 
 def test_segments_units_by_hand():
     """segments(k) at k not dividing L: the first L mod k segments one layer longer, the last kept."""
-    assert G.sequential_units(10, 3) == [(4, True), (3, True), (3, False)]
-    assert G.sequential_units(7, 2) == [(4, True), (3, False)]
-    assert G.sequential_units(5, 5) == [(1, True)] * 4 + [(1, False)]
-    assert G.plan_units(parse_plan("segments:3", 10)) == ([(4, True), (3, True)] + [(1, False)] * 3, "none")
-    assert G.plan_units(parse_plan("full,selective,none", 3)) == ([(1, True), (1, False), (1, False)], "selective")
+    assert torch_gpt.sequential_units(10, 3) == [(4, True), (3, True), (3, False)]
+    assert torch_gpt.sequential_units(7, 2) == [(4, True), (3, False)]
+    assert torch_gpt.sequential_units(5, 5) == [(1, True)] * 4 + [(1, False)]
+    assert torch_gpt.plan_units(parse_plan("segments:3", 10)) == ([(4, True), (3, True)] + [(1, False)] * 3, "none")
+    assert torch_gpt.plan_units(parse_plan("full,selective,none", 3)) == ([(1, True), (1, False), (1, False)], "selective")
 
 
 @pytest.mark.parametrize("layers", range(1, 13))
@@ -70,14 +70,14 @@ def test_sequential_units_match_the_policies_split(layers):
         return [u for n, ckpt in units for u in ([(n, True)] if ckpt else [(1, False)] * n)]
 
     for k in range(1, layers + 1):
-        units, mode = G.plan_units(parse_plan(f"segments:{k}", layers))
-        assert per_layer(units) == per_layer(G.sequential_units(layers, k)) and mode == "none"
+        units, mode = torch_gpt.plan_units(parse_plan(f"segments:{k}", layers))
+        assert per_layer(units) == per_layer(torch_gpt.sequential_units(layers, k)) and mode == "none"
         assert sum(n for n, _ in units) == layers
 
 
 def test_sequential_units_reject_k_above_layers():
     with pytest.raises(UsageError) as err:
-        G.sequential_units(4, 5)
+        torch_gpt.sequential_units(4, 5)
     assert err.value.field == "k"
 
 
@@ -85,7 +85,7 @@ def test_param_count_is_the_models():
     for overrides in ({}, {"hidden": 48, "heads": 6, "layers": 3}, {"vocab": 50, "seq": 80}):
         cfg = sweep_point.with_sizes(from_name("gpt-tiny"), **overrides)
         counted = sum(p.numel() for p in build_model(cfg).parameters())
-        assert G.param_count(cfg.hidden, cfg.layers, cfg.vocab, cfg.max_positions, cfg.ffn_hidden) == counted
+        assert torch_gpt.param_count(cfg.hidden, cfg.layers, cfg.vocab, cfg.max_positions, cfg.ffn_hidden) == counted
 
 
 def test_model_bytes_by_hand():
@@ -93,7 +93,7 @@ def test_model_bytes_by_hand():
     cfg = _params().model_config(layers=1)
     layer = 4 * 32 * 32 + 2 * 32 * 128 + 2 * 64 + (3 * 32 + 32 + 128 + 32)     # 12 704 parameters
     params = layer + (32 + 64) * 32 + 64                                        # + embeddings + final LN
-    state = G.model_bytes(cfg, stats_itemsize=2)
+    state = torch_gpt.model_bytes(cfg, stats_itemsize=2)
     assert (state.weights, state.gradients, state.layer_gradients) == (2 * params, 2 * params, 2 * layer)
     assert state.head_gradients == 2 * (32 * 32 + 64)                           # tied embedding + final LN
     assert (state.causal_masks, state.inputs) == (64 * 64, 2 * 8 * 16 * 2)
@@ -140,7 +140,7 @@ def test_segment_sweep_rows_optimum_and_overheads(tables):
     assert (frame["saved_ratio"] == 1.0).all()
     assert frame["step_time_s"].gt(0).all() and frame["timing_method"].eq("time.perf_counter").all()
     assert frame["step_time_samples"].eq(5).all()
-    summary = S.segments_summary(frame).iloc[0]
+    summary = sweeps_summary.segments_summary(frame).iloc[0]
     assert summary["k_opt_measured"] == summary["k_opt_formula"]
     for column in ("device", "git_commit", "torch_version", "timestamp", "threads", "sweep"):
         assert column in frame
@@ -149,7 +149,7 @@ def test_segment_sweep_rows_optimum_and_overheads(tables):
 def test_depth_sweep_fits_bytes_per_layer(tables):
     frame = tables["sweep-depth"]
     assert (frame["saved_ratio"] == 1.0).all()
-    fits = S.depth_fits(frame).set_index("family")
+    fits = sweeps_summary.depth_fits(frame).set_index("family")
     assert fits.loc["none", "bytes_per_layer"] == pytest.approx(TINY_NONE_PER_LAYER)
     assert fits.loc["full", "bytes_per_layer"] == pytest.approx(TINY_FULL_PER_LAYER)
     assert list(frame.loc[frame["family"] == "sqrt", "k"]) == [1, 2]
@@ -160,7 +160,7 @@ def test_seq_hidden_sweep_crossover_and_gap():
     assert (frame["status"] == "ok").all() and (frame["saved_per_layer_ratio"] == 1.0).all()
     assert (frame["paper_measured_per_layer"] == frame["table2_per_layer"]).all()
     assert (frame["gap_bytes"] == frame["extras_per_layer_bytes"]).all()  # LayerNorm statistics, nothing else
-    cross = S.crossover(frame).iloc[0]
+    cross = sweeps_summary.crossover(frame).iloc[0]
     assert cross["s_star_measured"] == pytest.approx(34 * 32 / (5 * 4))  # the ratio is linear in s
     assert cross["h_star_measured"] == pytest.approx(5 * 4 * 64 / 34)    # and ∝ 1/h
 
@@ -181,7 +181,7 @@ def test_layer_timing_rows(tables):
     by = frame.set_index("mode")
     assert by.loc["full", "flop_overhead"] == pytest.approx(1 / 3) == by.loc["full", "flop_overhead_formula"]
     assert by["forward_samples"].eq(5).all() and by["combined_samples"].eq(5).all()
-    assert list(S.layer_table(frame)["mode"]) == ["none", "selective", "full"]
+    assert list(sweeps_summary.layer_table(frame)["mode"]) == ["none", "selective", "full"]
 
 
 def test_layer_timing_times_every_mode_in_one_run_and_divides_by_layers(monkeypatch):
@@ -248,7 +248,7 @@ def test_too_large_point_is_skipped_and_the_sweep_goes_on():
     assert frame["peak_bytes_formula"].iloc[0] < limit < frame["peak_bytes_formula"].iloc[1]
     assert list(frame["status"]) == ["ok", "skipped_too_large"]
     assert pd.isna(frame["saved_bytes"].iloc[1]) and frame["saved_bytes_formula"].iloc[1] > 0
-    assert S.depth_fits(frame)["points"].tolist() == [1]
+    assert sweeps_summary.depth_fits(frame)["points"].tolist() == [1]
 
 
 @pytest.mark.parametrize("error", [torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
@@ -292,11 +292,11 @@ def test_cli_bad_params_exit_2_and_write_nothing(tmp_path):
 # --- summaries and figures ---------------------------------------------------------------------------------------
 
 def test_crossing_interpolates_linearly_and_in_reciprocal():
-    assert S._crossing([100, 200, 300], [0.5, 1.0, 1.5]) == 200.0
-    assert S._crossing([100, 300], [0.5, 1.5]) == pytest.approx(200.0)
-    assert S._crossing([50, 100], [2.0, 1.0 / 1.0 * 1.0]) == 100.0
-    assert S._crossing([40, 160], [2.0, 0.5], reciprocal=True) == pytest.approx(80.0)  # ratio ∝ 1/h
-    assert pd.isna(S._crossing([1, 2], [0.2, 0.4]))
+    assert sweeps_summary._crossing([100, 200, 300], [0.5, 1.0, 1.5]) == 200.0
+    assert sweeps_summary._crossing([100, 300], [0.5, 1.5]) == pytest.approx(200.0)
+    assert sweeps_summary._crossing([50, 100], [2.0, 1.0 / 1.0 * 1.0]) == 100.0
+    assert sweeps_summary._crossing([40, 160], [2.0, 0.5], reciprocal=True) == pytest.approx(80.0)  # ratio ∝ 1/h
+    assert pd.isna(sweeps_summary._crossing([1, 2], [0.2, 0.4]))
 
 
 def test_read_sweep_orders_devices(tmp_path):
@@ -304,10 +304,10 @@ def test_read_sweep_orders_devices(tmp_path):
     folder.mkdir()
     for device in ("cuda", "cpu"):
         pd.DataFrame({"device": [device], "status": ["ok"]}).to_csv(folder / f"{device}.csv", index=False)
-    assert list(S.read_sweep("depth", tmp_path)["device"]) == ["cpu", "cuda"]
-    assert S.read_sweep("segments", tmp_path).empty
+    assert list(sweeps_summary.read_sweep("depth", tmp_path)["device"]) == ["cpu", "cuda"]
+    assert sweeps_summary.read_sweep("segments", tmp_path).empty
     with pytest.raises(ValueError):
-        S.read_sweep("nope", tmp_path)
+        sweeps_summary.read_sweep("nope", tmp_path)
 
 
 def test_figures_draw_from_tables(tables, tmp_path):

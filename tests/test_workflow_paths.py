@@ -100,3 +100,20 @@ def test_configfile_override_example_runs(root, project):
     (project / "my.yaml").write_text(body)
     proc = snakemake(project, "--cores", "1", "--configfile", "my.yaml", "-n")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-2000:]
+
+
+def test_slurm_profile_sends_every_gpu_rule_to_the_gpu_partition(root):
+    import re
+
+    import yaml
+
+    gpu_rules = set()
+    for smk in (root / "workflow" / "rules").glob("*.smk"):
+        for name, body in re.findall(r"^rule (\w+):\n((?:[ \t]+.*\n|\n)+)", smk.read_text(), re.M):
+            if re.search(r"^\s+gpu=", body, re.M):
+                gpu_rules.add(name)
+    assert gpu_rules >= {"sweep", "offload_experiment", "planner_validate"}
+    profile = yaml.safe_load((root / "workflow" / "profiles" / "slurm" / "config.yaml").read_text())
+    for rule in gpu_rules:
+        assert profile["set-resources"][rule]["slurm_partition"] == "gpu", rule
+        assert profile["set-resources"][rule]["gpu"] == 1, rule

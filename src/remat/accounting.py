@@ -33,7 +33,7 @@ from torch import nn
 
 from remat.device import DEVICES
 from remat.errors import UsageError
-from remat.formulas import korthikanti as K
+from remat.formulas import korthikanti
 from remat.units import MiB
 
 
@@ -153,12 +153,12 @@ def resolve(model, mode: str = "none", tp: int | None = None, sp: bool = False, 
     TP of a non-GPT layer), sp (SP without TP; t not dividing s).
     """
     from remat.models.presets import ModelConfig, from_name
-    if mode not in K.RECOMPUTE:
-        raise UsageError("mode", f"unknown mode {mode!r} (use {'|'.join(K.RECOMPUTE)})")
+    if mode not in korthikanti.RECOMPUTE:
+        raise UsageError("mode", f"unknown mode {mode!r} (use {'|'.join(korthikanti.RECOMPUTE)})")
     sizes = {"seq": seq, "micro_batch": micro_batch, **overrides}
     cfg = from_name(model, **sizes) if not isinstance(model, ModelConfig) else _with_overrides(model, **sizes)
     t = cfg.tp if tp is None else tp
-    K.check_parallel(cfg.seq, cfg.hidden, cfg.heads, t, sp, mode)
+    korthikanti.check_parallel(cfg.seq, cfg.hidden, cfg.heads, t, sp, mode)
     if t > 1 and cfg.arch != "gpt":
         raise UsageError("tp", f"the tensor-parallel layer is the GPT layer's; {cfg.name} is {cfg.arch}")
     return cfg, t
@@ -264,7 +264,7 @@ def account_layer(model, mode: str = "none", tp: int | None = None, sp: bool = F
         hidden=cfg.hidden, heads=cfg.heads, dtype=cfg.dtype, device=device,
         rank=rank if device == "fake" else (dist.get_rank() if t > 1 else 0),
         bytes_per_layer_measured=_paper_faithful(items, slack), bytes_per_layer_actual=log.total_bytes(),
-        bytes_per_layer_formula=K.layer_bytes(cfg.seq, cfg.micro_batch, cfg.hidden, cfg.heads, t, sp, mode),
+        bytes_per_layer_formula=korthikanti.layer_bytes(cfg.seq, cfg.micro_batch, cfg.hidden, cfg.heads, t, sp, mode),
         items=items, slack=slack)
 
 
@@ -276,15 +276,15 @@ def _items(records) -> tuple[list[Item], dict[str, int]]:
     for r in records:
         if r.is_parameter:
             continue
-        module = K._layer_relative(r.module)
-        term = K.paper_term(r.module, r.op, r.shape, r.dtype, r.duplicate)
+        module = korthikanti._layer_relative(r.module)
+        term = korthikanti.paper_term(r.module, r.op, r.shape, r.dtype, r.duplicate)
         note = ""
-        if term == K.QKV_GROUP:  # checkpointed core-attention inputs arrive in argument order q, k, v
+        if term == korthikanti.QKV_GROUP:  # checkpointed core-attention inputs arrive in argument order q, k, v
             term = "v" if qkv_seen % 3 == 2 else "q_k"
             note = f"checkpointed input {'qkv'[qkv_seen % 3]} of attn.core"
             qkv_seen += 1
         numel = r.nbytes // _element_size(r.dtype)
-        paper_bytes = numel * K.paper_element_bytes(term) if term else 0
+        paper_bytes = numel * korthikanti.paper_element_bytes(term) if term else 0
         if term is None:
             note = _why_not_counted(module, r.op, r.shape, r.dtype)
         elif paper_bytes != r.nbytes:

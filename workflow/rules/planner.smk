@@ -3,23 +3,36 @@
 # config.device and measured.
 
 
-rule planner_experiment:
+rule planner_plans:
     output:
         "results/planner/{name}.csv",
     wildcard_constraints:
-        name="paper|frontier|validate",
+        name="paper|frontier",
     params:
-        p=lambda wc: params_json("planner", wc.name, **({"device": config["device"]} if wc.name == "validate" else {})),
-    threads: 1
-    resources:
-        gpu=lambda wc: int(wc.name == "validate" and config["device"] == "cuda"),
-        timing=lambda wc: int(wc.name == "validate"),
+        p=lambda wc: params_json("planner", wc.name),
     log:
         "logs/planner/{name}.log",
     conda:
         TORCH_ENV
     shell:
         "remat experiment planner-{wildcards.name} --params {params.p} --out {output} > {log} 2>&1"
+
+
+rule planner_validate:
+    output:
+        "results/planner/validate.csv",
+    params:
+        p=params_json("planner", "validate", device=config["device"]),
+    threads: 1
+    resources:
+        gpu=int(config["device"] == "cuda"),
+        timing=1,
+    log:
+        "logs/planner/validate.log",
+    conda:
+        TORCH_ENV
+    shell:
+        "remat experiment planner-validate --params {params.p} --out {output} > {log} 2>&1"
 
 
 rule planner_figure:

@@ -8,9 +8,9 @@ from remat.cli.args import command, emit, json_object, positive_int
 from remat.errors import UsageError
 
 def add_check(sub):
-    p = command(sub, "check", 'numpy gradient checks of every checkpoint schedule (Chen 2016): bitwise vs the plain backward, finite differences, counted bytes vs the closed forms',
-                ['remat check', 'remat check --layers 32 --json'],
-                'exit 1 names the schedules that failed')
+    p = command(sub, "check", "numpy gradient checks of every checkpoint schedule (Chen 2016): bitwise vs the "
+                              "plain backward, finite differences, counted bytes vs the closed forms",
+                ["remat check", "remat check --layers 32 --json"], "exit 1 names the schedules that failed")
     p.add_argument("--layers", type=positive_int, default=16, help="chain length L (default 16)")
     p.add_argument("--width", type=positive_int, default=8, help="layer width d (default 8)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -34,9 +34,10 @@ def _run_check(args) -> int:
 
 def add_experiment(sub):
     from remat.experiments import REGISTRY
-    p = command(sub, "experiment", 'run one experiment and write its tidy table (CSV); what the pipeline rules call',
-                ['remat experiment chen-depth --params \'{"depths": [2, 4, 8]}\' --out results/chen/depth.csv'],
-                "parameters: the fields of the experiment's dataclass (config/config.yaml lists every one with its default)")
+    p = command(sub, "experiment", "run one experiment and write its tidy table (CSV); what the pipeline rules call",
+                ["remat experiment chen-depth --params '{\"depths\": [2, 4, 8]}' --out results/chen/depth.csv"],
+                "parameters: the fields of the experiment's dataclass (config/config.yaml lists each with its "
+                "default)")
     p.add_argument("name", choices=sorted(REGISTRY))
     p.add_argument("--params", type=json_object, default={}, help="experiment parameters as a JSON object")
     p.add_argument("--out", required=True, help="output CSV path (written atomically)")
@@ -51,8 +52,8 @@ def _run_experiment(args) -> int:
 
 def add_figure(sub):
     from remat.figures import REGISTRY
-    p = command(sub, "figure", 'draw one figure (PNG + SVG beside it) from result tables',
-                ['remat figure chen-depth --inputs results/chen/depth.csv --out figures/chen_depth.png'])
+    p = command(sub, "figure", "draw one figure (PNG + SVG beside it) from result tables",
+                ["remat figure chen-depth --inputs results/chen/depth.csv --out figures/chen_depth.png"])
     p.add_argument("name", choices=sorted(REGISTRY))
     p.add_argument("--inputs", nargs="+", required=True, help="result CSV paths")
     p.add_argument("--out", required=True, help="output .png path; an .svg is written beside it")
@@ -71,8 +72,9 @@ def _run_figure(args) -> int:
 
 
 def add_report(sub):
-    p = command(sub, "report", 'render the Quarto reports: quarto render if a quarto binary is on PATH, else the fallback (nbclient + pandoc)',
-                ['remat report', 'remat report --engine fallback chen2016'])
+    p = command(sub, "report", "render the Quarto reports: quarto render if a quarto binary is on PATH, else the "
+                               "fallback (nbclient + pandoc)",
+                ["remat report", "remat report --engine fallback chen2016"])
     p.add_argument("names", nargs="*", help="report names (reports/NAME.qmd); default: all")
     p.add_argument("--engine", choices=["auto", "quarto", "fallback"], default="auto",
                    help="auto (default): quarto when on PATH, else the fallback; quarto or fallback: force one")

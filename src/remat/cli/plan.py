@@ -9,9 +9,11 @@ from remat.cli.args import (command, model_help, nonnegative_float, nonnegative_
 
 def add_plan(sub):
     from remat.planner.gpus import GPUS
-    p = command(sub, "plan", 'exact per-layer recompute/offload plan (none / selective / full / offload) for a model, GPU and memory budget',
-                ['remat plan --model gpt3-175b --memory 80GiB --tp 8 --sp --pp 8 --gpu a100-80gb', 'remat plan --model path/to/config.json --memory 24GiB --format json'],
-                'exit 3: no plan fits; the message names the smallest budget that works')
+    p = command(sub, "plan", "exact per-layer recompute/offload plan (none / selective / full / offload) for a "
+                             "model, GPU and memory budget",
+                ["remat plan --model gpt3-175b --memory 80GiB --tp 8 --sp --pp 8 --gpu a100-80gb",
+                 "remat plan --model path/to/config.json --memory 24GiB --format json"],
+                "exit 3: no plan fits; the message names the smallest budget that works")
     p.add_argument("--model", required=True, help=model_help())
     p.add_argument("--memory", help="device memory budget, e.g. 80GiB, 80GB or bytes (default: the GPU's)")
     p.add_argument("--gpu", default="a100-80gb", help=f"GPU preset ({', '.join(GPUS)}; default a100-80gb)")

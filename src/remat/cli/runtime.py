@@ -7,8 +7,10 @@ from remat.errors import UsageError
 
 def add_measure(sub):
     from remat.models.presets import DTYPES
-    p = command(sub, "measure", 'measure one training step under a recompute policy: saved bytes, peak bytes, FLOPs, step time',
-                ['remat measure --model gpt2-124m --policy selective --device cpu --seq 256 --json', 'remat measure --model gpt3-175b --policy full --device fake --layers 1 --json'])
+    p = command(sub, "measure", "measure one training step under a recompute policy: saved bytes, peak bytes, "
+                                "FLOPs, step time",
+                ["remat measure --model gpt2-124m --policy selective --device cpu --seq 256 --json",
+                 "remat measure --model gpt3-175b --policy full --device fake --layers 1 --json"])
     p.add_argument("--model", required=True, help=model_help())
     p.add_argument("--policy", required=True, help="none|selective|full|offload, uniform:N, block:N, "
                                                    "segments:k, or one policy per layer, comma-separated")
@@ -46,8 +48,9 @@ _ACCOUNT_FLAGS = {"mode": "--mode", "tp": "--tp", "sp": "--sp", "seq": "--seq", 
 
 
 def add_account(sub):
-    p = command(sub, "account", "saved-activation bytes of one GPT layer (one TP rank) beside Korthikanti Table 2, itemized by the paper's terms",
-                ['remat account --model gpt3-175b --mode selective --tp 8 --sp --json'])
+    p = command(sub, "account", "saved-activation bytes of one GPT layer (one TP rank) beside Korthikanti "
+                                "Table 2, itemized by the paper's terms",
+                ["remat account --model gpt3-175b --mode selective --tp 8 --sp --json"])
     p.add_argument("--model", required=True, help=model_help())
     p.add_argument("--mode", required=True, help="recompute: none|selective|full")
     p.add_argument("--tp", type=positive_int, help="tensor-parallel size t (default: the preset's, 8 for the "
@@ -78,8 +81,9 @@ def _run_account(args) -> int:
 
 
 def add_bandwidth(sub):
-    p = command(sub, "bandwidth", 'host<->device copy bandwidth: pinned/pageable, both directions, fit t = t0 + bytes/BW (without CUDA: simulated, a host memcpy)',
-                ['remat bandwidth', 'remat bandwidth --device cuda --json'])
+    p = command(sub, "bandwidth", "host<->device copy bandwidth: pinned/pageable, both directions, fit "
+                                  "t = t0 + bytes/BW (without CUDA: simulated, a host memcpy)",
+                ["remat bandwidth", "remat bandwidth --device cuda --json"])
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="cpu (default: a simulation, host memcpy) or cuda (the real host<->GPU link)")
     p.add_argument("--min-size", default="64KiB", help="smallest copy (power of two; default 64KiB)")

@@ -60,10 +60,7 @@ def params_class(name: str) -> type:
 
 def load(name: str, params: dict | None):
     """Experiment ``name``'s parameters dataclass from a dict (the ``--params`` JSON); UsageError on bad keys."""
-    cls = params_class(name)
-    if cls is dict:  # TRANSITION: an experiment not yet typed reads its dict itself (removed when all are typed)
-        return dict(params or {})
-    return load_params(cls, params, config_section(name))
+    return load_params(params_class(name), params, config_section(name))
 
 
 def run_experiment(name: str, params: dict, out: str) -> None:

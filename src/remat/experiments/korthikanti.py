@@ -30,7 +30,7 @@ import pandas as pd
 
 from remat.accounting import LayerAccount, account_layer, build, layer_input, resolve, tensor_mode, tp_group
 from remat.experiments.params import Count
-from remat.formulas import korthikanti as K
+from remat.formulas import korthikanti
 from remat.measure.provenance import with_provenance
 
 from remat.units import GB, GiB, MiB
@@ -91,7 +91,7 @@ class MemoryParams:
     """Presets or config.json paths."""
     tp: Count = 8
     """t: tensor-parallel size."""
-    bytes_per_param: Count = K.BYTES_PER_PARAM
+    bytes_per_param: Count = korthikanti.BYTES_PER_PARAM
     """Model-state bytes per parameter (18: mixed-precision Adam, see korthikanti.BYTES_PER_PARAM_WHY)."""
 
 
@@ -158,7 +158,7 @@ def items(p: AccountingParams) -> pd.DataFrame:
     for technique, acc in _accounts(p):
         config = _config(technique, acc)
         for item in acc.items:
-            formula = K.term_bytes(item.paper_term, acc.seq, acc.micro_batch, acc.hidden, acc.heads, acc.tp,
+            formula = korthikanti.term_bytes(item.paper_term, acc.seq, acc.micro_batch, acc.hidden, acc.heads, acc.tp,
                                    acc.sp) if item.paper_term else None
             rows.append({**config, "name": item.name, "module": item.module, "op": item.op,
                          "shape": "×".join(map(str, item.shape)),
@@ -205,14 +205,14 @@ def flops(p: FlopsParams) -> pd.DataFrame:
     rows = []
     for model in p.models:
         for t in p.tp:
-            for mode in K.RECOMPUTE:
+            for mode in korthikanti.RECOMPUTE:
                 got = layer_flops(model, mode, t, **sizes)
                 cfg = got.pop("cfg")
                 s, b, h = cfg.seq, cfg.micro_batch, cfg.hidden
-                fwd = K.layer_forward_flops(s, b, h)
+                fwd = korthikanti.layer_forward_flops(s, b, h)
                 model_eq7 = 3 * fwd
-                text = K.recompute_flops(s, b, h, mode)
-                eq8 = 3 * K.core_attn_forward_flops(s, b, h) if mode == "selective" else None
+                text = korthikanti.recompute_flops(s, b, h, mode)
+                eq8 = 3 * korthikanti.core_attn_forward_flops(s, b, h) if mode == "selective" else None
                 measured = {f"flops_{k}": v * t for k, v in got.items()}
                 rows.append({
                     "model": cfg.name, "tp": t, "mode": mode, "seq": s, "micro_batch": b, "hidden": h, **measured,
@@ -244,19 +244,19 @@ def memory(p: MemoryParams) -> pd.DataFrame:
     for model in p.models:
         cfg = from_name(model)
         s, b, h, v, L, pp, m = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.vocab, cfg.layers, cfg.pp, cfg.interleave
-        n_params = K.params_per_gpu(h, L, v, s, tp, pp)
+        n_params = korthikanti.params_per_gpu(h, L, v, s, tp, pp)
         for technique, sp, mode in TECHNIQUES:
             acc = account_layer(model, mode, tp, sp)
-            layers = K.first_stage_bytes(acc.bytes_per_layer_measured, L, pp, m)
-            outside = sum(K.outside_layer_bytes(s, b, h, v, tp, pp, sp).values())
-            state = K.model_state_bytes(n_params, bpp)
+            layers = korthikanti.first_stage_bytes(acc.bytes_per_layer_measured, L, pp, m)
+            outside = sum(korthikanti.outside_layer_bytes(s, b, h, v, tp, pp, sp).values())
+            state = korthikanti.model_state_bytes(n_params, bpp)
             total = state + layers + outside
             rows.append({"model": model, "technique": technique, "tp": tp, "sp": sp, "mode": mode, "pp": pp,
-                         "interleave": m, "layers": L, "interleave_factor": float(K.interleave_factor(pp, m)),
+                         "interleave": m, "layers": L, "interleave_factor": float(korthikanti.interleave_factor(pp, m)),
                          "params_per_gpu": n_params, "bytes_per_param": bpp, "model_state_bytes": state,
                          "per_layer_measured": acc.bytes_per_layer_measured,
                          "per_layer_formula": acc.bytes_per_layer_formula, "activations_layers": layers,
-                         "activations_layers_formula": K.first_stage_bytes(acc.bytes_per_layer_formula, L, pp, m),
+                         "activations_layers_formula": korthikanti.first_stage_bytes(acc.bytes_per_layer_formula, L, pp, m),
                          "activations_outside": outside, "total_bytes": total, "total_gib": total / GiB,
                          "fits_80gb": total <= 80 * GB})
     return _frame(rows)
@@ -324,7 +324,7 @@ def reconciliation(items_table: pd.DataFrame, model: str, technique: str, tp: in
         tensors=("name", lambda n: ", ".join(dict.fromkeys(n))), shape=("shape", "first"),
         dtype=("saved_dtype", "first"), actual_bytes=("bytes", "sum"), measured_bytes=("paper_bytes", "sum"),
         formula_bytes=("term_formula_bytes", "first")).reset_index()
-    labels = {t.name: t.label for t in K.TERMS} | {K.FULL_RECOMPUTE_TERM: "layer input (checkpoint)"}
+    labels = {t.name: t.label for t in korthikanti.TERMS} | {korthikanti.FULL_RECOMPUTE_TERM: "layer input (checkpoint)"}
     terms.insert(0, "term", terms.pop("paper_term").map(lambda n: f"{labels.get(n, n)} [{n}]"))
     terms["formula_bytes"] = terms["formula_bytes"].astype("int64")
     apart = rows[rows["paper_term"].isna()]

@@ -22,7 +22,7 @@ import torch
 
 from remat.experiments.params import Count, NonNegative
 from remat.experiments.sweep_point import Repeats, SweepParams, frame, guarded, log, overheads, sizes
-from remat.formulas import korthikanti as K
+from remat.formulas import korthikanti
 from remat.formulas import torch_gpt
 from remat.measure.flops import StepFlops, count_step_flops
 from remat.measure.timing import time_steps
@@ -122,7 +122,7 @@ def layer_timing_sweep(p: LayerTimingParams) -> pd.DataFrame:
             runner = built.pop("runner", None)
             row = {"mode": mode, "layers": L, "seq": s, "micro_batch": b, "hidden": h, "heads": cfg.heads,
                    "model": cfg.name, "vocab": cfg.vocab, "dropout": cfg.dropout, **built,
-                   "flop_overhead_formula": K.recompute_flops(s, b, h, mode) / (3 * K.layer_forward_flops(s, b, h))}
+                   "flop_overhead_formula": korthikanti.recompute_flops(s, b, h, mode) / (3 * korthikanti.layer_forward_flops(s, b, h))}
             if runner is not None:
                 runners[mode] = runner
                 f = runner.flops

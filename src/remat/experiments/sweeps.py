@@ -30,7 +30,7 @@ from remat.errors import UsageError
 from remat.experiments.params import Count
 from remat.experiments.sweep_point import Repeats, SweepParams, frame, guarded, overheads, run_points, sizes
 from remat.formulas import chen as chen_formulas
-from remat.formulas import korthikanti as K
+from remat.formulas import korthikanti
 from remat.formulas import torch_gpt
 from remat.models.presets import ModelConfig
 
@@ -154,7 +154,7 @@ def depth_sweep(p: DepthParams) -> pd.DataFrame:
 
 def _core_attention(terms: dict[str, int]) -> int:
     """Bytes of the core-attention (as²b) terms among §4.1 ``terms``."""
-    return sum(v for name, v in terms.items() if K.TERM_BY_NAME.get(name) and K.TERM_BY_NAME[name].core_attn)
+    return sum(v for name, v in terms.items() if korthikanti.TERM_BY_NAME.get(name) and korthikanti.TERM_BY_NAME[name].core_attn)
 
 
 def layer_columns(cfg: ModelConfig, sz: torch_gpt.GPTSizes, mode: str) -> dict:
@@ -162,13 +162,13 @@ def layer_columns(cfg: ModelConfig, sz: torch_gpt.GPTSizes, mode: str) -> dict:
     §4.1 terms at the run's element size + ``extras_per_layer_bytes``, the LayerNorm statistics); Korthikanti
     Table 2 at the paper's sizes (``table2_per_layer``: 2 B, 1-byte masks) split into its as²b part
     (``as2b_term_formula``, 5as²b for none) and sbh part (``sbh_term_formula``); s* = 34h/(5a)."""
-    paper = torch_gpt.paper_layer_terms(dataclasses.replace(sz, itemsize=K.ACT_BYTES), mode)
+    paper = torch_gpt.paper_layer_terms(dataclasses.replace(sz, itemsize=korthikanti.ACT_BYTES), mode)
     as2b = _core_attention(paper)
     extras = sum(torch_gpt.layer_extra_terms(sz, mode).values())
     return {"mode": mode, "saved_per_layer_formula": sum(torch_gpt.paper_layer_terms(sz, mode).values()) + extras,
             "extras_per_layer_bytes": extras, "table2_per_layer": sum(paper.values()), "as2b_term_formula": as2b,
             "sbh_term_formula": sum(paper.values()) - as2b,
-            "crossover_seq_formula": float(torch_gpt.crossover_seq(cfg.hidden, cfg.heads, K.ACT_BYTES, sz.dropout))}
+            "crossover_seq_formula": float(torch_gpt.crossover_seq(cfg.hidden, cfg.heads, korthikanti.ACT_BYTES, sz.dropout))}
 
 
 def account_columns(cfg: ModelConfig, mode: str, device: str) -> dict:

@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 
 from remat.errors import UsageError
-from remat.formulas import korthikanti as K
+from remat.formulas import korthikanti
 
 
 @dataclass(frozen=True)
@@ -111,10 +111,10 @@ def layer_compute_s(s: int, b: int, h: int, flops_per_s: float, t: int = 1) -> d
     """Seconds of one GPT layer on one of t tensor-parallel GPUs (Appendix A FLOPs / t / rate):
     forward (24bsh² + 4bs²h), backward (2× forward), and the recompute of full (a forward) and selective
     (core attention forward, 4bs²h)."""
-    fwd = compute_s(K.layer_forward_flops(s, b, h) // t, flops_per_s)
+    fwd = compute_s(korthikanti.layer_forward_flops(s, b, h) // t, flops_per_s)
     return {"forward_s": fwd, "backward_s": 2 * fwd,
             "full_recompute_s": fwd,
-            "selective_recompute_s": compute_s(K.core_attn_forward_flops(s, b, h) // t, flops_per_s)}
+            "selective_recompute_s": compute_s(korthikanti.core_attn_forward_flops(s, b, h) // t, flops_per_s)}
 
 
 def breakeven_bandwidth(nbytes: int, tensors: int, forward_s: float, backward_s: float,

@@ -50,7 +50,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Literal, Sequence, get_args
 
 from remat.errors import UsageError
-from remat.formulas import korthikanti as K
+from remat.formulas import korthikanti
 from remat.formulas.chen import segment_sizes
 
 if TYPE_CHECKING:  # annotations only: the formulas import no torch
@@ -108,11 +108,11 @@ def paper_layer_terms(sz: GPTSizes, mode: str = "none") -> dict[str, int]:
     Without dropout the masks and the separate softmax-dropout output are absent. Raises UsageError("mode")."""
     _check_mode(mode)
     out = {}
-    for name in K.stored_terms(mode):
+    for name in korthikanti.stored_terms(mode):
         if not sz.dropout and name in DROPOUT_ONLY:
             continue
-        numel = K.term_bytes(name, sz.s, sz.b, sz.h, sz.a) // K.paper_element_bytes(name)
-        out[name] = numel * (K.MASK_BYTES if name in K.MASK_TERMS else sz.itemsize)
+        numel = korthikanti.term_bytes(name, sz.s, sz.b, sz.h, sz.a) // korthikanti.paper_element_bytes(name)
+        out[name] = numel * (korthikanti.MASK_BYTES if name in korthikanti.MASK_TERMS else sz.itemsize)
     return out
 
 
@@ -136,8 +136,8 @@ def crossover_seq(h: int, a: int, itemsize: int = 2, dropout: bool = True) -> Fr
     34 vs 5as/h at e = 2: s* = 34h/(5a)); for element size e, (16e + 2)h / ((2e + 1)a). Exact Fraction."""
     sz = GPTSizes(s=1, b=1, h=1, a=1, v=1, itemsize=itemsize, dropout=dropout)
     terms = paper_layer_terms(sz, "none")  # at s = b = h = a = 1: each term's coefficient
-    sbh_coeff = sum(v for name, v in terms.items() if K.TERM_BY_NAME[name].sbh_coeff)
-    as2b_coeff = sum(v for name, v in terms.items() if K.TERM_BY_NAME[name].as2b_coeff)
+    sbh_coeff = sum(v for name, v in terms.items() if korthikanti.TERM_BY_NAME[name].sbh_coeff)
+    as2b_coeff = sum(v for name, v in terms.items() if korthikanti.TERM_BY_NAME[name].as2b_coeff)
     return Fraction(sbh_coeff * h, as2b_coeff * a)
 
 
@@ -150,8 +150,8 @@ def outside_terms(sz: GPTSizes) -> dict[str, dict[str, int]]:
     output-projection input sbh·e, fp32 log-softmax 4sbv, the loss's total weight 4 B;
     "inputs" (the step's own input tensors, saved by reference): token ids 8sb, targets 8sb.
     The §4.3 terms come from ``korthikanti.outside_layer_bytes`` (16-bit) rescaled to e."""
-    paper = K.outside_layer_bytes(sz.s, sz.b, sz.h, sz.v)
-    scale = Fraction(sz.itemsize, K.ACT_BYTES)
+    paper = korthikanti.outside_layer_bytes(sz.s, sz.b, sz.h, sz.v)
+    scale = Fraction(sz.itemsize, korthikanti.ACT_BYTES)
     embed = {"position_ids": INDEX_BYTES * sz.s}
     if sz.dropout:
         embed["embedding_dropout_mask"] = paper["embedding_dropout_mask"]
@@ -217,7 +217,7 @@ def selective_recompute_bytes(sz: GPTSizes) -> int:
     already freed) plus the re-saved core-attention terms (softmax output, its mask and dropout output)."""
     terms = paper_layer_terms(sz, "none")
     held = sum(terms[name] for name in SELECTIVE_HELD) + 2 * sz.s * sz.b * sz.stats_itemsize
-    return held + sum(v for name, v in terms.items() if K.TERM_BY_NAME[name].core_attn)
+    return held + sum(v for name, v in terms.items() if korthikanti.TERM_BY_NAME[name].core_attn)
 
 
 def live_peak_bytes(sz: GPTSizes, units: Sequence[Unit], mode: str = "none") -> int:
@@ -253,15 +253,15 @@ def optimal_segments_approx(sz: GPTSizes, layers: int) -> float:
 def recompute_flops(sz: GPTSizes, units: Sequence[Unit], mode: str = "none") -> int:
     """FLOPs re-executed in backward: each checkpointed layer's forward (24bsh² + 4bs²h), plus, for kept
     layers under selective recompute, their core attention forward (4bs²h)."""
-    layer = K.layer_forward_flops(sz.s, sz.b, sz.h)
-    core = K.recompute_flops(sz.s, sz.b, sz.h, "selective") if mode == "selective" else 0
+    layer = korthikanti.layer_forward_flops(sz.s, sz.b, sz.h)
+    core = korthikanti.recompute_flops(sz.s, sz.b, sz.h, "selective") if mode == "selective" else 0
     return sum(n * (layer if ckpt else core) for n, ckpt in units)
 
 
 def step_flops(sz: GPTSizes, layers: int) -> int:
     """Model FLOPs of one step (forward + backward, no recompute): 3·(L·(24bsh² + 4bs²h) + 2bshv)
     (Appendix A; Eq. 7 per micro-batch)."""
-    return 3 * (layers * K.layer_forward_flops(sz.s, sz.b, sz.h) + K.logits_flops(sz.s, sz.b, sz.h, sz.v))
+    return 3 * (layers * korthikanti.layer_forward_flops(sz.s, sz.b, sz.h) + korthikanti.logits_flops(sz.s, sz.b, sz.h, sz.v))
 
 
 # --- model state ---------------------------------------------------------------------------------------------------

@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from remat.errors import UsageError
-from remat.formulas import korthikanti as K
-from remat.formulas import offload as O
+from remat.formulas import korthikanti
+from remat.formulas import offload as offload_formulas
 from remat.models.presets import ModelConfig
 from remat.planner.gpus import GPU
 from remat.planner.problem import POLICIES, Layer, Option, Problem
@@ -125,7 +125,7 @@ def step_multiplier(cfg: ModelConfig, dp: int = 1) -> float:
 def layer_bytes(cfg: ModelConfig, sp: bool) -> dict[str, int]:
     """Bytes one layer keeps per micro-batch on one TP rank under none / selective / full (Table 2)."""
     s, b, h, a, t = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.heads, cfg.tp
-    return {mode: K.layer_bytes(s, b, h, a, t, sp, mode) for mode in K.RECOMPUTE}
+    return {mode: korthikanti.layer_bytes(s, b, h, a, t, sp, mode) for mode in korthikanti.RECOMPUTE}
 
 
 def per_micro_batch(cfg: ModelConfig, st: Settings) -> dict[str, dict]:
@@ -133,11 +133,11 @@ def per_micro_batch(cfg: ModelConfig, st: Settings) -> dict[str, dict]:
     s, b, h, t = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.tp
     by = layer_bytes(cfg, st.sp)
     rate = st.gpu.flops_per_s
-    fwd = K.layer_forward_flops(s, b, h) / t / rate
+    fwd = korthikanti.layer_forward_flops(s, b, h) / t / rate
     base = 3 * fwd                                       # forward + backward (2× forward)
-    tensors = len(K.stored_terms("none"))
-    exposed = O.exposed_offload_s(by["none"], tensors, fwd, 2 * fwd, st.gpu.link)
-    flops = {mode: K.recompute_flops(s, b, h, mode) // t for mode in ("selective", "full")}
+    tensors = len(korthikanti.stored_terms("none"))
+    exposed = offload_formulas.exposed_offload_s(by["none"], tensors, fwd, 2 * fwd, st.gpu.link)
+    flops = {mode: korthikanti.recompute_flops(s, b, h, mode) // t for mode in ("selective", "full")}
     return policy_costs(by, base, flops, exposed, st)
 
 
@@ -164,7 +164,7 @@ def policy_costs(stored: dict[str, int], base_s: float, recompute_flops: dict[st
 
 def model_state(cfg: ModelConfig, st: Settings) -> dict[str, int]:
     """Weights, gradients and optimizer state (bytes) of the first stage's GPU, ZeRO-sharded by dp."""
-    return sharded_state(K.params_per_gpu(cfg.hidden, cfg.layers, cfg.vocab, cfg.seq, cfg.tp, cfg.pp), st)
+    return sharded_state(korthikanti.params_per_gpu(cfg.hidden, cfg.layers, cfg.vocab, cfg.seq, cfg.tp, cfg.pp), st)
 
 
 def sharded_state(params: int, st: Settings) -> dict[str, int]:
@@ -201,11 +201,11 @@ def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
             f"{n} micro-batch{'es' if n > 1 else ''} in flight"
         layers.append(Layer(i, options, kind))
     if measured is None:
-        outside = K.outside_layer_bytes(s, b, h, v, t, p, st.sp)
+        outside = korthikanti.outside_layer_bytes(s, b, h, v, t, p, st.sp)
         fixed = {**model_state(cfg, st), "outside layers (§4.3)": sum(outside.values()),
                  "workspace reserve": st.reserve_bytes}
         floor = _whole(Fraction(4 * s * b * v, t)) if p == 1 else 0   # fp32 logits' gradient
-        head_time = steps * 3 * K.logits_flops(s, b, h, v) / t / st.gpu.flops_per_s if p == 1 else 0.0
+        head_time = steps * 3 * korthikanti.logits_flops(s, b, h, v) / t / st.gpu.flops_per_s if p == 1 else 0.0
     else:
         outside = measured["outside"]
         fixed = {**measured["model_state"], "outside layers (measured)": sum(outside.values()),
@@ -270,7 +270,7 @@ def torch_parts(cfg: ModelConfig, stats_itemsize: int) -> dict:
 
 
 def torch_problem(cfg: ModelConfig, budget_bytes: int, cal: TorchCalibration,
-                  policies: tuple[str, ...] = K.RECOMPUTE) -> Problem:
+                  policies: tuple[str, ...] = korthikanti.RECOMPUTE) -> Problem:
     """The planning problem of the runtime's GPT model on this machine (prefix memory model, one micro-batch).
 
     While layer i's backward runs the device holds: ``kept``, the stored tensors of layers 0..i, what the

@@ -38,7 +38,7 @@ import functools
 
 import torch
 
-from remat.formulas import offload as O
+from remat.formulas import offload as offload_formulas
 from remat.formulas.korthikanti import RECOMPUTE
 from remat.models.presets import ModelConfig
 from remat.planner.costs import policy_costs, sharded_state
@@ -120,7 +120,7 @@ def measured_costs(cfg: ModelConfig, st) -> dict:
     fwd, bwd = m["forward_flops"] / rate, m["backward_flops"] / rate
     by = m["stored"]
     base = fwd + bwd
-    exposed = O.exposed_offload_s(by["none"], m["tensors"], fwd, bwd, st.gpu.link)
+    exposed = offload_formulas.exposed_offload_s(by["none"], m["tensors"], fwd, bwd, st.gpu.link)
     out = policy_costs(by, base, m["recompute_flops"], exposed, st)
     p = cfg.pp
     n = (cfg.layers // p) * m["layer"] + m["embedding"] + (m["norm_and_head"] if p == 1 else 0)
