@@ -15,7 +15,7 @@ from remat.measure.timing import time_step
 from remat.models import build_model, from_name, lm_loss, random_tokens
 from remat.policies import apply_plan
 
-CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+CUDA = pytest.mark.gpu
 
 
 def layer_fwd_flops(s, b, h):

@@ -319,7 +319,7 @@ def test_figures_draw_from_tables(tables, tmp_path):
         assert (tmp_path / f"{name}.png").stat().st_size > 0 and (tmp_path / f"{name}.svg").exists()
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.gpu
 def test_cuda_saved_bytes_and_oom_row():
     from remat.measure.step import layernorm_stats_itemsize
     frame = _run("sweep-segments", device="cuda", layers=4, repeats=5)

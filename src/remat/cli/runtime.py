@@ -33,12 +33,14 @@ def add_measure(sub):
 
 
 def _run_measure(args) -> int:
+    from remat.measure.provenance import provenance, stamp
     from remat.measure.step import measure
     from remat.models.presets import from_name
     cfg = from_name(args.model, layers=args.layers, seq=args.seq, micro_batch=args.micro_batch,
                     dtype=args.dtype, attention=args.attention)
     row = measure(cfg, args.policy, args.device, seed=args.seed, warmup=args.warmup, repeats=args.repeats,
                   timing=not args.no_timing, early_stop=args.early_stop)
+    row = stamp(row, provenance(device=args.device, dtype=cfg.dtype, seed=args.seed))
     emit(row, args.json, "\n".join(f"{k}: {v}" for k, v in row.items()))
     return 0
 

@@ -257,7 +257,7 @@ FULL_OVERHEAD = (1 / 3, 0.01)  # 33.3% ± 1 pp
 
 def acceptance(segments: pd.DataFrame, depth: pd.DataFrame, seq_hidden: pd.DataFrame,
                layer_timing: pd.DataFrame) -> pd.DataFrame:
-    """The issue's acceptance checks per device, from the tables: saved bytes within 2% of the closed form at
+    """The checks the sweeps are built to pass, per device, from the tables: saved bytes within 2% of the closed form at
     every measured point of (a)–(c); full-recompute FLOP overhead 33% ± 1 pp (one layer, counted; and the
     whole model at the deepest L of the depth sweep, LM head included); fitted exponents of peak vs L
     (none in [0.9, 1.1], √L segments in [0.4, 0.6]). Columns: device, check, value, target, met."""

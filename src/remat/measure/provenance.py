@@ -66,9 +66,15 @@ def provenance(device: str = "cpu", dtype: str = "float32", seed: int | None = N
     }
 
 
+def stamp(row: dict, prov: dict) -> dict:
+    """``row`` with the provenance columns of ``prov`` added; the row's own value of one (e.g. the model's
+    dtype) wins."""
+    return {**row, **{k: v for k, v in prov.items() if k not in row}}
+
+
 def with_provenance(rows: list[dict], device: str = "cpu", dtype: str = "float32", seed: int | None = None):
-    """A pandas DataFrame of ``rows`` with the provenance columns added; a row's own value of a provenance
-    column (e.g. the model's dtype) wins over the default given here."""
+    """A pandas DataFrame of ``rows``, each stamped with the provenance columns (``stamp``): the one place an
+    experiment's table gets its provenance."""
     import pandas as pd
     prov = provenance(device=device, dtype=dtype, seed=seed)
-    return pd.DataFrame([{**row, **{k: v for k, v in prov.items() if k not in row}} for row in rows])
+    return pd.DataFrame([stamp(row, prov) for row in rows])

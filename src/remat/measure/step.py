@@ -29,7 +29,6 @@ from remat.device import resolve_device
 from remat.measure.bandwidth import SIMULATED
 from remat.measure.flops import StepFlopCounter
 from remat.measure.peak import PeakMemory
-from remat.measure.provenance import provenance
 from remat.measure.saved import SavedTensorLog
 from remat.measure.timing import MIN_REPEATS, time_step
 from remat.models.presets import ModelConfig
@@ -54,7 +53,8 @@ def measure(cfg: ModelConfig, policy: str, device: str = "cpu", seed: int = 0, w
     activation_bytes_outside_layers, activation_bytes_tracker, base_bytes, peak_bytes,
     peak_activation_bytes (= peak − base), peak_method, flops_forward, flops_forward_layers, flops_backward,
     flops_recompute, flops_method, offloaded_bytes, offload_note, step_time_s, step_time_iqr_s,
-    step_time_samples, timing_method, plus provenance (torch_version, git_commit, ...).
+    step_time_samples, timing_method (provenance is added where the row is written: the experiment's table,
+    or ``remat measure``).
     activation_bytes_per_layer counts what each layer's own modules saved: layers inside a multi-layer
     checkpoint unit (uniform:N, segments:k) show 0 and the unit's input is in activation_bytes_outside_layers.
     Sizes in bytes (int), FLOPs (int), times in seconds.
@@ -78,8 +78,7 @@ def measure(cfg: ModelConfig, policy: str, device: str = "cpu", seed: int = 0, w
     row.update(_timing(model, tokens, targets, run_on, warmup, repeats, keep_grads) if timing and device != "fake"
                else {"step_time_s": None, "step_time_iqr_s": None, "step_time_samples": None,
                      "timing_method": None})
-    prov = provenance(device=device, dtype=cfg.dtype, seed=seed)
-    return {**row, **{k: v for k, v in prov.items() if k not in row}}
+    return row
 
 
 def _fake_mode():
