@@ -42,6 +42,17 @@ def copy_project(dest: Path) -> Path:
     return dest
 
 
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    """remat.cli.main(argv) in-process: its exit code (argparse errors exit through SystemExit), stdout, stderr."""
+    from remat.cli import main
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def run_env() -> dict:
     """Environment with this interpreter's bin/ first on PATH (so rules find `remat`)."""
     env = dict(os.environ)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from remat.cli import main
+from conftest import run_cli
 
 REQUIRED = ["model", "policy", "device", "dtype", "layers", "seq", "micro_batch", "activation_bytes",
             "activation_bytes_per_layer", "peak_bytes", "peak_method", "flops_forward", "flops_backward",
@@ -16,13 +16,7 @@ REQUIRED = ["model", "policy", "device", "dtype", "layers", "seq", "micro_batch"
 
 
 def run_main(capsys, *argv):
-    """remat.cli.main's exit code (argparse errors exit through SystemExit) and its stdout, stderr."""
-    try:
-        code = main(["measure", *argv])
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, "measure", *argv)
 
 
 def test_json_has_the_contract_fields(capsys):

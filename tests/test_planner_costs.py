@@ -86,7 +86,7 @@ def test_outside_terms_and_head_floor_only_on_a_single_stage():
 
 
 def test_gpu_presets_and_overrides():
-    assert set(GPUS) == {"a100-80gb", "h100-80gb", "h200-141gb"}
+    assert {"a100-80gb", "h100-80gb", "h200-141gb", "a100-40gb", "h100-pcie-80gb", "rtx4090-24gb"} <= set(GPUS)
     g = gpu("h100-80gb", achievable=0.4, link_bytes_per_s=10e9)
     assert g.flops_per_s == pytest.approx(989e12 * 0.4) and g.link.bw_d2h == 10e9
     with pytest.raises(UsageError, match="--gpu"):

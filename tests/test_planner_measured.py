@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from remat.cli import main
+from conftest import run_cli
 from remat.formulas import korthikanti
 from remat.models.presets import from_name
 from remat.planner.costs import Settings, build_problem
@@ -18,12 +18,7 @@ def settings(**kw):
 
 
 def run(capsys, *argv):
-    try:
-        code = main(["plan", *argv])
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, "plan", *argv)
 
 
 def test_measured_gpt_layer_equals_table2_plus_layernorm_statistics():

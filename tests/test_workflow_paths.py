@@ -76,7 +76,7 @@ def test_rerun_one_rule_commands_do_what_the_readme_says(root, project):
     assert snakemake(project, "results/chen/depth.csv", "--cores", "1", *tiny).returncode == 0
     unforced = snakemake(project, "results/chen/depth.csv", "--cores", "1", "-n", *tiny)
     assert "Nothing to be done" in unforced.stdout + unforced.stderr  # why the README says -f
-    commands = dict(_readme_commands(root, "Rerun one rule"))
+    commands = dict(c for c in _readme_commands(root, "Rerun one rule") if "my.yaml" not in c[0])
     expected = {"-f results/chen/depth.csv": ["chen_sweep"],
                 "reports/korthikanti2022.html": ["korthikanti_experiment", "korthikanti_figure", "report"],
                 "--forcerun sweep": ["sweep"], "snakemake -n": []}

@@ -1,0 +1,182 @@
+"""`remat plan` for one's own model: the s and b used on the first line, GPU presets with datasheet numbers,
+--zero without --dp refused, what would make an infeasible plan fit, --attention refused for Llama-style layers.
+
+Expected values are written out (MiB reported by nvidia-smi, datasheet TFLOP/s, parameter counts by hand)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from remat.cli import main
+from remat.errors import UsageError
+from remat.models.presets import from_name
+from remat.planner.gpus import GPUS
+from remat.units import GiB, MiB, format_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
+MISTRAL_7B = {"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+              "num_key_value_heads": 8, "num_hidden_layers": 32, "vocab_size": 32768, "hidden_act": "silu",
+              "max_position_embeddings": 32768, "rms_norm_eps": 1e-5, "rope_theta": 1e6, "sliding_window": None,
+              "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+
+def run(capsys, *argv):
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:        # argparse's own exits (--help: 0, bad flag: 2)
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def config(tmp_path, name="mymistral", **changes) -> str:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**MISTRAL_7B, **changes}))
+    return str(folder / "config.json")
+
+
+def tiny(tmp_path) -> str:
+    return config(tmp_path, hidden_size=256, intermediate_size=512, num_attention_heads=8, num_key_value_heads=2,
+                  num_hidden_layers=2, vocab_size=1000, max_position_embeddings=4096)
+
+
+# --- 1. the s and b used, on the first line --------------------------------------------------------------------
+
+def test_first_line_states_the_context_length_used_as_s(capsys, tmp_path):
+    path = tiny(tmp_path)
+    code, out, _ = run(capsys, "plan", "--model", path, "--memory", "80GiB", "--no-baselines")
+    assert code == 0
+    assert out.splitlines()[0] == (
+        "# Recompute plan: mymistral on NVIDIA A100 SXM4 80GB (a100-80gb), s = 4096 (config.json "
+        "max_position_embeddings, the context length; set --seq to your training length), b = 1 (default; set "
+        "--micro-batch)")
+    code, out, _ = run(capsys, "plan", "--model", path, "--memory", "80GiB", "--no-baselines", "--format", "json",
+                       "--seq", "512", "--micro-batch", "2", "--gpu", "rtx4090-24gb")
+    doc = json.loads(out)
+    assert code == 0 and next(iter(doc)) == "title"
+    assert doc["title"] == ("Recompute plan: mymistral on NVIDIA GeForce RTX 4090 24GB (rtx4090-24gb), "
+                            "s = 512 (--seq), b = 2 (--micro-batch)")
+    assert (doc["settings"]["s"], doc["settings"]["b"]) == (512, 2)
+
+
+def test_preset_title_and_help_name_the_default_s(capsys):
+    code, out, _ = run(capsys, "plan", "--model", "gpt-22b", "--memory", "80GiB", "--no-baselines")
+    assert code == 0 and out.splitlines()[0] == ("# Recompute plan: gpt-22b on NVIDIA A100 SXM4 80GB (a100-80gb), "
+                                                 "s = 2048 (the preset's), b = 4 (the preset's)")
+    code, out, _ = run(capsys, "plan", "--help")
+    seq_help = " ".join(out.split("\n  --seq SEQ", 1)[1].split("\n  --micro-batch", 1)[0].split())
+    assert code == 0 and "max_position_embeddings" in seq_help and "32768 for Mistral-7B" in seq_help
+
+
+# --- 2. GPU presets ------------------------------------------------------------------------------------------
+
+# preset: (memory.total in MiB as nvidia-smi reports it, dense BF16 TFLOP/s, memory GB/s, PCIe gen)
+DATASHEET = {
+    "a100-40gb": (40960, 312, 1555, 4), "a100-80gb": (81920, 312, 2039, 4),
+    "h100-pcie-80gb": (81559, 756, 2000, 5), "h100-80gb": (81559, 989, 3350, 5),
+    "h200-141gb": (143771, 989, 4800, 5), "rtx4090-24gb": (24564, 165.2, 1008, 4),
+    "rtx-a6000-48gb": (49140, 154.8, 768, 4), "l40s-48gb": (46068, 362.05, 864, 4),
+}
+
+
+def test_gpu_presets_carry_the_datasheet_numbers():
+    assert set(GPUS) == set(DATASHEET)
+    for name, (mib, tflops, gb_s, gen) in DATASHEET.items():
+        g = GPUS[name]
+        assert g.memory_bytes == mib * 2**20 and g.peak_flops == pytest.approx(tflops * 1e12, rel=1e-12)
+        assert g.memory_bandwidth == pytest.approx(gb_s * 1e9) and g.link_bytes_per_s == 0.8 * 2**(gen - 4) * 32e9
+        assert g.full_name.startswith("NVIDIA ") and re.search(r"Datasheet|whitepaper", g.source)
+        assert "dense" in g.source and "sparsity" in g.source
+    assert GPUS["a100-80gb"].memory_bytes == 80 * GiB and GPUS["rtx4090-24gb"].memory_bytes == 24 * GiB - 12 * MiB
+
+
+def test_config_schema_lists_the_same_gpu_presets():
+    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    assert schema["$defs"]["gpu"]["enum"] == list(GPUS)
+
+
+def test_default_budget_is_the_cards_reported_memory(capsys):
+    code, out, _ = run(capsys, "plan", "--model", "gpt-tiny", "--gpu", "l40s-48gb", "--format", "json",
+                       "--no-baselines")
+    assert code == 0 and json.loads(out)["budget_bytes"] == 46068 * 2**20
+
+
+# --- 3. --zero without --dp ----------------------------------------------------------------------------------
+
+def test_zero_without_data_parallel_is_refused(capsys):
+    code, out, err = run(capsys, "plan", "--model", "gpt3-175b", "--memory", "80GiB", "--zero", "3",
+                         "--no-baselines")
+    assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1
+    assert err.startswith("remat plan: error: --zero: ") and "--dp" in err
+    code, _, _ = run(capsys, "plan", "--model", "gpt3-175b", "--memory", "80GiB", "--zero", "3", "--dp", "2",
+                     "--no-baselines")
+    assert code == 0
+
+
+# --- 4. an infeasible answer says what would fit ----------------------------------------------------------------
+
+def _bytes_in(err: str, label: str) -> int:
+    return int(re.search(label + r" [0-9.]+ GiB \(([0-9]+) bytes\)", err).group(1))
+
+
+def zero3_saving(params: int, n: int) -> int:
+    """Bytes ZeRO-3 over n ranks saves: 2 + 4 + 12 bytes per parameter -> each divided by n (rounded up)."""
+    return 18 * params - sum(-(-params * k // n) for k in (2, 4, 12))
+
+
+def test_infeasible_gpt_names_dp_zero3_with_its_budget(capsys):
+    code, _, err = run(capsys, "plan", "--model", "gpt3-175b", "--memory", "10GiB", "--no-baselines")
+    assert code == 3 and len(err.strip().splitlines()) == 1
+    assert "s = 2048 (the preset's), b = 1 (the preset's)" in err
+    h, v, s, t = 12288, 51200, 2048, 8                    # first stage of p = 8: 12 layers, embeddings
+    params = 12 * ((12 * h * h + 7 * h) // t + 6 * h) + v * h // t + s * h
+    need = _bytes_in(err, "the smallest budget that works is") - zero3_saving(params, 8)
+    assert f"Fits 10.00 GiB with --dp 8 --zero 3 ({format_bytes(need)})" in err
+    assert need <= 10 * GiB < _bytes_in(err, "the smallest budget that works is") - zero3_saving(params, 4)
+    assert "Not enough even with --tp 32 (" in err and "--seq 128 (" in err   # model state binds
+
+
+def test_infeasible_gpt_suggestions_fit_when_run_and_the_next_step_does_not(capsys):
+    base = ("plan", "--model", "gpt-22b", "--memory", "50GiB", "--no-baselines")   # t = 8, s = 2048, b = 4
+    code, _, err = run(capsys, *base)
+    assert code == 3
+    fits = err.split("Fits 50.00 GiB with ", 1)[1]
+    seq, tp = (int(re.search(flag + r" (\d+) \(", fits).group(1)) for flag in ("--seq", "--tp"))
+    assert (seq, tp) == (1024, 16) and "--micro-batch 1 (" in fits and "Not enough" not in err
+    for flags, expect in ((["--seq", "1024"], 0), (["--tp", "16"], 0), (["--micro-batch", "1"], 0),
+                          (["--dp", "2", "--zero", "3"], 0)):
+        code, _, err = run(capsys, *base, *flags)
+        assert code == expect, (flags, err)
+
+
+def test_infeasible_mistral_7b_on_24gib_states_s_and_suggests_dp64(capsys, tmp_path):
+    code, _, err = run(capsys, "plan", "--model", config(tmp_path), "--memory", "24GiB", "--no-baselines")
+    assert code == 3 and len(err.strip().splitlines()) == 1
+    assert "s = 32768 (config.json max_position_embeddings" in err and "b = 1 (default" in err
+    h, kv, f, L, v = 4096, 1024, 14336, 32, 32768        # untied head; RMSNorm weights, no biases
+    params = 2 * v * h + L * (h * (h + 2 * kv) + h * h + 3 * h * f + 2 * h) + h
+    assert params == 7_248_023_552                       # Mistral-7B-v0.3 (vocabulary 32768)
+    least = _bytes_in(err, "the smallest budget that works is")
+    assert f"Fits 24.00 GiB with --dp 64 --zero 3 ({format_bytes(least - zero3_saving(params, 64))})" in err
+    assert least - zero3_saving(params, 32) > 24 * GiB
+    assert "Not enough even with --seq 128 (" in err and "--tp" not in err   # no TP for the Llama layer
+
+
+# --- 5. --attention for Llama-style layers ------------------------------------------------------------------------
+
+def test_attention_math_is_refused_for_llama_style_layers(capsys, tmp_path):
+    code, out, err = run(capsys, "measure", "--model", "llama-tiny", "--policy", "none", "--device", "fake",
+                         "--attention", "math", "--no-timing")
+    assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1
+    assert err.startswith("remat measure: error: attention: ") and "--attention" in err
+    for model in ("llama3-8b", tiny(tmp_path)):
+        with pytest.raises(UsageError, match="attention"):
+            from_name(model, attention="math")
+        assert from_name(model, attention="sdpa").attention == "sdpa"
+    assert from_name("gpt-tiny", attention="math").attention == "math"
