@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import run_cli as run
 
-from remat.cli import main
 from remat.errors import UsageError
 from remat.models.presets import from_name
 from remat.planner.gpus import GPUS
@@ -23,15 +23,6 @@ MISTRAL_7B = {"model_type": "mistral", "hidden_size": 4096, "intermediate_size":
               "num_key_value_heads": 8, "num_hidden_layers": 32, "vocab_size": 32768, "hidden_act": "silu",
               "max_position_embeddings": 32768, "rms_norm_eps": 1e-5, "rope_theta": 1e6, "sliding_window": None,
               "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
-
-
-def run(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:        # argparse's own exits (--help: 0, bad flag: 2)
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def config(tmp_path, name="mymistral", **changes) -> str:

@@ -13,21 +13,29 @@ def add_plan(sub):
                              "model, GPU and memory budget",
                 ["remat plan --model gpt3-175b --memory 80GiB --tp 8 --sp --pp 8 --gpu a100-80gb",
                  "remat plan --model path/to/config.json --memory 24GiB --format json"],
-                "exit 3: no plan fits; the message names the smallest budget that works")
+                "exit 3: no plan fits; the message names the smallest budget that works and what would fit "
+                "(--dp/--zero 3, --tp, a shorter --seq) with the budget each needs")
     p.add_argument("--model", required=True, help=model_help())
     p.add_argument("--memory", help="device memory budget, e.g. 80GiB, 80GB or bytes (default: the GPU's)")
-    p.add_argument("--gpu", default="a100-80gb", help=f"GPU preset ({', '.join(GPUS)}; default a100-80gb)")
+    p.add_argument("--gpu", default="a100-80gb",
+                   help=f"GPU preset ({', '.join(GPUS)}; default a100-80gb): memory as the driver reports it, "
+                        "dense 16-bit peak, host link — datasheet sources in remat.planner.gpus")
     p.add_argument("--tp", type=positive_int, help="tensor-parallel size t (default: the preset's)")
     p.add_argument("--sp", action="store_true", help="sequence parallelism (Korthikanti §4.2.2)")
     p.add_argument("--pp", type=positive_int, help="pipeline-parallel size p (default: the preset's)")
     p.add_argument("--interleave", type=positive_int, help="interleaved stages per GPU m (default: preset's)")
     p.add_argument("--layers", type=positive_int, help="override L")
-    p.add_argument("--seq", type=positive_int, help="override s")
-    p.add_argument("--micro-batch", type=positive_int, help="override b")
+    p.add_argument("--seq", type=positive_int,
+                   help="sequence length s (default: the preset's; for a config.json its context length "
+                        "max_position_embeddings / n_positions, e.g. 32768 for Mistral-7B — set your training "
+                        "length). The output's first line states the s used")
+    p.add_argument("--micro-batch", type=positive_int,
+                   help="micro-batch size b (default: the preset's; 1 for a config.json)")
     p.add_argument("--global-batch", type=positive_int, help="override the global batch B")
     p.add_argument("--dp", type=positive_int, default=1, help="data-parallel size (default 1)")
     p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0,
-                   help="ZeRO stage sharding model state over --dp: 1 optimizer, 2 +gradients, 3 +weights")
+                   help="ZeRO stage sharding model state over --dp (needs --dp > 1): 1 optimizer, 2 +gradients, "
+                        "3 +weights")
     p.add_argument("--weight-bytes", type=nonnegative_int, default=2, help="bytes per parameter (default 2)")
     p.add_argument("--grad-bytes", type=nonnegative_int, default=4, help="bytes per gradient (default 4)")
     p.add_argument("--optimizer-bytes", type=nonnegative_int, default=12,
@@ -86,7 +94,7 @@ def _warn_budget_above_gpu(args, parse_bytes) -> None:
     if args.memory is not None and gpu is not None:
         budget = parse_bytes(args.memory, "--memory")
         if budget > gpu.memory_bytes:
-            print(f"remat plan: warning: --memory {format_bytes(budget)} exceeds the {gpu.name}'s "
+            print(f"remat plan: warning: --memory {format_bytes(budget)} exceeds the {gpu.full_name}'s "
                   f"{format_bytes(gpu.memory_bytes)}", file=sys.stderr)
 
 
@@ -98,4 +106,5 @@ def _plan_text(args, cfg, gpu_overrides, plan_model, parse_bytes) -> str:
         reserve=parse_bytes(args.reserve, "--reserve"), sp=args.sp, dp=args.dp, zero=args.zero,
         weight_bytes=args.weight_bytes, grad_bytes=args.grad_bytes, optimizer_bytes=args.optimizer_bytes,
         policies=tuple(x.strip() for x in args.policies.split(",")), calibrate=args.calibrate,
-        baselines=not args.no_baselines, sac_time_limit_s=args.sac_time_limit, fmt=args.format)
+        baselines=not args.no_baselines, sac_time_limit_s=args.sac_time_limit, fmt=args.format,
+        given=tuple(k for k in ("seq", "micro_batch") if getattr(args, k) is not None))

@@ -23,6 +23,8 @@ _LLAMA_KEYS = {"hidden": "hidden_size", "heads": "num_attention_heads", "kv_head
                "layers": "num_hidden_layers", "ffn_hidden": "intermediate_size", "vocab": "vocab_size",
                "seq": "max_position_embeddings", "max_positions": "max_position_embeddings",
                "norm_eps": "rms_norm_eps"}
+CONTEXT_KEYS = {"gpt": "n_positions", "llama": "max_position_embeddings"}
+"""ModelConfig.arch -> the config.json key whose value becomes s when no --seq is given (the context length)."""
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float64": "float64"}
 
 

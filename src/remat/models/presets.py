@@ -170,8 +170,9 @@ def validate(cfg: ModelConfig) -> ModelConfig:
     """Return ``cfg`` if consistent; raise UsageError naming the first bad field otherwise.
 
     Checks: positive integer sizes; h divisible by a; a divisible by kv_heads (GQA groups); GPT has
-    kv_heads = a; even head_dim for RoPE; t divides a and h; s ≤ max_positions for learned positions;
-    0 ≤ dropout < 1; known dtype / arch / attention / activation; positive norm_eps and rope_theta.
+    kv_heads = a; Llama attention = sdpa (its layer has no materialized-softmax path); even head_dim for
+    RoPE; t divides a and h; s ≤ max_positions for learned positions; 0 ≤ dropout < 1;
+    known dtype / arch / attention / activation; positive norm_eps and rope_theta.
     """
     for field in ("hidden", "heads", "kv_heads", "layers", "ffn_hidden", "vocab", "seq", "micro_batch",
                   "tp", "pp", "interleave", "global_batch", "max_positions"):
@@ -186,6 +187,10 @@ def validate(cfg: ModelConfig) -> ModelConfig:
         raise UsageError("kv_heads", f"{cfg.kv_heads} KV groups do not divide {cfg.heads} heads")
     if cfg.arch == "gpt" and cfg.kv_heads != cfg.heads:
         raise UsageError("kv_heads", f"the GPT layer has one KV head per head ({cfg.heads}), got {cfg.kv_heads}")
+    if cfg.arch == "llama" and cfg.attention != "sdpa":
+        raise UsageError("attention", f"{cfg.attention!r} is not available for the Llama-style layer ({cfg.name}), "
+                                      "which always calls scaled_dot_product_attention: use sdpa or leave "
+                                      "--attention unset")
     if cfg.arch == "llama" and cfg.head_dim % 2:
         raise UsageError("heads", f"RoPE needs an even head dimension, got {cfg.head_dim}")
     if cfg.heads % cfg.tp or cfg.hidden % cfg.tp:

@@ -16,14 +16,14 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from remat.errors import UsageError
+from remat.errors import InfeasibleError, UsageError
 from remat.models.presets import ModelConfig
 from remat.planner.baselines import SAC_TIME_LIMIT_S
 from remat.planner.problem import POLICIES, Layer, Option, Plan, Problem, evaluate, plan_from_policies
 from remat.planner.solve import minimum_budget, solve
 
 __all__ = ["POLICIES", "Layer", "Option", "Plan", "Problem", "evaluate", "plan_from_policies", "solve",
-           "minimum_budget", "make_problem", "plan_model"]
+           "minimum_budget", "make_problem", "plan_model", "shape_sources"]
 
 
 def make_problem(cfg: ModelConfig, gpu_name: str = "a100-80gb", gpu_overrides: dict | None = None,
@@ -52,17 +52,39 @@ def make_problem(cfg: ModelConfig, gpu_name: str = "a100-80gb", gpu_overrides: d
     return costs.build_problem(cfg, settings)
 
 
+def shape_sources(cfg: ModelConfig, given=()) -> dict[str, str]:
+    """Where s and b come from, for the first line of a plan: {"s": ..., "b": ...}. ``given``: the fields the
+    user set ("seq", "micro_batch"). A config.json has no training shape: s is its context length
+    (``hf_config.CONTEXT_KEYS``, e.g. 32768 for Mistral) and b is 1 unless set."""
+    from remat.models.hf_config import CONTEXT_KEYS
+    preset = cfg.source == "preset"
+    return {"s": "--seq" if "seq" in given else "the preset's" if preset else
+            f"config.json {CONTEXT_KEYS[cfg.arch]}, the context length; set --seq to your training length",
+            "b": "--micro-batch" if "micro_batch" in given else "the preset's" if preset else
+            "default; set --micro-batch"}
+
+
 def plan_model(cfg: ModelConfig, baselines: bool = True, sac_time_limit_s: float = SAC_TIME_LIMIT_S,
-               fmt: str = "json", **problem_args) -> str:
-    """Solve and render: the plan of ``cfg`` as JSON text (fmt "json") or Markdown (fmt "md").
+               fmt: str = "json", given=(), **problem_args) -> str:
+    """Solve and render: the plan of ``cfg`` as JSON text (fmt "json") or Markdown (fmt "md"); the first line
+    (Markdown) or first key "title" (JSON) names the model, the GPU and the s and b used (``shape_sources``
+    with ``given``).
 
     ``problem_args`` go to ``make_problem``. Raises InfeasibleError (exit 3 in the CLI) with the smallest
-    budget that works, UsageError for bad input."""
+    budget that works, the s and b used and what would make it fit (``remat.planner.suggest``), UsageError for
+    bad input."""
     from remat.planner import render
     from remat.planner.baselines import baselines as run_baselines
+    from remat.planner.suggest import suggest
 
     problem = make_problem(cfg, **problem_args)
-    plan = solve(problem)
+    sources = shape_sources(cfg, given)
+    problem.meta.update(s_from=sources["s"], b_from=sources["b"])
+    try:
+        plan = solve(problem)
+    except InfeasibleError as exc:
+        parts = [f"{exc}; {render.shape(problem.meta)}", *suggest(cfg, problem_args)]
+        raise InfeasibleError(". ".join(parts), exc.minimum_bytes) from None
     base = run_baselines(problem, sac_time_limit_s=sac_time_limit_s) if baselines else {}
     if fmt == "json":
         return json.dumps(render.to_json(problem, plan, base), indent=2, default=str)

@@ -91,6 +91,9 @@ def _check(cfg: ModelConfig, st: Settings) -> None:
             raise UsageError(name, f"must be an integer ≥ {1 if name == 'dp' else 0}, got {value!r}")
     if st.zero not in (0, 1, 2, 3):
         raise UsageError("zero", f"ZeRO stage must be 0, 1, 2 or 3, got {st.zero!r}")
+    if st.zero and st.dp == 1:
+        raise UsageError("--zero", f"ZeRO stage {st.zero} shards model state over data-parallel ranks: it needs "
+                                   "--dp > 1 (got --dp 1)")
     if cfg.layers % cfg.pp:
         raise UsageError("pp", f"p = {cfg.pp} must divide the {cfg.layers} layers")
     if cfg.interleave > 1 and (cfg.layers // cfg.pp) % cfg.interleave:
@@ -213,6 +216,7 @@ def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
         floor, head_time = measured["floor_bytes"], steps * measured["head_time_s"]
     meta = {"model": cfg.name, "s": s, "b": b, "h": h, "a": cfg.heads, "L": cfg.layers, "v": v, "t": t,
             "sp": st.sp, "p": p, "m": cfg.interleave, "dp": st.dp, "zero": st.zero, "gpu": st.gpu.name,
+            "gpu_name": st.gpu.full_name or st.gpu.name,
             "micro_batches": n_mb, "step_multiplier": steps, "in_flight": flight, "outside_terms": outside,
             "bytes_per_micro_batch": {k: c["stored"] for k, c in costs.items()},
             "time_source": "calibrated on this machine" if st.calibration else "FLOP model",

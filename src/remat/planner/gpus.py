@@ -1,18 +1,42 @@
-"""GPU presets for the planner: memory, peak 16-bit tensor FLOP/s, achievable fraction, host link.
+"""GPU presets for the planner: memory, peak dense 16-bit tensor FLOP/s, memory bandwidth, host link.
 
-Every value can be overridden from the command line (``remat plan --peak-tflops --achievable
---link-gbps --link-t0-us --memory``). Sources, as publicly documented by NVIDIA (dense, no sparsity):
+    gpu("rtx4090-24gb").memory_bytes      # 24564 MiB in bytes
+    gpu("a100-80gb", achievable=0.4)      # a preset with a field overridden
 
-* a100-80gb  — A100 SXM4 80GB: 312 TFLOP/s BF16; 80 GiB HBM2e (nvidia-smi: 81920 MiB); host link PCIe
-  Gen4 ×16, 32 GB/s per direction nominal.
-* h100-80gb  — H100 SXM5 80GB: 989 TFLOP/s BF16 (1979 with sparsity); 80 GB HBM3 (nvidia-smi: 81559 MiB);
-  PCIe Gen5 ×16, 64 GB/s per direction nominal.
-* h200-141gb — H200 SXM 141GB: the H100's compute (989 TFLOP/s BF16); 141 GB HBM3e (nvidia-smi:
-  143771 MiB); PCIe Gen5 ×16, 64 GB/s per direction nominal.
+Every value can be overridden from the command line (``remat plan --peak-tflops --achievable --link-gbps
+--link-t0-us --memory --host-memory``). Sources — the vendor's published datasheets, DENSE numbers (NVIDIA
+lists 16-bit tensor throughput "with sparsity", 2× the dense value, marked with an asterisk; the planner uses
+the dense value; memory BW is the device memory's, HBM or GDDR — informational, the FLOP model does not use it):
+
+preset          card                   BF16 TFLOP/s      memory BW   link  document
+                                       dense (sparse)
+a100-40gb       A100 SXM4 40GB         312 (624)         1,555 GB/s  Gen4  NVIDIA A100 Tensor Core GPU Datasheet
+a100-80gb       A100 SXM4 80GB         312 (624)         2,039 GB/s  Gen4  (same)
+h100-pcie-80gb  H100 PCIe 80GB         756 (1,513)       2.0 TB/s    Gen5  NVIDIA H100 Tensor Core GPU Datasheet
+h100-80gb       H100 SXM5 80GB         989 (1,979)       3.35 TB/s   Gen5  (same)
+h200-141gb      H200 SXM 141GB         989 (1,979)       4.8 TB/s    Gen5  NVIDIA H200 Tensor Core GPU Datasheet
+rtx4090-24gb    GeForce RTX 4090 24GB  165.2 (330.4)     1,008 GB/s  Gen4  NVIDIA Ada Lovelace GPU Architecture
+                                                                           whitepaper v2.1, Appendix A
+rtx-a6000-48gb  RTX A6000 48GB         154.8 (309.7)     768 GB/s    Gen4  NVIDIA Ampere GA102 GPU Architecture
+                                                                           whitepaper; RTX A6000 datasheet
+l40s-48gb       L40S 48GB              362.05 (733)      864 GB/s    Gen4  NVIDIA L40S Datasheet
+
+The GeForce RTX 4090 and RTX A6000 figures are "BF16 Tensor TFLOPS with FP32 accumulate" (what mixed-precision
+training uses; the RTX 4090's FP16-accumulate rate is twice that). Link: the host link, PCIe ×16, nominal 32 GB/s per
+direction for Gen4 and 64 GB/s for Gen5 (the datasheets' 64 / 128 GB/s are both directions together).
+
+Memory (``memory_bytes``) is what the driver reports as total (``nvidia-smi`` memory.total, MiB = 2^20 bytes),
+not the marketing number: a card sold as "80GB" is not 80 GB or 80 GiB in general. A100 80GB: 81920 MiB
+(= 80 GiB exactly); A100 40GB: 40960 MiB (= 40 GiB); H100 80GB (SXM5 and PCIe): 81559 MiB (79.65 GiB: part
+of the 80 GiB is reserved); H200: 143771 MiB (140.4 GiB); RTX 4090: 24564 MiB (23.99 GiB); RTX A6000:
+49140 MiB (ECC off, the workstation default); L40S: 46068 MiB (ECC on, the data-centre default). PyTorch can
+allocate somewhat less (the CUDA context takes a few hundred MiB): the planner's stated workspace reserve
+(``--reserve``, default 2 GiB) covers it.
 
 Defaults that are assumptions, not specifications (say so wherever a plan is shown): the achievable fraction
 of peak (0.5 — Korthikanti et al. report 52–56 % hardware FLOPs utilization on A100 for their models), the
-achieved link bandwidth (80 % of nominal, pinned host memory) and the per-copy latency t0 (10 µs). Measure
+achieved link bandwidth (80 % of nominal, pinned host memory), the per-copy latency t0 (10 µs) and the host
+memory available to one GPU for offload (256 GiB on a data-centre node, 64 GiB on a workstation). Measure
 your own link with ``remat bandwidth --device cuda`` and pass ``--link-gbps`` / ``--link-t0-us``.
 """
 
@@ -22,21 +46,23 @@ from dataclasses import dataclass, replace
 
 from remat.errors import UsageError
 from remat.formulas.offload import Link
-from remat.units import GiB, MiB
+from remat.units import GB, GiB, MiB
 
 
 @dataclass(frozen=True)
 class GPU:
     """One accelerator as the planner sees it (bytes, FLOP/s, bytes/s, seconds)."""
 
-    name: str
-    memory_bytes: int
-    peak_flops: float          # dense 16-bit tensor-core FLOP/s
+    name: str                  # preset key, e.g. "a100-80gb"
+    memory_bytes: int          # device memory the driver reports (nvidia-smi memory.total), bytes
+    peak_flops: float          # dense 16-bit tensor-core FLOP/s (no sparsity)
     achievable: float          # fraction of peak a transformer layer reaches
     link_bytes_per_s: float    # host link, per direction, achieved (bytes/s; GB/s = 1e9)
     link_t0_s: float           # fixed cost per copy (seconds)
     host_memory_bytes: int     # host memory available to this GPU for offload
-    source: str = ""
+    source: str = ""           # the datasheet the numbers come from
+    full_name: str = ""        # the card, e.g. "NVIDIA A100 SXM4 80GB"
+    memory_bandwidth: float = 0.0  # device memory (HBM / GDDR) bandwidth, bytes/s (datasheet)
 
     @property
     def flops_per_s(self) -> float:
@@ -49,15 +75,40 @@ class GPU:
         return Link.symmetric(self.link_bytes_per_s, self.link_t0_s)
 
 
-_HOST = 256 * GiB   # DGX-class nodes: 2 TiB host memory for 8 GPUs
-GPUS: dict[str, GPU] = {
-    "a100-80gb": GPU("a100-80gb", 81920 * MiB, 312e12, 0.5, 0.8 * 32e9, 10e-6, _HOST,
-                     "A100 SXM4 80GB: 312 TFLOP/s BF16 dense; PCIe Gen4 x16 (32 GB/s nominal)"),
-    "h100-80gb": GPU("h100-80gb", 81559 * MiB, 989e12, 0.5, 0.8 * 64e9, 10e-6, _HOST,
-                     "H100 SXM5 80GB: 989 TFLOP/s BF16 dense; PCIe Gen5 x16 (64 GB/s nominal)"),
-    "h200-141gb": GPU("h200-141gb", 143771 * MiB, 989e12, 0.5, 0.8 * 64e9, 10e-6, _HOST,
-                      "H200 SXM 141GB: 989 TFLOP/s BF16 dense; PCIe Gen5 x16 (64 GB/s nominal)"),
-}
+_NODE, _WORKSTATION = 256 * GiB, 64 * GiB   # DGX-class: 2 TiB host memory for 8 GPUs; a desktop: 64 GiB
+_GEN4, _GEN5 = 32 * GB, 64 * GB              # PCIe ×16 nominal bytes/s per direction
+_ACHIEVABLE, _LINK_FRACTION, _T0 = 0.5, 0.8, 10e-6
+
+
+def _card(name: str, full_name: str, mib: int, tflops: float, memory_gb_s: int, pcie: float, host: int,
+          source: str) -> GPU:
+    """A preset from datasheet units: memory in MiB, dense TFLOP/s, memory GB/s, nominal link bytes/s."""
+    return GPU(name, mib * MiB, tflops * 1e12, _ACHIEVABLE, _LINK_FRACTION * pcie, _T0, host, source,
+               full_name, memory_gb_s * 1e9)
+
+
+_A100 = "NVIDIA A100 Tensor Core GPU Datasheet: BF16 312 TFLOP/s dense (624 with sparsity)"
+_H100 = "NVIDIA H100 Tensor Core GPU Datasheet"
+GPUS: dict[str, GPU] = {g.name: g for g in (
+    _card("a100-40gb", "NVIDIA A100 SXM4 40GB", 40960, 312, 1555, _GEN4, _NODE, f"{_A100}; HBM2 1,555 GB/s"),
+    _card("a100-80gb", "NVIDIA A100 SXM4 80GB", 81920, 312, 2039, _GEN4, _NODE, f"{_A100}; HBM2e 2,039 GB/s"),
+    _card("h100-pcie-80gb", "NVIDIA H100 PCIe 80GB", 81559, 756, 2000, _GEN5, _NODE,
+          f"{_H100}, H100 PCIe: BF16 1,513 TFLOP/s with sparsity (756 dense); HBM2e 2 TB/s"),
+    _card("h100-80gb", "NVIDIA H100 SXM5 80GB", 81559, 989, 3350, _GEN5, _NODE,
+          f"{_H100}, H100 SXM: BF16 1,979 TFLOP/s with sparsity (989 dense); HBM3 3.35 TB/s"),
+    _card("h200-141gb", "NVIDIA H200 SXM 141GB", 143771, 989, 4800, _GEN5, _NODE,
+          "NVIDIA H200 Tensor Core GPU Datasheet, H200 SXM: BF16 1,979 TFLOP/s with sparsity (989 dense); "
+          "HBM3e 4.8 TB/s"),
+    _card("rtx4090-24gb", "NVIDIA GeForce RTX 4090 24GB", 24564, 165.2, 1008, _GEN4, _WORKSTATION,
+          "NVIDIA Ada Lovelace GPU Architecture whitepaper v2.1, Appendix A: BF16 tensor with FP32 accumulate "
+          "165.2 TFLOP/s dense (330.4 with sparsity); GDDR6X 1,008 GB/s"),
+    _card("rtx-a6000-48gb", "NVIDIA RTX A6000 48GB", 49140, 154.8, 768, _GEN4, _WORKSTATION,
+          "NVIDIA Ampere GA102 GPU Architecture whitepaper v2.0 and RTX A6000 datasheet: BF16 tensor with FP32 "
+          "accumulate 154.8 TFLOP/s dense (309.7 with sparsity); GDDR6 768 GB/s"),
+    _card("l40s-48gb", "NVIDIA L40S 48GB", 46068, 362.05, 864, _GEN4, _NODE,
+          "NVIDIA L40S Datasheet: BF16 tensor 362.05 TFLOP/s dense (733 with sparsity); GDDR6 864 GB/s"),
+)}
+"""Preset key -> GPU; the config schema's ``$defs.gpu`` enum lists the same keys (tests check it)."""
 
 
 def gpu(name: str, **overrides) -> GPU:

@@ -1,6 +1,7 @@
 """A plan as JSON (for scripts) and as Markdown (for people).
 
-JSON keys: feasible, budget_bytes, layers [{index, policy, kind}], counts {policy: n}, predicted
+JSON keys: title (model, GPU, s and b: the Markdown's first line), feasible, budget_bytes,
+layers [{index, policy, kind}], counts {policy: n}, predicted
 {peak_bytes, step_time_s, recompute_flops, offload_bytes, stored_bytes, transient_bytes}, memory
 {part: bytes}, baselines {name: {peak_bytes, step_time_s, feasible, ...}}, settings (the problem's meta).
 Markdown: counts per choice, which layers take which policy and why (bytes saved and seconds paid per
@@ -24,10 +25,27 @@ def memory_breakdown(problem: Problem, plan: Plan) -> dict[str, int]:
     return parts
 
 
+def shape(meta: dict) -> str:
+    """"s = 32768 (…), b = 1 (…)": the sequence length and micro-batch a plan is for, and where each came from
+    (meta keys s, b, s_from, b_from)."""
+    return ", ".join(f"{k} = {meta[k]}" + (f" ({meta[k + '_from']})" if meta.get(k + "_from") else "")
+                     for k in ("s", "b") if k in meta)
+
+
+def title(problem: Problem) -> str:
+    """"Recompute plan: <model> on <GPU full name> (<preset>), s = …, b = …": the first line of every plan."""
+    meta = problem.meta
+    gpu = meta.get("gpu", "GPU")
+    name = meta.get("gpu_name", gpu)
+    where = name if name == gpu else f"{name} ({gpu})"
+    return f"Recompute plan: {meta.get('model', 'model')} on {where}" + (f", {shape(meta)}" if "s" in meta else "")
+
+
 def to_json(problem: Problem, plan: Plan, baselines: dict[str, dict]) -> dict:
-    """The plan as a JSON-ready dict (ints for bytes, floats for seconds)."""
+    """The plan as a JSON-ready dict (ints for bytes, floats for seconds); its first key "title" (``title``)."""
     counts = {p: plan.policies.count(p) for p in POLICIES if p in plan.policies}
     return {
+        "title": title(problem),
         "feasible": plan.feasible,
         "budget_bytes": problem.budget_bytes,
         "host_limit_bytes": problem.host_limit_bytes,
@@ -89,9 +107,8 @@ def _baseline_rows(plan: Plan, baselines: dict[str, dict]) -> list[str]:
 def to_markdown(problem: Problem, plan: Plan, baselines: dict[str, dict]) -> str:
     """A readable plan: counts, layers and reasons, memory breakdown, baselines (Markdown text)."""
     meta = problem.meta
-    title = f"# Recompute plan: {meta.get('model', 'model')} on {meta.get('gpu', 'GPU')}"
     counts = ", ".join(f"{plan.policies.count(p)} {p}" for p in POLICIES if p in plan.policies)
-    lines = [title, "",
+    lines = [f"# {title(problem)}", "",
              f"Budget {format_bytes(problem.budget_bytes)} ({problem.budget_bytes} bytes); predicted peak "
              f"{format_bytes(plan.peak_bytes)}; predicted step time {plan.step_time_s:.4g} s; "
              f"recompute {plan.recompute_flops:.3e} FLOPs; offload {format_bytes(plan.offload_bytes)}.",

@@ -1,0 +1,113 @@
+"""What would make an infeasible plan fit: the device budget each single change needs, computed by the planner.
+
+    parts = suggest(cfg, problem_args)   # problem_args as for make_problem; ["Fits 24.00 GiB with --dp 64 …", …]
+
+For each change the planner rebuilds the problem (``make_problem``) and takes its least peak
+(``solve.minimum_budget``, bytes) — nothing is guessed:
+
+* ``--dp N --zero 3``: ZeRO-3 shards weights, gradients and optimizer state over N data-parallel ranks
+  (Rajbhandari et al. 2020); the smallest N in 2, 4, …, 1024 that fits (the peak falls as N grows);
+* ``--tp T`` (GPT layer only: the Llama-style layer has no tensor-parallel variant): the smallest T in 2t, 4t, …
+  dividing the heads and the hidden size that fits;
+* ``--seq S``: the largest power of two S ≥ 128 below s that fits (the peak grows with s);
+* ``--micro-batch 1`` when b > 1.
+
+A change that cannot fit even at its far end (N = 1024, the largest T, S = 128) is reported with what it still
+needs, so the reader sees which lever does not help (e.g. model state alone above the budget).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from remat.errors import UsageError
+from remat.models.presets import ModelConfig, validate
+from remat.units import format_bytes
+
+MAX_DP = 1024
+MIN_SEQ = 128
+
+
+def needed_bytes(cfg: ModelConfig | None, problem_args: dict) -> int | None:
+    """The smallest device budget (bytes) any plan of ``cfg`` under ``problem_args`` needs; None when ``cfg`` is
+    None, no plan fits the host limit or the change is not valid for this model (a UsageError)."""
+    from remat.planner import make_problem
+    from remat.planner.mckp import SearchTooLarge
+    from remat.planner.solve import minimum_budget
+    if cfg is None:
+        return None
+    try:
+        best = minimum_budget(make_problem(cfg, **{**problem_args, "calibrate": False}))
+    except (UsageError, SearchTooLarge):
+        return None
+    return None if best is None else best.peak_bytes
+
+
+def _first_fit(candidates: list, need, budget: int):
+    """(candidate, bytes) of the first candidate that fits, the list being ordered so that fitting is monotone
+    (once one fits, every later one does): the far end first, then a binary search. Else (last candidate, its
+    bytes); None for no candidate."""
+    if not candidates:
+        return None
+    last = need(candidates[-1])
+    if last is None or last > budget:
+        return candidates[-1], last
+    lo, hi, found = 0, len(candidates) - 2, (candidates[-1], last)
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        n = need(candidates[mid])
+        if n is not None and n <= budget:
+            found, hi = (candidates[mid], n), mid - 1
+        else:
+            lo = mid + 1
+    return found
+
+
+def _changes(cfg: ModelConfig, args: dict) -> list[tuple[list, object, object]]:
+    """(candidates, flags(candidate) -> str, need(candidate) -> bytes | None) per lever, in report order."""
+    dp, zero = args.get("dp", 1), args.get("zero", 0)
+    out = []
+    dps = [n for n in (2 ** k for k in range(1, 11)) if n > dp or (n == dp and zero < 3)]
+    out.append((dps, lambda n: f"--dp {n} --zero 3",
+                lambda n: needed_bytes(cfg, {**args, "dp": n, "zero": 3})))
+    if cfg.arch == "gpt":
+        tps = [t for t in (cfg.tp * 2 ** k for k in range(1, 12))
+               if t <= cfg.heads and cfg.heads % t == 0 and cfg.hidden % t == 0]
+        out.append((tps, lambda t: f"--tp {t}", lambda t: needed_bytes(_with(cfg, tp=t), args)))
+    seqs = [s for s in (2 ** k for k in range(30, 6, -1)) if MIN_SEQ <= s < cfg.seq]
+    out.append((seqs, lambda s: f"--seq {s}", lambda s: needed_bytes(_with(cfg, seq=s), args)))
+    if cfg.micro_batch > 1:
+        out.append(([1], lambda b: "--micro-batch 1", lambda b: needed_bytes(_with(cfg, micro_batch=1), args)))
+    return out
+
+
+def _with(cfg: ModelConfig, **changes) -> ModelConfig | None:
+    """``cfg`` with ``changes``, validated; None when the model cannot take them."""
+    try:
+        return validate(dataclasses.replace(cfg, **changes))
+    except UsageError:
+        return None
+
+
+def suggest(cfg: ModelConfig, problem_args: dict) -> list[str]:
+    """At most two sentences: the single changes that fit the budget of ``problem_args["memory"]`` with the budget
+    each needs, and those that do not fit even at their far end with what they still need (module docstring).
+    Raises nothing for changes the model cannot take (they are left out)."""
+    from remat.planner.gpus import gpu
+    budget = problem_args.get("memory")
+    if budget is None:
+        budget = gpu(problem_args.get("gpu_name", "a100-80gb"), **(problem_args.get("gpu_overrides") or {})
+                     ).memory_bytes
+    fits, short = [], []
+    for candidates, flags, need in _changes(cfg, problem_args):
+        hit = _first_fit(candidates, need, budget)
+        if hit is None or hit[1] is None:
+            continue
+        text = f"{flags(hit[0])} ({format_bytes(hit[1])})"
+        (fits if hit[1] <= budget else short).append(text)
+    parts = []
+    if fits:
+        parts.append(f"Fits {format_bytes(budget)} with " + "; ".join(fits))
+    if short:
+        parts.append("Not enough even with " + "; ".join(short))
+    return parts
