@@ -117,3 +117,21 @@ def test_slurm_profile_sends_every_gpu_rule_to_the_gpu_partition(root):
     for rule in gpu_rules:
         assert profile["set-resources"][rule]["slurm_partition"] == "gpu", rule
         assert profile["set-resources"][rule]["gpu"] == 1, rule
+
+
+@pytest.mark.slow
+def test_gpu_node_commands_dry_run(root, project):
+    """Each `snakemake` command of "On a GPU node", dry-run: the GPU config plans the cuda tables."""
+    import importlib.util
+    import shlex
+
+    commands = [c for c, _ in _readme_commands(root, "On a GPU node")]
+    assert len(commands) == 3
+    for command in commands:
+        argv = shlex.split(command)[1:]
+        if "--workflow-profile" in argv and importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
+            continue  # the README installs the SLURM plugin first; without it there is nothing to dry-run
+        proc = snakemake(project, *argv, "-n")
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, (command, out[-2000:])
+        assert "cuda.csv" in out and "rule sweep:" in out, (command, out[-2000:])
