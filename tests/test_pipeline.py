@@ -15,6 +15,11 @@ TINY = {
         "depth": {"depths": [2, 4, 8, 16, 32], "width": 4, "batch": 2},
         "revolve": {"steps": [2, 5, 10], "slots": [1, 2, 3]},
     },
+    "korthikanti": {  # one paper model instead of four: the same code paths at a quarter of the time
+        "table2": {"models": ["gpt3-175b"]}, "items": {"models": ["gpt3-175b"]},
+        "flops": {"models": ["gpt3-175b"], "tp": [8]}, "memory": {"models": ["gpt3-175b"]},
+        "modern": {"seq": 512},
+    },
     "sweeps": {
         "segments": {"layers": 4, "timing": False},
         "depth": {"depths": [2, 4, 8]},
