@@ -135,3 +135,24 @@ def test_gpu_node_commands_dry_run(root, project):
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, (command, out[-2000:])
         assert "cuda.csv" in out and "rule sweep:" in out, (command, out[-2000:])
+
+
+@pytest.mark.slow
+def test_command_line_examples_run_as_written(root, capsys):
+    """Every `remat ...` line of the README's "The command line" examples: exit 0, and --json prints JSON."""
+    import json
+    import shlex
+
+    from conftest import run_cli
+
+    text = (root / "README.md").read_text().split("## The command line\n", 1)[1].split("\n## ", 1)[0]
+    block = text.split("Examples:", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [line.partition("#")[0].strip() for line in block.splitlines() if line.startswith("remat ")]
+    assert len(commands) == 4
+    for command in commands:
+        code, out, err = run_cli(capsys, *shlex.split(command)[1:])
+        assert code == 0, (command, err[-2000:])
+        if "--json" in command:
+            assert isinstance(json.loads(out), dict), command
+        else:
+            assert out.startswith("# Recompute plan: gpt3-175b"), (command, out[:300])
