@@ -16,8 +16,8 @@ Policies (one per layer):
                   saved through autograd like any other tensor.
 * ``offload``   — the layer runs under saved-tensor hooks that copy each saved activation (not parameters)
                   to a host buffer at pack time and back at unpack time: asynchronously, through the model's
-                  remat.offload.OffloadHooks (pinned pool, side stream, prefetch); ``HostOffload`` is the
-                  synchronous version. On a CPU device this is a host memcpy: "simulated", not PCIe.
+                  remat.offload.OffloadHooks (pinned pool, side stream, prefetch). On a CPU device this is a
+                  host memcpy: "simulated", not PCIe.
 
 Shorthands (Megatron-LM recompute_method, Chen 2016):
 * ``uniform:N``  — layers split into chunks of N, each chunk checkpointed as one unit (N = 1: per-layer full).
