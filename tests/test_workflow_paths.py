@@ -156,3 +156,14 @@ def test_command_line_examples_run_as_written(root, capsys):
             assert isinstance(json.loads(out), dict), command
         else:
             assert out.startswith("# Recompute plan: gpt3-175b"), (command, out[:300])
+
+
+@pytest.mark.slow
+def test_top_level_config_override_dry_runs(project):
+    """`--config device=cuda` (the README's example of a top-level override): the offload report follows the
+    device (offload.report_device: null), so the dry run plans the cuda tables and no CPU ones."""
+    proc = snakemake(project, "--cores", "1", "-n", "-p", "--config", "device=cuda")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-2000:]
+    assert "results/offload/cuda/bandwidth.csv" in out and "results/offload/cpu/" not in out
+    assert "REMAT_OFFLOAD_DEVICE=cuda" in out

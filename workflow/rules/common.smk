@@ -22,7 +22,8 @@ def params_json(*keys, **extra):
 TORCH_ENV = "../../envs/torch-cuda.yaml" if config["device"] == "cuda" else "../../envs/torch-cpu.yaml"
 SWEEPS = ["segments", "depth", "seq-hidden", "layer-timing"]
 # whose offload tables (results/offload/<device>/) the offload figures and report show: a config key
-OFFLOAD_DEVICE = config["offload"]["report_device"]
+# (offload.report_device; null: the device this run measures on)
+OFFLOAD_DEVICE = config["offload"].get("report_device") or config["device"]
 
 
 def sweep_tables(sweep):

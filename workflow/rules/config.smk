@@ -24,8 +24,9 @@ def config_problem(cfg, schema):
         hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(allowed)}"
         return f"{where + '.' if where else ''}{key}: unknown key ({hint})"
     if isinstance(error.instance, str) and error.validator == "type":
-        return (f"{where}: {error.instance!r} is a string, not {error.validator_value}: Snakemake passes nested "
-                "--config values as strings; put overrides in a YAML file and pass --configfile FILE")
+        return (f"{where}: {error.instance!r} is a string, not {error.validator_value} (if it came from --config: "
+                "Snakemake passes nested --config values as strings; put overrides in a YAML file and pass "
+                "--configfile FILE)")
     if error.validator in ("anyOf", "oneOf", "pattern") and "description" in error.schema:
         return f"{where}: {error.instance!r} is not {error.schema['description']}"
     return f"{where or 'config'}: {error.message}"

@@ -1,4 +1,4 @@
-"""`remat <subcommand>`: argument parsing only; the work happens in the modules it calls.
+"""remat: activation recomputation replicated (Chen 2016, Korthikanti 2022) and planned per layer.
 
 Contract (scripts, rules and reports depend on these names):
     remat check      [--layers N] [--json]

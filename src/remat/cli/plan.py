@@ -75,8 +75,9 @@ def _run_plan(args) -> int:
     from remat.planner.mckp import SearchTooLarge
     try:
         text = _plan_text(args, cfg, gpu_overrides, plan_model, parse_bytes)
-    except SearchTooLarge as exc:
-        print(f"remat plan: error: {exc}", file=sys.stderr)
+    except SearchTooLarge as exc:  # the exact solver's memory guard: no unproven plan is ever printed
+        print(f"remat plan: error: {exc}; the exact search is too large at s = {cfg.seq}: plan at your training "
+              "length (--seq), or with fewer choices (--policies none,full)", file=sys.stderr)
         return 1
     _warn_budget_above_gpu(args, parse_bytes)
     if args.out:
