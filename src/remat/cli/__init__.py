@@ -10,8 +10,9 @@ Contract (scripts, rules and reports depend on these names):
     remat experiment NAME --params JSON --out FILE     (pipeline rules: one tidy table per call)
     remat figure     NAME --inputs CSV... --out PNG    (pipeline rules: tables -> one figure, PNG + SVG)
 
-Exit codes: 0 ok; 1 a check failed; 2 bad input (one line naming the field, nothing written);
-3 infeasible plan (names the smallest budget that works).
+Exit codes: 0 ok; 1 a check failed (remat plan: the exact search hit its memory guard); 2 bad input (one line
+naming the field, nothing written); 3 infeasible plan (names the smallest budget that works); 130 / 143 interrupted
+(SIGINT / SIGTERM; temp files removed).
 """
 
 from __future__ import annotations
