@@ -14,7 +14,8 @@ def add_plan(sub):
                 ["remat plan --model gpt3-175b --memory 80GiB --tp 8 --sp --pp 8 --gpu a100-80gb",
                  "remat plan --model path/to/config.json --memory 24GiB --format json"],
                 "exit 3: no plan fits; the message names the smallest budget that works and what would fit "
-                "(--dp/--zero 3, --tp, a shorter --seq) with the budget each needs")
+                "(--dp/--zero 3, --tp, a shorter --seq) with the budget each needs; exit 1: the exact search hit "
+                "its memory guard (no unproven plan is printed)")
     p.add_argument("--model", required=True, help=model_help())
     p.add_argument("--memory", help="device memory budget, e.g. 80GiB, 80GB or bytes (default: the GPU's)")
     p.add_argument("--gpu", default="a100-80gb",
