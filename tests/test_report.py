@@ -206,6 +206,15 @@ def test_failing_inline_expression_fails_the_render(project):
     assert not (project / "reports" / "badinline.html").exists()
 
 
+def test_empty_inline_value_fails_the_render(project):
+    """Quarto prints an empty inline value as its source text; the fallback refuses it instead of hiding it."""
+    (project / "reports" / "emptyinline.qmd").write_text(
+        "---\ntitle: empty inline\n---\n\n```{python}\nnote = ''\n```\n\nValue: `{python} note`.\n")
+    with pytest.raises(RenderError, match=r"`\{python\} note`: the value is empty"):
+        render(["emptyinline"], engine="fallback", root=project)
+    assert not (project / "reports" / "emptyinline.html").exists()
+
+
 def test_missing_image_fails_the_render(project):
     (project / "reports" / "noimg.qmd").write_text("---\ntitle: t\n---\n\n![gone](../figures/missing.png)\n")
     with pytest.raises(RenderError, match="Could not fetch resource ../figures/missing.png"):

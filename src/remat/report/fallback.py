@@ -128,7 +128,8 @@ def _substitute_inline(client, block: Prose, rel: Path) -> str:
 
 def _inline_value(result: dict, match: re.Match, block: Prose, rel: Path) -> str:
     """Markdown for one user_expressions result: text/markdown as is, else text/plain (a str without its
-    quotes, as Quarto shows it). Raises RenderError for an error or a value with no text form."""
+    quotes, as Quarto shows it). Raises RenderError for an error, a value with no text form, or an empty value
+    (which Quarto would print as the expression's source)."""
     where = f"{rel}: {_line_of(block, block.text, match.start())}: `{{python}} {match['expr']}`"
     if result.get("status") != "ok":
         raise RenderError(f"{where} raised {result.get('ename')}: {result.get('evalue')}")
@@ -140,6 +141,9 @@ def _inline_value(result: dict, match: re.Match, block: Prose, rel: Path) -> str
     text = data["text/plain"]
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
         text = text[1:-1]
+    if not text.strip():  # Quarto would print the expression's source instead of nothing
+        raise RenderError(f"{where}: the value is empty (Quarto prints the source then); put optional text in "
+                          "an `#| output: asis` cell")
     return text
 
 
