@@ -11,6 +11,7 @@ import pytest
 from remat import chain, schedules
 from remat.errors import UsageError
 from remat.experiments import chen as experiments
+from remat.experiments import chen_summary
 from remat.formulas import chen as formulas
 
 CONFIGS = [  # batch, width, hidden, dtype
@@ -108,7 +109,7 @@ def test_depth_sweep_counts_equal_closed_forms(depth_table):
 
 
 def test_depth_exponents_are_chens(depth_table):
-    fits = experiments.depth_fits(depth_table).set_index("family")
+    fits = chen_summary.depth_fits(depth_table).set_index("family")
     assert 0.95 <= fits.loc["none", "exponent"] <= 1.05
     assert 0.45 <= fits.loc["sqrt", "exponent"] <= 0.55
     x_bytes = int(depth_table["x_bytes"].iloc[0])
@@ -125,6 +126,6 @@ def test_depth_exponents_are_chens(depth_table):
 
 def test_fit_loglog_exponent_recovers_a_power():
     x = np.array([2, 4, 8, 16, 32])
-    assert experiments.fit_loglog_exponent(x, 3 * x ** 0.5) == pytest.approx(0.5)
-    slope, r2 = experiments.fit_log2_growth(x, 5 + 7 * np.log2(x))
+    assert chen_summary.fit_loglog_exponent(x, 3 * x ** 0.5) == pytest.approx(0.5)
+    slope, r2 = chen_summary.fit_log2_growth(x, 5 + 7 * np.log2(x))
     assert slope == pytest.approx(7) and r2 == pytest.approx(1)

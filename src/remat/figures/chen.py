@@ -11,7 +11,7 @@ import math
 import pandas as pd
 from matplotlib.figure import Figure
 
-from remat.experiments.chen import depth_fits
+from remat.experiments.chen_summary import depth_fits
 from remat.units import KiB
 
 
@@ -49,7 +49,7 @@ def segments(frames: list[pd.DataFrame]) -> Figure:
 
 def depth(frames: list[pd.DataFrame]) -> Figure:
     """Log–log peak stored activations (KiB) vs depth L per schedule, fitted exponents in the legend; and
-    layer forwards vs L. Input: one ``chen-depth`` table (fits: remat.experiments.chen.depth_fits)."""
+    layer forwards vs L. Input: one ``chen-depth`` table (fits: remat.experiments.chen_summary.depth_fits)."""
     frame = frames[0]
     fits = depth_fits(frame).set_index("family")
     fig = Figure(figsize=(10, 4))
