@@ -15,7 +15,7 @@ from conftest import run_cli as run
 
 from remat.errors import UsageError
 from remat.models.presets import from_name
-from remat.planner.gpus import GPUS
+from remat.timemodel.gpus import GPUS
 from remat.units import GiB, MiB, format_bytes
 
 ROOT = Path(__file__).resolve().parents[1]

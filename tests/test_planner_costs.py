@@ -12,7 +12,7 @@ from remat.formulas import offload as offload_formulas
 from remat.models.presets import from_name
 from remat.planner import make_problem
 from remat.planner.costs import Settings, build_problem, in_flight, model_state, step_multiplier
-from remat.planner.gpus import GPUS, gpu
+from remat.timemodel.gpus import GPUS, gpu
 
 
 def settings(**kw):

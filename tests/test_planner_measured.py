@@ -9,7 +9,7 @@ from conftest import run_cli
 from remat.formulas import korthikanti
 from remat.models.presets import from_name
 from remat.planner.costs import Settings, build_problem
-from remat.planner.gpus import gpu
+from remat.timemodel.gpus import gpu
 from remat.planner.measured import measured_costs
 
 

@@ -8,7 +8,7 @@ from remat.cli.args import (command, model_help, nonnegative_float, nonnegative_
                             positive_int)
 
 def add_plan(sub):
-    from remat.planner.gpus import GPUS
+    from remat.timemodel.gpus import GPUS
     p = command(sub, "plan", "exact per-layer recompute/offload plan (none / selective / full / offload) for a "
                              "model, GPU and memory budget",
                 ["remat plan --model gpt3-175b --memory 80GiB --tp 8 --sp --pp 8 --gpu a100-80gb",
@@ -20,7 +20,7 @@ def add_plan(sub):
     p.add_argument("--memory", help="device memory budget, e.g. 80GiB, 80GB or bytes (default: the GPU's)")
     p.add_argument("--gpu", default="a100-80gb",
                    help=f"GPU preset ({', '.join(GPUS)}; default a100-80gb): memory as the driver reports it, "
-                        "dense 16-bit peak, host link — datasheet sources in remat.planner.gpus")
+                        "dense 16-bit peak, host link — datasheet sources in remat.timemodel.gpus")
     p.add_argument("--tp", type=positive_int, help="tensor-parallel size t (default: the preset's)")
     p.add_argument("--sp", action="store_true", help="sequence parallelism (Korthikanti §4.2.2)")
     p.add_argument("--pp", type=positive_int, help="pipeline-parallel size p (default: the preset's)")
@@ -90,7 +90,7 @@ def _run_plan(args) -> int:
 
 def _warn_budget_above_gpu(args, parse_bytes) -> None:
     """One warning line on stderr when --memory exceeds the GPU preset's memory (the plan is still made)."""
-    from remat.planner.gpus import GPUS
+    from remat.timemodel.gpus import GPUS
     from remat.units import format_bytes
     gpu = GPUS.get(args.gpu)
     if args.memory is not None and gpu is not None:

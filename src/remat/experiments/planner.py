@@ -45,7 +45,7 @@ from remat.measure.provenance import with_provenance
 from remat.models.presets import ModelConfig, from_name
 from remat.planner import make_problem
 from remat.planner.baselines import baselines
-from remat.planner.gpus import GPUS
+from remat.timemodel.gpus import GPUS
 from remat.planner.problem import Problem, evaluate, plan_from_policies
 from remat.planner.solve import minimum_budget, solve
 from remat.policies import POLICIES
@@ -60,7 +60,7 @@ class PaperParams:
     models: list[str] = field(default_factory=lambda: list(PAPER_MODELS))
     """Presets or config.json paths (default: the four models of Korthikanti Table 3, their t, p, m and b)."""
     gpus: list[str] = field(default_factory=lambda: ["a100-80gb", "h100-80gb"])
-    """GPU presets (remat.planner.gpus.GPUS); the budget is the preset's memory in bytes."""
+    """GPU presets (remat.timemodel.gpus.GPUS); the budget is the preset's memory in bytes."""
     sac_time_limit_s: float = 20.0
     """Seconds CBC may spend on torch's sac_milp per setting (> 0)."""
 
@@ -76,7 +76,7 @@ class FrontierParams:
     models: list[str] = field(default_factory=lambda: ["gpt3-175b", "mt-nlg-530b"])
     """Presets or config.json paths."""
     gpu: str = "a100-80gb"
-    """GPU preset (remat.planner.gpus.GPUS): FLOP/s, host link and host memory."""
+    """GPU preset (remat.timemodel.gpus.GPUS): FLOP/s, host link and host memory."""
     sp: bool = True
     """Sequence parallelism (Korthikanti §4.2.2)."""
     points: Annotated[int, Ge(2)] = 12

@@ -34,7 +34,7 @@ def make_problem(cfg: ModelConfig, gpu_name: str = "a100-80gb", gpu_overrides: d
     reserve None = costs.DEFAULT_RESERVE). ``calibrate`` measures per-layer seconds on this machine.
     Raises UsageError naming the field for bad input."""
     from remat.planner import costs
-    from remat.planner.gpus import gpu
+    from remat.timemodel.gpus import gpu
 
     device = gpu(gpu_name, **(gpu_overrides or {}))
     for name in policies:

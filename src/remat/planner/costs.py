@@ -48,7 +48,7 @@ from remat.errors import UsageError
 from remat.formulas import korthikanti
 from remat.formulas import offload as offload_formulas
 from remat.models.presets import ModelConfig
-from remat.planner.gpus import GPU
+from remat.timemodel.gpus import GPU
 from remat.planner.problem import POLICIES, Layer, Option, Problem
 from remat.units import GiB
 

@@ -93,7 +93,7 @@ def suggest(cfg: ModelConfig, problem_args: dict) -> list[str]:
     """At most two sentences: the single changes that fit the budget of ``problem_args["memory"]`` with the budget
     each needs, and those that do not fit even at their far end with what they still need (module docstring).
     Raises nothing for changes the model cannot take (they are left out)."""
-    from remat.planner.gpus import gpu
+    from remat.timemodel.gpus import gpu
     budget = problem_args.get("memory")
     if budget is None:
         budget = gpu(problem_args.get("gpu_name", "a100-80gb"), **(problem_args.get("gpu_overrides") or {})
