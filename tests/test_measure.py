@@ -171,3 +171,26 @@ def test_cuda_measure_uses_allocator_statistics():
         assert row["timing_method"] == "torch.cuda.Event"
         assert abs(row["activation_bytes"] - row["activation_bytes_tracker"]) <= 0.02 * row["activation_bytes"]
     assert rows["none"]["activation_bytes"] > rows["full"]["activation_bytes"]
+
+
+def test_fused_attention_flops_count_on_cpu_and_fake():
+    """F.scaled_dot_product_attention runs the CPU flash kernel under FakeTensorMode, which torch's FLOP
+    registry misses: 4bs²h per layer forward (QKᵀ and ·V over the full s × s) must be counted, and selective
+    recompute re-runs exactly that. llama-tiny: s = 32, b = 2, h = 64, L = 2."""
+    row = measure(from_name("llama-tiny"), "selective", "fake", timing=False)
+    attention = 4 * 2 * 32**2 * 64
+    assert row["flops_recompute"] == 2 * attention == 1_048_576
+    assert row["flops_forward_layers"] == 12_845_056 == 11_796_480 + 2 * attention
+
+
+def test_hf_config_measure_counts_attention_flops(tmp_path):
+    """A Qwen2 config.json measured under fake tensors: selective recomputes 4bs²h per layer (the planner's
+    number for the same layer), not 0."""
+    import json
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "qwen2", "hidden_size": 64, "num_hidden_layers": 2,
+                                "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+                                "vocab_size": 96, "max_position_embeddings": 64, "tie_word_embeddings": True}))
+    cfg = from_name(str(path), seq=16, micro_batch=3)
+    row = measure(cfg, "selective", "fake", timing=False)
+    assert row["flops_recompute"] == 2 * 4 * 3 * 16**2 * 64

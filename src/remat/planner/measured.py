@@ -24,15 +24,12 @@ path. Transients as the GPT path: none − stored (the recompute of selective/fu
 head's backward floor is the fp32 logits' gradient 4sbv when p = 1. Only t = 1 without SP: tensor
 parallelism exists for the GPT layer only (UsageError "--tp" / "--sp" from ``remat.planner.costs``).
 
-FakeTensorMode on the CPU runs ``F.scaled_dot_product_attention`` as
-``aten._scaled_dot_product_flash_attention_for_cpu``, which torch's FLOP registry does not list; while
-measuring, it is counted with torch's own SDPA formulas (those of ``_scaled_dot_product_flash_attention``:
-QKᵀ and ·V over the full s × s, no causal halving — Korthikanti's 4bs²h convention).
+Fused attention (``F.scaled_dot_product_attention``, the CPU kernel under FakeTensorMode) is counted by
+``remat.measure.flops`` (QKᵀ and ·V over the full s × s, Korthikanti's 4bs²h convention).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 
@@ -44,24 +41,6 @@ from remat.models.presets import ModelConfig
 from remat.planner.costs import policy_costs, sharded_state
 
 COST_SOURCE = "measured (fake tensors)"
-
-
-@contextlib.contextmanager
-def _count_cpu_sdpa():
-    """torch's SDPA FLOP formulas for the CPU flash kernel FakeTensorMode runs (restored after)."""
-    from torch.utils.flop_counter import flop_registry
-    aten = torch.ops.aten
-    pairs = {aten._scaled_dot_product_flash_attention_for_cpu: aten._scaled_dot_product_flash_attention,
-             aten._scaled_dot_product_flash_attention_for_cpu_backward:
-                 aten._scaled_dot_product_flash_attention_backward}
-    added = [cpu for cpu in pairs if cpu not in flop_registry]
-    for cpu in added:
-        flop_registry[cpu] = flop_registry[pairs[cpu]]
-    try:
-        yield
-    finally:
-        for cpu in added:
-            flop_registry.pop(cpu, None)
 
 
 def _facts(cfg: ModelConfig) -> dict:
@@ -90,9 +69,8 @@ def measure_layer(cfg: ModelConfig) -> dict:
 
     two = dataclasses.replace(cfg, layers=2, pp=1, interleave=1)
     one = dataclasses.replace(cfg, layers=1, pp=1, interleave=1)
-    with _count_cpu_sdpa():
-        rows = {p: measure(two, p, "fake", timing=False) for p in RECOMPUTE}
-        single = measure(one, "none", "fake", timing=False)
+    rows = {p: measure(two, p, "fake", timing=False) for p in RECOMPUTE}
+    single = measure(one, "none", "fake", timing=False)
     none = rows["none"]
     forward = none["flops_forward_layers"] // 2
     backward = none["flops_backward"] - single["flops_backward"]
