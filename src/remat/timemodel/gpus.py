@@ -1,4 +1,5 @@
-"""GPU presets for the planner: memory, peak dense 16-bit tensor FLOP/s, memory bandwidth, host link.
+"""GPU presets for the time model and the planner: memory, peak dense 16-bit tensor FLOP/s, memory (HBM/GDDR)
+bandwidth, GPU-to-GPU link (NVLink) and host link.
 
     gpu("rtx4090-24gb").memory_bytes      # 24564 MiB in bytes
     gpu("a100-80gb", achievable=0.4)      # a preset with a field overridden
@@ -6,7 +7,7 @@
 Every value can be overridden from the command line (``remat plan --peak-tflops --achievable --link-gbps
 --link-t0-us --memory --host-memory``). Sources — the vendor's published datasheets, DENSE numbers (NVIDIA
 lists 16-bit tensor throughput "with sparsity", 2× the dense value, marked with an asterisk; the planner uses
-the dense value; memory BW is the device memory's, HBM or GDDR — informational, the FLOP model does not use it):
+the dense value; memory BW is the device memory's, HBM or GDDR — what the roofline prices elementwise ops by):
 
 preset          card                   BF16 TFLOP/s      memory BW   link  document
                                        dense (sparse)
@@ -33,11 +34,31 @@ of the 80 GiB is reserved); H200: 143771 MiB (140.4 GiB); RTX 4090: 24564 MiB (2
 allocate somewhat less (the CUDA context takes a few hundred MiB): the planner's stated workspace reserve
 (``--reserve``, default 2 GiB) covers it.
 
-Defaults that are assumptions, not specifications (say so wherever a plan is shown): the achievable fraction
-of peak (0.5 — Korthikanti et al. report 52–56 % hardware FLOPs utilization on A100 for their models), the
-achieved link bandwidth (80 % of nominal, pinned host memory), the per-copy latency t0 (10 µs) and the host
-memory available to one GPU for offload (256 GiB on a data-centre node, 64 GiB on a workstation). Measure
-your own link with ``remat bandwidth --device cuda`` and pass ``--link-gbps`` / ``--link-t0-us``.
+GPU-to-GPU link (``nvlink_bytes_per_s``, per direction; the tensor-parallel collectives' link): A100 SXM4
+NVLink 3 600 GB/s total = 300 GB/s per direction; H100/H200 SXM NVLink 4 900 GB/s = 450; H100 PCIe with
+NVLink bridge 600 GB/s = 300; RTX A6000 NVLink bridge 112.5 GB/s = 56.25; RTX 4090 and L40S have no NVLink:
+their collectives go over PCIe (the host link's nominal per-direction rate).
+
+Achievable fractions — assumptions with a stated source, never fitted to the papers' timings (the time
+model is compared against them, remat.timemodel):
+
+* ``achievable`` (0.8): the fraction of the dense peak a large 16-bit GEMM reaches. Large bf16 GEMMs with
+  cuBLAS/CUTLASS reach about 75–85 % of the dense Tensor Core peak (e.g. 780 of 989 TFLOP/s on H100 SXM in
+  H. He's public torch.mm benchmark, gist Chillee/2ec89696…; NVIDIA's Matrix Multiplication Background
+  User's Guide, DU-09799-001, §2.3, shows large GEMMs near peak with the efficiency falling for small tiles).
+* ``memory_efficiency`` (0.85): the fraction of the datasheet memory bandwidth a streaming kernel reaches —
+  about 88 % is the best measured on A100 80GB (1.80 of 2.04 TB/s, NVIDIA Developer Forums thread
+  "Trouble to reach peak bandwidth of A100", 2025, which cites ≈ 90 % as the most any kernel reached);
+  framework elementwise kernels reach a little less.
+* ``nvlink_efficiency`` (0.7): NCCL's achieved bus bandwidth over the per-direction NVLink rate — about
+  200–230 GB/s of 300 on 8 × A100 SXM (nccl-tests issues #149 and #178: all_reduce busbw ≈ 200–208 GB/s).
+
+Other assumptions (say so wherever a plan is shown): the achieved host-link bandwidth (80 % of nominal,
+pinned host memory), the per-copy latency t0 (10 µs) and the host memory available to one GPU for offload
+(256 GiB on a data-centre node, 64 GiB on a workstation). Measure your own link with ``remat bandwidth
+--device cuda`` and pass ``--link-gbps`` / ``--link-t0-us``. Before the roofline model, ``achievable`` was
+0.5 of peak for ALL of a layer's FLOPs (Korthikanti et al.'s 52–56 % hardware FLOPs utilization), which
+priced memory-bound work — selective recompute's softmax and dropout — as if it were GEMMs.
 """
 
 from __future__ import annotations
@@ -63,6 +84,9 @@ class GPU:
     source: str = ""           # the datasheet the numbers come from
     full_name: str = ""        # the card, e.g. "NVIDIA A100 SXM4 80GB"
     memory_bandwidth: float = 0.0  # device memory (HBM / GDDR) bandwidth, bytes/s (datasheet)
+    nvlink_bytes_per_s: float = 0.0  # GPU-to-GPU link per direction, bytes/s (datasheet; PCIe if no NVLink)
+    memory_efficiency: float = 0.85  # fraction of memory_bandwidth a streaming kernel reaches
+    nvlink_efficiency: float = 0.7   # NCCL bus bandwidth / nvlink_bytes_per_s
 
     @property
     def flops_per_s(self) -> float:
@@ -77,34 +101,37 @@ class GPU:
 
 _NODE, _WORKSTATION = 256 * GiB, 64 * GiB   # DGX-class: 2 TiB host memory for 8 GPUs; a desktop: 64 GiB
 _GEN4, _GEN5 = 32 * GB, 64 * GB              # PCIe ×16 nominal bytes/s per direction
-_ACHIEVABLE, _LINK_FRACTION, _T0 = 0.5, 0.8, 10e-6
+_ACHIEVABLE, _LINK_FRACTION, _T0 = 0.8, 0.8, 10e-6
 
 
 def _card(name: str, full_name: str, mib: int, tflops: float, memory_gb_s: int, pcie: float, host: int,
-          source: str) -> GPU:
-    """A preset from datasheet units: memory in MiB, dense TFLOP/s, memory GB/s, nominal link bytes/s."""
+          source: str, nvlink_gb_s: float | None = None) -> GPU:
+    """A preset from datasheet units: memory in MiB, dense TFLOP/s, memory GB/s, nominal link bytes/s,
+    NVLink GB/s per direction (None: no NVLink, collectives over PCIe at the nominal rate)."""
+    nvlink = pcie if nvlink_gb_s is None else nvlink_gb_s * 1e9
     return GPU(name, mib * MiB, tflops * 1e12, _ACHIEVABLE, _LINK_FRACTION * pcie, _T0, host, source,
-               full_name, memory_gb_s * 1e9)
+               full_name, memory_gb_s * 1e9, nvlink)
 
 
 _A100 = "NVIDIA A100 Tensor Core GPU Datasheet: BF16 312 TFLOP/s dense (624 with sparsity)"
 _H100 = "NVIDIA H100 Tensor Core GPU Datasheet"
 GPUS: dict[str, GPU] = {g.name: g for g in (
-    _card("a100-40gb", "NVIDIA A100 SXM4 40GB", 40960, 312, 1555, _GEN4, _NODE, f"{_A100}; HBM2 1,555 GB/s"),
-    _card("a100-80gb", "NVIDIA A100 SXM4 80GB", 81920, 312, 2039, _GEN4, _NODE, f"{_A100}; HBM2e 2,039 GB/s"),
+    _card("a100-40gb", "NVIDIA A100 SXM4 40GB", 40960, 312, 1555, _GEN4, _NODE, f"{_A100}; HBM2 1,555 GB/s; NVLink 600 GB/s", 300),
+    _card("a100-80gb", "NVIDIA A100 SXM4 80GB", 81920, 312, 2039, _GEN4, _NODE, f"{_A100}; HBM2e 2,039 GB/s; NVLink 600 GB/s", 300),
     _card("h100-pcie-80gb", "NVIDIA H100 PCIe 80GB", 81559, 756, 2000, _GEN5, _NODE,
-          f"{_H100}, H100 PCIe: BF16 1,513 TFLOP/s with sparsity (756 dense); HBM2e 2 TB/s"),
+          f"{_H100}, H100 PCIe: BF16 1,513 TFLOP/s with sparsity (756 dense); HBM2e 2 TB/s; NVLink bridge "
+          "600 GB/s", 300),
     _card("h100-80gb", "NVIDIA H100 SXM5 80GB", 81559, 989, 3350, _GEN5, _NODE,
-          f"{_H100}, H100 SXM: BF16 1,979 TFLOP/s with sparsity (989 dense); HBM3 3.35 TB/s"),
+          f"{_H100}, H100 SXM: BF16 1,979 TFLOP/s with sparsity (989 dense); HBM3 3.35 TB/s; NVLink 900 GB/s", 450),
     _card("h200-141gb", "NVIDIA H200 SXM 141GB", 143771, 989, 4800, _GEN5, _NODE,
           "NVIDIA H200 Tensor Core GPU Datasheet, H200 SXM: BF16 1,979 TFLOP/s with sparsity (989 dense); "
-          "HBM3e 4.8 TB/s"),
+          "HBM3e 4.8 TB/s; NVLink 900 GB/s", 450),
     _card("rtx4090-24gb", "NVIDIA GeForce RTX 4090 24GB", 24564, 165.2, 1008, _GEN4, _WORKSTATION,
           "NVIDIA Ada Lovelace GPU Architecture whitepaper v2.1, Appendix A: BF16 tensor with FP32 accumulate "
           "165.2 TFLOP/s dense (330.4 with sparsity); GDDR6X 1,008 GB/s"),
     _card("rtx-a6000-48gb", "NVIDIA RTX A6000 48GB", 49140, 154.8, 768, _GEN4, _WORKSTATION,
           "NVIDIA Ampere GA102 GPU Architecture whitepaper v2.0 and RTX A6000 datasheet: BF16 tensor with FP32 "
-          "accumulate 154.8 TFLOP/s dense (309.7 with sparsity); GDDR6 768 GB/s"),
+          "accumulate 154.8 TFLOP/s dense (309.7 with sparsity); GDDR6 768 GB/s; NVLink bridge 112.5 GB/s", 56.25),
     _card("l40s-48gb", "NVIDIA L40S 48GB", 46068, 362.05, 864, _GEN4, _NODE,
           "NVIDIA L40S Datasheet: BF16 tensor 362.05 TFLOP/s dense (733 with sparsity); GDDR6 864 GB/s"),
 )}
@@ -120,11 +147,13 @@ def gpu(name: str, **overrides) -> GPU:
         raise UsageError("--gpu", f"unknown GPU preset {name!r} (presets: {', '.join(GPUS)})")
     changes = {k: v for k, v in overrides.items() if v is not None}
     out = replace(GPUS[name], **changes)
-    for field in ("memory_bytes", "peak_flops", "link_bytes_per_s", "host_memory_bytes"):
+    for field in ("memory_bytes", "peak_flops", "link_bytes_per_s", "host_memory_bytes", "memory_bandwidth",
+                  "nvlink_bytes_per_s"):
         if not getattr(out, field) > 0:
             raise UsageError(field, f"must be > 0, got {getattr(out, field)!r}")
-    if not 0 < out.achievable <= 1:
-        raise UsageError("achievable", f"must be in (0, 1], got {out.achievable!r}")
+    for field in ("achievable", "memory_efficiency", "nvlink_efficiency"):
+        if not 0 < getattr(out, field) <= 1:
+            raise UsageError(field, f"must be in (0, 1], got {getattr(out, field)!r}")
     if not out.link_t0_s >= 0:
         raise UsageError("link_t0_s", f"must be ≥ 0, got {out.link_t0_s!r}")
     return out

@@ -1,0 +1,139 @@
+"""Per-op roofline time of a traced layer: forward, backward and recompute seconds on one GPU.
+
+    rates = Rates.of(gpu("a100-80gb"))
+    times = layer_times(trace_layer(from_name("gpt-22b"), 8, False, "selective"), rates)
+    times.forward_s, times.backward_s, times.recompute_s
+
+Per op (``remat.timemodel.trace.Op``), the roofline: time = max(FLOPs / achievable FLOP/s, bytes /
+achievable memory bandwidth) + a fixed per-op overhead (0 on GPUs, where kernels queue asynchronously;
+measured on the CPU). Tensor-parallel collectives over t ranks, ring algorithms (Patarasuk & Yuan 2009;
+NCCL's bus-bandwidth convention): all-reduce 2(t − 1)/t · S / B, all-gather and reduce-scatter
+(t − 1)/t · S / B, S the operation's size in bytes, B the achieved link bandwidth per direction.
+
+What overlaps (Korthikanti et al. 2022 §5, Table 4's text; Megatron-LM's
+LinearWithGradAccumulationAndAsyncCommunication): in BACKWARD the collectives inside a column-parallel
+linear's backward run beside one of its GEMMs — the all-reduce of the input gradient (TP) beside the
+weight-gradient GEMM, and with SP the all-gather of the saved input shard beside the input-gradient GEMM and
+the reduce-scatter of the input gradient beside the weight-gradient GEMM; only what the GEMM does not cover
+is exposed. Everything else is serial: forward collectives, the recompute's (full recompute re-runs the
+forward's all-reduces with nothing to hide them — why the paper's full recompute costs 39 %, not 33 %), and
+the SP all-gather of the output gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from remat.timemodel.trace import LayerTrace, Op
+
+OVERLAPPED_NODES = ("_CopyToTensorParallelRegionBackward", "_SequenceGatherLinearBackward")
+"""Autograd nodes of a column-parallel linear's backward, whose collectives Megatron overlaps with a GEMM."""
+RING_FACTOR = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0}
+
+
+@dataclass(frozen=True)
+class Rates:
+    """What the roofline prices with: achievable GEMM FLOP/s, memory bytes/s, collective link bytes/s (per
+    direction), seconds of fixed cost per op."""
+
+    flops_per_s: float
+    memory_bytes_per_s: float
+    link_bytes_per_s: float
+    op_overhead_s: float = 0.0
+    source: str = ""
+
+    @classmethod
+    def of(cls, gpu) -> "Rates":
+        """A GPU preset's rates (remat.timemodel.gpus.GPU): peak × achievable, memory bandwidth × memory
+        efficiency, NVLink per direction × NVLink efficiency."""
+        return cls(gpu.peak_flops * gpu.achievable, gpu.memory_bandwidth * gpu.memory_efficiency,
+                   gpu.nvlink_bytes_per_s * gpu.nvlink_efficiency, 0.0, gpu.name)
+
+
+@dataclass(frozen=True)
+class PhaseTime:
+    """Seconds of one phase and its parts: gemm_s (FLOP-bound ops), memory_s (bandwidth-bound ops),
+    overhead_s (per-op fixed cost), comm_s (collectives, all of it), exposed_comm_s (what no GEMM hides)."""
+
+    total_s: float
+    gemm_s: float
+    memory_s: float
+    overhead_s: float
+    comm_s: float
+    exposed_comm_s: float
+
+
+@dataclass(frozen=True)
+class LayerTimes:
+    """One layer, one micro-batch, one TP rank: forward, backward (gradient work) and recompute seconds."""
+
+    forward: PhaseTime
+    backward: PhaseTime
+    recompute: PhaseTime
+
+    @property
+    def forward_s(self) -> float:
+        return self.forward.total_s
+
+    @property
+    def backward_s(self) -> float:
+        """Backward as a profiler sees it: gradient work + the recompute it triggers (Table 4's column)."""
+        return self.backward.total_s + self.recompute.total_s
+
+    @property
+    def recompute_s(self) -> float:
+        return self.recompute.total_s
+
+    @property
+    def combined_s(self) -> float:
+        return self.forward_s + self.backward_s
+
+
+def op_seconds(op: Op, rates: Rates, t: int) -> float:
+    """One op's seconds: the roofline (module docstring) or, for a collective over t ranks, the ring time."""
+    if op.collective:
+        return RING_FACTOR[op.collective] * (t - 1) / t * op.comm_bytes / rates.link_bytes_per_s if t > 1 else 0.0
+    return max(op.flops / rates.flops_per_s, op.bytes / rates.memory_bytes_per_s) + rates.op_overhead_s
+
+
+def _hiding_gemm(ops: tuple[Op, ...], i: int) -> int | None:
+    """The GEMM that collective ``ops[i]`` runs beside (module docstring), or None: the next GEMM of the
+    same autograd node, else the weight-gradient GEMM just before it."""
+    for j in range(i + 1, len(ops)):
+        if ops[j].node != ops[i].node:
+            break
+        if ops[j].kind == "gemm":
+            return j
+    for j in range(i - 1, -1, -1):
+        if ops[j].kind == "gemm":
+            return j if ops[j].wgrad else None
+    return None
+
+
+def phase_time(ops: tuple[Op, ...], rates: Rates, t: int, overlap: bool) -> PhaseTime:
+    """Seconds of one phase's ops in order; ``overlap``: collectives of OVERLAPPED_NODES hide behind a GEMM
+    (each GEMM hides at most one collective)."""
+    seconds = [op_seconds(op, rates, t) for op in ops]
+    exposed, used = 0.0, set()
+    for i, op in enumerate(ops):
+        if not op.collective:
+            continue
+        j = _hiding_gemm(ops, i) if overlap and op.node in OVERLAPPED_NODES else None
+        if j is not None and j not in used:
+            used.add(j)
+            exposed += max(0.0, seconds[i] - seconds[j])
+        else:
+            exposed += seconds[i]
+    compute = [(op, s) for op, s in zip(ops, seconds) if not op.collective]
+    gemm = sum(s - rates.op_overhead_s for op, s in compute if op.kind == "gemm")
+    memory = sum(s - rates.op_overhead_s for op, s in compute if op.kind == "memory")
+    overhead = rates.op_overhead_s * len(compute)
+    comm = sum(s for op, s in zip(ops, seconds) if op.collective)
+    return PhaseTime(gemm + memory + overhead + exposed, gemm, memory, overhead, comm, exposed)
+
+
+def layer_times(trace: LayerTrace, rates: Rates) -> LayerTimes:
+    """Forward, backward and recompute seconds of a traced layer at ``rates`` (module docstring)."""
+    return LayerTimes(phase_time(trace.phase("forward"), rates, trace.t, overlap=False),
+                      phase_time(trace.phase("backward"), rates, trace.t, overlap=True),
+                      phase_time(trace.phase("recompute"), rates, trace.t, overlap=False))
