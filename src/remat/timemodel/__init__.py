@@ -1,5 +1,29 @@
 """Time, predicted: a per-op roofline model of a layer's forward, backward and recompute, the tensor-parallel
 collectives, and the GPU presets (datasheet numbers) they are priced with.
 
-Modules: ``gpus`` (presets: memory, peak FLOP/s, HBM, NVLink and host-link bandwidth, each with its source).
+    times = predict(from_name("gpt-22b"), gpu("a100-80gb"), mode="selective", t=8)
+    times.forward_s, times.backward_s, times.recompute_s      # seconds, one layer, one micro-batch
+
+Modules: ``gpus`` (presets: memory, peak FLOP/s, HBM, NVLink and host-link bandwidth, achievable fractions,
+each with its source), ``trace`` (one layer's ops under FakeTensorMode: FLOPs, bytes, collectives),
+``roofline`` (op seconds, Megatron's communication overlap, per-phase totals), ``paper`` (Korthikanti et al.
+2022 Table 4, Figure 8 and Table 5: the paper's values and the model's predictions beside them).
 """
+
+from __future__ import annotations
+
+from remat.timemodel.roofline import LayerTimes, Rates, layer_times
+from remat.timemodel.trace import trace_layer
+
+__all__ = ["predict", "LayerTimes", "Rates"]
+
+
+def predict(cfg, gpu, mode: str = "none", t: int | None = None, sp: bool = False,
+            rates: Rates | None = None) -> LayerTimes:
+    """Predicted seconds of one layer of ``cfg`` (ModelConfig; t defaults to cfg.tp) on one TP rank for one
+    micro-batch under ``mode`` (none | selective | full), priced at ``gpu``'s rates (or ``rates``).
+
+    Raises UsageError naming the field for a t or SP the layer cannot take (remat.accounting.resolve).
+    Source: remat.timemodel.trace + remat.timemodel.roofline."""
+    rates = Rates.of(gpu) if rates is None else rates
+    return layer_times(trace_layer(cfg, cfg.tp if t is None else t, sp, mode), rates)
