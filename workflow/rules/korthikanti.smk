@@ -6,7 +6,7 @@ rule korthikanti_experiment:
     output:
         "results/korthikanti/{name}.csv",
     wildcard_constraints:
-        name="table2|items|flops|memory|modern",
+        name="table2|items|flops|memory|modern|table4|figure8|table5",
     params:
         p=lambda wc: params_json("korthikanti", wc.name),
     log:
@@ -19,14 +19,16 @@ rule korthikanti_experiment:
 
 rule korthikanti_figure:
     input:
-        lambda wc: {"percent": "results/korthikanti/table2.csv", "memory": "results/korthikanti/memory.csv"}[
-            wc.name
-        ],
+        lambda wc: {
+            "percent": "results/korthikanti/table2.csv",
+            "memory": "results/korthikanti/memory.csv",
+            "figure8": "results/korthikanti/figure8.csv",
+        }[wc.name],
     output:
         png="figures/korthikanti_{name}.png",
         svg="figures/korthikanti_{name}.svg",
     wildcard_constraints:
-        name="percent|memory",
+        name="percent|memory|figure8",
     log:
         "logs/figures/korthikanti_{name}.log",
     conda:

@@ -16,6 +16,7 @@ REGISTRY: dict[str, str] = {
     "chen-depth": "remat.figures.chen:depth",
     "korthikanti-percent": "remat.figures.korthikanti:percent",
     "korthikanti-memory": "remat.figures.korthikanti:memory",
+    "korthikanti-figure8": "remat.figures.korthikanti_time:figure8",
     "sweep-segments": "remat.figures.sweeps:segments",
     "sweep-depth": "remat.figures.sweeps:depth",
     "sweep-seq-hidden": "remat.figures.sweeps:seq_hidden",
