@@ -64,12 +64,16 @@ def add_account(sub):
     p.add_argument("--dtype", help="override the activation dtype (default: the preset's)")
     p.add_argument("--device", default="fake", help="fake (FakeTensorMode + fake process group; default) or "
                                                     "cpu (real tensors, t = 1)")
+    p.add_argument("--gpu", help="also predict the layer's forward / backward / recompute milliseconds on this "
+                                 "GPU preset (roofline time model, remat.timemodel; e.g. a100-80gb)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_run_account)
 
 
 def _run_account(args) -> int:
     from remat.accounting import account_layer, format_account
+    from remat.timemodel.gpus import gpu
+    device = None if args.gpu is None else gpu(args.gpu)   # a bad preset fails before any work
     try:
         acc = account_layer(args.model, args.mode, args.tp, args.sp, args.seq, args.micro_batch,
                             device=args.device, **({"dtype": args.dtype} if args.dtype else {}))
@@ -78,8 +82,23 @@ def _run_account(args) -> int:
         if flag is None:
             raise
         raise UsageError(flag, str(exc).removeprefix(f"{exc.field}: ")) from None
-    emit(acc.to_dict(), args.json, format_account(acc))
+    out, text = acc.to_dict(), format_account(acc)
+    if device is not None:
+        out["time"] = _predicted_ms(args, device)
+        text += "\n  predicted on {gpu} (roofline model, one layer, one micro-batch): forward {forward_ms:.3f} ms, " \
+                "backward {backward_ms:.3f} ms (of which recompute {recompute_ms:.3f} ms)".format(**out["time"])
+    emit(out, args.json, text)
     return 0
+
+
+def _predicted_ms(args, device) -> dict:
+    """The roofline model's milliseconds for the account's layer, mode, t and SP on GPU ``device``."""
+    from remat.accounting import resolve
+    from remat.timemodel import predict
+    cfg, t = resolve(args.model, args.mode, args.tp, args.sp, args.seq, args.micro_batch,
+                     **({"dtype": args.dtype} if args.dtype else {}))
+    times = predict(cfg, device, args.mode, t, args.sp)
+    return {"gpu": device.name, "time_source": "roofline model (remat.timemodel)", **times.to_ms()}
 
 
 def add_bandwidth(sub):

@@ -73,14 +73,8 @@ def table4_rows(gpu, model: str = "gpt-22b", rates=None) -> list[dict]:
     for name, (sp, mode) in EXPERIMENTS.items():
         lt = _times(model, gpu, sp, mode, rates)
         base = lt.combined_s if base is None else base
-        row = {"model": model, "experiment": name, "sp": sp, "mode": mode, "gpu": gpu.name,
-               "forward_ms": 1e3 * lt.forward_s, "backward_ms": 1e3 * lt.backward_s,
-               "combined_ms": 1e3 * lt.combined_s, "recompute_ms": 1e3 * lt.recompute_s,
+        row = {"model": model, "experiment": name, "sp": sp, "mode": mode, "gpu": gpu.name, **lt.to_ms(),
                "overhead_pct": 100 * (lt.combined_s / base - 1)}
-        for phase in ("forward", "backward", "recompute"):
-            part = getattr(lt, phase)
-            row.update({f"{phase}_gemm_ms": 1e3 * part.gemm_s, f"{phase}_memory_ms": 1e3 * part.memory_s,
-                        f"{phase}_comm_ms": 1e3 * part.comm_s, f"{phase}_exposed_comm_ms": 1e3 * part.exposed_comm_s})
         if model == "gpt-22b":
             fwd, bwd, comb = PAPER_TABLE4_MS[name]
             row.update(paper_forward_ms=fwd, paper_backward_ms=bwd, paper_combined_ms=comb,

@@ -88,6 +88,18 @@ class LayerTimes:
     def combined_s(self) -> float:
         return self.forward_s + self.backward_s
 
+    def to_ms(self) -> dict[str, float]:
+        """Milliseconds: forward, backward (with the recompute), recompute, combined, and the parts of each
+        phase (``<phase>_gemm_ms``, ``_memory_ms``, ``_comm_ms``, ``_exposed_comm_ms``)."""
+        out = {"forward_ms": 1e3 * self.forward_s, "backward_ms": 1e3 * self.backward_s,
+               "recompute_ms": 1e3 * self.recompute_s, "combined_ms": 1e3 * self.combined_s}
+        for phase in ("forward", "backward", "recompute"):
+            part = getattr(self, phase)
+            out.update({f"{phase}_gemm_ms": 1e3 * part.gemm_s, f"{phase}_memory_ms": 1e3 * part.memory_s,
+                        f"{phase}_comm_ms": 1e3 * part.comm_s,
+                        f"{phase}_exposed_comm_ms": 1e3 * part.exposed_comm_s})
+        return out
+
 
 def op_seconds(op: Op, rates: Rates, t: int) -> float:
     """One op's seconds: the roofline (module docstring) or, for a collective over t ranks, the ring time."""
