@@ -20,7 +20,7 @@ def params_json(*keys, **extra):
 
 # torch rules run in the CUDA build of the env on a GPU node, in the CPU build elsewhere
 TORCH_ENV = "../../envs/torch-cuda.yaml" if config["device"] == "cuda" else "../../envs/torch-cpu.yaml"
-SWEEPS = ["segments", "depth", "seq-hidden", "layer-timing"]
+SWEEPS = ["segments", "depth", "seq-hidden", "layer-timing", "time-model"]
 # whose offload tables (results/offload/<device>/) the offload figures and report show: a config key
 # (offload.report_device; null: the device this run measures on)
 OFFLOAD_DEVICE = config["offload"].get("report_device") or config["device"]

@@ -4,13 +4,14 @@ REPORT_INPUTS = {
     "chen2016": expand("results/chen/{t}.csv", t=["check", "segments", "depth", "revolve"])
     + expand("figures/chen_{f}.png", f=["segments", "depth"]),
     "korthikanti2022": expand(
-        "results/korthikanti/{t}.csv", t=["table2", "items", "flops", "memory", "modern"]
+        "results/korthikanti/{t}.csv", t=["table2", "items", "flops", "memory", "modern", "table4", "figure8"]
     )
-    + expand("figures/korthikanti_{f}.png", f=["percent", "memory"]),
+    + expand("figures/korthikanti_{f}.png", f=["percent", "memory", "figure8"]),
     "sweeps": [t for s in SWEEPS for t in sweep_tables(s)] + expand("figures/sweeps_{s}.png", s=SWEEPS),
     "offload": expand("results/offload/{d}/{t}.csv", d=OFFLOAD_DEVICE, t=["bandwidth", "steps", "breakeven"])
     + expand("figures/offload_{f}.png", f=["bandwidth", "breakeven"]),
     "planner": expand("results/planner/{t}.csv", t=["paper", "frontier", "validate"])
+    + ["results/korthikanti/table5.csv"]
     + expand("figures/planner_{f}.png", f=["frontier", "measured", "peak"]),
 }
 

@@ -7,7 +7,7 @@ rule sweep:
     output:
         "results/sweeps/{sweep}/{device}.csv",
     wildcard_constraints:
-        sweep="segments|depth|seq-hidden|layer-timing",
+        sweep="segments|depth|seq-hidden|layer-timing|time-model",
         device=config["device"],  # another device's tables are inputs only: never rebuilt with these sizes
     params:
         p=lambda wc: params_json("sweeps", wc.sweep, device=wc.device),
@@ -31,7 +31,7 @@ rule sweep_figure:
         png="figures/sweeps_{sweep}.png",
         svg="figures/sweeps_{sweep}.svg",
     wildcard_constraints:
-        sweep="segments|depth|seq-hidden|layer-timing",
+        sweep="segments|depth|seq-hidden|layer-timing|time-model",
     log:
         "logs/figures/sweeps_{sweep}.log",
     conda:

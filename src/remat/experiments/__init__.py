@@ -32,6 +32,7 @@ REGISTRY: dict[str, str] = {
     "sweep-depth": "remat.experiments.sweeps:depth_sweep",
     "sweep-seq-hidden": "remat.experiments.sweeps:seq_hidden_sweep",
     "sweep-layer-timing": "remat.experiments.layer_timing:layer_timing_sweep",
+    "sweep-time-model": "remat.experiments.time_model:time_model_sweep",
     "offload-bandwidth": "remat.experiments.offload:bandwidth_table",
     "offload-steps": "remat.experiments.offload:steps_table",
     "offload-breakeven": "remat.experiments.offload:breakeven_table",

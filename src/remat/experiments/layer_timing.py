@@ -68,8 +68,9 @@ class LayerRunner:
 
 
 def layer_runner(cfg: ModelConfig, mode: str, p: LayerTimingParams) -> LayerRunner:
-    """Build ``cfg`` under ``mode`` on p.device (seeded), run one combined step (allocating the gradients)
-    and count its FLOPs (remat.measure.flops.count_step_flops)."""
+    """Build ``cfg`` under ``mode`` on p.device (seeded), run one combined step and count its FLOPs
+    (remat.measure.flops.count_step_flops). Each combined step sets the gradients to None first, so backward
+    writes fresh gradients instead of accumulating (Korthikanti Table 4 times a layer, not accumulation)."""
     torch.manual_seed(p.seed)
     model = build_model(cfg, p.device)
     apply_plan(model, mode)
@@ -80,7 +81,9 @@ def layer_runner(cfg: ModelConfig, mode: str, p: LayerTimingParams) -> LayerRunn
     def forward():
         model.run_layers(x)
 
-    def combined():
+    def combined():   # fresh gradients each step: a layer's time, without accumulating into .grad
+        model.zero_grad(set_to_none=True)
+        x.grad = None
         model.run_layers(x).backward(grad)
 
     combined()

@@ -21,6 +21,7 @@ REGISTRY: dict[str, str] = {
     "sweep-depth": "remat.figures.sweeps:depth",
     "sweep-seq-hidden": "remat.figures.sweeps:seq_hidden",
     "sweep-layer-timing": "remat.figures.sweeps:layer_timing",
+    "sweep-time-model": "remat.figures.sweeps:time_model",
     "offload-bandwidth": "remat.figures.offload:bandwidth",
     "offload-breakeven": "remat.figures.offload:breakeven",
     "planner-frontier": "remat.figures.planner:frontier",

@@ -160,3 +160,29 @@ def layer_timing(frames: list[pd.DataFrame]) -> Figure:
                f"h = {int(part['hidden'].iloc[0])}" if len(part) else device)
         ax.margins(y=0.25)
     return _finish(fig, axes)
+
+
+def time_model(frames: list[pd.DataFrame]) -> Figure:
+    """sweep-time-model: the roofline time model's predicted ms per layer against the measured ms, per phase
+    (marker) and mode (colour), with the y = x line and a ±25 % band; one panel per device."""
+    frame, found, fig, axes = _grid(frames, 1, width=5.5, height=4.6)
+    markers = {"forward": "o", "backward": "s", "combined": "^"}
+    colors = {"none": "C0", "selective": "C1", "full": "C3"}
+    for (ax,), device in zip(axes, found):
+        part = frame[frame["device"] == device]
+        for (mode, phase), rows in part.groupby(["mode", "phase"], sort=False):
+            ax.plot(rows["measured_s"] * 1e3, rows["predicted_s"] * 1e3, markers[phase], color=colors[mode],
+                    label=f"{mode} {phase}", ms=6, alpha=0.85)
+        lo, hi = 0.5 * part["measured_s"].min() * 1e3, 2 * part["measured_s"].max() * 1e3
+        ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, label="predicted = measured")
+        ax.fill_between([lo, hi], [0.75 * lo, 0.75 * hi], [1.25 * lo, 1.25 * hi], color="grey", alpha=0.15,
+                        label="±25 %")
+        ax.set(xscale="log", yscale="log", xlabel="measured ms per layer (median)", ylabel="predicted ms (roofline)",
+               title=f"{device}: roofline at measured rates, h = "
+                     f"{', '.join(str(int(h)) for h in sorted(part['hidden'].unique()))}")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    fig_ = _finish(fig, axes)
+    for ax in axes.flat:
+        ax.legend(fontsize=6, ncol=2)
+    return fig_

@@ -1,0 +1,95 @@
+"""Time-model tables -> what the reports show (nothing measured or predicted here): paper Table 4, Figure 8
+and Table 5 beside the roofline model (``korthikanti-table4/figure8/table5``), and the model against this
+machine's measurement (``sweep-time-model``), with the numbers the prose quotes.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+
+def table4_display(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per experiment: predicted and paper Table 4 ms (forward, backward, combined), the relative error of
+    each, and the overhead % predicted and printed. Input: a ``korthikanti-table4`` table."""
+    out = pd.DataFrame({"experiment": frame["experiment"]})
+    for phase in ("forward", "backward", "combined"):
+        out[f"{phase} ms"] = frame[f"{phase}_ms"].round(2)
+        out[f"paper {phase} ms"] = frame[f"paper_{phase}_ms"]
+        out[f"{phase} error %"] = (100 * (frame[f"{phase}_ms"] / frame[f"paper_{phase}_ms"] - 1)).round(1)
+    out["overhead %"] = frame["overhead_pct"].round(1)
+    out["paper overhead %"] = frame["paper_overhead_pct"]
+    return out
+
+
+def table4_parts(frame: pd.DataFrame) -> pd.DataFrame:
+    """Where each experiment's predicted time goes, ms: GEMMs, memory-bound ops and exposed / total
+    collectives per phase, and the recompute. Input: a ``korthikanti-table4`` table."""
+    cols = {"forward GEMM": "forward_gemm_ms", "forward memory-bound": "forward_memory_ms",
+            "forward comm (exposed)": "forward_exposed_comm_ms", "backward GEMM": "backward_gemm_ms",
+            "backward memory-bound": "backward_memory_ms", "backward comm": "backward_comm_ms",
+            "backward comm exposed": "backward_exposed_comm_ms", "recompute": "recompute_ms",
+            "recompute memory-bound": "recompute_memory_ms"}
+    return pd.DataFrame({"experiment": frame["experiment"],
+                         **{name: frame[col].round(2) for name, col in cols.items()}})
+
+
+def table4_checks(frame: pd.DataFrame) -> dict:
+    """The acceptance numbers: the largest |relative error| of any phase (fraction), the largest |overhead
+    difference| (percentage points), and per experiment the overhead predicted and printed (%)."""
+    errors = [abs(frame[f"{p}_ms"] / frame[f"paper_{p}_ms"] - 1).max() for p in ("forward", "backward", "combined")]
+    by = frame.set_index("experiment")
+    return {"max_phase_error": float(max(errors)),
+            "max_overhead_pp": float((frame["overhead_pct"] - frame["paper_overhead_pct"]).abs().max()),
+            "overhead": by["overhead_pct"].to_dict(), "paper_overhead": by["paper_overhead_pct"].to_dict(),
+            "recompute_ms": by["recompute_ms"].to_dict(),
+            "backward_ms": by["backward_ms"].to_dict(), "paper_backward_ms": by["paper_backward_ms"].to_dict()}
+
+
+def figure8_display(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per model and variant: forward, forward + backward, total and recompute % of the baseline layer time,
+    predicted beside paper Figure 8, and the recompute share's difference (pp). Input: ``korthikanti-figure8``."""
+    out = pd.DataFrame({"model": frame["model"], "variant": frame["variant"]})
+    for name, col in (("forward", "forward_pct"), ("fwd + bwd", "forward_backward_pct"), ("total", "total_pct"),
+                      ("recompute", "recompute_pct")):
+        out[f"{name} %"] = frame[col].round(1)
+        out[f"paper {name} %"] = frame[f"paper_{col}"]
+    out["recompute Δ pp"] = (frame["recompute_pct"] - frame["paper_recompute_pct"]).round(1)
+    return out
+
+
+def table5_display(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per model: predicted iteration seconds with full recompute and with SP + selective, their ratio and
+    difference, beside paper Table 5's. Input: a ``korthikanti-table5`` table."""
+    return pd.DataFrame({
+        "model": frame["model"], "GPUs": frame["gpus"],
+        "full s": frame["full_s"].round(2), "paper full s": frame["paper_full_s"],
+        "SP+selective s": frame["present_s"].round(2), "paper SP+selective s": frame["paper_present_s"],
+        "ratio": frame["ratio"].round(3), "paper ratio": frame["paper_ratio"].round(3),
+        "difference s": frame["difference_s"].round(2), "paper difference s": frame["paper_difference_s"].round(2),
+        "MFU %": frame["mfu_pct"].round(1), "paper MFU %": frame["paper_mfu_pct"]})
+
+
+def validation_display(frame: pd.DataFrame) -> pd.DataFrame:
+    """This machine: per size, mode and phase, predicted and measured ms and the relative error (%), with the
+    recompute overhead (%) predicted and measured on the combined rows. Input: a ``sweep-time-model`` table."""
+    out = pd.DataFrame({"h": frame["hidden"], "s": frame["seq"], "b": frame["micro_batch"], "mode": frame["mode"],
+                        "phase": frame["phase"], "predicted ms": (1e3 * frame["predicted_s"]).round(2),
+                        "measured ms": (1e3 * frame["measured_s"]).round(2),
+                        "error %": (100 * frame["error"]).round(1),
+                        "overhead % predicted": (100 * frame["predicted_overhead"]).round(1),
+                        "overhead % measured": (100 * frame["measured_overhead"]).round(1)})
+    return out.fillna("")
+
+
+def validation_checks(frame: pd.DataFrame) -> dict:
+    """The CPU validation's numbers: |error| per phase (largest, fraction), the share of rows within 25 %, the
+    measured rates (first row), and per size the selective overhead predicted and measured."""
+    combined = frame[(frame["phase"] == "combined") & (frame["mode"] == "selective")]
+    return {"max_error": {p: float(frame.loc[frame["phase"] == p, "error"].abs().max())
+                          for p in ("forward", "backward", "combined")},
+            "within_25": float((frame["error"].abs() <= 0.25).mean()),
+            "flops_per_s": float(frame["flops_per_s"].iloc[0]),
+            "memory_bytes_per_s": float(frame["memory_bytes_per_s"].iloc[0]),
+            "op_overhead_s": float(frame["op_overhead_s"].iloc[0]),
+            "selective": [(int(r.hidden), float(r.predicted_overhead), float(r.measured_overhead))
+                          for r in combined.itertuples()]}
