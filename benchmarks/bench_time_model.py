@@ -1,0 +1,59 @@
+"""The roofline time model against the paper and against this machine. Prints paper Table 4 (22B layer,
+t = 8, A100) and the recompute share of every paper Figure 8 bar, predicted beside the paper's values, with
+the issue's acceptance (phases within 25 %, overheads within 4 pp, recompute shares within 3 pp), then the
+CPU validation: the torch GPT layer's forward/backward predicted at rates measured here vs measured,
+interleaved (target: within 25 % per phase). Not a timed test.
+
+    .venv/bin/python benchmarks/bench_time_model.py [--gpu a100-80gb] [--hiddens 256 512] [--no-cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import pandas as pd
+
+from remat.experiments import load
+from remat.experiments.time_model import time_model_sweep
+from remat.experiments.time_summary import table4_checks, table4_display, validation_checks, validation_display
+from remat.timemodel.gpus import gpu
+from remat.timemodel.paper import figure8_rows, table4_rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpu", default="a100-80gb")
+    parser.add_argument("--hiddens", type=int, nargs="+", default=[256, 512])
+    parser.add_argument("--no-cpu", action="store_true", help="skip the CPU validation")
+    args = parser.parse_args()
+    pd.set_option("display.width", 200)
+    pd.set_option("display.max_columns", 30)
+    device = gpu(args.gpu)
+    table4 = pd.DataFrame(table4_rows(device))
+    print(f"paper Table 4, predicted on {device.name} vs paper (ms):")
+    print(table4_display(table4).to_string(index=False))
+    checks = table4_checks(table4)
+    print(f"largest phase error {100 * checks['max_phase_error']:.1f} % (target ≤ 25 %); largest overhead "
+          f"difference {checks['max_overhead_pp']:.1f} pp (target ≤ 4 pp)")
+    figure8 = pd.DataFrame(figure8_rows(device))
+    figure8["delta_pp"] = figure8["recompute_pct"] - figure8["paper_recompute_pct"]
+    print("\npaper Figure 8, recompute share of the baseline layer time (%):")
+    print(figure8[["model", "variant", "recompute_pct", "paper_recompute_pct", "delta_pp"]].round(2)
+          .to_string(index=False))
+    print(f"largest recompute-share difference {figure8['delta_pp'].abs().max():.2f} pp (target ≤ 3 pp)")
+    if args.no_cpu:
+        return
+    start = time.perf_counter()
+    frame = time_model_sweep(load("sweep-time-model", {"hiddens": args.hiddens}))
+    print(f"\nCPU validation ({time.perf_counter() - start:.0f} s; rates measured interleaved with the layers):")
+    print(validation_display(frame).to_string(index=False))
+    v = validation_checks(frame)
+    print("largest |error| per phase: " + ", ".join(f"{p} {100 * e:.1f} %" for p, e in v["max_error"].items())
+          + f"; {100 * v['within_25']:.0f} % of rows within 25 %")
+    for h, predicted, measured in v["selective"]:
+        print(f"selective overhead at h = {h}: predicted {100 * predicted:.1f} %, measured {100 * measured:.1f} %")
+
+
+if __name__ == "__main__":
+    main()
