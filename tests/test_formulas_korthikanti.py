@@ -141,3 +141,74 @@ def test_paper_term_tells_v_from_dropped_probs_when_shapes_coincide():
     assert korthikanti.paper_term("attn.core", "bmm", square, "torch.bfloat16", shares_storage=True) == "v"
     assert korthikanti.paper_term("attn.core", "bmm", square, "torch.bfloat16", shares_storage=False) == "attn_probs_dropped"
     assert korthikanti.paper_term("attn.core", "bmm", square, "torch.bfloat16") == "attn_probs_dropped"  # shape alone
+
+
+# --- paper Figure 1's parameter bars, §4.3's share, the selective overhead and HFU (issue 12) -------------------
+
+@pytest.mark.parametrize("name,a,h,L,p,m,b", TABLE3)
+def test_first_stage_excess_adds_up_to_the_difference(name, a, h, L, p, m, b):
+    assert korthikanti.params_total(h, L, V, S) == korthikanti.params_per_gpu(h, L, V, S, 1, 1)
+    even = korthikanti.params_even_share(h, L, V, S, T, p)
+    assert even == Fraction(korthikanti.params_total(h, L, V, S), T * p)
+    parts = korthikanti.first_stage_params_excess(h, L, V, S, T, p)
+    assert sum(parts.values()) == korthikanti.params_per_gpu(h, L, V, S, T, p) - even
+    assert parts["word_embedding"] == Fraction(V * h, T) * (1 - Fraction(1, p))
+    assert parts["position_embedding"] == S * h * (1 - Fraction(1, T * p))
+
+
+def test_model_state_first_stage_vs_even_share_gib():
+    # 18 B/parameter: the first stage as counted here vs the paper's even 18·P/(t·p), GiB = 2**30 bytes
+    gib = 2 ** 30
+    first = [korthikanti.model_state_bytes(korthikanti.params_per_gpu(h, L, V, S, T, p)) / gib
+             for _, a, h, L, p, m, b in TABLE3]
+    even = [float(18 * korthikanti.params_even_share(h, L, V, S, T, p)) / gib for _, a, h, L, p, m, b in TABLE3]
+    assert [round(x, 1) for x in first] == [46.5, 47.3, 34.5, 36.6]
+    assert [round(x, 1) for x in even] == [46.3, 45.7, 31.7, 33.0]
+    # p = 1 (22B): no word-embedding excess; the position embedding (replicated on 8 ranks) is most of it
+    parts = korthikanti.first_stage_params_excess(6144, 48, V, S, T, 1)
+    assert parts["word_embedding"] == 0 and parts["uneven_layers"] == 0
+    assert parts["position_embedding"] == S * 6144 * Fraction(7, 8)
+
+
+def test_outside_share_22b_is_057_percent_not_below_001_percent():
+    # §4.3: (p/L + (4/L)(1 + v/h)) / (34 + 5as/h) for 22B with SP, no recompute
+    s, b, h, a, L = 2048, 4, 6144, 64, 48
+    share = korthikanti.outside_layer_share(s, b, h, a, V, L, T, p=1)
+    expected = (Fraction(1, L) + Fraction(4, L) * (1 + Fraction(V, h))) / (34 + Fraction(5 * a * s, h))
+    assert share == expected
+    assert round(100 * float(share), 3) == 0.568          # the paper says "less than 0.01 %"
+    assert 100 * share > 50 * Fraction(1, 100)           # more than 50× that bound
+    # with selective recompute (Eq. 6: 34 sbhL/t) the same terms are a larger share
+    assert round(100 * float(korthikanti.outside_layer_share(s, b, h, a, V, L, T, 1, sp=True,
+                                                             recompute="selective")), 2) == 2.35
+
+
+def test_selective_overhead_quoted_in_the_text_is_eq8s():
+    # the text's 2.7 % (GPT-3) and 1.6 % (MT-NLG) round from Eq. 8 − Eq. 7, not from the recompute it describes
+    gpt3 = (64, 2048, 12288, 96, V)
+    mtnlg = (280, 2048, 20480, 105, V)
+    assert round(100 * float(korthikanti.recompute_overhead(*gpt3, hardware="eq8")), 1) == 2.7
+    assert round(100 * float(korthikanti.recompute_overhead(*mtnlg, hardware="eq8")), 1) == 1.6
+    for args in (gpt3, mtnlg):
+        assert korthikanti.recompute_overhead(*args, hardware="text") * 3 == korthikanti.recompute_overhead(
+            *args, hardware="eq8")
+    B, s, h, L, v = gpt3
+    assert korthikanti.recompute_overhead(*gpt3, hardware="eq8") == \
+        Fraction(s, 6 * h) / (1 + Fraction(s, 6 * h) + Fraction(v, 12 * h * L))
+    assert round(100 * float(korthikanti.recompute_overhead(*gpt3, hardware="text")), 2) == 0.90
+    with pytest.raises(UsageError) as exc:
+        korthikanti.recompute_overhead(*gpt3, hardware="printed")
+    assert exc.value.field == "hardware"
+
+
+def test_hfu_of_paper_table5_by_eq8_and_by_the_text():
+    # GPT-3 175B, paper Table 5: 13.75 s per iteration on 64 A100s (312 TFLOP/s), printed MFU 51.4 %, HFU 52.8 %
+    B, s, h, L, v, seconds, gpus, peak = 64, 2048, 12288, 96, V, 13.75, 64, 312e12
+    mfu = korthikanti.flops_utilization(korthikanti.model_flops(B, s, h, L, v), seconds, gpus, peak)
+    hfu8 = korthikanti.flops_utilization(korthikanti.hardware_flops_eq8(B, s, h, L, v), seconds, gpus, peak)
+    hfu_text = korthikanti.flops_utilization(korthikanti.hardware_flops(B, s, h, L, v), seconds, gpus, peak)
+    assert round(100 * mfu, 1) == 51.4 and round(100 * hfu8, 1) == 52.8
+    assert round(100 * hfu_text, 2) == 51.85
+    assert mfu < hfu_text < hfu8
+    with pytest.raises(ValueError):
+        korthikanti.flops_utilization(1, 0, gpus, peak)

@@ -13,9 +13,10 @@ naming ``korthikanti.<name>.<key>``) and returns one tidy DataFrame (one row per
     korthikanti-flops   (FlopsParams): FLOPs per layer counted with FlopCounterMode — forward,
         backward, recompute (none / selective / full) — against Appendix A, Eq. 7 and Eq. 8 (as printed and
         as the paper's text describes the recompute).
-    korthikanti-memory  (MemoryParams): Figure 1 — parameters + optimizer state,
-        first-stage activations (measured bytes per layer × L × interleave factor, Eq. 5/6) and the terms
-        outside the layers (§4.3), per GPU, against 80 GB.
+    korthikanti-memory  (MemoryParams): paper Figure 1 — parameters + optimizer state (first stage, and the
+        paper's even share 18·P/(t·p)), first-stage activations (measured bytes per layer × L × interleave
+        factor, Eq. 5/6) and the terms outside the layers (§4.3), per GPU, against the memory of a GPU preset
+        (remat.timemodel.gpus; default the A100 80GB: 81920 MiB = 80 GiB, the planner's constant too).
     korthikanti-modern  (ModernParams): what the formulas leave out for modern layers — the paper's
         GPT layer, the same with flash attention (SDPA), and the Llama 3 8B layer (RMSNorm, RoPE, GQA,
         SwiGLU), actual saved bytes by module beside sbh(34 + 5as/h).
@@ -29,11 +30,12 @@ from typing import Literal
 import pandas as pd
 
 from remat.accounting import LayerAccount, account_layer, build, layer_input, resolve, tensor_mode, tp_group
+from remat.errors import UsageError
 from remat.experiments.params import Count
 from remat.formulas import korthikanti
 from remat.measure.provenance import with_provenance
-
-from remat.units import GB, GiB
+from remat.timemodel.gpus import GPUS
+from remat.units import GiB
 
 PAPER_MODELS = ("gpt-22b", "gpt3-175b", "mt-nlg-530b", "gpt-1t")  # Table 3
 # (technique, sp, mode) with tensor parallelism t, then without (t = 1)
@@ -93,6 +95,15 @@ class MemoryParams:
     """t: tensor-parallel size."""
     bytes_per_param: Count = korthikanti.BYTES_PER_PARAM
     """Model-state bytes per parameter (18: mixed-precision Adam, see korthikanti.BYTES_PER_PARAM_WHY)."""
+    gpu: str = "a100-80gb"
+    """GPU preset (remat.timemodel.gpus.GPUS) whose memory the totals are compared with: ``memory_bytes``,
+    what the driver reports (A100 80GB, the paper's GPU: 81920 MiB = 80 GiB = 85.9·10⁹ bytes) — the same
+    constant the planner budgets with."""
+
+    def __post_init__(self):
+        if self.gpu not in GPUS:
+            raise UsageError("korthikanti.memory.gpu",
+                             f"unknown GPU preset {self.gpu!r} (presets: {', '.join(GPUS)})")
 
 
 @dataclass(frozen=True)
@@ -230,21 +241,30 @@ def flops(p: FlopsParams) -> pd.DataFrame:
 # --- Figure 1: memory per GPU ------------------------------------------------------------------------------------------
 
 def memory(p: MemoryParams) -> pd.DataFrame:
-    """Whole-model memory on one GPU of the first pipeline stage (Figure 1), one row per model × technique.
+    """Whole-model memory on one GPU of the first pipeline stage (paper Figure 1), one row per model × technique.
 
-    Columns: model, technique, tp, sp, mode, pp, interleave, layers, params_per_gpu, bytes_per_param,
-    model_state_bytes (params × bytes_per_param; see korthikanti.BYTES_PER_PARAM_WHY), per_layer_measured,
+    Columns: model, technique, tp, sp, mode, pp, interleave, layers, interleave_factor, params_per_gpu (first
+    stage: korthikanti.params_per_gpu), params_total (P), bytes_per_param, model_state_bytes (params_per_gpu ×
+    bytes_per_param; see korthikanti.BYTES_PER_PARAM_WHY), model_state_even_bytes (the paper's bars:
+    bytes_per_param·P/(t·p), rounded), excess_<part>_bytes (model_state_bytes − model_state_even_bytes by
+    cause, korthikanti.first_stage_params_excess × bytes_per_param, rounded: word_embedding,
+    position_embedding, replicated_in_layers, uneven_layers, final_layernorm), per_layer_measured,
     per_layer_formula, activations_layers (measured per layer × L × interleave factor, Eq. 5/6),
-    activations_layers_formula, activations_outside (§4.3), total_bytes, total_gib, fits_80gb (total ≤ 80·10⁹
-    bytes), + provenance. Bytes are int; GiB = 2**30 bytes.
+    activations_layers_formula, activations_outside (§4.3), total_bytes, total_gib, gpu (preset),
+    gpu_memory_bytes (GPUS[gpu].memory_bytes), fits_gpu (total_bytes ≤ gpu_memory_bytes), + provenance.
+    Bytes are int; GiB = 2**30 bytes.
     """
     from remat.models.presets import from_name
     tp, bpp = p.tp, p.bytes_per_param
+    capacity = GPUS[p.gpu].memory_bytes
     rows = []
     for model in p.models:
         cfg = from_name(model)
         s, b, h, v, L, pp, m = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.vocab, cfg.layers, cfg.pp, cfg.interleave
         n_params = korthikanti.params_per_gpu(h, L, v, s, tp, pp)
+        even = korthikanti.params_even_share(h, L, v, s, tp, pp)
+        excess = {f"excess_{part}_bytes": round(bpp * n)
+                  for part, n in korthikanti.first_stage_params_excess(h, L, v, s, tp, pp).items()}
         for technique, sp, mode in TECHNIQUES:
             acc = account_layer(model, mode, tp, sp)
             layers = korthikanti.first_stage_bytes(acc.bytes_per_layer_measured, L, pp, m)
@@ -253,12 +273,14 @@ def memory(p: MemoryParams) -> pd.DataFrame:
             total = state + layers + outside
             rows.append({"model": model, "technique": technique, "tp": tp, "sp": sp, "mode": mode, "pp": pp,
                          "interleave": m, "layers": L, "interleave_factor": float(korthikanti.interleave_factor(pp, m)),
-                         "params_per_gpu": n_params, "bytes_per_param": bpp, "model_state_bytes": state,
+                         "params_per_gpu": n_params, "params_total": korthikanti.params_total(h, L, v, s),
+                         "bytes_per_param": bpp, "model_state_bytes": state,
+                         "model_state_even_bytes": round(bpp * even), **excess,
                          "per_layer_measured": acc.bytes_per_layer_measured,
                          "per_layer_formula": acc.bytes_per_layer_formula, "activations_layers": layers,
                          "activations_layers_formula": korthikanti.first_stage_bytes(acc.bytes_per_layer_formula, L, pp, m),
                          "activations_outside": outside, "total_bytes": total, "total_gib": total / GiB,
-                         "fits_80gb": total <= 80 * GB})
+                         "gpu": p.gpu, "gpu_memory_bytes": capacity, "fits_gpu": total <= capacity})
     return _frame(rows)
 
 

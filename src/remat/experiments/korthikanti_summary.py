@@ -1,23 +1,49 @@
-"""Korthikanti et al. 2022 tables -> what the report shows: Table 2, the reconciliation, FLOPs, Figure 1 and the
-modern layers as display tables (from the loaded ``korthikanti-*`` tables; nothing is measured here)."""
+"""Korthikanti et al. 2022 tables -> what the report shows: paper Table 2, the reconciliation, FLOPs, paper
+Figure 1 and the modern layers as display tables (from the loaded ``korthikanti-*`` tables; nothing is
+measured here), and the checks of the paper's own numbers computed from the closed forms
+(``remat.formulas.korthikanti``): §4.3's share of the activations outside the layers, the selective-recompute
+FLOPs overhead quoted in the text (2.7 % / 1.6 %) against Eq. 8, and the HFU each recompute count implies.
+
+Naming: "paper Table N" / "paper Figure N" is the paper's; a column computed from a paper's formula says
+"formula" (e.g. "formula (paper Table 2) MiB"), never just "Table 2".
+"""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from remat.formulas import korthikanti
+from remat.models.presets import from_name
+from remat.timemodel.gpus import GPUS
+from remat.timemodel.paper import PAPER_TABLE5_S
 from remat.units import GiB, MiB
+
+PAPER_GPU = "a100-80gb"
+"""The paper's GPU (A100 SXM4 80GB, Selene): its preset's peak (312·10¹² FLOP/s dense BF16) prices MFU/HFU."""
+
+PAPER_OUTSIDE_SHARE_CLAIM_PCT = {"gpt-22b": 0.01}
+"""§4.3: the activations outside the layers are "less than 0.01 %" of the total for the 22B model (percent)."""
+
+PAPER_SELECTIVE_OVERHEAD_PCT = {"gpt3-175b": 2.7, "mt-nlg-530b": 1.6}
+"""The paper's text around Eq. 8 (§5, selective recompute): its FLOPs overhead for GPT-3 and MT-NLG (percent)."""
+
+PAPER_TABLE5 = {model: (present, mfu, hfu) for model, (_, present, mfu, hfu) in PAPER_TABLE5_S.items()}
+"""Paper Table 5 (v1, A100 80GB, Selene; "present work" = SP + selective), model -> (iteration seconds, MFU %,
+HFU %) as printed, from ``remat.timemodel.paper.PAPER_TABLE5_S`` (one copy of the paper's values). The GPUs
+per model are t·p of paper Table 3 (the presets' tp × pp), the batch its global batch."""
 
 
 # --- summaries for the report (tables in, tables out; nothing measured) ----------------------------------------------
 
 def table2_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Table 2, measured vs formula, one row per model × technique: MiB per layer (2**20 bytes), relative
-    error, actual MiB, % of the baseline. Input: a ``korthikanti-table2`` table."""
+    """Paper Table 2, measured vs its formula evaluated, one row per model × technique: MiB per layer (2**20
+    bytes) measured and from the formula ("formula (paper Table 2) MiB": ``korthikanti.table2_bytes``, not a
+    value printed in the paper), relative error, actual MiB, % of the baseline. Input: a
+    ``korthikanti-table2`` table."""
     out = pd.DataFrame({
         "model": table["model"], "technique": table["technique"], "t": table["tp"],
         "measured MiB": (table["bytes_measured"] / MiB).round(2),
-        "Table 2 MiB": (table["bytes_formula"] / MiB).round(2),
+        "formula (paper Table 2) MiB": (table["bytes_formula"] / MiB).round(2),
         "rel. error": table["rel_error"].map(lambda e: f"{e:+.2e}"),
         "actual MiB": (table["bytes_actual"] / MiB).round(2),
         "% of baseline": table["percent_of_baseline"].round(1)})
@@ -64,15 +90,123 @@ def flops_summary(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).round(3)
 
 
+def _fits_column(frame: pd.DataFrame) -> str:
+    """The memory table's fit column header, naming the GPU preset and its memory in GiB (2**30 bytes)."""
+    gpu, capacity = frame["gpu"].iloc[0], int(frame["gpu_memory_bytes"].iloc[0])
+    return f"fits {gpu} ({capacity / GiB:.1f} GiB)"
+
+
 def memory_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    """Figure 1 as a table: GiB per GPU (2**30 bytes) by component, total, and whether it fits 80 GB
-    (80·10⁹ bytes). Input: a ``korthikanti-memory`` table."""
+    """Paper Figure 1 as a table: GiB per GPU (2**30 bytes) of the first pipeline stage by component —
+    parameters + optimizer state as held by that GPU and the paper's even share 18·P/(t·p) beside it —, the
+    total (first-stage model state + activations) and whether it fits the GPU preset's memory (``gpu``,
+    ``gpu_memory_bytes``: the A100 80GB's 81920 MiB = 80 GiB by default). Input: a ``korthikanti-memory``
+    table."""
     return pd.DataFrame({
         "model": frame["model"], "technique": frame["technique"],
-        "params+optimizer GiB": (frame["model_state_bytes"] / GiB).round(1),
+        "params+optimizer GiB (first stage)": (frame["model_state_bytes"] / GiB).round(1),
+        "params+optimizer GiB (paper: 18·P/(t·p))": (frame["model_state_even_bytes"] / GiB).round(1),
         "activations (layers) GiB": (frame["activations_layers"] / GiB).round(1),
         "outside layers GiB": (frame["activations_outside"] / GiB).round(2),
-        "total GiB": frame["total_gib"].round(1), "fits 80 GB": frame["fits_80gb"]})
+        "total GiB": frame["total_gib"].round(1), _fits_column(frame): frame["fits_gpu"]})
+
+
+EXCESS_PARTS = {"word_embedding": "word embedding", "position_embedding": "position embedding",
+                "replicated_in_layers": "LayerNorms and biases replicated on TP ranks",
+                "uneven_layers": "⌈L/p⌉ − L/p layers", "final_layernorm": "final LayerNorm"}
+"""korthikanti.first_stage_params_excess's parts -> report labels."""
+
+
+def model_state_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per model, parameters + optimizer state of one GPU of the first stage against the paper's even share
+    18·P/(t·p), and the difference by cause (``korthikanti.first_stage_params_excess``), in GiB (2**30 bytes).
+    Columns: model, P (10⁹ parameters), t·p, paper 18·P/(t·p) GiB, first stage GiB, difference GiB, then one
+    column per cause. Input: a ``korthikanti-memory`` table (one row per model is used)."""
+    first = frame.groupby("model", sort=False).first().reset_index()
+    out = pd.DataFrame({
+        "model": first["model"], "P (10⁹)": (first["params_total"] / 1e9).round(2),
+        "t·p": first["tp"] * first["pp"],
+        "paper 18·P/(t·p) GiB": (first["model_state_even_bytes"] / GiB).round(2),
+        "first stage GiB": (first["model_state_bytes"] / GiB).round(2),
+        "difference GiB": ((first["model_state_bytes"] - first["model_state_even_bytes"]) / GiB).round(2)})
+    for part, label in EXCESS_PARTS.items():
+        out[f"{label} GiB"] = (first[f"excess_{part}_bytes"] / GiB).round(3) + 0.0  # + 0.0: no "-0.0"
+    return out
+
+
+def outside_share_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """§4.3 checked: per model, the activations outside the layers as a percent of the layers' activations on
+    the first stage — from the formulas (``korthikanti.outside_layer_share``, with SP as the paper writes it:
+    without recompute that is §4.3's extra terms over Eq. 5; with selective recompute, over Eq. 6) and from
+    the memory table (measured layers) — beside the paper's claim where it makes one; "logits % of outside":
+    the fp32 logits' part of the outside terms (p = 1 only). Input: a ``korthikanti-memory`` table (its TP+SP
+    and TP+SP+selective rows)."""
+    rows = []
+    for model, group in frame.groupby("model", sort=False):
+        cfg = from_name(model)
+        by = group.set_index("technique")
+        args = (cfg.seq, cfg.micro_batch, cfg.hidden, cfg.heads, cfg.vocab, cfg.layers, int(group["tp"].iloc[0]),
+                cfg.pp, cfg.interleave)
+        terms = korthikanti.outside_layer_bytes(cfg.seq, cfg.micro_batch, cfg.hidden, cfg.vocab, args[6], cfg.pp)
+        row = {"model": model, "p": cfg.pp, "outside GiB": round(by.loc["TP+SP", "activations_outside"] / GiB, 3),
+               "logits % of outside": 100 * terms.get("logits_fp32", 0) / sum(terms.values())}
+        for technique, mode, label in (("TP+SP", "none", "Eq. 5"), ("TP+SP+selective", "selective", "Eq. 6")):
+            row[f"% of {label} (formula)"] = 100 * float(korthikanti.outside_layer_share(*args, sp=True,
+                                                                                          recompute=mode))
+            row[f"% of {label} (measured)"] = 100 * (by.loc[technique, "activations_outside"]
+                                                      / by.loc[technique, "activations_layers"])
+        claim = PAPER_OUTSIDE_SHARE_CLAIM_PCT.get(model)
+        row["paper §4.3 claim %"] = f"< {claim}" if claim is not None else "—"
+        rows.append(row)
+    return pd.DataFrame(rows).round(3)
+
+
+def _iteration(model: str) -> tuple[int, int, int, int, int, int]:
+    """(B, s, h, L, v, GPUs) of a paper Table 3 model: its global batch and t·p GPUs (no data parallelism)."""
+    cfg = from_name(model)
+    return cfg.global_batch, cfg.seq, cfg.hidden, cfg.layers, cfg.vocab, cfg.tp * cfg.pp
+
+
+def selective_overhead_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """The selective-recompute FLOPs overhead, in percent of the model FLOPs (Eq. 7), per model: per
+    iteration (global batch B, logits included; ``korthikanti.recompute_overhead``) by Eq. 8 as printed
+    ((s/(6h)) / (1 + s/(6h) + v/(12hL))) and by the text's recompute count (4Bs²h per layer: a third of it),
+    per layer from the FLOPs table (Eq. 8, and FlopCounterMode's count), and the paper's quoted value where
+    the text gives one. Input: a ``korthikanti-flops`` table (its selective rows at the largest t)."""
+    sel = frame[frame["mode"] == "selective"]
+    sel = sel[sel["tp"] == sel["tp"].max()].set_index("model")
+    rows = []
+    for model in dict.fromkeys(sel.index):
+        B, s, h, L, v, _ = _iteration(model)
+        quoted = PAPER_SELECTIVE_OVERHEAD_PCT.get(model)
+        rows.append({
+            "model": model, "paper (text) %": f"{quoted}" if quoted is not None else "—",
+            "Eq. 8 % (iteration)": 100 * float(korthikanti.recompute_overhead(B, s, h, L, v, "eq8")),
+            "Eq. 8 % (layer)": 100 * float(sel.loc[model, "overhead_eq8"]),
+            "text 4Bs²h % (iteration)": 100 * float(korthikanti.recompute_overhead(B, s, h, L, v, "text")),
+            "measured % (layer)": 100 * float(sel.loc[model, "overhead_measured"])})
+    return pd.DataFrame(rows).round(3)
+
+
+def utilization_summary(models: list[str], gpu: str = PAPER_GPU) -> pd.DataFrame:
+    """MFU and HFU of paper Table 5 recomputed from its iteration times (``PAPER_TABLE5``, "present work" =
+    SP + selective) and the FLOP formulas, in percent of ``gpu``'s dense peak (``GPUS[gpu].peak_flops``):
+    MFU from Eq. 7, HFU from Eq. 8 as printed (what the table prints) and from the recompute the text
+    describes (``korthikanti.hardware_flops``). Models without a Table 5 row are skipped. Columns: model,
+    GPUs, iteration s (paper), MFU % (paper), MFU % (Eq. 7), HFU % (paper), HFU % (Eq. 8), HFU % (text)."""
+    peak = GPUS[gpu].peak_flops
+    rows = []
+    for model in models:
+        if model not in PAPER_TABLE5:
+            continue
+        seconds, mfu, hfu = PAPER_TABLE5[model]
+        B, s, h, L, v, gpus = _iteration(model)
+        util = lambda flops: 100 * korthikanti.flops_utilization(flops, seconds, gpus, peak)
+        rows.append({"model": model, "GPUs": gpus, "iteration s (paper)": seconds,
+                     "MFU % (paper)": mfu, "MFU % (Eq. 7)": util(korthikanti.model_flops(B, s, h, L, v)),
+                     "HFU % (paper)": hfu, "HFU % (Eq. 8)": util(korthikanti.hardware_flops_eq8(B, s, h, L, v)),
+                     "HFU % (text)": util(korthikanti.hardware_flops(B, s, h, L, v, "selective"))})
+    return pd.DataFrame(rows).round(2)
 
 
 def modern_summary(frame: pd.DataFrame) -> pd.DataFrame:

@@ -1,5 +1,5 @@
 """Figures for Korthikanti et al. 2022 from the ``korthikanti-table2`` and ``korthikanti-memory`` tables
-(no measuring here).
+(no measuring here). "paper Table N / Figure N" names the paper's; a value computed from its formula says so.
 
     remat figure korthikanti-percent --inputs results/korthikanti/table2.csv --out figures/korthikanti_percent.png
     remat figure korthikanti-memory  --inputs results/korthikanti/memory.csv --out figures/korthikanti_memory.png
@@ -13,17 +13,15 @@ from matplotlib.figure import Figure
 
 from remat.units import GB, GiB
 
-LINE_80GB = 80 * GB  # Figure 1's 80 GB line, decimal bytes (= 74.5 GiB)
-
 
 def _order(values) -> list:
     return list(dict.fromkeys(values))
 
 
 def percent(frames: list[pd.DataFrame]) -> Figure:
-    """Figure 7 style: activation bytes per layer as a percent of the TP baseline, per technique and model.
+    """Paper Figure 7 style: activation bytes per layer as a percent of the TP baseline, per technique and model.
 
-    Bars: measured (paper-faithful) bytes; black ticks: Table 2's formula. Only rows with t > 1 and not the
+    Bars: measured (paper-faithful) bytes; black ticks: paper Table 2's formula evaluated. Only rows with t > 1 and not the
     baseline itself. Input: one ``korthikanti-table2`` table.
     """
     frame = frames[0]
@@ -39,7 +37,7 @@ def percent(frames: list[pd.DataFrame]) -> Figure:
         bars = ax.bar(pos, rows["percent_of_baseline"], width, label=technique, color=f"C{i}")
         ax.plot(pos, rows["percent_of_baseline_formula"], "_", color="black", ms=12, mew=1.5)
         ax.bar_label(bars, fmt="%.0f", fontsize=7, padding=1)
-    ax.plot([], [], "_", color="black", ms=12, mew=1.5, label="Table 2 formula")
+    ax.plot([], [], "_", color="black", ms=12, mew=1.5, label="formula (paper Table 2)")
     ax.set_xticks(x, models)
     ax.set_ylabel("activation memory per layer (% of TP baseline)")
     tp = int(frame["tp"].iloc[0])
@@ -52,16 +50,19 @@ def percent(frames: list[pd.DataFrame]) -> Figure:
 
 
 def memory(frames: list[pd.DataFrame]) -> Figure:
-    """Figure 1 style: memory per GPU of the first pipeline stage — parameters + optimizer state, activations
-    of the layers (measured per layer × L × interleave factor) and outside the layers (§4.3) — stacked, in
-    GiB, per model and technique, with the 80 GB line. Input: one ``korthikanti-memory`` table."""
+    """Paper Figure 1 style: memory per GPU of the first pipeline stage — parameters + optimizer state as the
+    first stage holds them, activations of the layers (measured per layer × L × interleave factor) and outside
+    the layers (§4.3) — stacked, in GiB (2**30 bytes), per model and technique; a black tick on each
+    parameter segment marks the paper's even share 18·P/(t·p) (``model_state_even_bytes``); the dashed line
+    is the table's GPU memory (``gpu``, ``gpu_memory_bytes``: the A100 80GB preset's 80 GiB by default, one
+    constant with the planner). Input: one ``korthikanti-memory`` table."""
     frame = frames[0]
     models, techniques = _order(frame["model"]), _order(frame["technique"])
     fig = Figure(figsize=(12, 4.8))
     ax = fig.subplots()
     width = 0.8 / len(techniques)
     x = np.arange(len(models))
-    parts = [("model_state_bytes", "parameters + optimizer state", "0.65"),
+    parts = [("model_state_bytes", "parameters + optimizer state (first stage)", "0.65"),
              ("activations_layers", "activations (layers)", "C0"),
              ("activations_outside", "activations (outside layers)", "C1")]
     for i, technique in enumerate(techniques):
@@ -73,13 +74,18 @@ def memory(frames: list[pd.DataFrame]) -> Figure:
             ax.bar(pos, values, width * 0.95, bottom=bottom, color=color, edgecolor="white", lw=0.3,
                    label=label if i == 0 else None)
             bottom += values
+        ax.plot(pos, rows["model_state_even_bytes"].to_numpy() / GiB, "_", color="black", ms=7, mew=1.5,
+                label="params + optimizer, paper: 18·P/(t·p)" if i == 0 else None)
         for p, top in zip(pos, bottom):
             ax.text(p, top + 1, technique, rotation=90, ha="center", va="bottom", fontsize=6.5)
-    ax.axhline(LINE_80GB / GiB, color="red", ls="--", lw=1, label=f"80 GB ({LINE_80GB / GiB:.1f} GiB)")
+    capacity, gpu = int(frame["gpu_memory_bytes"].iloc[0]), str(frame["gpu"].iloc[0])
+    ax.axhline(capacity / GiB, color="red", ls="--", lw=1,
+               label=f"{gpu}: {capacity / GiB:.1f} GiB = {capacity / GB:.1f} GB")
     ax.set_xticks(x, models)
     ax.set_ylabel("memory per GPU (GiB)")
     bpp = int(frame["bytes_per_param"].iloc[0])
-    ax.set_title(f"Memory per GPU, first pipeline stage ({bpp} B/parameter for weights, gradients, Adam)")
+    ax.set_title(f"Memory per GPU, first pipeline stage, paper Figure 1 layout ({bpp} B/parameter for weights, "
+                 "gradients, Adam)")
     ax.set_ylim(0, float((frame["total_bytes"] / GiB).max()) * 1.35)
     ax.legend(fontsize=8, loc="upper left")
     ax.grid(axis="y", alpha=0.3)

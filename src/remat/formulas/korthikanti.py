@@ -7,10 +7,13 @@ p pipeline-parallel size, m interleaving stages (virtual stages per GPU), v voca
 * ``TERMS`` — the §4.1 itemization of one layer's saved activations, one ``Term`` per stored tensor.
 * ``layer_bytes`` — bytes per layer derived from ``TERMS`` for any (t, sp, recompute); ``table2_bytes`` —
   the six rows of Table 2 as printed (Eq. 1–4 and the recompute rows). Tests check that the two agree.
-* ``first_stage_bytes`` (Eq. 5/6 with the interleave factor), ``outside_layer_bytes`` (§4.3),
-  ``params_per_gpu`` and ``model_state_bytes`` (parameters + optimizer state for the Figure 1 bars).
+* ``first_stage_bytes`` (Eq. 5/6 with the interleave factor), ``outside_layer_bytes`` (§4.3) and
+  ``outside_layer_share`` (§4.3's extra terms over Eq. 5), ``params_per_gpu`` (first pipeline stage),
+  ``params_total``, ``params_even_share`` (P/(t·p), the paper's Figure 1 bars), ``first_stage_params_excess``
+  (the difference, by cause) and ``model_state_bytes`` (parameters + optimizer state).
 * FLOPs (Appendix A): ``layer_forward_flops``, ``model_flops`` (Eq. 7), ``hardware_flops_eq8`` (Eq. 8 as
-  printed) and ``hardware_flops`` (forward + backward + the recompute the paper's text describes).
+  printed), ``hardware_flops`` (forward + backward + the recompute the paper's text describes),
+  ``recompute_overhead`` (selective's, by either count) and ``flops_utilization`` (MFU / HFU).
 * ``paper_term`` — maps one saved tensor of the GPT layer (module, op, shape, dtype) to its ``Term`` name,
   ``None`` for what the paper does not count (LayerNorm statistics, the causal mask, ...).
 
@@ -210,6 +213,45 @@ def params_per_gpu(h: int, L: int, v: int, s: int, t: int = 1, p: int = 1) -> in
     return layers * params_per_layer(h, t) + (v * h) // t + s * h + extra
 
 
+def params_total(h: int, L: int, v: int, s: int) -> int:
+    """Parameters of the whole model (all GPUs together): L layers (``params_per_layer``, t = 1), the word
+    embedding v·h (shared with the output layer), the position embedding s·h and the final LayerNorm 2h;
+    = 12Lh²(1 + 13/(12h) + (v + s)/(12Lh)) + 2h (Narayanan et al. 2021's count plus the final LayerNorm).
+    Equals ``params_per_gpu(h, L, v, s, t=1, p=1)``."""
+    return L * params_per_layer(h) + v * h + s * h + 2 * h
+
+
+def params_even_share(h: int, L: int, v: int, s: int, t: int = 1, p: int = 1) -> Fraction:
+    """P/(t·p): the parameters of one GPU if the model (``params_total``) were split evenly over t·p GPUs —
+    what the paper's Figure 1 bars use (18·P/(t·p) bytes of parameters and optimizer state per GPU).
+    A Fraction of parameters (exact; not whole when t·p does not divide P)."""
+    return Fraction(params_total(h, L, v, s), t * p)
+
+
+def first_stage_params_excess(h: int, L: int, v: int, s: int, t: int = 1, p: int = 1) -> dict[str, Fraction]:
+    """Why one GPU of the FIRST pipeline stage (``params_per_gpu``) holds more than the even share P/(t·p)
+    (``params_even_share``): the difference split into named parts, in parameters (exact Fractions whose
+    sum is ``params_per_gpu − params_even_share``):
+
+    * ``word_embedding``: the first stage holds the vocabulary-parallel word embedding v·h/t alone, not its
+      1/p share v·h/(t·p);
+    * ``position_embedding``: s·h on the first stage, replicated on its t ranks, not s·h/(t·p);
+    * ``replicated_in_layers``: per layer, the LayerNorms and the projection/fc2 biases (6h) are replicated
+      on the TP ranks, not divided by t: (L/p)·params_per_layer(h, t) − L·params_per_layer(h)/(t·p);
+    * ``uneven_layers``: ⌈L/p⌉ − L/p extra layers when p does not divide L;
+    * ``final_layernorm``: 2h on the stage when p = 1 (the last stage otherwise), less its share 2h/(t·p).
+    Source: the parameter layout of Megatron-LM (Korthikanti et al. §2/§4; Narayanan et al. 2021)."""
+    tp = t * p
+    per_layer_t = Fraction(params_per_layer(h, t))
+    return {
+        "word_embedding": Fraction(v * h // t) - Fraction(v * h, tp),
+        "position_embedding": Fraction(s * h) - Fraction(s * h, tp),
+        "replicated_in_layers": Fraction(L, p) * per_layer_t - Fraction(L * params_per_layer(h), tp),
+        "uneven_layers": (-(-L // p) - Fraction(L, p)) * per_layer_t,
+        "final_layernorm": Fraction(2 * h if p == 1 else 0) - Fraction(2 * h, tp),
+    }
+
+
 BYTES_PER_PARAM = 18
 BYTES_PER_PARAM_WHY = (
     "16-bit weights (2) + fp32 gradients accumulated in main_grad (4) + fp32 master weights (4) + Adam m and "
@@ -221,6 +263,19 @@ BYTES_PER_PARAM_WHY = (
 def model_state_bytes(n_params: int, bytes_per_param: int = BYTES_PER_PARAM) -> int:
     """Parameters + gradients + optimizer state (bytes) for ``n_params`` parameters (see BYTES_PER_PARAM_WHY)."""
     return n_params * bytes_per_param
+
+
+def outside_layer_share(s: int, b: int, h: int, a: int, v: int, L: int, t: int = 1, p: int = 1, m: int = 1,
+                        sp: bool = True, recompute: str = "none") -> Fraction:
+    """Activations outside the layers (§4.3, ``outside_layer_bytes``) as a fraction of the layers' activations
+    on the first stage (``first_stage_bytes`` of the Table 2 formula ``table2_bytes``), exact.
+
+    With the paper's setting (sp=True, recompute none, m = 1) this is §4.3's extra terms over Eq. 5:
+    (p/L + δ(p=1)·(4/L)(1 + v/h)) / (34 + 5as/h) — for the 22B model (p = 1, L = 48, v/h = 25/3,
+    5as/h = 320/3) (1/48 + (4/48)(1 + 25/3)) / (34 + 320/3) ≈ 0.57 %, which §4.3 states as "less than 0.01 %".
+    Raises UsageError (tp, sp, seq, mode) via ``table2_bytes``."""
+    layers = first_stage_bytes(table2_bytes(s, b, h, a, t, sp, recompute), L, p, m)
+    return Fraction(sum(outside_layer_bytes(s, b, h, v, t, p, sp).values()), layers)
 
 
 # --- FLOPs (Appendix A: only the GEMMs are counted) ---------------------------------------------------------------
@@ -270,6 +325,34 @@ def hardware_flops(B: int, s: int, h: int, L: int, v: int, recompute: str = "sel
     selective: 72BLsh²(1 + 2s/(9h) + v/(12hL)) — the recompute the paper's text describes (4Bs²h per layer);
     full: 96BLsh²(1 + s/(6h)) + 6Bshv; none: Eq. 7. Raises UsageError("mode")."""
     return model_flops(B, s, h, L, v) + L * recompute_flops(s, B, h, recompute)
+
+
+def recompute_overhead(B: int, s: int, h: int, L: int, v: int, hardware: str = "text") -> Fraction:
+    """Selective recompute's FLOPs overhead per iteration, (hardware − model)/model (a fraction), exact:
+    hardware = ``hardware_flops(..., "selective")`` (the recompute the paper's §5 text describes, 4Bs²h per
+    layer) for ``hardware="text"``, ``hardware_flops_eq8`` (Eq. 8 as printed, 12Bs²h per layer) for
+    ``hardware="eq8"``; model = ``model_flops`` (Eq. 7). Eq. 8's is (s/(6h)) / (1 + s/(6h) + v/(12hL)):
+    2.69 % for GPT-3 175B and 1.64 % for MT-NLG 530B (the paper's quoted 2.7 % and 1.6 %); the text's is a
+    third of that. Raises UsageError("hardware") for another value."""
+    model = model_flops(B, s, h, L, v)
+    if hardware == "text":
+        hw = hardware_flops(B, s, h, L, v, "selective")
+    elif hardware == "eq8":
+        hw = hardware_flops_eq8(B, s, h, L, v)
+    else:
+        raise UsageError("hardware", f"unknown {hardware!r} (use text|eq8)")
+    return Fraction(hw - model, model)
+
+
+def flops_utilization(flops: int, seconds: float, gpus: int, peak_flops: float) -> float:
+    """FLOPs utilization = flops / (seconds · gpus · peak_flops) (a fraction): MFU with model FLOPs (Eq. 7),
+    HFU with hardware FLOPs (Eq. 8 or ``hardware_flops``), as in the paper's Table 5. flops per iteration,
+    seconds per iteration, peak_flops in FLOP/s per GPU (A100: 312·10¹²,
+    ``remat.timemodel.gpus.GPUS["a100-80gb"].peak_flops``). Raises ValueError for a non-positive seconds, gpus
+    or peak_flops."""
+    if not (seconds > 0 and gpus > 0 and peak_flops > 0):
+        raise ValueError(f"seconds, gpus and peak_flops must be > 0, got {seconds}, {gpus}, {peak_flops}")
+    return flops / (seconds * gpus * peak_flops)
 
 
 # --- labels for saved tensors of the GPT layer -------------------------------------------------------------------
