@@ -19,12 +19,14 @@ TINY = {
         "table2": {"models": ["gpt3-175b"]}, "items": {"models": ["gpt3-175b"]},
         "flops": {"models": ["gpt3-175b"], "tp": [8]}, "memory": {"models": ["gpt3-175b"]},
         "modern": {"seq": 512},
+        "figure8": {"models": ["gpt3-175b"]}, "table5": {"models": ["gpt3-175b"]},
     },
     "sweeps": {
         "segments": {"layers": 4, "timing": False},
         "depth": {"depths": [2, 4, 8]},
         "seq-hidden": {"seqs": [64, 128], "hiddens": [32, 64]},
         "layer-timing": {"hidden": 128, "heads": 4, "seq": 64, "rounds": 1, "warmup": 1},
+        "time-model": {"hiddens": [64], "heads": 4, "seq": 32, "rounds": 1},
     },
     "offload": {
         "bandwidth": {"max_size": "4MiB", "repeats": 3},
@@ -53,7 +55,7 @@ def test_pipeline_makes_every_table_figure_and_report(pipeline):
         frame = pd.read_csv(pipeline / "results" / "chen" / f"{table}.csv")
         assert len(frame) > 0
         assert {"git_commit", "torch_version", "numpy_version", "host", "timestamp"} <= set(frame.columns)
-    for sweep in ["segments", "depth", "seq-hidden", "layer-timing"]:
+    for sweep in ["segments", "depth", "seq-hidden", "layer-timing", "time-model"]:
         frame = pd.read_csv(pipeline / "results" / "sweeps" / sweep / "cpu.csv")
         assert len(frame) > 0 and (frame["status"] == "ok").all()
     for table in ["bandwidth", "steps", "breakeven"]:
@@ -62,10 +64,11 @@ def test_pipeline_makes_every_table_figure_and_report(pipeline):
     assert pd.read_csv(pipeline / "results" / "offload" / "cpu" / "bandwidth.csv")["simulated"].all()
     for table in ["paper", "frontier", "validate"]:
         assert len(pd.read_csv(pipeline / "results" / "planner" / f"{table}.csv")) > 0
-    for table in ["table2", "items", "flops", "memory", "modern"]:
+    for table in ["table2", "items", "flops", "memory", "modern", "table4", "figure8", "table5"]:
         assert len(pd.read_csv(pipeline / "results" / "korthikanti" / f"{table}.csv")) > 0
     for fig in ["chen_segments", "chen_depth", "korthikanti_percent", "korthikanti_memory", "sweeps_segments",
-                "sweeps_depth", "sweeps_seq-hidden", "sweeps_layer-timing", "offload_bandwidth",
+                "sweeps_depth", "sweeps_seq-hidden", "sweeps_layer-timing", "sweeps_time-model",
+                "korthikanti_figure8", "offload_bandwidth",
                 "offload_breakeven", "planner_frontier", "planner_measured", "planner_peak"]:
         assert (pipeline / "figures" / f"{fig}.png").stat().st_size > 1000
         assert (pipeline / "figures" / f"{fig}.svg").stat().st_size > 1000

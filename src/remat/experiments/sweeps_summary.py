@@ -17,7 +17,7 @@ from scipy import stats
 
 from remat.experiments.chen_summary import fit_loglog_exponent
 
-SWEEPS = ("segments", "depth", "seq-hidden", "layer-timing")
+SWEEPS = ("segments", "depth", "seq-hidden", "layer-timing", "time-model")
 DEVICE_ORDER = ("cpu", "cuda")
 
 

@@ -93,7 +93,7 @@ def time_model_sweep(p: TimeModelParams) -> pd.DataFrame:
                 predicted = _predicted(cfg, mode, rates)
                 for phase in PHASES:
                     rows.append({"hidden": h, "seq": cfg.seq, "micro_batch": cfg.micro_batch, "heads": cfg.heads,
-                                 "dropout": cfg.dropout, "mode": mode, "phase": phase,
+                                 "dropout": cfg.dropout, "mode": mode, "phase": phase, "status": "ok",
                                  "predicted_s": predicted[phase], "measured_s": measured[mode][phase],
                                  "error": predicted[phase] / measured[mode][phase] - 1,
                                  "flops_per_s": rates.flops_per_s, "memory_bytes_per_s": rates.memory_bytes_per_s,
