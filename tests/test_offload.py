@@ -327,11 +327,15 @@ def test_steps_experiment_bad_params_name_the_key():
 
 def _hand_tables(tmp_path):
     """One measured size (s = 32, h = 64, a = 4, b = 2, L = 2) at 10^10 FLOP/s achieved, 10^6 bytes in 10 copies
-    per layer offloaded; a link of d2h 1 GB/s (t0 2 µs) and h2d 2 GB/s (t0 1 µs), copies alone, pageable."""
+    per layer offloaded; device bytes held after forward: none 5·10^6, selective 4·10^6, full 10^6, offload
+    0.8·10^6 (freed per step: selective 10^6, full 4·10^6, offload 4.2·10^6); a link of d2h 1 GB/s (t0 2 µs)
+    and h2d 2 GB/s (t0 1 µs), copies alone, pageable."""
     base = {"s": 32, "h": 64, "a": 4, "b": 2, "L": 2, "device": "cpu", "achieved_flops_s": 1e10,
             "step_time_s": 0.010, "offloaded_bytes": None, "offloaded_tensors": None}
     overheads = {"none": 0.0, "selective": 0.001, "full": 0.003, "offload": 0.0005, "save_on_cpu": 0.002}
-    steps = pd.DataFrame([{**base, "variant": v, "overhead_vs_none_s": o} for v, o in overheads.items()])
+    held = {"none": 5e6, "selective": 4e6, "full": 1e6, "offload": 0.8e6, "save_on_cpu": 0.8e6}
+    steps = pd.DataFrame([{**base, "variant": v, "overhead_vs_none_s": o, "device_held_after_forward_bytes": held[v]}
+                          for v, o in overheads.items()])
     steps.loc[steps["variant"] == "offload", ["offloaded_bytes", "offloaded_tensors"]] = [2 * 10**6, 2 * 10]
     fits = {"d2h": (2e-6, 1.0), "h2d": (1e-6, 2.0)}
     bandwidth = pd.DataFrame([{"direction": d, "memory": "pageable", "overlap": ov, "bytes": 2**20,
@@ -343,55 +347,101 @@ def _hand_tables(tmp_path):
     return paths
 
 
+SMALL_GRID = {"seqs": [1024], "hiddens": [4096], "gpus": ["a100-80gb"]}
+
+
 def test_breakeven_measured_row_against_hand_computed_costs(tmp_path):
     """Hand computation, per layer: forward = (24·b·s·h² + 4·b·s²·h) / F = 6 815 744 / 10^10 s, backward
     twice that; t0 = max(2, 1) µs; each way 10 copies. d2h: 10·2 µs + 10^6 B / 10^9 B/s = 1.02 ms, h2d:
     20 µs + 0.5 ms = 0.52 ms. Serial: both exposed, 2 layers -> 3.08 ms. Overlapped: d2h exposes
     1.02 − 0.6815744 ms, h2d is hidden under the backward -> 2 × 0.3384256 ms. Full: one more forward per
-    layer; selective: 4·b·s²·h / F = 524 288 / 10^10 s per layer. Break-even vs full: T* = 2·forward
-    (the h2d side stays hidden), BW* = 10^6 / (T* − 20 µs)."""
+    layer; selective: 4·b·s²·h / F = 524 288 / 10^10 s per layer.
+    Equal freed bytes, per layer: full frees 4·10^6 / 2 = 2·10^6 B (13 copies): T* = 2·forward (the h2d side
+    stays hidden), BW* = 2·10^6 / (T* − 13·2 µs). Selective frees 10^6 / 2 = 5·10^5 B (3 copies): T* =
+    forward + selective recompute = 0.7340032 ms, BW* = 5·10^5 / (T* − 3·2 µs); offloading those bytes
+    serially: 2 × (6 µs + 0.5 ms + 6 µs + 0.25 ms) = 1.524 ms, overlapped: hidden (0)."""
     from remat.experiments.offload import breakeven_table
     steps, bandwidth = _hand_tables(tmp_path)
     frame = breakeven_table(load("offload-breakeven", {"steps": str(steps), "bandwidth": str(bandwidth),
-                                                       "seqs": [1024], "hiddens": [4096], "tensors": 10}))
+                                                       **SMALL_GRID}))
     (m,) = frame[frame["kind"] == "measured"].itertuples()
     assert (m.layer_bytes, m.tensors, m.t0_s, m.memory) == (10**6, 10, 2e-6, "pageable")
+    assert (m.freed_offload_bytes, m.freed_full_bytes, m.freed_selective_bytes) == (4_200_000, 4_000_000, 1_000_000)
     assert m.bw_gb_s == 1.0  # the slower direction
     assert m.forward_s == pytest.approx(6.815744e-4, rel=1e-12)
     assert m.predicted_offload_serial_s == pytest.approx(3.08e-3, rel=1e-12)
     assert m.predicted_offload_overlap_s == pytest.approx(2 * 0.3384256e-3, rel=1e-12)
     assert m.predicted_full_s == pytest.approx(1.3631488e-3, rel=1e-12)
     assert m.predicted_selective_s == pytest.approx(1.048576e-4, rel=1e-12)
-    assert m.breakeven_full_gb_s == pytest.approx(10**6 / (1.3631488e-3 - 20e-6) / 1e9, rel=1e-12)
+    assert m.breakeven_full_gb_s == pytest.approx(2e6 / (1.3631488e-3 - 26e-6) / 1e9, rel=1e-12)
+    assert m.breakeven_selective_gb_s == pytest.approx(5e5 / (7.340032e-4 - 6e-6) / 1e9, rel=1e-12)
+    assert m.predicted_offload_selective_bytes_serial_s == pytest.approx(1.524e-3, rel=1e-12)
+    assert m.predicted_offload_selective_bytes_overlap_s == 0.0
     assert (m.measured_offload_s, m.measured_full_s, m.measured_selective_s) == (0.0005, 0.003, 0.001)
-    assert m.best_measured == "offload"  # 0.5 ms < 1 ms (selective) < 3 ms (full)
-    assert (frame["link"] == SIMULATED).all()
+    assert "best_measured" not in frame.columns
+    assert (frame.loc[frame["kind"] != "grid", "link"] == SIMULATED).all()
+    assert (frame.loc[frame["kind"] == "grid", "link"] == "model: a100-80gb host link ÷ 2").all()
     curve = frame[frame["kind"] == "curve"]
     assert len(curve) == 25 and curve["bw_gb_s"].min() == pytest.approx(1 / 30)
 
 
-def test_breakeven_grid_frontier_agrees_with_the_costs(tmp_path):
-    """The grid: layer bytes are Korthikanti Eq. 1 (s = 1024, b = 1, h = 4096, a = 32: sbh(34 + 5as/h) =
-    4 194 304 · 74 bytes), and at every point the cheaper of offload and recompute (compared directly)
-    is offload exactly when the link is faster than the break-even bandwidth (solved in closed form)."""
+def test_breakeven_grid_compares_equal_freed_bytes_on_the_shared_link(tmp_path):
+    """The grid at s = 1024, b = 1, h = 4096, a = 32, t = 8 on a100-80gb: selective frees 5as²b/t =
+    5·32·1024²/8 = 20 971 520 B in 3 copies; full frees none − 2sbh = sbh(10 + 24/8 + 5as/(ht)) − 2sbh =
+    16·sbh = 67 108 864 B in 13 copies. The link is 25.6 GB/s shared by 2 GPUs: 12.8 GB/s each. Times are the
+    roofline's (remat.timemodel.predict), and at every point offload is the cheaper exactly when the per-GPU
+    link is faster than the break-even bandwidth (solved in closed form). 256 GiB of host memory holds
+    2^38 // 67 108 864 = 4096 full-sized offloads."""
     from remat.experiments.offload import breakeven_table
+    from remat.experiments.offload_breakeven import grid_layer
     from remat.figures import draw
+    from remat.formulas import offload as formulas
+    from remat.timemodel import predict
+    from remat.timemodel.gpus import gpu
     steps, bandwidth = _hand_tables(tmp_path)
     frame = breakeven_table(load("offload-breakeven", {
-        "steps": str(steps), "bandwidth": str(bandwidth), "seqs": [1024, 4096], "hiddens": [4096],
-        "flops_per_s": [1e14, 4e14], "bandwidths_gb_s": [4, 16, 64, 256], "tensors": 10}))
-    grid = frame[frame["kind"] == "grid"]
-    assert len(grid) == 2 * 1 * 2 * 4
-    assert set(grid.loc[grid["s"] == 1024, "layer_bytes"]) == {4_194_304 * 74}
-    for against in ("full", "selective"):
-        cheaper = grid["offload_exposed_s"] < grid[f"{against}_recompute_s"]
-        assert (cheaper == (grid["bw_gb_s"] > grid[f"breakeven_{against}_gb_s"])).all()
+        "steps": str(steps), "bandwidth": str(bandwidth), "seqs": [1024], "hiddens": [4096],
+        "gpus": ["a100-80gb", "h100-80gb"]}))
+    grid = frame[frame["kind"] == "grid"].set_index("gpu")
+    a100 = grid.loc["a100-80gb"]
+    assert (a100["freed_selective_bytes"], a100["copies_selective"]) == (20_971_520, 3)
+    assert (a100["freed_full_bytes"], a100["copies_full"]) == (67_108_864, 13)
+    assert (a100["link_gb_s"], a100["gpus_per_host_link"], a100["link_per_gpu_gb_s"]) == (25.6, 2, 12.8)
+    assert grid.loc["h100-80gb", "link_per_gpu_gb_s"] == 51.2  # 1 GPU per uplink: an assumption, stated
+    assert a100["host_layers_full"] == 4096 and "WP-10083-001" in a100["host_source"]
+    cfg, g = grid_layer(1024, 4096, 1, 8), gpu("a100-80gb")
+    none = predict(cfg, g, "none", t=8)
+    assert a100["forward_s"] == pytest.approx(none.forward_s, rel=1e-12)
+    assert a100["backward_s"] == pytest.approx(none.backward.total_s, rel=1e-12)
+    for k in ("selective", "full"):
+        assert a100[f"{k}_recompute_s"] == pytest.approx(predict(cfg, g, k, t=8).recompute_s, rel=1e-12)
+        exposed = formulas.exposed_offload_s(int(a100[f"freed_{k}_bytes"]), int(a100[f"copies_{k}"]), none.forward_s,
+                                             none.backward.total_s, formulas.Link.symmetric(12.8e9, 10e-6))
+        assert a100[f"offload_{k}_exposed_s"] == pytest.approx(exposed, rel=1e-12)
+        offload_wins = grid["link_per_gpu_gb_s"] > grid[f"breakeven_{k}_gb_s"]
+        assert ((grid[f"cheaper_{k}"] == "offload") == offload_wins).all()
+        assert ((grid[f"offload_{k}_exposed_s"] < grid[f"{k}_recompute_s"]) == offload_wins).all()
     frame.to_csv(tmp_path / "b.csv", index=False)
     draw("offload-breakeven", [str(tmp_path / "b.csv")], str(tmp_path / "b.png"))
     assert (tmp_path / "b.png").stat().st_size > 0 and (tmp_path / "b.svg").stat().st_size > 0
 
 
-def test_breakeven_needs_readable_tables(tmp_path):
+def test_breakeven_host_settings_override_the_presets(tmp_path):
+    """gpus_per_host_link = 4 -> 25.6 / 4 = 6.4 GB/s per GPU; host_memory = 128 GiB -> 2^37 // 67 108 864 =
+    2048 full-sized offloads; link_gb_s = 20 -> 5 GB/s per GPU; each override named in host_source."""
+    from remat.experiments.offload import breakeven_table
+    steps, bandwidth = _hand_tables(tmp_path)
+    tables = {"steps": str(steps), "bandwidth": str(bandwidth), **SMALL_GRID}
+    grid = breakeven_table(load("offload-breakeven", {**tables, "gpus_per_host_link": 4, "host_memory": "128GiB"}))
+    (r,) = grid[grid["kind"] == "grid"].itertuples()
+    assert (r.link_per_gpu_gb_s, r.host_memory_bytes, r.host_layers_full) == (6.4, 2**37, 2048)
+    assert "gpus_per_host_link set by offload.breakeven.gpus_per_host_link" in r.host_source
+    assert "host_memory set by offload.breakeven.host_memory" in r.host_source
+    grid = breakeven_table(load("offload-breakeven", {**tables, "link_gb_s": 20.0, "gpus_per_host_link": 4}))
+    assert grid.loc[grid["kind"] == "grid", "link_per_gpu_gb_s"].tolist() == [5.0]
+
+
+def test_breakeven_needs_readable_tables_and_valid_settings(tmp_path):
     from remat.experiments.offload import breakeven_table
     steps, bandwidth = _hand_tables(tmp_path)
     with pytest.raises(UsageError, match="offload.breakeven.steps"):
@@ -399,5 +449,7 @@ def test_breakeven_needs_readable_tables(tmp_path):
                                                    "bandwidth": str(bandwidth)}))
     with pytest.raises(UsageError, match="offload.breakeven.bandwidth"):
         breakeven_table(load("offload-breakeven", {"steps": str(steps)}))
-    with pytest.raises(UsageError, match="offload.breakeven.flops_per_s"):
-        load("offload-breakeven", {"flops_per_s": [0]})
+    for key, value in [("gpus", ["a100"]), ("tp", 3), ("link_gb_s", 0), ("gpus_per_host_link", 0),
+                       ("host_memory", 0), ("t0_s", -1e-6), ("flops_per_s", [1e14])]:
+        with pytest.raises(UsageError, match=f"offload.breakeven.{key}"):
+            load("offload-breakeven", {key: value})

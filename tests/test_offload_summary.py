@@ -122,38 +122,102 @@ def test_step_time_and_memory_tables():
     assert memory.iloc[1, 2:].tolist() == pytest.approx([8, 6, 4, 1, 0.125, 2, 3])
 
 
-def _breakeven(seqs=(512, 1024, 2048)) -> pd.DataFrame:
-    """Grid over seqs × h in {4096, 8192} × {1, 3, 6}·10^14 FLOP/s (b = 1, 9 copies, t0 = 10 µs); the point
-    (2048, 8192, 3·10^14) breaks even at 12.34 GB/s (full) and 45.67 GB/s (selective), every other at 1.
-    Two measured sizes: 2 and 3 GFLOP/s; link 1.5 GB/s; overlapped model 0 and 1 ms; offload measured
-    5 and 8 ms over serial model 3 and 4 ms, L = 2, 10 copies per layer (-> 2 ms / 40 copies = 50 µs and
-    4 ms / 40 copies = 100 µs, mean 75 µs); cheapest measured: offload, then full."""
-    rows = [{"kind": "grid", "s": s, "h": h, "flops_per_s": f, "b": 1, "tensors": 9, "t0_s": 1e-5,
-             "breakeven_full_gb_s": 12.34 if (s, h, f) == (2048, 8192, 3e14) else 1.0,
-             "breakeven_selective_gb_s": 45.67 if (s, h, f) == (2048, 8192, 3e14) else 1.0}
-            for s in seqs for h in (4096, 8192) for f in (1e14, 3e14, 6e14)]
-    for i, (rate, overlap, measured, serial, best) in enumerate([(2e9, 0.0, 0.005, 0.003, "offload"),
-                                                                  (3e9, 0.001, 0.008, 0.004, "full")]):
+GiB = 2**30
+GPUS = {  # name: (full name, link GB/s, GPUs sharing it, achievable FLOP/s, host source)
+    "a100-80gb": ("NVIDIA A100 SXM4 80GB", 25.6, 2, 249.6e12, "DGX A100 whitepaper"),
+    "h100-80gb": ("NVIDIA H100 SXM5 80GB", 51.2, 1, 791.2e12, "assumed"),
+}
+
+
+def _breakeven(seqs=(1024, 2048), hiddens=(4096, 12288)) -> pd.DataFrame:
+    """Grid over the two GPUS × seqs × hiddens (b = 1, t = 8, t0 = 10 µs, 256 GiB host per GPU). At (2048,
+    12288) on a100-80gb: selective frees 240 MiB (3 copies) for 0.4 ms, offloading it exposes 25 ms and breaks
+    even at 44.8 GB/s = 3.5 × 12.8; full frees 504 MiB (13 copies) for 5 ms, offload exposes 70 ms, breaks
+    even at 64 GB/s = 5 × 12.8; 256 GiB / 504 MiB = 520 layers. Every other point breaks even at 1 GB/s; on
+    h100-80gb at s = 1024, offload is the cheaper against selective (2 points: both h), nowhere against full.
+    Two measured sizes: 2 and 3 GFLOP/s; link 1.5 GB/s; overlapped model 0 and 1 ms; offload measured 5 and
+    8 ms over serial model 3 and 4 ms, L = 2, 10 copies per layer (-> 2 ms / 40 copies = 50 µs and 4 ms / 40
+    copies = 100 µs, mean 75 µs); full measured 6 and 4 ms (offload below full at the first size only);
+    offload freed 2.1 MiB and full 2 MiB per step at both (ratio 1.05)."""
+    rows = []
+    for gpu, (name, link, share, rate, source) in GPUS.items():
+        for s in seqs:
+            for h in hiddens:
+                point = (gpu, s, h) == ("a100-80gb", 2048, 12288)
+                rows.append({
+                    "kind": "grid", "gpu": gpu, "gpu_name": name, "s": s, "h": h, "a": h // 128, "b": 1, "t": 8,
+                    "link_gb_s": link, "gpus_per_host_link": share, "link_per_gpu_gb_s": link / share, "t0_s": 1e-5,
+                    "host_memory_bytes": 256 * GiB, "host_source": source, "flops_per_s": rate,
+                    "freed_selective_bytes": 240 * MiB, "copies_selective": 3, "selective_recompute_s": 0.0004,
+                    "offload_selective_exposed_s": 0.025, "breakeven_selective_gb_s": 44.8 if point else 1.0,
+                    "cheaper_selective": "offload" if (gpu, s) == ("h100-80gb", 1024) else "selective",
+                    "freed_full_bytes": 504 * MiB, "copies_full": 13, "full_recompute_s": 0.005,
+                    "offload_full_exposed_s": 0.07, "breakeven_full_gb_s": 64.0 if point else 1.0,
+                    "cheaper_full": "full", "host_layers_full": 256 * GiB // (504 * MiB)})
+    for i, (rate, overlap, measured, serial, full) in enumerate([(2e9, 0.0, 0.005, 0.003, 0.006),
+                                                                  (3e9, 0.001, 0.008, 0.004, 0.004)]):
         rows.append({"kind": "measured", "s": 32 * (i + 1), "h": 64, "flops_per_s": rate, "bw_gb_s": 1.5,
                      "L": 2, "tensors": 10, "layer_bytes": 2 * MiB, "predicted_offload_overlap_s": overlap,
                      "predicted_offload_serial_s": serial, "measured_offload_s": measured,
-                     "predicted_full_s": 0.002, "measured_full_s": 0.004, "predicted_selective_s": 0.0005,
-                     "measured_selective_s": 0.006, "best_measured": best, "breakeven_full_gb_s": 3.5})
+                     "predicted_full_s": 0.002, "measured_full_s": full, "predicted_selective_s": 0.0005,
+                     "measured_selective_s": 0.006, "predicted_offload_selective_bytes_serial_s": 0.0001,
+                     "freed_offload_bytes": 2.1 * MiB, "freed_full_bytes": 2 * MiB, "freed_selective_bytes": MiB,
+                     "breakeven_full_gb_s": 3.5, "breakeven_selective_gb_s": 0.25})
     return pd.DataFrame(rows)
 
 
-def test_grid_example_prefers_s_2048_largest_h_middle_rate():  # 2048 is not the middle of 512, 1024, 2048
+def test_grid_point_prefers_the_175b_layer_then_s_2048_largest_h():
+    assert summary.grid_point(_breakeven()) == (2048, 12288)
+    assert summary.grid_point(_breakeven(hiddens=(4096, 8192))) == (2048, 8192)
+    assert summary.grid_point(_breakeven(seqs=(512, 1024, 4096), hiddens=(4096,))) == (1024, 4096)
+
+
+def test_grid_example_at_equal_freed_bytes():
     ex = summary.grid_example(_breakeven())
-    assert ex == {"s": 2048, "h": 8192, "tflops": 300, "full_gb_s": 12.3, "selective_gb_s": 45.7, "b": 1,
-                  "tensors": 9, "t0_us": 10.0}
-    assert summary.grid_example(_breakeven(seqs=(512, 1024, 4096)))["s"] == 1024  # no 2048: the middle s
+    assert (ex["s"], ex["h"], ex["a"], ex["b"], ex["t"], ex["gpu"]) == (2048, 12288, 96, 1, 8, "a100-80gb")
+    assert (ex["link_gb_s"], ex["gpus_per_host_link"], ex["link_per_gpu_gb_s"], ex["host_gib"]) == (25.6, 2, 12.8, 256)
+    assert (ex["freed_selective_mib"], ex["copies_selective"]) == (240, 3)
+    assert (ex["freed_full_mib"], ex["copies_full"]) == (504, 13)
+    assert ex["selective_recompute_ms"] == pytest.approx(0.4) and ex["offload_full_exposed_ms"] == pytest.approx(70)
+    assert ex["over_link_selective"] == pytest.approx(3.5) and ex["over_link_full"] == pytest.approx(5.0)
+    assert (ex["points"], ex["offload_wins_selective"], ex["offload_wins_full"]) == (8, 2, 0)
+    assert ex["gpus"] == "a100-80gb, h100-80gb" and ex["t0_us"] == pytest.approx(10.0)
+    text = summary.grid_sentences(ex)
+    assert "the layer of GPT-3 175B" in text
+    assert "selective recomputation frees 240 MiB per layer for 0.40 ms of recompute" in text
+    assert "over the 12.8 GB/s one GPU gets exposes 25.0 ms; it breaks even at 44.8 GB/s, 3.5× that link" in text
+    assert "Full recomputation frees 504 MiB for 5.00 ms; offloading those bytes exposes 70.0 ms and breaks even " \
+           "at 64.0 GB/s (5.0× the link)" in text
+    assert text.endswith("offload is the cheaper at equal bytes at 2 points against selective and 0 against full "
+                         "recomputation.")
+
+
+def test_grid_table_one_row_per_gpu_in_display_units():
+    t = summary.grid_table(_breakeven())
+    assert t["GPU"].tolist() == ["a100-80gb", "h100-80gb"]
+    a100 = t.iloc[0]
+    assert (a100["GPUs/link"], a100["per GPU (GB/s)"], a100["host/GPU (GiB)"]) == (2, 12.8, 256)
+    assert (a100["sel.: freed (MiB)"], a100["full: freed (MiB)"], a100["full: layers in host"]) == (240, 504, 520)
+    assert a100["sel.: recompute (ms)"] == pytest.approx(0.4) and a100["sel.: offload (ms)"] == pytest.approx(25)
+    assert (a100["sel.: cheaper"], a100["full: cheaper"]) == ("selective", "full")
+
+
+def test_host_assumptions_state_sharing_memory_and_source():
+    lines = summary.host_assumptions(_breakeven()).splitlines()
+    assert lines == [
+        "- NVIDIA A100 SXM4 80GB (`a100-80gb`): host link 25.6 GB/s per direction shared by 2 GPUs → 12.8 GB/s "
+        "per GPU, $t_0$ = 10 µs; host memory 256 GiB per GPU. Source: DGX A100 whitepaper.",
+        "- NVIDIA H100 SXM5 80GB (`h100-80gb`): host link 51.2 GB/s per direction shared by 1 GPU → 51.2 GB/s "
+        "per GPU, $t_0$ = 10 µs; host memory 256 GiB per GPU. Source: assumed."]
 
 
 def test_measured_facts_and_sentences():
     facts = summary.measured_facts(_breakeven())
     assert (facts["gflops_min"], facts["gflops_max"], facts["link_gb_s"]) == (2.0, 3.0, 1.5)
-    assert (facts["hidden"], facts["sizes"], facts["offload_best"]) == (1, 2, 1)
+    assert (facts["hidden"], facts["sizes"], facts["offload_below_full"]) == (1, 2, 1)
     assert facts["extra_per_copy_us"] == pytest.approx(75.0)
+    assert facts["freed_ratio_min"] == pytest.approx(1.05) and facts["freed_ratio_max"] == pytest.approx(1.05)
+    assert facts["bytes_per_flop"] == pytest.approx(1.5e9 / 2.5e9)
     assert summary.overlap_model_sentence(facts, simulated=True).endswith(
         "hides every copy at 1 of 2 sizes, describes a GPU.")
     assert summary.overlap_model_sentence(facts, simulated=False) == ("The copies run on a side stream: the "
@@ -164,12 +228,39 @@ def test_measured_facts_and_sentences():
         "The measured offload overhead is 2.5 µs per copy below the serial model on average.")
 
 
-def test_measured_table_converts_seconds_to_ms_and_keeps_gb_s():
+def test_measured_comparison_is_qualified_on_a_simulated_link():
+    """No "cheapest choice was offload" on a host memcpy: the sentence says simulated, what that means, and
+    sets its bytes per FLOP (1.5 GB/s ÷ 2.5 GFLOP/s = 0.6) beside the A100's per-GPU link (12.8 GB/s ÷
+    249.6 TFLOP/s = 5.13e-05): 0.6 / 5.128e-05 = 11,700× fewer on the GPU."""
+    table = _breakeven()
+    facts, ex = summary.measured_facts(table), summary.grid_example(table)
+    text = summary.measured_comparison_sentence(facts, True, ex)
+    assert text.startswith("On this simulated link the measured offload overhead was below full recomputation's "
+                           "at 1 of 2 sizes, offload freeing 1.05× the bytes full recompute freed")
+    assert "host memcpy" in text and "no PCIe" in text and "cheapest" not in text
+    assert "moves 0.6 bytes per FLOP of achieved compute, where the NVIDIA A100 SXM4 80GB's per-GPU link moves " \
+           "5.1e-05 (11,700× fewer)" in text
+    assert text.endswith("It says nothing about which choice wins on a GPU; the equal-bytes break-even above does.")
+    real = summary.measured_comparison_sentence(facts, False, ex)
+    assert real.startswith("Over the measured host link (one GPU copying alone), the measured offload overhead")
+    assert "simulated" not in real
+
+
+def test_no_report_text_calls_a_simulated_offload_the_cheapest_choice(root):
+    for path in ("reports/offload.qmd", "src/remat/experiments/offload_summary.py"):
+        text = (root / path).read_text().lower()
+        assert "cheapest measured" not in text and "best_measured" not in text, path
+
+
+def test_measured_table_converts_seconds_to_ms_and_bytes_to_mib():
     t = summary.measured_table(_breakeven())
     first = t.iloc[0]
-    assert (first["s"], first["MiB/layer"], first["copies/layer"]) == (32, 2.0, 10)
+    assert (first["s"], first["MiB/layer"], first["copies/layer"]) == ("32", 2.0, "10")
+    assert (first["freed: offload (MiB)"], first["freed: full (MiB)"], first["freed: selective (MiB)"]) == \
+        pytest.approx((2.1, 2.0, 1.0))
     assert first["offload, serial (model)"] == pytest.approx(3.0)  # 0.003 s
     assert first["offload (measured)"] == pytest.approx(5.0)
     assert first["selective (model)"] == pytest.approx(0.5)
-    assert first["break-even vs full (GB/s)"] == 3.5  # a bandwidth: not scaled
-    assert first["cheapest measured"] == "offload" and len(t) == 2
+    assert first["offload sel. bytes, serial (model)"] == pytest.approx(0.1)
+    assert first["break-even vs full (GB/s)"] == 3.5 and first["break-even vs sel. (GB/s)"] == 0.25  # not scaled
+    assert "cheapest measured" not in t.columns and len(t) == 2

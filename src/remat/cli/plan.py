@@ -42,11 +42,18 @@ def add_plan(sub):
     p.add_argument("--optimizer-bytes", type=nonnegative_int, default=12,
                    help="optimizer bytes per parameter (default 12: fp32 master + Adam m, v)")
     p.add_argument("--reserve", default="2GiB", help="stated workspace reserve (default 2GiB)")
-    p.add_argument("--host-memory", help="host memory for offloaded activations (default: the GPU preset's)")
+    p.add_argument("--host-memory", help="host memory PER GPU for offloaded activations (default: the preset's, e.g. "
+                                         "256 GiB = a DGX's 2 TB ÷ 8 GPUs)")
     p.add_argument("--peak-tflops", type=positive_float, help="override peak 16-bit TFLOP/s")
     p.add_argument("--achievable", type=positive_float, help="override the achievable fraction of peak")
-    p.add_argument("--link-gbps", type=positive_float, help="override host-link GB/s (10^9 B/s) per direction")
+    p.add_argument("--link-gbps", type=positive_float,
+                   help="override the host link's GB/s (10^9 B/s) per direction, before --gpus-per-host-link "
+                        "shares it")
     p.add_argument("--link-t0-us", type=nonnegative_float, help="override the per-copy latency (microseconds)")
+    p.add_argument("--gpus-per-host-link", type=positive_int,
+                   help="GPUs copying through one host-link uplink at once; offload gets --link-gbps ÷ this per "
+                        "GPU (default: the preset's — 2 on a100-*: DGX A100 puts 8 GPUs on 4 PCIe switches; 1 "
+                        "elsewhere, an assumption; sources in remat.timemodel.gpus)")
     p.add_argument("--policies", default="none,selective,full,offload",
                    help="policies the plan may use (comma-separated; default all four)")
     p.add_argument("--calibrate", action="store_true",
@@ -70,6 +77,7 @@ def _run_plan(args) -> int:
         "achievable": args.achievable,
         "link_bytes_per_s": args.link_gbps * 1e9 if args.link_gbps else None,
         "link_t0_s": None if args.link_t0_us is None else args.link_t0_us * 1e-6,
+        "gpus_per_host_link": args.gpus_per_host_link,
     }
     cfg = from_name(args.model, layers=args.layers, seq=args.seq, micro_batch=args.micro_batch, tp=args.tp,
                     pp=args.pp, interleave=args.interleave, global_batch=args.global_batch)

@@ -6,8 +6,10 @@
 * ``steps_table``      (offload-steps): per (s, h) of a small GPT, a training step under none, selective,
   full, offload (remat.policies.apply_plan) and torch's save_on_cpu: step time, gradients bitwise equal to
   none, device bytes held after forward, host bytes (pinned/reserved, peak, live after the step), FLOPs.
-* ``breakeven_table``  (offload-breakeven): the break-even model of remat.formulas.offload over a grid of
-  (s, h, BW, achieved FLOP/s), and the measured sizes of ``steps_table`` placed on it (model vs measured).
+* ``breakeven_table``  (offload-breakeven): offload against selective and against full recompute, each at the
+  bytes that recompute frees (remat.formulas.offload), over GPU presets × (s, h) with the roofline's times
+  (remat.timemodel) and each GPU's share of its host link; and the measured sizes of ``steps_table``
+  placed on the model (model vs measured).
 
 Parameters: the dataclasses below (config.yaml section ``offload.<name>``; errors name
 ``offload.<name>.<key>``). Without CUDA the "device" is the CPU and every copy a host memcpy: rows carry
@@ -26,7 +28,7 @@ import torch
 
 from remat.device import resolve_device
 from remat.errors import UsageError
-from remat.experiments.offload_breakeven import copies_per_layer, grid_rows, measured_rows
+from remat.experiments.offload_breakeven import grid_rows, measured_rows
 from remat.experiments.offload_host import PolicyOffloadAccounting, SaveOnCpuAccounting
 from remat.experiments.params import Bytes, Count, Ge, NonNegative
 from remat.experiments.progress import progress
@@ -36,6 +38,7 @@ from remat.measure.timing import MIN_REPEATS, intra_op_threads, time_steps
 from remat.units import KiB
 
 VARIANTS = ("none", "selective", "full", "offload", "save_on_cpu")
+GRID_LINK = "model"  # the grid rows' link column starts with this: a preset's link, not a measurement
 Device = Literal["cpu", "cuda"]
 
 
@@ -117,7 +120,8 @@ class StepsParams:
 
 @dataclass(frozen=True)
 class BreakevenParams:
-    """offload.breakeven: the break-even grid, and the measured tables placed on it."""
+    """offload.breakeven: offload against recompute at equal freed bytes over GPU presets and layer sizes, and
+    the measured tables placed on the model."""
 
     steps: str | None = None
     """The offload-steps table (CSV path; the pipeline passes this device's). Required."""
@@ -125,23 +129,61 @@ class BreakevenParams:
     """The offload-bandwidth table (CSV path; the pipeline passes this device's). Required."""
     seqs: list[Count] = field(default_factory=lambda: [512, 1024, 2048, 4096, 8192])
     """Grid s values, tokens."""
-    hiddens: list[Count] = field(default_factory=lambda: [2048, 4096, 8192, 12288])
-    """Grid h values, elements (a = h/128, Korthikanti's head size)."""
+    hiddens: list[Count] = field(default_factory=lambda: [4096, 8192, 12288])
+    """Grid h values, elements (a = h/128, Korthikanti's head size; h = 12288 with s = 2048 is GPT-3 175B)."""
     micro_batch: Count = 1
-    """Grid b, sequences."""
-    flops_per_s: list[float] = field(default_factory=lambda: [100e12, 300e12, 600e12])
-    """Grid achieved rates, FLOP/s (> 0)."""
-    bandwidths_gb_s: list[float] = field(default_factory=lambda: [8.0, 16.0, 25.0, 50.0, 100.0, 200.0])
-    """Grid link bandwidths, GB/s = 10^9 bytes/s (> 0)."""
-    t0_s: Annotated[float, Ge(0.0)] = 10e-6
-    """Grid per-copy latency t0, seconds."""
-    tensors: Count | None = None
-    """Grid copies per layer each way; None: what the hooks copy from one GPT layer (copies_per_layer)."""
+    """Grid b, sequences (Korthikanti Table 3: 1 for 175B and up)."""
+    tp: Count = 8
+    """Grid t, tensor-parallel size (Korthikanti Table 3: 8); must divide every a = h/128."""
+    sp: bool = False
+    """Sequence parallelism in the grid's layers (Korthikanti §4.2.2)."""
+    gpus: list[str] = field(default_factory=lambda: ["a100-80gb", "h100-80gb"])
+    """GPU presets (remat.timemodel.gpus.GPUS): roofline rates, host link, its sharing, host memory."""
+    link_gb_s: Annotated[float, Ge(0.0)] | None = None
+    """The host link's own GB/s (10^9 bytes/s) per direction, before sharing (e.g. a measured `remat bandwidth
+    --device cuda`, one GPU copying alone); None: each preset's (80 % of PCIe ×16 nominal)."""
+    gpus_per_host_link: Count | None = None
+    """GPUs copying through one host-link uplink at once (each gets the link ÷ this); None: each preset's
+    (2 on a100-*: DGX A100, 4 PCIe switches for 8 GPUs; 1 elsewhere — remat.timemodel.gpus)."""
+    host_memory: Bytes | None = None
+    """Host memory per GPU for offloaded activations, bytes (e.g. "128GiB"); None: each preset's."""
+    t0_s: Annotated[float, Ge(0.0)] | None = None
+    """Per-copy latency t0, seconds; None: each preset's (10 µs)."""
 
     def __post_init__(self):
-        for key in ("flops_per_s", "bandwidths_gb_s"):
-            if any(v <= 0 for v in getattr(self, key)):
-                raise UsageError(f"offload.breakeven.{key}", f"must be > 0, got {getattr(self, key)}")
+        from remat.timemodel.gpus import GPUS
+        for name in self.gpus:
+            if name not in GPUS:
+                raise UsageError("offload.breakeven.gpus", f"unknown GPU preset {name!r} (presets: {', '.join(GPUS)})")
+        if self.link_gb_s is not None and not self.link_gb_s > 0:
+            raise UsageError("offload.breakeven.link_gb_s", f"must be > 0 GB/s, got {self.link_gb_s}")
+        if self.host_memory is not None and not self.host_memory > 0:
+            raise UsageError("offload.breakeven.host_memory", f"must be > 0 bytes, got {self.host_memory}")
+        for h in self.hiddens:
+            a = max(1, h // 128)
+            if a % self.tp:
+                raise UsageError("offload.breakeven.tp", f"t = {self.tp} must divide the heads a = h/128 = {a} "
+                                                         f"of h = {h}")
+        if self.sp and any(s % self.tp for s in self.seqs):
+            raise UsageError("offload.breakeven.sp", f"sequence parallelism needs t = {self.tp} to divide every s, "
+                                                     f"got {self.seqs}")
+
+    def gpu_presets(self) -> list:
+        """The GPU presets with this section's overrides (remat.timemodel.gpus.gpu; None keeps the preset's);
+        an override is named in the preset's ``host_source`` ("set by offload.breakeven.<key>")."""
+        from dataclasses import replace
+
+        from remat.timemodel.gpus import gpu
+        overrides = {"link_gb_s": self.link_gb_s, "gpus_per_host_link": self.gpus_per_host_link,
+                     "host_memory": self.host_memory, "t0_s": self.t0_s}
+        note = ", ".join(f"{k} set by offload.breakeven.{k}" for k, v in overrides.items() if v is not None)
+        out = []
+        for name in self.gpus:
+            g = gpu(name, link_bytes_per_s=None if self.link_gb_s is None else self.link_gb_s * 1e9,
+                    gpus_per_host_link=self.gpus_per_host_link, host_memory_bytes=self.host_memory,
+                    link_t0_s=self.t0_s)
+            out.append(replace(g, host_source=f"{g.host_source}; {note}") if note else g)
+        return out
 
 
 # --- offload-bandwidth -------------------------------------------------------------------------------------------
@@ -275,10 +317,14 @@ def breakeven_table(p: BreakevenParams) -> pd.DataFrame:
     placed on it. Reads the tables of offload-steps and offload-bandwidth (the model's inputs there: bytes
     and copies per layer, link fit, achieved FLOP/s; it measures nothing itself).
 
-    Rows: kind = "grid" (frontier: breakeven_full_gb_s / breakeven_selective_gb_s, the cheapest choice at
-    each BW), "measured" (predicted_* vs measured_* seconds per step, overheads over none), "curve" (the
-    model at each measured size over a BW sweep); see remat.experiments.offload_breakeven.
-    Raises UsageError("offload.breakeven.steps" / ".bandwidth") when a table is not given or unreadable.
+    Rows: kind = "grid" (per GPU preset and layer size, offload against selective and against full recompute
+    at the bytes each frees: breakeven_selective_gb_s / breakeven_full_gb_s, the cheaper at the link one GPU
+    gets), "measured" (predicted_* vs measured_* seconds per step, overheads over none, freed bytes), "curve"
+    (the model at each measured size over a BW sweep); see remat.experiments.offload_breakeven.
+    Column ``link``: grid rows "model: <gpu> host link ÷ <GPUs sharing it>" (a preset, nothing measured),
+    measured and curve rows the measured device's link (remat.measure.bandwidth.link_label: on a CPU
+    "simulated: host memcpy"). Raises UsageError("offload.breakeven.steps" / ".bandwidth") when a table is
+    not given or unreadable.
     """
     frames = {}
     for key in ("steps", "bandwidth"):
@@ -289,9 +335,8 @@ def breakeven_table(p: BreakevenParams) -> pd.DataFrame:
             frames[key] = pd.read_csv(path)
         except (OSError, ValueError) as exc:
             raise UsageError(f"offload.breakeven.{key}", f"cannot read {path!r} ({exc})") from None
-    tensors = p.tensors if p.tensors is not None else copies_per_layer()
-    grid = grid_rows(p.seqs, p.hiddens, p.micro_batch, p.flops_per_s, p.bandwidths_gb_s, p.t0_s, tensors)
+    grid = grid_rows(p.seqs, p.hiddens, p.micro_batch, p.tp, p.sp, p.gpu_presets())
     device = str(frames["steps"]["device"].iloc[0])
-    rows = [{**row, "link": link_label(device)}
-            for row in grid + measured_rows(frames["steps"], frames["bandwidth"])]
-    return with_provenance(rows, device=device, dtype="bfloat16 (grid); measured: see steps")
+    measured = [{**row, "link": link_label(device)} for row in measured_rows(frames["steps"], frames["bandwidth"])]
+    grid = [{**row, "link": f"{GRID_LINK}: {row['gpu']} host link ÷ {row['gpus_per_host_link']}"} for row in grid]
+    return with_provenance(grid + measured, device=device, dtype="bfloat16 (grid); measured: see steps")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator
 
 from remat.measure.bandwidth import FIT_KEYS, predicted_copy_s
 from remat.units import MiB
@@ -56,34 +57,41 @@ def bandwidth(frames: list[pd.DataFrame]) -> Figure:
 
 
 _STYLES = ("-", "--", ":", "-.")
+_FREED = {"selective": "offload the 5as²b/t bytes selective frees\nvs selective recompute",
+          "full": "offload the bytes full frees (layer less its input)\nvs full recompute"}
 
 
-def _frontier(ax, grid: pd.DataFrame, against: str, link_gb_s: float | None, link: str) -> None:
+def _frontier(ax, grid: pd.DataFrame, against: str, measured_gb_s: float | None, measured_link: str) -> None:
+    """Break-even GB/s against s: colour per h, line style per GPU preset; each preset's per-GPU link (its
+    host link ÷ the GPUs sharing it) as a horizontal line in that preset's style."""
     col = f"breakeven_{against}_gb_s"
-    rates = sorted(grid["flops_per_s"].unique())
+    gpus = list(dict.fromkeys(grid["gpu"]))
     for i, (h, part) in enumerate(grid.groupby("h")):
-        for j, rate in enumerate(rates):
-            p = part[part["flops_per_s"] == rate].groupby("s")[col].first().replace(np.inf, np.nan)
-            ax.loglog(p.index, p.values, _STYLES[j % 4], color=f"C{i}", lw=1.2,
-                      label=f"h = {h}" if j == 0 else None)
-    for j, rate in enumerate(rates):
-        ax.plot([], [], _STYLES[j % 4], color="grey", label=f"{rate / 1e12:g} TFLOP/s achieved")
-    if link_gb_s:
-        ax.axhline(link_gb_s, color="k", lw=0.8, alpha=0.6)
-        ax.annotate(f"measured: {link_gb_s:.1f} GB/s ({link})", (grid["s"].max(), link_gb_s), fontsize=7,
-                    va="bottom", ha="right")
+        for j, name in enumerate(gpus):
+            p = part[part["gpu"] == name].groupby("s")[col].first().replace(np.inf, np.nan)
+            ax.loglog(p.index, p.values, _STYLES[j % 4], color=f"C{i}", lw=1.2, label=f"h = {h}" if j == 0 else None)
+    for j, name in enumerate(gpus):
+        g = grid[grid["gpu"] == name].iloc[0]
+        ax.axhline(g["link_per_gpu_gb_s"], color="k", ls=_STYLES[j % 4], lw=0.8, alpha=0.7,
+                   label=f"{name}: {g['link_per_gpu_gb_s']:.1f} GB/s per GPU "
+                         f"({g['link_gb_s']:.1f} ÷ {int(g['gpus_per_host_link'])})")
+    if measured_gb_s:
+        ax.axhline(measured_gb_s, color="C3", lw=0.8, alpha=0.7, label=f"measured: {measured_gb_s:.1f} GB/s "
+                                                                         f"({measured_link}, one GPU alone)")
     seqs = sorted(grid["s"].unique())
     ax.set_xscale("log", base=2)
     ax.set_xticks(seqs, [str(s) for s in seqs])
     ax.minorticks_off()
     ax.set_xlabel("sequence length s")
+    ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_ylabel("break-even bandwidth (GB/s = 10⁹ B/s)")
-    ax.set_title(f"offload vs {against} recompute: offload cheaper above the line", fontsize=9)
+    ax.set_title(f"{_FREED[against]}: offload cheaper above the curve", fontsize=9)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=6, ncol=2, loc="upper left")
+    ax.legend(fontsize=6, ncol=1, loc="upper left")
 
 
-def _measured(ax, curve: pd.DataFrame, measured: pd.DataFrame) -> None:
+def _measured(ax, curve: pd.DataFrame, measured: pd.DataFrame, link: str) -> None:
     markers = {"offload": "o", "full": "s", "selective": "^"}
     for i, ((s, h), part) in enumerate(curve.groupby(["s", "h"])):
         color = f"C{i}"
@@ -103,33 +111,38 @@ def _measured(ax, curve: pd.DataFrame, measured: pd.DataFrame) -> None:
     ax.plot([], [], ":", color="grey", label="model full recompute")
     ax.set_xlabel("link bandwidth (GB/s = 10⁹ B/s)")
     ax.set_ylabel("extra time per step over none (ms)")
-    ax.set_title("measured sizes: model (lines) and measured overheads (markers)", fontsize=9)
+    ax.set_title(f"measured sizes ({link}): model (lines), measured overheads (markers)", fontsize=9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=6, ncol=2)
 
 
 def breakeven(frames: list[pd.DataFrame]) -> Figure:
-    """The break-even map of remat.formulas.offload and the measured points on it.
+    """Offload against recompute at equal freed bytes (remat.formulas.offload) and the measured points.
 
-    Left and middle: break-even link bandwidth (GB/s) against s per h (colour) and achieved FLOP/s (line
-    style), against full and against selective recompute; the measured link as a horizontal line. Right:
-    at each measured size, the model's extra seconds per step of offload over bandwidth (serial and
-    overlapped copies) and of full recompute, with the measured overheads of offload, full and selective
-    at the measured bandwidth. Input: one ``offload-breakeven`` table.
+    Left: offloading what selective recompute frees (5as²b/t per layer and TP rank) against selective's
+    recompute; middle: offloading what full recompute frees (the layer less its input) against full's
+    recompute — break-even link GB/s per direction against s, colour per h, line style per GPU preset
+    (times from the roofline, remat.timemodel), each preset's per-GPU link as a horizontal line (its host
+    link ÷ the GPUs sharing it); a measured CUDA link is drawn too (a simulated one is not: a host memcpy
+    is no GPU's link). Right: at each measured size, the model's extra seconds per step of offload over
+    bandwidth (serial and overlapped copies) and of full recompute, with the measured overheads of offload,
+    full and selective at the measured bandwidth. Input: one ``offload-breakeven`` table.
     """
     frame = frames[0]
     grid, curve = frame[frame["kind"] == "grid"], frame[frame["kind"] == "curve"]
     measured = frame[frame["kind"] == "measured"]
-    link_gb_s = float(measured["bw_gb_s"].iloc[0]) if len(measured) else None
-    link = str(frame["link"].iloc[0])
-    fig = Figure(figsize=(15, 4.6))
-    full_ax, sel_ax, meas_ax = fig.subplots(1, 3)
-    _frontier(full_ax, grid, "full", link_gb_s, link)
-    _frontier(sel_ax, grid, "selective", link_gb_s, link)
+    link = str(measured["link"].iloc[0]) if len(measured) else "no measured sizes"
+    simulated = link.startswith("simulated")
+    measured_gb_s = float(measured["bw_gb_s"].iloc[0]) if len(measured) and not simulated else None
+    fig = Figure(figsize=(16, 5.2))
+    sel_ax, full_ax, meas_ax = fig.subplots(1, 3)
+    _frontier(sel_ax, grid, "selective", measured_gb_s, link)
+    _frontier(full_ax, grid, "full", measured_gb_s, link)
     if len(measured):
-        _measured(meas_ax, curve, measured)
-    fig.suptitle(f"Offload break-even (grid: b = {int(grid['b'].iloc[0])}, a = h/128, 16-bit, "
-                 f"t0 = {grid['t0_s'].iloc[0] * 1e6:g} µs, {int(grid['tensors'].iloc[0])} copies/layer) — "
+        _measured(meas_ax, curve, measured, link)
+    first = grid.iloc[0]
+    fig.suptitle(f"Offload vs recompute at equal freed bytes (grid: b = {int(first['b'])}, t = {int(first['t'])}, "
+                 f"a = h/128, 16-bit, t0 = {first['t0_s'] * 1e6:g} µs, roofline times; line style = GPU) — "
                  f"measured on {frame['device'].iloc[0]}: {link}", fontsize=10)
     fig.tight_layout()
     return fig

@@ -13,9 +13,23 @@ excess is exposed:
 
     exposed = max(0, transfer_d2h − forward_s) + max(0, transfer_h2d − backward_s)
 
-Recompute instead costs the re-run forward: the whole layer (full) or core attention (selective),
-FLOPs / achievable FLOP/s (Korthikanti Appendix A FLOPs). Offload wins where exposed < recompute; the
-break-even bandwidth is the BW at which the two are equal (``breakeven_bandwidth``).
+Recompute instead costs the re-run forward: the whole layer (full) or core attention (selective) —
+seconds from the per-op roofline (remat.timemodel.predict) at GPU sizes, or FLOPs / an achieved FLOP/s
+(``layer_compute_s``, Korthikanti Appendix A FLOPs) for a measured run. Offload wins where
+exposed < recompute; the break-even bandwidth is the BW at which the two are equal (``breakeven_bandwidth``).
+
+Equal freed bytes (``freed_bytes``, ``freed_copies``, ``equal_bytes``): a recompute mode and the offload it is
+compared with must free the same device bytes, or the comparison is meaningless. Per layer and TP rank
+(Korthikanti §4.1 itemization, ``remat.formulas.korthikanti``):
+
+    selective frees the 3 core-attention tensors, 5as²b/t bytes (the 5as/h term of Eq. 1: sbh·5as/h = 5as²b)
+        -> compared with offloading exactly those tensors (3 copies each way);
+    full frees everything but the layer input it checkpoints, none − 2sbh (t = 1: sbh(32 + 5as/h))
+        -> compared with offloading those 13 tensors (the whole layer, sbh(34 + 5as/h) at t = 1, less the
+           2sbh input that full recompute keeps too).
+
+The link is the one a GPU gets when every GPU on its host-link uplink copies at once
+(remat.timemodel.gpus.GPU.link: link bytes/s ÷ gpus_per_host_link).
 
 Units: bytes (int), seconds (float), bandwidth in bytes/s (GB/s = 10⁹ B/s, never GiB/s unless named),
 FLOP/s. Sources: the overlap model of ZeRO-Offload (Ren et al. 2021) and Beaumont et al. 2021 (offload
@@ -134,3 +148,63 @@ def breakeven_bandwidth(nbytes: int, tensors: int, forward_s: float, backward_s:
     if nbytes == 0:
         return 0.0
     return math.inf if room <= 0 else nbytes / room
+
+
+# --- equal freed bytes --------------------------------------------------------------------------------------------
+
+EQUAL_BYTES = ("selective", "full")
+"""The recompute modes an offload is compared with, each at the bytes that mode frees."""
+
+
+def freed_bytes(s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False, recompute: str = "selective") -> int:
+    """Device bytes one layer on one TP rank stops holding under ``recompute`` (selective | full) compared
+    with none: none − recompute (Korthikanti §4.1, Table 2). selective: the core-attention terms,
+    5as²b/t (softmax output 2as²b, its dropout mask as²b, the dropout output 2as²b); full: all but the layer
+    input, none − 2sbh (2sbh/t under SP). Raises UsageError (mode, tp, sp, seq) via korthikanti."""
+    if recompute not in EQUAL_BYTES:
+        raise UsageError("mode", f"must be one of {', '.join(EQUAL_BYTES)}, got {recompute!r}")
+    return (korthikanti.layer_bytes(s, b, h, a, t, sp, "none")
+            - korthikanti.layer_bytes(s, b, h, a, t, sp, recompute))
+
+
+def freed_copies(recompute: str) -> int:
+    """Tensors (= copies each way) an offload of what ``recompute`` frees moves per layer: the §4.1 terms
+    stored under none but not under ``recompute`` (selective: 3, full: 13). Raises UsageError("mode")."""
+    if recompute not in EQUAL_BYTES:
+        raise UsageError("mode", f"must be one of {', '.join(EQUAL_BYTES)}, got {recompute!r}")
+    # full stores one term, the layer input (= LayerNorm 1's input, a term under none too)
+    return len(korthikanti.stored_terms("none")) - len(korthikanti.stored_terms(recompute))
+
+
+@dataclass(frozen=True)
+class EqualBytes:
+    """Offload against recompute at equal freed bytes, one layer, one micro-batch, one TP rank.
+
+    nbytes: freed by both (bytes); copies: tensors offloaded each way; recompute_s / offload_exposed_s:
+    seconds each adds to the step; breakeven_bytes_per_s: the link (per direction, bytes/s) above which
+    offload costs less (``breakeven_bandwidth``; inf when the per-copy latency alone costs more)."""
+
+    recompute: str
+    nbytes: int
+    copies: int
+    recompute_s: float
+    offload_exposed_s: float
+    breakeven_bytes_per_s: float
+
+    @property
+    def cheaper(self) -> str:
+        """"offload" when its exposed copies cost less than the recompute, else the recompute mode (a tie
+        goes to recompute: it needs no host memory)."""
+        return "offload" if self.offload_exposed_s < self.recompute_s else self.recompute
+
+
+def equal_bytes(recompute: str, nbytes: int, copies: int, forward_s: float, backward_s: float, recompute_s: float,
+                link: Link) -> EqualBytes:
+    """Offloading ``nbytes`` in ``copies`` copies each way (overlapped with the layer's ``forward_s`` and
+    ``backward_s``, seconds) on ``link`` against recomputing with ``recompute_s`` seconds, where both free
+    ``nbytes``. The break-even assumes the link's t0 and a symmetric bandwidth."""
+    if recompute_s < 0:
+        raise UsageError("recompute_s", f"must be ≥ 0 s, got {recompute_s!r}")
+    return EqualBytes(recompute, nbytes, copies, recompute_s,
+                      exposed_offload_s(nbytes, copies, forward_s, backward_s, link),
+                      breakeven_bandwidth(nbytes, copies, forward_s, backward_s, recompute_s, link.t0_s))

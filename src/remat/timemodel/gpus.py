@@ -55,8 +55,29 @@ model is compared against them, remat.timemodel):
 
 Other assumptions (say so wherever a plan is shown): the achieved host-link bandwidth (80 % of nominal,
 pinned host memory), the per-copy latency t0 (10 µs) and the host memory available to one GPU for offload
-(256 GiB on a data-centre node, 64 GiB on a workstation). Measure your own link with ``remat bandwidth
---device cuda`` and pass ``--link-gbps`` / ``--link-t0-us``. Before the roofline model, ``achievable`` was
+(256 GiB on a data-centre node, 64 GiB on a workstation).
+
+Host side of offload (``gpus_per_host_link``, ``host_source``; the last fields, added for the offload break-even):
+
+* ``gpus_per_host_link``: how many GPUs copy through ONE host-link uplink at the same time. Offload copies
+  every layer on every GPU at once, so each GPU gets ``link_bytes_per_s / gpus_per_host_link`` (``GPU.link``,
+  what the planner and the break-even price offload with; ``link_bytes_per_s`` stays the link's own rate).
+  a100-40gb / a100-80gb: 2 — NVIDIA DGX A100 System Architecture whitepaper (WP-10083-001, §2 "System
+  Architecture" and §6 "First Accelerated System With All PCIe Gen4"): 8 GPUs behind 4 PCIe Gen4 switches,
+  two GPUs (and two ConnectX-6 NICs) per switch, one ×16 Gen4 uplink per switch to a CPU. Every other
+  preset: 1 — an assumption, not a datasheet value: a PCIe card in its own ×16 slot on a CPU root port (the
+  workstation layout), and for H100/H200 SXM no NVIDIA document in our sources states how HGX H100/H200
+  boards share uplinks (if ``nvidia-smi topo -m`` shows two GPUs as PIX, they share a switch: pass 2).
+  Override: ``remat plan --gpus-per-host-link N``; offload.breakeven.gpus_per_host_link.
+* ``host_memory_bytes`` per GPU is the node's memory ÷ its GPUs: DGX A100 640GB and DGX H100/H200 ship 2 TB
+  for 8 GPUs -> 256 GiB each, reading 2 TB as 2 TiB (NVIDIA DGX A100 / DGX H100 / DGX H200 datasheets). The
+  DGX A100 320GB (40 GB GPUs) ships 1 TB, i.e. 128 GiB per GPU; the a100-40gb preset keeps 256 GiB (a node
+  with the larger memory option): pass ``--host-memory 128GiB`` for that system. Workstations (RTX 4090,
+  RTX A6000): 64 GiB, an assumed desktop. H100 PCIe, L40S: 256 GiB, assumed DGX-like. The OS and the
+  framework take part of it; none is reserved here. ``host_source`` states this per preset.
+
+Measure your own link with ``remat bandwidth --device cuda`` (one GPU copying alone: the link's own rate,
+before sharing) and pass ``--link-gbps`` / ``--link-t0-us``. Before the roofline model, ``achievable`` was
 0.5 of peak for ALL of a layer's FLOPs (Korthikanti et al.'s 52–56 % hardware FLOPs utilization), which
 priced memory-bound work — selective recompute's softmax and dropout — as if it were GEMMs.
 """
@@ -87,6 +108,8 @@ class GPU:
     nvlink_bytes_per_s: float = 0.0  # GPU-to-GPU link per direction, bytes/s (datasheet; PCIe if no NVLink)
     memory_efficiency: float = 0.85  # fraction of memory_bandwidth a streaming kernel reaches
     nvlink_efficiency: float = 0.7   # NCCL bus bandwidth / nvlink_bytes_per_s
+    gpus_per_host_link: int = 1      # GPUs copying through one host-link uplink at once (module docstring)
+    host_source: str = ""            # where gpus_per_host_link and host_memory_bytes come from
 
     @property
     def flops_per_s(self) -> float:
@@ -94,9 +117,16 @@ class GPU:
         return self.peak_flops * self.achievable
 
     @property
+    def link_per_gpu_bytes_per_s(self) -> float:
+        """Host-link bytes/s per direction one GPU gets while every GPU sharing the uplink copies at once:
+        link_bytes_per_s / gpus_per_host_link (e.g. a100-80gb: 25.6e9 / 2 = 12.8e9)."""
+        return self.link_bytes_per_s / self.gpus_per_host_link
+
+    @property
     def link(self) -> Link:
-        """The host link for the break-even model (same bandwidth both ways)."""
-        return Link.symmetric(self.link_bytes_per_s, self.link_t0_s)
+        """The host link one GPU gets for offload (same bandwidth both ways): ``link_per_gpu_bytes_per_s``,
+        i.e. the uplink shared by ``gpus_per_host_link`` GPUs, and the per-copy latency ``link_t0_s``."""
+        return Link.symmetric(self.link_per_gpu_bytes_per_s, self.link_t0_s)
 
 
 _NODE, _WORKSTATION = 256 * GiB, 64 * GiB   # DGX-class: 2 TiB host memory for 8 GPUs; a desktop: 64 GiB
@@ -137,6 +167,24 @@ GPUS: dict[str, GPU] = {g.name: g for g in (
 )}
 """Preset key -> GPU; the config schema's ``$defs.gpu`` enum lists the same keys (tests check it)."""
 
+_DGX_A100 = ("NVIDIA DGX A100 System Architecture whitepaper (WP-10083-001): 8 GPUs on 4 PCIe Gen4 switches, "
+             "2 GPUs per x16 uplink")
+_HOST: dict[str, tuple[int, str]] = {   # preset -> (gpus_per_host_link, host_source); module docstring
+    "a100-40gb": (2, f"{_DGX_A100}; host memory: 2 TB / 8 GPUs (DGX A100 640GB; the 320GB system has 1 TB: "
+                     "128 GiB per GPU)"),
+    "a100-80gb": (2, f"{_DGX_A100}; host memory: DGX A100 640GB datasheet, 2 TB / 8 GPUs"),
+    "h100-pcie-80gb": (1, "assumed: own x16 Gen5 slot; host memory assumed 256 GiB (DGX-like)"),
+    "h100-80gb": (1, "assumed: own x16 Gen5 uplink (not stated for HGX H100); host memory: DGX H100 datasheet, "
+                     "2 TB / 8 GPUs"),
+    "h200-141gb": (1, "assumed: own x16 Gen5 uplink (not stated for HGX H200); host memory: DGX H200 datasheet, "
+                      "2 TB / 8 GPUs"),
+    "rtx4090-24gb": (1, "assumed: a workstation, own x16 Gen4 slot, 64 GiB host memory"),
+    "rtx-a6000-48gb": (1, "assumed: a workstation, own x16 Gen4 slot, 64 GiB host memory"),
+    "l40s-48gb": (1, "assumed: own x16 Gen4 slot; host memory assumed 256 GiB (DGX-like)"),
+}
+GPUS = {name: replace(g, gpus_per_host_link=_HOST[name][0], host_source=_HOST[name][1])
+        for name, g in GPUS.items()}
+
 
 def gpu(name: str, **overrides) -> GPU:
     """The preset ``name`` with fields overridden (None values ignored).
@@ -156,4 +204,7 @@ def gpu(name: str, **overrides) -> GPU:
             raise UsageError(field, f"must be in (0, 1], got {getattr(out, field)!r}")
     if not out.link_t0_s >= 0:
         raise UsageError("link_t0_s", f"must be ≥ 0, got {out.link_t0_s!r}")
+    if isinstance(out.gpus_per_host_link, bool) or not isinstance(out.gpus_per_host_link, int) \
+            or out.gpus_per_host_link < 1:
+        raise UsageError("gpus_per_host_link", f"must be an integer ≥ 1, got {out.gpus_per_host_link!r}")
     return out
