@@ -140,3 +140,41 @@ def test_account_predicts_milliseconds(capsys):
     assert time["recompute_ms"] == pytest.approx(1e3 * expected.recompute_s)
     code, out, err = run_cli(capsys, "account", "--model", "gpt-22b", "--mode", "none", "--gpu", "x100")
     assert code == 2 and out == "" and "--gpu" in err and len(err.strip().splitlines()) == 1
+
+
+def test_experiments_name_a_bad_gpu_preset():
+    from remat.errors import UsageError
+    from remat.experiments import load
+    for name in ("korthikanti-table4", "korthikanti-figure8", "korthikanti-table5"):
+        section = name.replace("-", ".")
+        with pytest.raises(UsageError, match=f"{section}.gpu"):
+            load(name, {"gpu": "x100"})
+
+
+def test_table5_difference_and_ratio():
+    """Paper Table 5 by the planner's cost model: full recompute slower than SP + selective; the ratio and the
+    difference are what the rows say they are."""
+    from remat.timemodel.paper import table5_rows
+    (row,) = table5_rows(A100, ["gpt-22b"])
+    assert row["full_s"] > row["present_s"] > 0
+    assert row["ratio"] == pytest.approx(row["full_s"] / row["present_s"])
+    assert row["difference_s"] == pytest.approx(row["full_s"] - row["present_s"])
+    assert row["paper_ratio"] == pytest.approx(1.42 / 1.10)
+
+
+def test_time_model_sweep_rows():
+    """The CPU validation on a tiny layer: one row per mode × phase, backward = combined − forward for both
+    columns, overheads on the combined rows, the measured rates recorded."""
+    from remat.experiments import load
+    from remat.experiments.time_model import time_model_sweep
+    frame = time_model_sweep(load("sweep-time-model", {"hiddens": [32], "heads": 2, "seq": 16, "rounds": 1}))
+    assert len(frame) == 3 * 3 and set(frame["phase"]) == {"forward", "backward", "combined"}
+    by = frame.set_index(["mode", "phase"])
+    for mode in ("none", "selective", "full"):
+        for col in ("predicted_s", "measured_s"):
+            assert by.loc[(mode, "backward"), col] == pytest.approx(
+                by.loc[(mode, "combined"), col] - by.loc[(mode, "forward"), col])
+    assert by.loc[("none", "combined"), "predicted_overhead"] == 0
+    assert by.loc[("full", "combined"), "predicted_overhead"] > by.loc[("selective", "combined"), "predicted_overhead"]
+    assert (frame["flops_per_s"] > 0).all() and (frame["memory_bytes_per_s"] > 0).all()
+    assert frame["error"].notna().all()
