@@ -31,6 +31,7 @@ TINY = {
     "offload": {
         "bandwidth": {"max_size": "4MiB", "repeats": 3},
         "steps": {"seqs": [32], "hiddens": [32], "layers": 2, "rounds": 1},
+        "breakeven": {"gpus": ["a100-80gb"], "seqs": [1024], "hiddens": [4096]},
     },
     "planner": {
         "paper": {"models": ["gpt3-175b"], "gpus": ["a100-80gb"], "sac_time_limit_s": 2},

@@ -45,7 +45,8 @@ def add_plan(sub):
     p.add_argument("--host-memory", help="host memory PER GPU for offloaded activations (default: the preset's, e.g. "
                                          "256 GiB = a DGX's 2 TB ÷ 8 GPUs)")
     p.add_argument("--peak-tflops", type=positive_float, help="override peak 16-bit TFLOP/s")
-    p.add_argument("--achievable", type=positive_float, help="override the achievable fraction of peak")
+    p.add_argument("--achievable", type=positive_float, help="fraction of the dense peak a large GEMM reaches "
+                                                            "(roofline time model; default 0.8, see remat.timemodel.gpus)")
     p.add_argument("--link-gbps", type=positive_float,
                    help="override the host link's GB/s (10^9 B/s) per direction, before --gpus-per-host-link "
                         "shares it")
@@ -57,7 +58,7 @@ def add_plan(sub):
     p.add_argument("--policies", default="none,selective,full,offload",
                    help="policies the plan may use (comma-separated; default all four)")
     p.add_argument("--calibrate", action="store_true",
-                   help="measure per-layer forward/backward time on this machine instead of the FLOP model")
+                   help="measure per-layer forward/backward time on this machine instead of the roofline model")
     p.add_argument("--no-baselines", action="store_true", help="skip the baselines")
     p.add_argument("--sac-time-limit", type=positive_float, default=20.0,
                    help="seconds for torch's sac_milp baseline (torch's own default is 180)")
