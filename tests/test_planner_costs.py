@@ -46,6 +46,95 @@ def test_interleaved_first_chunk_holds_more_micro_batches():
     assert in_flight(dataclasses.replace(cfg, interleave=1)) == [8] * 12
 
 
+def test_1f1b_first_stage_holds_min_p_and_n_micro_batches():
+    # Megatron-LM forward_backward_pipelining_without_interleaving on pipeline rank 0: min(p − 1, N) warm-up
+    # forwards, then one more before the first backward when any is left, so min(p, N) are in flight
+    from remat.planner.costs import micro_batches
+    cfg = from_name("gpt3-175b", interleave=1)                 # p = 8, b = 1: 96/8 = 12 layers on the GPU
+    for global_batch, n in ((1, 1), (2, 2), (7, 7), (8, 8), (9, 8), (64, 8)):
+        one = dataclasses.replace(cfg, global_batch=global_batch)
+        assert micro_batches(one) == global_batch and in_flight(one) == [n] * 12, global_batch
+    assert in_flight(dataclasses.replace(cfg, global_batch=64), dp=32) == [2] * 12   # N = 64/(1·32) = 2
+    assert in_flight(dataclasses.replace(cfg, pp=1)) == [1] * 96                    # no pipeline: one at a time
+    assert step_multiplier(dataclasses.replace(cfg, global_batch=2)) == 2 + 7      # N + (p − 1)/m
+
+
+def test_the_issue_command_keeps_two_micro_batches_per_layer(capsys):
+    import json
+
+    from conftest import run_cli
+    code, out, _ = run_cli(capsys, "plan", "--model", "gpt3-175b", "--tp", "8", "--sp", "--pp", "8",
+                           "--interleave", "1", "--micro-batch", "1", "--global-batch", "2", "--memory", "80GiB",
+                           "--no-baselines", "--format", "json")
+    assert code == 0
+    plan = json.loads(out)
+    meta = plan["settings"]
+    assert (meta["micro_batches"], meta["in_flight"], meta["step_multiplier"]) == (2, [2] * 12, 9.0)
+    per_mb = meta["bytes_per_micro_batch"]
+    assert plan["memory"]["stored activations (layers)"] == sum(2 * per_mb[layer["policy"]] for layer in plan["layers"])
+
+
+@pytest.mark.parametrize("p, m, global_batch, expected", [
+    # Megatron-LM forward_backward_pipelining_with_interleaving, rank 0: N = p runs all N·m forwards first (p per
+    # chunk); otherwise 2(p − 1) + (m − 1)p warm-up forwards + 1, forward k going to chunk (k mod pm) // p
+    (8, 3, 8, [8, 8, 8]),            # N = p: every chunk holds its 8
+    (8, 3, 16, [15, 8, 8]),          # 14 + 16 + 1 = 31 forwards: 8, 8, 8 then 7 more in chunk 0
+    (8, 3, 64, [15, 8, 8]),          # the paper's 2p − 1, p, p
+    (4, 2, 4, [4, 4]),               # N = p
+    (4, 2, 8, [7, 4]),               # 6 + 4 + 1 = 11 forwards: 4, 4, then 3 in chunk 0
+    (2, 2, 2, [2, 2]),               # N = p = 2 (2p − 1 = 3 would exceed N)
+    (2, 2, 4, [3, 2]),               # 2 + 2 + 1 = 5 forwards: 2, 2, 1
+])
+def test_interleaved_counts_by_hand_and_capped_by_n(p, m, global_batch, expected):
+    cfg = from_name("gpt3-175b", pp=p, interleave=m, global_batch=global_batch)    # b = 1: N = global batch
+    per_chunk = 96 // p // m
+    assert in_flight(cfg) == [n for n in expected for _ in range(per_chunk)]
+    per_layer = korthikanti.layer_bytes(cfg.seq, 1, cfg.hidden, cfg.heads, cfg.tp, True, "none")
+    if global_batch >= 2 * p:        # the paper's factor L·(1 + (p − 1)/(p·m)) once N ≥ 2p
+        assert sum(in_flight(cfg)) * per_layer == korthikanti.first_stage_bytes(per_layer, 96, p, m)
+
+
+@pytest.mark.parametrize("pp, interleave, global_batch, dp", [(8, 3, 2, 1), (8, 3, 12, 1), (8, 3, 64, 16)])
+def test_interleaved_schedule_needs_micro_batches_a_multiple_of_p(pp, interleave, global_batch, dp):
+    cfg = from_name("gpt3-175b", pp=pp, interleave=interleave, global_batch=global_batch)
+    with pytest.raises(UsageError) as err:
+        build_problem(cfg, settings(dp=dp))
+    assert err.value.field == "--global-batch" and "\n" not in str(err.value)
+    for flag in ("--interleave", "--pp", "--micro-batch", "--dp", "num_microbatches % pipeline_model_parallel_size"):
+        assert flag in str(err.value)
+    build_problem(dataclasses.replace(cfg, interleave=1), settings(dp=dp))      # 1F1B takes any N
+
+
+def test_interleaved_n_not_a_multiple_of_p_exits_2_with_one_line(capsys):
+    from conftest import run_cli
+    code, out, err = run_cli(capsys, "plan", "--model", "gpt3-175b", "--sp", "--global-batch", "2",
+                             "--memory", "80GiB", "--no-baselines")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "--global-batch" in err and "--interleave 3" in err and "--pp 8" in err
+
+
+def test_first_stage_parameters_by_hand():
+    # Megatron's sharding on one GPU of the first stage, t = 8 (korthikanti.params_per_layer / params_per_gpu):
+    # per layer QKV (3h² + 3h)/t, projection h²/t + h (bias replicated), fc1 (4h² + 4h)/t, fc2 4h²/t + h,
+    # two LayerNorms 2·2h (replicated) = (12h² + 7h)/t + 6h; word embedding v·h/t (vocabulary-parallel),
+    # position embedding s·h (replicated, first stage only); the final LayerNorm 2h only when p = 1 (it sits on
+    # the last stage); the output layer shares the word embedding.
+    # GPT-3 175B (Table 3: h = 12288, L = 96, p = 8, s = 2048, v = 51200): 12 layers on the first stage
+    per_layer = (12 * 12288**2 + 7 * 12288) // 8 + 6 * 12288
+    assert per_layer == 226_503_168 + 73_728 == 226_576_896
+    total = 12 * per_layer + 51200 * 12288 // 8 + 2048 * 12288
+    assert total == 2_718_922_752 + 78_643_200 + 25_165_824 == 2_822_731_776
+    assert korthikanti.params_per_gpu(12288, 96, 51200, 2048, 8, 8) == 2_822_731_776
+    assert model_state(from_name("gpt3-175b"), settings())["weights"] == 2 * 2_822_731_776
+    # 22B (h = 6144, L = 48, p = 1): all 48 layers, both embeddings and the final LayerNorm
+    per_layer = (12 * 6144**2 + 7 * 6144) // 8 + 6 * 6144
+    assert per_layer == 56_628_480 + 36_864 == 56_665_344
+    total = 48 * per_layer + 51200 * 6144 // 8 + 2048 * 6144 + 2 * 6144
+    assert total == 2_719_936_512 + 39_321_600 + 12_582_912 + 12_288 == 2_771_853_312
+    assert korthikanti.params_per_gpu(6144, 48, 51200, 2048, 8, 1) == 2_771_853_312
+    assert model_state(from_name("gpt-22b"), settings())["weights"] == 2 * 2_771_853_312
+
+
 def test_times_follow_appendix_a_flops_and_the_break_even_model():
     cfg = from_name("gpt3-175b")
     st = settings(sp=True)

@@ -85,20 +85,27 @@ def test_assumptions_are_read_from_the_table_one_row_per_setting():
 
 def validate_rows():
     common = {"model": "gpt-tiny", "layers": 4, "seq": 64, "micro_batch": 2, "hidden": 64, "heads": 4,
-              "device": "cpu", "threads": 1, "rounds": 3, "repeats": 5}
+              "device": "cpu", "threads": 1, "rounds": 3, "repeats": 5, "points": 4,
+              "predicted_base_bytes": 1000, "measured_base_bytes": 1024}
     rows = [
-        # method, spec, feasible, budget, predicted peak, measured peak, predicted/measured slowdown, step
-        ("plan", "none,full,full,full", True, 100 * MiB, 99 * MiB, 90 * MiB, 1.2, 1.0, 0.12, 0.10),
-        ("plan", "none", True, 200 * MiB, 150 * MiB, 160 * MiB, 1.0, 1.25, 0.10, 0.125),
-        ("plan", "full", True, 300 * MiB, 100 * MiB, 100 * MiB, 0.7, 1.0, 0.13, 0.10),
-        ("full", "full", True, 100 * MiB, 80 * MiB, 101 * MiB, 1.3, 1.3, 0.13, 0.13),
-        ("megatron-block", "block:1", True, 100 * MiB, 100 * MiB, 80 * MiB, 1.1, 1.1, 0.11, 0.11),
-        ("none", "none", False, 100 * MiB, 150 * MiB, None, 1.0, None, 0.10, None),
+        # method, spec, feasible, calibration point, budget, predicted peak, measured peak (MiB),
+        # predicted/measured slowdown, predicted/measured step (s)
+        ("plan", "none,full,full,full", True, False, 100, 99, 90, 1.2, 1.0, 0.12, 0.10),
+        ("plan", "none,none,full,full", True, False, 200, 150, 150, 1.0, 1.25, 0.10, 0.125),
+        ("plan", "full", True, True, 300, 100, 100, 2.0, 1.0, 1.0, 0.10),       # fitted: left out
+        ("plan", "selective", True, False, 400, 150, 160, 0.7, 1.0, 0.13, 0.10),
+        ("full", "full", True, True, 100, 100, 100, 1.3, 1.3, 0.13, 0.13),
+        ("megatron-block", "block:1", True, False, 100, 100, 80, 1.1, 1.1, 0.11, 0.11),
+        ("none", "none", False, True, 100, 150, None, 1.0, None, 0.10, None),
+        ("megatron-block", "none,none,full,full", True, False, 200, 150, 150, 1.0, 1.25, 0.10, 0.125),
+        ("megatron-uniform", "uniform:2", True, False, 200, 195, 201, 1.0, 1.0, 0.10, 0.10),
     ]
-    frame = pd.DataFrame([{**common, "method": m, "spec": s, "feasible": f, "budget_bytes": b,
-                           "predicted_peak_bytes": pp, "measured_peak_bytes": mp, "predicted_slowdown": ps,
-                           "measured_slowdown": ms, "predicted_step_time_s": pt, "measured_step_time_s": mt}
-                          for m, s, f, b, pp, mp, ps, ms, pt, mt in rows])
+    frame = pd.DataFrame([{**common, "method": m, "spec": s, "feasible": f, "reference": r, "budget_bytes": b * MiB,
+                           "predicted_peak_bytes": pp * MiB, "measured_peak_bytes": None if mp is None else mp * MiB,
+                           "predicted_slowdown": ps, "measured_slowdown": ms, "predicted_step_time_s": pt,
+                           "measured_step_time_s": mt}
+                          for m, s, f, r, b, pp, mp, ps, ms, pt, mt in rows])
+    frame["peak_error_bytes"] = frame["predicted_peak_bytes"] - frame["measured_peak_bytes"]
     frame["peak_rel_error"] = frame["predicted_peak_bytes"] / frame["measured_peak_bytes"] - 1
     frame["slowdown_rel_error"] = frame["predicted_slowdown"] / frame["measured_slowdown"] - 1
     frame["time_rel_error"] = frame["predicted_step_time_s"] / frame["measured_step_time_s"] - 1
@@ -107,12 +114,17 @@ def validate_rows():
 
 def test_validation_numbers_by_hand():
     v = planner_summary.validation_numbers(validate_rows())
-    assert (v["plans"], v["plans_in_budget"]) == (3, 3)
-    assert v["plan_peak_error"] == pytest.approx(0.1)              # 99/90 − 1 = 0.1; |150/160 − 1| = 0.0625; 0
-    assert (v["baselines"], v["baselines_in_budget"]) == (2, 1)    # full measured 101 MiB > 100 MiB
+    # predictions only: the plan "full" and the baseline "full" are calibration points (the none row is not applied)
+    assert (v["plans"], v["plans_in_budget"], v["plans_exact"], v["references"]) == (3, 3, 1, 2)
+    assert v["plan_peak_error"] == pytest.approx(0.1)              # 99/90 − 1 = 0.1; 0; |150/160 − 1| = 0.0625
+    # block:1 (80 MiB ≤ 100), none,none,full,full (150 ≤ 200, exact), uniform:2 (201 MiB > 200 MiB)
+    assert (v["baselines"], v["baselines_in_budget"], v["baselines_exact"]) == (3, 2, 1)
     assert v["baseline_peak_error"] == pytest.approx(0.25)         # block: 100/80 − 1
     assert v["worst_baseline"] == "megatron-block"
-    # slowdown errors 1.2/1 − 1 = 0.2, |1/1.25 − 1| = 0.2, |0.7/1 − 1| = 0.3;
+    # over-predicted: none,full,full,full (+0.1) and block:1 (+0.25); under: selective, uniform:2
+    assert v["over"][0] == 2 and v["over"][1] == pytest.approx(0.25) and v["over"][2] == "block:1"
+    assert v["under"] == 2 and v["base_error_bytes"] == 24
+    # slowdown errors 1.2/1 − 1 = 0.2, |1/1.25 − 1| = 0.2, |0.7/1 − 1| = 0.3 (the fitted plan's 1.0 left out);
     # time errors 0.12/0.10 − 1 = 0.2, |0.10/0.125 − 1| = 0.2, |0.13/0.10 − 1| = 0.3
     assert v["slowdown_error"] == pytest.approx((0.2, 0.3))
     assert v["time_error"] == pytest.approx((0.2, 0.3))
@@ -121,10 +133,39 @@ def test_validation_numbers_by_hand():
 def test_validate_settings_and_table():
     frame = validate_rows()
     setup = planner_summary.validate_settings(frame)
-    assert setup == {"device": "cpu", "threads": 1, "rounds": 3, "repeats": 5,
+    assert setup == {"device": "cpu", "threads": 1, "rounds": 3, "repeats": 5, "points": 4,
                      "models": [{"layers": 4, "seq": 64, "micro_batch": 2, "hidden": 64, "heads": 4}]}
     table = planner_summary.validate_table(frame)
-    assert list(table["plan"]) == ["1 none, 3 full", "all none", "all full"]
-    assert list(table["budget (MiB)"]) == [100, 200, 300]
-    assert list(table["measured peak (MiB)"]) == [90, 160, 100]
-    assert math.isclose(table["peak error"].iloc[1], -0.0625)
+    assert list(table["plan"]) == ["1 none, 3 full", "2 none, 2 full", "all full", "all selective"]
+    assert list(table["budget (MiB)"]) == [100, 200, 300, 400]
+    assert list(table["measured peak (MiB)"]) == [90, 150, 100, 160]
+    assert list(table["peak error (bytes)"]) == [9 * MiB, 0, 0, -10 * MiB]
+    assert list(table["calibration point"]) == [False, False, True, False]
+    assert math.isclose(table["peak error"].iloc[3], -0.0625)
+
+
+def test_peak_errors_list_every_applied_plan_once():
+    table = planner_summary.peak_errors(validate_rows())
+    assert list(table["plan"]) == ["selective", "uniform:2", "full", "none,none,full,full", "none,full,full,full",
+                                   "block:1"]
+    assert list(table["error (bytes)"]) == [-10 * MiB, -6 * MiB, 0, 0, 9 * MiB, 20 * MiB]
+    assert list(table["chosen by"])[2:4] == ["plan, full", "plan, megatron-block"]
+    assert list(table["calibration point"]) == [False, False, True, False, False, False]
+    assert table["error"].iloc[5] == pytest.approx(0.25)
+
+
+def test_error_by_kind_groups_the_predicted_plans():
+    assert planner_summary.plan_kind("none,full,full,none", 4) == "none and full layers"
+    assert planner_summary.plan_kind("block:2", 4) == "none and full layers"
+    assert planner_summary.plan_kind("uniform:1", 4) == "none and full layers"
+    assert planner_summary.plan_kind("full,selective,none,none", 4) == "with selective layers"
+    assert planner_summary.plan_kind("segments:2", 4) == "multi-layer checkpoint units"
+    table = planner_summary.error_by_kind(validate_rows()).set_index("plans")
+    # none,full,full,full (+0.1), none,none,full,full (exact, twice: counted once), block:1 (+0.25);
+    # selective (−0.0625); uniform:2 (195/201 − 1); the two fitted "full" rows are left out
+    assert list(table.index) == ["none and full layers", "with selective layers", "multi-layer checkpoint units"]
+    assert list(table["applied"]) == [3, 1, 1] and list(table["exact to the byte"]) == [1, 0, 0]
+    assert table.loc["none and full layers", "largest over"] == pytest.approx(0.25)
+    assert table.loc["none and full layers", "largest under"] == 0
+    assert table.loc["with selective layers", "largest under"] == pytest.approx(-0.0625)
+    assert table.loc["multi-layer checkpoint units", "largest under"] == pytest.approx(195 / 201 - 1)

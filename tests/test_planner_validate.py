@@ -1,7 +1,20 @@
-"""The plan applied to a real tiny GPT on the CPU: measured peak ≤ budget and within 5 % of predicted.
+"""The plan applied to a real tiny GPT on the CPU, measured against the prediction with the error the method has.
 
-Calibration (per-layer seconds, two reference steps for the backward workspaces) and then plans at three
-budgets, applied with remat.policies and measured with remat.measure (MemTracker peak bytes)."""
+Calibration (per-layer seconds; the none and full reference steps, whose measured peaks fit the two backward
+workspaces) and then plans at four budgets strictly inside the feasible range — none of them a calibration
+point — applied with remat.policies and measured with remat.measure (MemTracker peak bytes, deterministic on a
+CPU). What the torch cost model achieves on this model (L = 4, s = 64, b = 2, h = 64, a = 4, fp32; all 81
+per-layer none/selective/full plans measured once, see the report of issue 12):
+
+* every plan whose layers are each none or full (16 of 81): predicted peak = measured peak, to the byte;
+* a plan with a selective layer: exact, or over-predicted (never under) when the last layer is selective and
+  its backward sets the peak — by up to 220156 bytes, 8.2 % (full,full,none,selective): the torch cost model
+  charges a selective layer's backward the whole none − selective difference plus the full-recompute
+  workspace; a multi-layer checkpoint unit: segments:2 over-predicted by one layer's parameter gradients
+  (199936 bytes, 6.2 %);
+* the two fitted workspaces absorb any error common to every plan, so the bytes alive before the step
+  (parameters, causal-mask buffers, inputs) are checked on their own, to the byte.
+"""
 
 from __future__ import annotations
 
@@ -9,28 +22,76 @@ import pytest
 
 from remat.errors import UsageError
 from remat.experiments import load
-from remat.experiments.planner import TinyModel, ValidateParams, validate
+from remat.experiments.planner import TinyModel, ValidateParams, interior_budgets, validate
+from remat.policies import parse_plan
+
+LAYERS = 4
 
 
 @pytest.fixture(scope="module")
 def table():
-    return validate(load("planner-validate", {"models": [{"layers": 4, "seq": 64, "micro_batch": 2}], "points": 3,
-                                              "rounds": 1}))
+    return validate(load("planner-validate", {"models": [{"layers": LAYERS, "seq": 64, "micro_batch": 2}],
+                                              "points": 4, "rounds": 1}))
 
 
-def test_applied_plans_fit_and_match_the_prediction(table):
+def _applied(table):
+    return table[table["measured_peak_bytes"].notna()]
+
+
+def _exact_kind(spec: str) -> bool:
+    """A per-layer plan of none and full layers only (no selective layer, no multi-layer checkpoint unit)."""
+    plan = parse_plan(spec, LAYERS)
+    return not plan.groups and set(plan.policies) <= {"none", "full"}
+
+
+def test_budgets_lie_strictly_inside_the_feasible_range(table):
     plans = table[table["method"] == "plan"]
-    assert len(plans) == 3 and plans["measured_peak_bytes"].notna().all()
-    assert (plans["measured_peak_bytes"] <= plans["budget_bytes"]).all()
-    assert (plans["peak_rel_error"].abs() <= 0.05).all()
-    assert (plans["predicted_peak_bytes"] <= plans["budget_bytes"]).all()
-    # the least budget is the least peak any per-layer plan reaches: the plan there is at that peak
-    assert plans.iloc[0]["predicted_peak_bytes"] == plans.iloc[0]["budget_bytes"]
+    none = table[table["method"] == "none"]["predicted_peak_bytes"].iloc[0]
+    full = table[table["method"] == "full"]["predicted_peak_bytes"].iloc[0]
+    assert len(plans) == 4 and plans["budget_bytes"].is_unique
+    # the all-full step is the least peak of this model, all-none the largest: both are calibration points
+    assert ((full < plans["budget_bytes"]) & (plans["budget_bytes"] < none)).all()
+    assert not plans["reference"].any()          # no budget's plan is a calibration step
+    assert set(table.loc[table["reference"].astype(bool), "spec"]) <= {"none", "full"}
 
 
-def test_feasible_baselines_fit_when_applied_and_the_plan_is_never_predicted_slower(table):
-    feasible = table[table["feasible"].astype(bool) & table["measured_peak_bytes"].notna()]
+def test_none_and_full_plans_are_predicted_to_the_byte(table):
+    applied = _applied(table)
+    exact = applied[applied["spec"].map(_exact_kind)]
+    predictions = exact[~exact["reference"].astype(bool)]
+    # the check has teeth: the planner's plans and megatron-block at these budgets are such plans, not fitted
+    assert len(predictions) >= 4 and predictions["spec"].nunique() >= 2
+    assert (exact["peak_error_bytes"] == 0).all(), exact[["spec", "peak_error_bytes"]]
+    assert (exact["predicted_peak_bytes"] == exact["measured_peak_bytes"]).all()
+    assert (exact["peak_rel_error"] == 0).all()
+
+
+def test_selective_and_unit_plans_are_over_predicted_by_at_most_9_percent(table):
+    applied = _applied(table)
+    others = applied[~applied["spec"].map(_exact_kind)]
+    assert {"selective", "sqrt-segments"} <= set(others["method"])      # feasible at the upper budgets
+    assert (others["peak_error_bytes"] >= 0).all()                       # conservative: never under
+    assert (others["peak_rel_error"] <= 0.09).all()
+    assert (others["peak_error_bytes"] > 0).any()                       # not exact: the table says so
+
+
+def test_the_bytes_before_the_step_are_predicted_to_the_byte(table):
+    # gpt-tiny at L = 4, h = 64, 4h = 256, v = 128, max_positions = s = 64, fp32 (4 bytes), b = 2:
+    # per layer 4h² + 2h·4h + 2 LayerNorms·2h + biases (3h + h + 4h + h) = 16384 + 32768 + 256 + 576 = 49984;
+    # embeddings (v + s)·h = 12288, final LayerNorm 2h = 128 -> 4·49984 + 12288 + 128 = 212352 parameters;
+    # causal masks L·s² bools = 16384; token ids and targets int64 2·8·s·b = 2048
+    expected = 212352 * 4 + 4 * 64 * 64 + 2 * 8 * 64 * 2
+    assert expected == 867840
+    assert (table["measured_base_bytes"] == expected).all()
+    assert (table["predicted_base_bytes"] == expected).all()
+
+
+def test_applied_plans_fit_and_the_plan_is_never_predicted_slower(table):
+    applied = _applied(table)
+    feasible = applied[applied["feasible"].astype(bool)]
     assert (feasible["measured_peak_bytes"] <= feasible["budget_bytes"]).all()
+    plans = table[table["method"] == "plan"]
+    assert (plans["predicted_peak_bytes"] <= plans["budget_bytes"]).all()
     for _, group in table.groupby("budget_bytes"):
         plan = group[group["method"] == "plan"].iloc[0]
         others = group[(group["method"] != "plan") & group["feasible"].astype(bool)]
@@ -39,16 +100,29 @@ def test_feasible_baselines_fit_when_applied_and_the_plan_is_never_predicted_slo
 
 def test_rows_state_their_calibration(table):
     row = table.iloc[0]
-    assert row["layer_workspace_bytes"] >= 0 and row["head_workspace_bytes"] > 0
+    assert row["layer_workspace_bytes"] > 0 and row["head_workspace_bytes"] > 0
     assert row["layer_seconds_full"] > 0 and row["layer_seconds_none"] > 0
-    measured = table[table["measured_peak_bytes"].notna()]
+    measured = _applied(table)
     assert set(measured["peak_method"]) == {"torch.distributed._tools.mem_tracker.MemTracker"}
     assert {"device", "torch_version", "git_commit"} <= set(table.columns)
     # the settings the rows were made with: the parameters given, the defaults for the rest
-    assert (table["rounds"] == 1).all() and (table["points"] == 3).all()
+    assert (table["rounds"] == 1).all() and (table["points"] == 4).all()
     assert (table["repeats"] == 5).all() and (table["threads"] == 1).all()
     timed = table[table["measured_step_time_s"].notna()]
     assert set(timed["timing_method"]) == {"time.perf_counter"}
+
+
+def test_interior_budgets_leave_out_both_ends():
+    from remat.planner import make_problem
+    from remat.models.presets import from_name
+    from remat.planner.problem import plan_from_policies
+    from remat.planner.solve import minimum_budget
+
+    problem = make_problem(from_name("gpt-22b"), sp=True)
+    lo = minimum_budget(problem).peak_bytes
+    hi = plan_from_policies(problem, ["none"] * len(problem.layers)).peak_bytes
+    assert interior_budgets(problem, 3) == [lo + (hi - lo) // 4, lo + (hi - lo) // 2, lo + 3 * (hi - lo) // 4]
+    assert all(lo < b < hi for b in interior_budgets(problem, 7))
 
 
 def test_params_name_the_bad_field():

@@ -9,15 +9,19 @@ applied to real (tiny) models and measured.
   budget, method).
 * ``validate``        (planner-validate): tiny GPT models on ``device``. Calibration (stated in every row):
   per-policy seconds from whole-model reference steps, and two reference steps — ``none`` and ``full`` —
-  whose measured peaks give the backward workspaces the formulas do not contain. Then, at budgets across the
-  feasible range, the plan and every baseline are applied with ``remat.policies.apply_plan`` and measured:
-  peak bytes by ``remat.measure.step.measure`` (MemTracker on a CPU), step time by the one timing protocol
-  over all the plans at once (``step_seconds``: ``remat.measure.timing.time_steps``, one intra-op thread by
-  default, so other work on a shared machine disturbs every plan alike). Times are calibrated
-  (``calibrate_torch``) in an earlier session than the one that measures the plans, so besides absolute
-  seconds each row carries the slowdown against ``none`` measured in the same session — the comparison a
-  shared, variably loaded machine supports. One row per (model, budget, method) with predicted and measured
-  peak and time.
+  whose measured peaks give the backward workspaces the formulas do not contain. Those two plans are fitted,
+  not predicted (``reference`` marks their rows), and the two fitted constants absorb any error that is the
+  same for every plan (a missing buffer, say); so the bytes alive before the step (parameters, buffers,
+  inputs: ``predicted_base_bytes``) are compared with the measured ``base_bytes`` of the reference step.
+  Then, at ``points`` budgets strictly inside the feasible range (``interior_budgets``: neither the least
+  feasible peak nor the peak of all-none, the calibration's own points), the plan and every baseline are
+  applied with ``remat.policies.apply_plan`` and measured: peak bytes by ``remat.measure.step.measure``
+  (MemTracker on a CPU), step time by the one timing protocol over all the plans at once (``step_seconds``:
+  ``remat.measure.timing.time_steps``, one intra-op thread by default, so other work on a shared machine
+  disturbs every plan alike). Times are calibrated (``calibrate_torch``) in an earlier session than the one
+  that measures the plans, so besides absolute seconds each row carries the slowdown against ``none``
+  measured in the same session — the comparison a shared, variably loaded machine supports. One row per
+  (model, budget, method) with predicted and measured peak (and their difference in bytes, exact) and time.
 
 Every row carries the settings it was made with (GPU preset values, parallel layout, model-state bytes per
 parameter, workspace reserve; for validate the timing protocol), so a report reads them from the table.
@@ -131,7 +135,8 @@ class ValidateParams:
         TinyModel(layers=12, seq=64, micro_batch=8, hidden=128, heads=8)])
     """The models measured, each a preset with overrides."""
     points: Annotated[int, Ge(2)] = 5
-    """Budgets per model, evenly spaced over the feasible range (bytes)."""
+    """Budgets per model (bytes), evenly spaced strictly inside the feasible range: the least feasible peak
+    and the peak of all-none are left out (``interior_budgets``)."""
     repeats: Annotated[int, Ge(5)] = 5
     """Timed steps per plan and round (≥ 5)."""
     rounds: Count = 3
@@ -215,6 +220,16 @@ def budgets(problem: Problem, points: int) -> list[int]:
     return sorted({int(round(x)) for x in np.linspace(lo, hi, points)})
 
 
+def interior_budgets(problem: Problem, points: int) -> list[int]:
+    """``points`` budgets (bytes) evenly spaced strictly inside (least feasible peak, peak of all-none):
+    lo + (hi − lo)·k/(points + 1) for k = 1..points, rounded down, duplicates dropped. The two ends are the
+    validation's calibration points (``calibrate_torch`` fits the none and full steps), so a budget there
+    would test the fit, not a prediction. Empty when the range is narrower than ``points`` + 1 bytes."""
+    lo = minimum_budget(problem).peak_bytes
+    hi = plan_from_policies(problem, ["none"] * len(problem.layers)).peak_bytes
+    return sorted({lo + (hi - lo) * k // (points + 1) for k in range(1, points + 1)} - {lo, hi})
+
+
 # --- validation on the runtime's tiny models ------------------------------------------------------------------
 
 def calibrate_torch(cfg: ModelConfig, device: str = "cpu", repeats: int = 5, rounds: int = 3, threads: int = 1):
@@ -223,7 +238,8 @@ def calibrate_torch(cfg: ModelConfig, device: str = "cpu", repeats: int = 5, rou
     Times: whole-model steps of the all-none, all-selective and all-full plans (``step_seconds``); a layer
     under policy X costs T_none/L + (T_X − T_none)/L seconds, so a plan's predicted step is T_none + Σ over
     its layers of (T_X − T_none)/L (the embedding, head and loss ride in T_none). Memory: the measured peaks
-    of the none and full steps (bytes) give the two backward workspaces (module docstring)."""
+    of the none and full steps (bytes) give the two backward workspaces (module docstring). The reference
+    rows are ``remat.measure.step.measure`` dicts (their ``base_bytes``: bytes alive before the step)."""
     from remat.measure.step import layernorm_stats_itemsize, measure
     from remat.planner.costs import TorchCalibration, torch_problem
 
@@ -315,7 +331,7 @@ def _validate_model(cfg: ModelConfig, p: ValidateParams) -> list[dict]:
     cal, ref = calibrate_torch(cfg, p.device, p.repeats, p.rounds, p.threads)
     problem = torch_problem(cfg, 2**62, cal)
     entries = []
-    for budget in budgets(problem, p.points):
+    for budget in interior_budgets(problem, p.points):
         at = dataclasses.replace(problem, budget_bytes=budget)
         plan = solve(at)
         entries.append((budget, "plan", {"peak_bytes": plan.peak_bytes, "step_time_s": plan.step_time_s,
@@ -329,6 +345,8 @@ def _validate_model(cfg: ModelConfig, p: ValidateParams) -> list[dict]:
     keys = {"model": cfg.name, "layers": cfg.layers, "seq": cfg.seq, "micro_batch": cfg.micro_batch,
             "hidden": cfg.hidden, "heads": cfg.heads, "dtype": cfg.dtype,
             "layer_workspace_bytes": cal.layer_workspace_bytes, "head_workspace_bytes": cal.head_workspace_bytes,
+            "predicted_base_bytes": base_bytes(cfg, problem, cal.stats_itemsize),
+            "measured_base_bytes": ref["none"]["base_bytes"],
             **{f"layer_seconds_{policy}": v for policy, v in cal.layer_seconds.items()},
             "points": p.points, "repeats": p.repeats, "rounds": p.rounds, "threads": p.threads}
     rows = []
@@ -338,12 +356,23 @@ def _validate_model(cfg: ModelConfig, p: ValidateParams) -> list[dict]:
                "predicted_peak_bytes": entry["peak_bytes"], "predicted_step_time_s": predicted,
                "predicted_slowdown": None if predicted is None else predicted / predicted_none,
                "feasible": entry["feasible"], "reference": spec in ref,
-               "measured_peak_bytes": None, "measured_step_time_s": None, "measured_step_time_iqr_s": None,
+               "measured_peak_bytes": None, "peak_error_bytes": None, "measured_step_time_s": None, "measured_step_time_iqr_s": None,
                "measured_slowdown": None, "peak_method": None, "timing_method": None}
         if spec in peaks:
             t = timings[spec]
             row.update(measured_peak_bytes=peaks[spec]["peak_bytes"], measured_step_time_s=t.median_s,
+                   peak_error_bytes=entry["peak_bytes"] - peaks[spec]["peak_bytes"],
                        measured_step_time_iqr_s=t.iqr_s, measured_slowdown=t.median_s / timings["none"].median_s,
                        peak_method=peaks[spec]["peak_method"], timing_method=t.method)
         rows.append(row)
     return rows
+
+
+def base_bytes(cfg: ModelConfig, problem: Problem, stats_itemsize: int) -> int:
+    """Bytes the torch problem holds before a step's forward starts (int): its fixed parts (parameters,
+    causal-mask buffers, inputs, the embedding's saved tensors: ``costs.torch_parts``) less the embedding's
+    saved tensors (``torch_gpt.outside_terms`` "embed"), which the forward makes. What
+    ``remat.measure.step.measure`` reports as ``base_bytes``."""
+    from remat.formulas import torch_gpt
+    embed = sum(torch_gpt.outside_terms(torch_gpt.sizes_of(cfg, stats_itemsize))["embed"].values())
+    return sum(problem.fixed_parts.values()) - embed

@@ -108,41 +108,115 @@ def assumptions(table: pd.DataFrame) -> pd.DataFrame:
 # --- validation (planner-validate) -------------------------------------------------------------------------------
 
 def validate_settings(validate: pd.DataFrame) -> dict:
-    """What a planner-validate table was made with: device, timing protocol (threads, rounds, repeats) and the
-    models (one dict per distinct model: layers, seq, micro_batch, hidden, heads)."""
+    """What a planner-validate table was made with: device, timing protocol (threads, rounds, repeats), budgets
+    per model (points) and the models (one dict per distinct model: layers, seq, micro_batch, hidden, heads)."""
     first = validate.iloc[0]
     models = validate.drop_duplicates(["model", "layers", "seq", "micro_batch", "hidden", "heads"])
     return {"device": str(first["device"]), "threads": int(first["threads"]), "rounds": int(first["rounds"]),
-            "repeats": int(first["repeats"]),
+            "repeats": int(first["repeats"]), "points": int(first["points"]),
             "models": [{k: int(r[k]) for k in ("layers", "seq", "micro_batch", "hidden", "heads")}
                        for _, r in models.iterrows()]}
 
 
-def validation_numbers(validate: pd.DataFrame) -> dict:
-    """The validation's headline numbers from a planner-validate table (applied = measured rows):
-    plans / plans_in_budget / plan_peak_error (largest |predicted/measured − 1| over applied plans);
-    baselines / baselines_in_budget / baseline_peak_error / worst_baseline over the applied feasible
-    baselines; slowdown_error and time_error: median and max of |predicted/measured − 1| over applied plans."""
+def _predictions(validate: pd.DataFrame) -> pd.DataFrame:
+    """The applied (measured) rows that are predictions: not a calibration point (``reference``: the none
+    and full steps whose measured peaks the calibration fits)."""
     applied = validate[validate["measured_peak_bytes"].notna()]
-    plans = applied[applied["method"] == "plan"]
-    others = applied[_feasible(applied) & (applied["method"] != "plan")]
+    return applied[~applied["reference"].astype(bool)]
+
+
+def validation_numbers(validate: pd.DataFrame) -> dict:
+    """The validation's headline numbers from a planner-validate table, over predictions only (applied rows
+    that are not calibration points, ``_predictions``); errors are predicted − measured peak bytes:
+    plans / plans_in_budget / plans_exact (error 0 bytes) / plan_peak_error (largest |predicted/measured − 1|);
+    baselines / baselines_in_budget / baselines_exact / baseline_peak_error / worst_baseline over the feasible
+    baselines; over: (rows predicted above the measured peak, the largest such relative error, its spec);
+    under: rows predicted below it; references: applied calibration rows; base_error_bytes: largest
+    |predicted − measured| bytes alive before the step over the models; slowdown_error and time_error:
+    median and max of |predicted/measured − 1| over the plans."""
+    rows = _predictions(validate)
+    plans = rows[rows["method"] == "plan"]
+    others = rows[_feasible(rows) & (rows["method"] != "plan")]
     slow, abs_ = plans["slowdown_rel_error"].abs(), plans["time_rel_error"].abs()
     worst = others.loc[others["peak_rel_error"].abs().idxmax(), "method"] if len(others) else None
+    both = pd.concat([plans, others])
+    over = both[both["peak_error_bytes"] > 0]
+    top = over.loc[over["peak_rel_error"].idxmax()] if len(over) else None
+    applied = validate[validate["measured_peak_bytes"].notna()]
     return {
         "plans": len(plans), "plans_in_budget": int((plans["measured_peak_bytes"] <= plans["budget_bytes"]).sum()),
-        "plan_peak_error": float(plans["peak_rel_error"].abs().max()),
+        "plans_exact": int((plans["peak_error_bytes"] == 0).sum()),
+        "plan_peak_error": float(plans["peak_rel_error"].abs().max()) if len(plans) else np.nan,
         "baselines": len(others),
         "baselines_in_budget": int((others["measured_peak_bytes"] <= others["budget_bytes"]).sum()),
+        "baselines_exact": int((others["peak_error_bytes"] == 0).sum()),
         "baseline_peak_error": float(others["peak_rel_error"].abs().max()) if len(others) else np.nan,
         "worst_baseline": worst,
+        "over": (len(over), np.nan if top is None else float(top["peak_rel_error"]),
+                 None if top is None else str(top["spec"])),
+        "under": int((both["peak_error_bytes"] < 0).sum()),
+        "references": int(applied["reference"].astype(bool).sum()),
+        "base_error_bytes": int((validate["predicted_base_bytes"] - validate["measured_base_bytes"]).abs().max()),
         "slowdown_error": (float(slow.median()), float(slow.max())),
         "time_error": (float(abs_.median()), float(abs_.max())),
     }
 
 
+def peak_errors(validate: pd.DataFrame) -> pd.DataFrame:
+    """Every distinct plan applied in a planner-validate table, once per model: layers, the runtime spec, the
+    methods that chose it, predicted and measured peak (bytes), the error (predicted − measured, bytes, and
+    relative) and whether it is a calibration point (fitted, not predicted). Sorted by layers, then error."""
+    applied = validate[validate["measured_peak_bytes"].notna()]
+    rows = []
+    for (layers, spec), g in applied.groupby(["layers", "spec"], sort=False):
+        first = g.iloc[0]
+        rows.append({"layers": int(layers), "plan": spec, "chosen by": ", ".join(dict.fromkeys(g["method"])),
+                     "predicted peak (bytes)": int(first["predicted_peak_bytes"]),
+                     "measured peak (bytes)": int(first["measured_peak_bytes"]),
+                     "error (bytes)": int(first["peak_error_bytes"]), "error": float(first["peak_rel_error"]),
+                     "calibration point": bool(first["reference"])})
+    columns = ["layers", "plan", "chosen by", "predicted peak (bytes)", "measured peak (bytes)", "error (bytes)",
+               "error", "calibration point"]
+    table = pd.DataFrame(rows, columns=columns)
+    return table.sort_values(["layers", "error (bytes)", "plan"]).reset_index(drop=True)
+
+
+KINDS = ("none and full layers", "with selective layers", "multi-layer checkpoint units")
+"""Plan kinds of ``plan_kind``, in report order."""
+
+
+def plan_kind(spec: str, layers: int) -> str:
+    """Which of KINDS a runtime plan spec (``remat.policies.parse_plan``) is: a per-layer plan of none and full
+    layers only, one with a selective layer, or one with a checkpoint unit of several layers (segments:k,
+    uniform:N with N > 1) — the groups the torch cost model predicts with different accuracy."""
+    from remat.policies import parse_plan
+    plan = parse_plan(spec, int(layers))
+    if any(stop - start > 1 for start, stop in plan.groups):
+        return KINDS[2]
+    return KINDS[1] if "selective" in plan.policies else KINDS[0]
+
+
+def error_by_kind(validate: pd.DataFrame) -> pd.DataFrame:
+    """Per plan kind (``plan_kind``), over the distinct predicted plans of a planner-validate table (applied,
+    not calibration points; one per model and spec): plans, those predicted to the byte, the largest
+    over-prediction and the largest under-prediction (predicted/measured − 1; 0 when none)."""
+    rows = _predictions(validate).drop_duplicates(["layers", "spec"])
+    kinds = [plan_kind(s, n) for s, n in zip(rows["spec"], rows["layers"])]
+    out = []
+    for kind in KINDS:
+        g = rows[[k == kind for k in kinds]]
+        if g.empty:
+            continue
+        err = g["peak_rel_error"]
+        out.append({"plans": kind, "applied": len(g), "exact to the byte": int((g["peak_error_bytes"] == 0).sum()),
+                    "largest over": float(max(0.0, err.max())), "largest under": float(min(0.0, err.min()))})
+    return pd.DataFrame(out, columns=["plans", "applied", "exact to the byte", "largest over", "largest under"])
+
+
 def validate_table(validate: pd.DataFrame) -> pd.DataFrame:
     """The plan at each budget of a planner-validate table: layers, budget, the plan as counts, predicted and
-    measured peak (MiB), peak error, predicted and measured slowdown against none, step times (s)."""
+    measured peak (MiB), peak error (bytes: predicted − measured; and relative), whether the plan is a
+    calibration point, predicted and measured slowdown against none, step times (s)."""
     plans = validate[(validate["method"] == "plan") & validate["measured_peak_bytes"].notna()]
     return pd.DataFrame({
         "layers": plans["layers"].astype(int),
@@ -150,7 +224,9 @@ def validate_table(validate: pd.DataFrame) -> pd.DataFrame:
         "plan": plans["spec"].map(spec_counts),
         "predicted peak (MiB)": plans["predicted_peak_bytes"] / MiB,
         "measured peak (MiB)": plans["measured_peak_bytes"] / MiB,
+        "peak error (bytes)": plans["peak_error_bytes"].astype(int),
         "peak error": plans["peak_rel_error"],
+        "calibration point": plans["reference"].astype(bool),
         "predicted slowdown": plans["predicted_slowdown"],
         "measured slowdown": plans["measured_slowdown"],
         "predicted step (s)": plans["predicted_step_time_s"],

@@ -99,19 +99,47 @@ def _check(cfg: ModelConfig, st: Settings) -> None:
     if cfg.interleave > 1 and (cfg.layers // cfg.pp) % cfg.interleave:
         raise UsageError("interleave", f"m = {cfg.interleave} must divide the {cfg.layers // cfg.pp} layers per "
                                        "stage")
+    n = micro_batches(cfg, st.dp)
+    if cfg.interleave > 1 and cfg.pp > 1 and n % cfg.pp:
+        raise UsageError("--global-batch", f"the interleaved schedule (--interleave {cfg.interleave}) needs the "
+                         f"micro-batches per step N = ⌈--global-batch / (--micro-batch × --dp)⌉ = "
+                         f"⌈{cfg.global_batch} / ({cfg.micro_batch} × {st.dp})⌉ = {n} to be a multiple of --pp "
+                         f"{cfg.pp} (Megatron-LM: num_microbatches % pipeline_model_parallel_size == 0); use "
+                         f"--global-batch {cfg.pp * cfg.micro_batch * st.dp} or a multiple, or --interleave 1")
     unknown = set(st.policies) - set(POLICIES)
     if unknown or not st.policies:
         raise UsageError("policies", f"unknown policies {sorted(unknown)} (known: {', '.join(POLICIES)})")
 
 
-def in_flight(cfg: ModelConfig) -> list[int]:
-    """Micro-batches in flight for each layer of the first stage, in the stage's layer order (see above)."""
+def in_flight(cfg: ModelConfig, dp: int = 1) -> list[int]:
+    """Micro-batches whose activations each layer of the first stage holds when the stage's first backward
+    starts, in the stage's layer order (ints; N = ``micro_batches(cfg, dp)``). Megatron-LM's schedules
+    (``forward_backward_pipelining_without_interleaving`` / ``_with_interleaving``) on pipeline rank 0:
+
+    * p = 1: 1 — each micro-batch's backward runs before the next forward.
+    * 1F1B (m = 1): min(p, N) — min(p − 1, N) warm-up forwards, then one more before the first backward
+      when any is left (Korthikanti §4.2: p micro-batches, so L layers' worth, once N ≥ p).
+    * interleaved (m > 1; N a multiple of p, ``_check``): with N = p every forward runs first, so each chunk
+      holds p; otherwise 2(p − 1) + (m − 1)p warm-up forwards + 1, handed out to the m chunks in groups of p
+      (chunk (k mod pm) // p runs forward k): chunk 0 holds 2p − 1, the others p, which sums to the paper's
+      L·(1 + (p − 1)/(p·m)) layers' worth (§4.2.3). Each count is also capped by the N forwards a chunk has.
+
+    The counts are a snapshot: in the steady state the stage still holds (m + 1)p − 1 micro-batches in all,
+    but they move from the last chunk to the first ones (chunk 0 reaches 2p), so with unequal bytes per chunk
+    the peak can exceed this snapshot's."""
     p, m = cfg.pp, cfg.interleave
     per_stage = cfg.layers // p
-    if m <= 1 or p == 1:
-        return [p] * per_stage
+    n = micro_batches(cfg, dp)
+    if p == 1:
+        return [1] * per_stage
+    if m <= 1:
+        return [min(p, n)] * per_stage
+    forwards = n * m if n == p else min(2 * (p - 1) + (m - 1) * p + 1, n * m)
+    held = [0] * m
+    for k in range(forwards):
+        held[(k % (p * m)) // p] += 1
     chunk = per_stage // m
-    return [2 * p - 1] * chunk + [p] * (per_stage - chunk)
+    return [held[i // chunk] for i in range(per_stage)]
 
 
 def micro_batches(cfg: ModelConfig, dp: int = 1) -> int:
