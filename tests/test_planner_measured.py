@@ -40,8 +40,7 @@ def test_measured_gpt_layer_equals_table2_plus_layernorm_statistics():
     assert measured["per_micro_batch"]["offload"]["host"] == korthikanti.layer_bytes(s, b, h, a) + ln_stats
     assert measured["per_micro_batch"]["full"]["flops"] == korthikanti.recompute_flops(s, b, h, "full")
     assert measured["per_micro_batch"]["selective"]["flops"] == korthikanti.recompute_flops(s, b, h, "selective")
-    rate = st.gpu.flops_per_s
-    assert abs(measured["per_micro_batch"]["none"]["time"] - 3 * korthikanti.layer_forward_flops(s, b, h) / rate) < 1e-15
+    assert measured["per_micro_batch"]["none"]["time"] == closed.layers[0].option("none").time_s  # one roofline
     assert measured["params"]["per_layer"] == korthikanti.params_per_layer(h)
 
 

@@ -180,10 +180,12 @@ def first_stage_bytes(per_layer: int, L: int, p: int = 1, m: int = 1) -> int:
     return _whole(per_layer * L * interleave_factor(p, m))
 
 
-def outside_layer_bytes(s: int, b: int, h: int, v: int, t: int = 1, p: int = 1, sp: bool = True) -> dict[str, int]:
+def outside_layer_bytes(s: int, b: int, h: int, v: int, t: int = 1, p: int = 1, sp: bool = True,
+                        held: int | None = None) -> dict[str, int]:
     """Activation bytes outside the transformer layers on the first stage (§4.3), as a dict of named terms:
-    embedding dropout mask sbhp/t (p micro-batches in flight); when p = 1 (first stage = last stage) also the
-    final LayerNorm input 2sbh/t, the output-projection input 2sbh/t and the fp32 logits 4sbv/t.
+    embedding dropout mask sbhp/t (p micro-batches in flight — or ``held`` of them when given, e.g. min(p, N)
+    under 1F1B with N < p micro-batches per step); when p = 1 (first stage = last stage) also the final
+    LayerNorm input 2sbh/t, the output-projection input 2sbh/t and the fp32 logits 4sbv/t.
 
     The paper writes these with sequence parallelism (sp=True, its setting). Without SP (sp=False) the
     embedding-dropout mask, the final LayerNorm input and the output-projection input are replicated on the
@@ -191,7 +193,7 @@ def outside_layer_bytes(s: int, b: int, h: int, v: int, t: int = 1, p: int = 1, 
     """
     sbh = Fraction(s * b * h)
     shard = t if sp else 1
-    terms = {"embedding_dropout_mask": _whole(sbh * p / shard)}
+    terms = {"embedding_dropout_mask": _whole(sbh * (p if held is None else held) / shard)}
     if p == 1:
         terms |= {"final_ln_input": _whole(2 * sbh / shard), "output_proj_input": _whole(2 * sbh / shard),
                   "logits_fp32": _whole(Fraction(4 * s * b * v, t))}

@@ -4,7 +4,7 @@ One layer of the model (``remat.models.transformer.build_model`` with L = 1) und
 (``remat.policies.apply_plan``, applied per visit) runs forward + backward on a random input [s, b, h] that
 requires grad, timed by the one timing protocol (``remat.measure.timing.time_steps``: interleaved rounds,
 median of the pooled samples). The result — seconds per layer per micro-batch, recompute and (on a CPU:
-simulated) offload copies included — replaces the FLOP model's per-layer times in ``remat.planner.costs``.
+simulated) offload copies included — replaces the roofline model's per-layer times in ``remat.planner.costs``.
 Tensor parallelism is not simulated: t must be 1.
 """
 

@@ -6,9 +6,11 @@
 What one GPU holds (the first pipeline stage, the most loaded), Korthikanti et al. 2022 symbols:
 
 * layers: L/p of them; with the interleaved schedule (m > 1) m chunks of L/(p·m) layers.
-* micro-batches in flight per layer n: p under 1F1B; interleaved, the first chunk holds 2p − 1 and the others
-  p when the first backward starts (Megatron's warm-up of 2(p − 1) + (m − 1)p forwards, + 1), which sums to
-  the paper's factor L·(1 + (p − 1)/(p·m)) (§4.2). With p = 1, n = 1 and the planner uses the prefix memory
+* micro-batches in flight per layer n (``in_flight``): min(p, N) under 1F1B with N micro-batches per step;
+  interleaved, the first chunk holds 2p − 1 and the others p when the first backward starts (Megatron's
+  warm-up of 2(p − 1) + (m − 1)p forwards, + 1), which sums to the paper's factor L·(1 + (p − 1)/(p·m))
+  (§4.2) — each capped by what N allows. The embedding-dropout mask outside the layers is held for the first
+  chunk's count. With p = 1, n = 1 and the planner uses the prefix memory
   model (backward frees layers from the last one back); with several micro-batches in flight it uses the
   conservative model (all stored + the worst transient) — see ``remat.planner.problem``.
 * bytes per layer and micro-batch (16-bit activations, 1-byte masks; ``korthikanti.layer_bytes`` with t, SP):
@@ -26,11 +28,15 @@ What one GPU holds (the first pipeline stage, the most loaded), Korthikanti et a
   main_grad), optimizer 12 (fp32 master + Adam m, v) — Megatron's mixed precision, 18 in all
   (``korthikanti.BYTES_PER_PARAM_WHY``); ZeRO stage z with data-parallel degree d divides the optimizer (z ≥ 1),
   the gradients (z ≥ 2) and the weights (z = 3, FSDP) by d.
-* time of a layer per micro-batch: Appendix A FLOPs / t / (peak × achievable) — forward 24bsh² + 4bs²h,
-  backward 2× — plus the recompute (full: a forward; selective: 4bs²h) or the exposed offload transfer of
-  the break-even model (``remat.formulas.offload``). ``calibration`` replaces the FLOP model by seconds
-  measured on this machine (``calibrate``). A step runs N = global_batch/(b·dp) micro-batches plus the
-  pipeline bubble (p − 1)/m, so per-step seconds = (N + (p − 1)/m) × per-micro-batch seconds.
+* time of a layer per micro-batch: the per-op roofline model (``remat.timemodel.predict``: the layer traced
+  under fake tensors, each op max(FLOPs / achievable FLOP/s, bytes / achievable memory bandwidth), TP
+  collectives by ring formulas with Megatron's backward overlap) — forward + backward for none, + the
+  recompute for selective and full (selective re-runs memory-bound softmax/dropout, which FLOPs alone price
+  several times too low), + the exposed offload transfer of the break-even model (``remat.formulas.offload``)
+  for offload. The LM head (p = 1) is priced by its FLOPs (one large GEMM). ``calibration`` replaces the
+  model by seconds measured on this machine (``calibrate``). A step runs N = global_batch/(b·dp)
+  micro-batches plus the pipeline bubble (p − 1)/m, so per-step seconds = (N + (p − 1)/m) × per-micro-batch
+  seconds.
 
 Everything is in int bytes and float seconds; FLOPs are ints.
 
@@ -52,6 +58,7 @@ from remat.timemodel.gpus import GPU
 from remat.planner.problem import POLICIES, Layer, Option, Problem
 from remat.units import GiB
 
+TIME_SOURCE = "roofline model (remat.timemodel)"
 DEFAULT_RESERVE = 2 * GiB   # CUDA context, allocator fragmentation, communication buffers: an assumption
 
 
@@ -162,31 +169,35 @@ def layer_bytes(cfg: ModelConfig, sp: bool) -> dict[str, int]:
 def per_micro_batch(cfg: ModelConfig, st: Settings) -> dict[str, dict]:
     """Per policy, one layer and one micro-batch: stored/transient/host bytes, seconds, recompute FLOPs."""
     s, b, h, t = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.tp
-    by = layer_bytes(cfg, st.sp)
-    rate = st.gpu.flops_per_s
-    fwd = korthikanti.layer_forward_flops(s, b, h) / t / rate
-    base = 3 * fwd                                       # forward + backward (2× forward)
-    tensors = len(korthikanti.stored_terms("none"))
-    exposed = offload_formulas.exposed_offload_s(by["none"], tensors, fwd, 2 * fwd, st.gpu.link)
     flops = {mode: korthikanti.recompute_flops(s, b, h, mode) // t for mode in ("selective", "full")}
-    return policy_costs(by, base, flops, exposed, st)
+    tensors = len(korthikanti.stored_terms("none"))
+    return policy_costs(layer_bytes(cfg, st.sp), layer_seconds(cfg, st), flops, tensors, st)
 
 
-def policy_costs(stored: dict[str, int], base_s: float, recompute_flops: dict[str, int], exposed_s: float,
+def layer_seconds(cfg: ModelConfig, st: Settings) -> dict:
+    """Mode -> remat.timemodel.roofline.LayerTimes of one layer of ``cfg`` (t = cfg.tp, SP as set) on st.gpu."""
+    from remat.timemodel import predict
+    return {mode: predict(cfg, st.gpu, mode, cfg.tp, st.sp) for mode in korthikanti.RECOMPUTE}
+
+
+def policy_costs(stored: dict[str, int], times: dict, recompute_flops: dict[str, int], tensors: int,
                  st: Settings) -> dict[str, dict]:
     """Per policy in ``st.policies``, one layer and one micro-batch: stored / transient / host bytes, seconds,
-    recompute FLOPs. stored: bytes kept under none / selective / full; base_s: forward + backward seconds;
-    recompute_flops: FLOPs re-run by selective and full (seconds at ``st.gpu.flops_per_s``); exposed_s: offload
-    time not hidden under compute (remat.formulas.offload). Offload keeps nothing on the device and, while a
-    layer's backward runs, holds its activations twice (the current layer and the prefetched one). A calibration
-    (``st.calibration``: seconds per policy) replaces the FLOP-model times."""
-    rate = st.gpu.flops_per_s
-    out = {"none": dict(stored=stored["none"], transient=0, time=base_s, flops=0, host=0)}
+    recompute FLOPs. stored: bytes kept under none / selective / full; times: mode -> LayerTimes (the
+    roofline's forward, backward and recompute seconds); recompute_flops: FLOPs re-run by selective and full;
+    tensors: how many tensors the layer saves (offload's per-copy latency). Offload keeps nothing on the
+    device, its time is none's + the transfer the layer's compute does not hide (remat.formulas.offload), and
+    while a layer's backward runs it holds the activations twice (the current layer and the prefetched one).
+    A calibration (``st.calibration``: seconds per policy) replaces the model's times."""
+    none = times["none"]
+    exposed = offload_formulas.exposed_offload_s(stored["none"], tensors, none.forward_s, none.backward_s,
+                                                 st.gpu.link)
+    out = {"none": dict(stored=stored["none"], transient=0, time=none.combined_s, flops=0, host=0)}
     for mode in ("selective", "full"):
         out[mode] = dict(stored=stored[mode], transient=stored["none"] - stored[mode],
-                         time=base_s + recompute_flops[mode] / rate, flops=recompute_flops[mode], host=0)
-    out["offload"] = dict(stored=0, transient=2 * stored["none"], time=base_s + exposed_s, flops=0,
-                          host=stored["none"], exposed=exposed_s)
+                         time=times[mode].combined_s, flops=recompute_flops[mode], host=0)
+    out["offload"] = dict(stored=0, transient=2 * stored["none"], time=none.combined_s + exposed, flops=0,
+                          host=stored["none"], exposed=exposed)
     for policy, seconds in (st.calibration or {}).items():
         if policy in out:
             out[policy]["time"] = seconds
@@ -223,7 +234,7 @@ def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
     steps = step_multiplier(cfg, st.dp)
     n_mb = micro_batches(cfg, st.dp)
     chunk = (cfg.layers // p) // max(1, cfg.interleave)
-    layers, flight = [], in_flight(cfg)
+    layers, flight = [], in_flight(cfg, st.dp)
     for i, n in enumerate(flight):
         options = tuple(Option(policy, stored_bytes=n * c["stored"], transient_bytes=c["transient"],
                                time_s=steps * c["time"], recompute_flops=n_mb * c["flops"],
@@ -232,7 +243,7 @@ def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
             f"{n} micro-batch{'es' if n > 1 else ''} in flight"
         layers.append(Layer(i, options, kind))
     if measured is None:
-        outside = korthikanti.outside_layer_bytes(s, b, h, v, t, p, st.sp)
+        outside = korthikanti.outside_layer_bytes(s, b, h, v, t, p, st.sp, held=flight[0])
         fixed = {**model_state(cfg, st), "outside layers (§4.3)": sum(outside.values()),
                  "workspace reserve": st.reserve_bytes}
         floor = _whole(Fraction(4 * s * b * v, t)) if p == 1 else 0   # fp32 logits' gradient
@@ -247,7 +258,7 @@ def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
             "gpu_name": st.gpu.full_name or st.gpu.name,
             "micro_batches": n_mb, "step_multiplier": steps, "in_flight": flight, "outside_terms": outside,
             "bytes_per_micro_batch": {k: c["stored"] for k, c in costs.items()},
-            "time_source": "calibrated on this machine" if st.calibration else "FLOP model",
+            "time_source": "calibrated on this machine" if st.calibration else TIME_SOURCE,
             "cost_source": "closed form (Korthikanti Table 2)" if measured is None else measured["source"],
             "flops_per_s": st.gpu.flops_per_s, "peak_flops": st.gpu.peak_flops, "achievable": st.gpu.achievable,
             "link_bytes_per_s": st.gpu.link_bytes_per_s, "link_t0_s": st.gpu.link_t0_s,

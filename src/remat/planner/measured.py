@@ -19,8 +19,8 @@ recompute inside the policies' checkpoints). Nothing here is a formula of the la
   final norm and head too when p = 1; a tied head is counted once);
 * the number of tensors a layer saves (the per-copy latency of offload) from the same SavedTensorLog.
 
-Time = FLOPs / ``gpu.flops_per_s`` and offload through ``remat.formulas.offload.exposed_offload_s``, as the GPT
-path. Transients as the GPT path: none − stored (the recompute of selective/full), 2 × none for offload; the
+Time: the per-op roofline model of the same layer (``remat.timemodel.predict``) and offload through
+``remat.formulas.offload.exposed_offload_s``, as the GPT path; the head by its FLOPs. Transients as the GPT path: none − stored (the recompute of selective/full), 2 × none for offload; the
 head's backward floor is the fp32 logits' gradient 4sbv when p = 1. Only t = 1 without SP: tensor
 parallelism exists for the GPT layer only (UsageError "--tp" / "--sp" from ``remat.planner.costs``).
 
@@ -33,12 +33,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-import torch
 
-from remat.formulas import offload as offload_formulas
 from remat.formulas.korthikanti import RECOMPUTE
 from remat.models.presets import ModelConfig
-from remat.planner.costs import policy_costs, sharded_state
+from remat.planner.costs import layer_seconds, policy_costs, sharded_state
 
 COST_SOURCE = "measured (fake tensors)"
 
@@ -95,11 +93,7 @@ def measured_costs(cfg: ModelConfig, st) -> dict:
     params (per layer / outside) and source. ``st``: remat.planner.costs.Settings."""
     m = measure_layer(cfg)
     rate = st.gpu.flops_per_s
-    fwd, bwd = m["forward_flops"] / rate, m["backward_flops"] / rate
-    by = m["stored"]
-    base = fwd + bwd
-    exposed = offload_formulas.exposed_offload_s(by["none"], m["tensors"], fwd, bwd, st.gpu.link)
-    out = policy_costs(by, base, m["recompute_flops"], exposed, st)
+    out = policy_costs(m["stored"], layer_seconds(cfg, st), m["recompute_flops"], m["tensors"], st)
     p = cfg.pp
     n = (cfg.layers // p) * m["layer"] + m["embedding"] + (m["norm_and_head"] if p == 1 else 0)
     return {

@@ -6,7 +6,8 @@ For each change the planner rebuilds the problem (``make_problem``) and takes it
 (``solve.minimum_budget``, bytes) — nothing is guessed:
 
 * ``--dp N --zero 3``: ZeRO-3 shards weights, gradients and optimizer state over N data-parallel ranks
-  (Rajbhandari et al. 2020); the smallest N in 2, 4, …, 1024 that fits (the peak falls as N grows);
+  (Rajbhandari et al. 2020); the smallest N in 2, 4, …, 1024 that fits (the peak falls as N grows), among
+  those the pipeline schedule can run (interleaved: N micro-batches per step a multiple of p);
 * ``--tp T`` (GPT layer only: the Llama-style layer has no tensor-parallel variant): the smallest T in 2t, 4t, …
   dividing the heads and the hidden size that fits;
 * ``--seq S``: the largest power of two S ≥ 128 below s that fits (the peak grows with s);
@@ -67,7 +68,7 @@ def _changes(cfg: ModelConfig, args: dict) -> list[tuple[list, object, object]]:
     """(candidates, flags(candidate) -> str, need(candidate) -> bytes | None) per lever, in report order."""
     dp, zero = args.get("dp", 1), args.get("zero", 0)
     out = []
-    dps = [n for n in (2 ** k for k in range(1, 11)) if n > dp or (n == dp and zero < 3)]
+    dps = [n for n in (2 ** k for k in range(1, 11)) if (n > dp or (n == dp and zero < 3)) and _schedulable(cfg, n)]
     out.append((dps, lambda n: f"--dp {n} --zero 3",
                 lambda n: needed_bytes(cfg, {**args, "dp": n, "zero": 3})))
     if cfg.arch == "gpt":
@@ -79,6 +80,13 @@ def _changes(cfg: ModelConfig, args: dict) -> list[tuple[list, object, object]]:
     if cfg.micro_batch > 1:
         out.append(([1], lambda b: "--micro-batch 1", lambda b: needed_bytes(_with(cfg, micro_batch=1), args)))
     return out
+
+
+def _schedulable(cfg: ModelConfig, dp: int) -> bool:
+    """Whether ``dp`` leaves a step the interleaved schedule can run: N = ⌈global_batch / (b·dp)⌉ a multiple of
+    p (Megatron-LM; ``costs._check`` rejects the rest). Always true without interleaving."""
+    from remat.planner.costs import micro_batches
+    return cfg.interleave <= 1 or cfg.pp == 1 or micro_batches(cfg, dp) % cfg.pp == 0
 
 
 def _with(cfg: ModelConfig, **changes) -> ModelConfig | None:
