@@ -70,7 +70,8 @@ def test_policy_use_counts_feasible_plans_per_policy():
 
 
 def test_assumptions_are_read_from_the_table_one_row_per_setting():
-    base = {"peak_flops": 312e12, "achievable": 0.5, "link_bytes_per_s": 25.6e9, "link_t0_s": 1e-5,
+    base = {"peak_flops": 312e12, "achievable": 0.8, "memory_bytes_per_s": 1733e9, "nvlink_bytes_per_s": 210e9,
+            "link_bytes_per_s": 25.6e9, "gpus_per_host_link": 2, "link_t0_s": 1e-5,
             "weight_bytes": 2, "grad_bytes": 4, "optimizer_bytes": 12, "reserve_bytes": 2 * GiB,
             "host_limit_bytes": 256 * GiB}
     table = pd.DataFrame([{"gpu": "a", **base}, {"gpu": "a", **base},
@@ -80,6 +81,7 @@ def test_assumptions_are_read_from_the_table_one_row_per_setting():
     a, h = out.iloc[0], out.iloc[1]
     assert (a["peak TFLOP/s"], a["link GB/s"], h["peak TFLOP/s"], h["link GB/s"]) == (312, 25.6, 989, 51.2)
     assert a["t0 (µs)"] == pytest.approx(10)
+    assert (a["HBM GB/s achieved"], a["NVLink GB/s achieved"], a["GPUs per link"]) == (1733, 210, 2)
     assert (a["bytes per parameter"], a["reserve"], a["host memory"]) == (18, "2.00 GiB", "256.00 GiB")
 
 

@@ -161,7 +161,8 @@ def _check_positive(where: str, value: float) -> None:
 # --- predicted: the paper's models and the frontier -------------------------------------------------------------
 
 SETTINGS = {"tp": "t", "pp": "p", "interleave": "m", "micro_batch": "b", "seq": "s",
-            **{key: key for key in ("dp", "zero", "peak_flops", "achievable", "link_bytes_per_s", "link_t0_s",
+            **{key: key for key in ("dp", "zero", "peak_flops", "achievable", "memory_bytes_per_s",
+                                    "nvlink_bytes_per_s", "link_bytes_per_s", "gpus_per_host_link", "link_t0_s",
                                     "reserve_bytes", "weight_bytes", "grad_bytes", "optimizer_bytes")}}
 """Column -> key of the problem's meta (remat.planner.costs.build_problem): the settings a row was made with."""
 

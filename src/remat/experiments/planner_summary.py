@@ -86,14 +86,18 @@ def policy_use(paper: pd.DataFrame) -> dict[str, int]:
 
 def assumptions(table: pd.DataFrame) -> pd.DataFrame:
     """The assumed settings a planner-paper or planner-frontier table was made with, one row per distinct
-    combination (per GPU as a rule): peak and achievable FLOP/s, host link (GB/s = 10^9 bytes/s, per
-    direction) and per-copy latency (µs), model-state bytes per parameter (weights, gradients, optimizer, and
+    combination (per GPU as a rule): peak FLOP/s and the achievable fraction of GEMMs, the achieved memory
+    and NVLink bandwidths of the roofline time model (GB/s = 10^9 bytes/s), the host link (GB/s per direction,
+    before sharing), the GPUs sharing it and its per-copy latency (µs), model-state bytes per parameter (weights, gradients, optimizer, and
     their sum), workspace reserve and host memory per GPU (remat.units.format_bytes: GiB = 2^30 bytes)."""
     out = pd.DataFrame({
         "gpu": table["gpu"],
         "peak TFLOP/s": table["peak_flops"] / 1e12,
         "achievable": table["achievable"],
+        "HBM GB/s achieved": table["memory_bytes_per_s"] / 1e9,
+        "NVLink GB/s achieved": table["nvlink_bytes_per_s"] / 1e9,
         "link GB/s": table["link_bytes_per_s"] / 1e9,
+        "GPUs per link": table["gpus_per_host_link"].astype(int),
         "t0 (µs)": table["link_t0_s"] * 1e6,
         "weight bytes": table["weight_bytes"].astype(int),
         "gradient bytes": table["grad_bytes"].astype(int),

@@ -262,6 +262,9 @@ def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
             "cost_source": "closed form (Korthikanti Table 2)" if measured is None else measured["source"],
             "flops_per_s": st.gpu.flops_per_s, "peak_flops": st.gpu.peak_flops, "achievable": st.gpu.achievable,
             "link_bytes_per_s": st.gpu.link_bytes_per_s, "link_t0_s": st.gpu.link_t0_s,
+            "gpus_per_host_link": st.gpu.gpus_per_host_link,
+            "memory_bytes_per_s": st.gpu.memory_bandwidth * st.gpu.memory_efficiency,
+            "nvlink_bytes_per_s": st.gpu.nvlink_bytes_per_s * st.gpu.nvlink_efficiency,
             "reserve_bytes": st.reserve_bytes, "weight_bytes": st.weight_bytes, "grad_bytes": st.grad_bytes,
             "optimizer_bytes": st.optimizer_bytes,
             "memory_model": "prefix" if p == 1 else "all stored + worst transient"}
