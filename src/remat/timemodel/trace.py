@@ -46,14 +46,14 @@ from torch.utils._pytree import tree_flatten
 from remat.measure.flops import flop_count
 from remat.models.presets import ModelConfig
 
-PHASES = ("forward", "backward", "recompute")
 COLLECTIVES = {"allreduce_": "all_reduce", "_allgather_base_": "all_gather",
                "_reduce_scatter_base_": "reduce_scatter"}
-_ALLOCATIONS = {"empty", "new_empty", "empty_like", "empty_strided", "new_empty_strided", "_unsafe_view",
-                "lift_fresh"}
+"""c10d op packet -> collective kind."""
 FUSED = {("masked_fill", "_softmax"), ("_softmax_backward_data", "masked_fill"), ("add", "native_dropout"),
          ("native_dropout", "add")}
 """(producer, consumer) aten packets Megatron-LM runs as one kernel (module docstring)."""
+_ALLOCATIONS = {"empty", "new_empty", "empty_like", "empty_strided", "new_empty_strided", "_unsafe_view",
+                "lift_fresh"}   # move no data (with the view ops)
 _FACTORIES = {"new_zeros", "new_ones", "new_full", "zeros_like", "ones_like", "full_like", "fill"}  # read nothing
 
 
