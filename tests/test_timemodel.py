@@ -120,7 +120,7 @@ def test_selective_costs_more_than_its_flop_share():
     times = predict(CFG, A100, "selective", T)
     flop_time = korthikanti.core_attn_forward_flops(S, B, H) / T / Rates.of(A100).flops_per_s
     assert times.recompute_s > 3 * flop_time
-    assert times.recompute.memory_s > times.recompute.gemm_s
+    assert times.recompute.memory_s > times.recompute.compute_s
 
 
 def test_llama_layer_traces_with_fused_attention_flops():
@@ -178,3 +178,25 @@ def test_time_model_sweep_rows():
     assert by.loc[("full", "combined"), "predicted_overhead"] > by.loc[("selective", "combined"), "predicted_overhead"]
     assert (frame["flops_per_s"] > 0).all() and (frame["memory_bytes_per_s"] > 0).all()
     assert frame["error"].notna().all()
+
+
+def test_collectives_leave_nvlink_beyond_its_domain():
+    """t GPUs within one NVLink domain use NVLink; a larger group (or a bridge that joins only a pair) is as
+    fast as its per-GPU scale-out link: A100 t = 16 → 25 GB/s InfiniBand; H100 PCIe t = 8 → PCIe Gen5."""
+    assert Rates.of(A100, 8).link_bytes_per_s == pytest.approx(300e9 * 0.7)
+    assert Rates.of(A100, 16).link_bytes_per_s == pytest.approx(25e9 * 0.7)
+    assert Rates.of(gpu("h100-pcie-80gb"), 2).link_bytes_per_s == pytest.approx(300e9 * 0.7)
+    assert Rates.of(gpu("h100-pcie-80gb"), 8).link_bytes_per_s == pytest.approx(64e9 * 0.7)
+    nv, pcie = (predict(CFG, g, "none", T).forward.comm_s for g in (A100, gpu("h100-pcie-80gb")))
+    assert pcie == pytest.approx(nv * 300 / 64)
+
+
+def test_matmuls_run_at_their_dtype_peak():
+    """float32 matmuls run at the FP32 rate (19.5 TFLOP/s on an A100), not the 16-bit tensor-core peak."""
+    assert Rates.of(A100, 1, "float32").flops_per_s == pytest.approx(19.5e12 * 0.8)
+    assert Rates.of(A100, 1, "float64").flops_per_s == pytest.approx(19.5e12 * 0.8)
+    cfg32 = dataclasses.replace(CFG, dtype="float32")
+    fp32 = predict(cfg32, A100, "none", T)
+    flop_time = trace_layer(cfg32, T, False, "none").totals("forward")["flops"] / (19.5e12 * 0.8)
+    assert flop_time <= fp32.forward.compute_s + fp32.forward.memory_s
+    assert fp32.forward.compute_s > 0.95 * flop_time          # at the FP32 rate nearly every matmul is FLOP-bound

@@ -24,8 +24,8 @@ def table4_display(frame: pd.DataFrame) -> pd.DataFrame:
 def table4_parts(frame: pd.DataFrame) -> pd.DataFrame:
     """Where each experiment's predicted time goes, ms: GEMMs, memory-bound ops and exposed / total
     collectives per phase, and the recompute. Input: a ``korthikanti-table4`` table."""
-    cols = {"forward GEMM": "forward_gemm_ms", "forward memory-bound": "forward_memory_ms",
-            "forward comm (exposed)": "forward_exposed_comm_ms", "backward GEMM": "backward_gemm_ms",
+    cols = {"forward compute-bound": "forward_compute_ms", "forward memory-bound": "forward_memory_ms",
+            "forward comm (exposed)": "forward_exposed_comm_ms", "backward compute-bound": "backward_compute_ms",
             "backward memory-bound": "backward_memory_ms", "backward comm": "backward_comm_ms",
             "backward comm exposed": "backward_exposed_comm_ms", "recompute": "recompute_ms",
             "recompute memory-bound": "recompute_memory_ms"}

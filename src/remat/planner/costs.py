@@ -247,7 +247,8 @@ def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
         fixed = {**model_state(cfg, st), "outside layers (§4.3)": sum(outside.values()),
                  "workspace reserve": st.reserve_bytes}
         floor = _whole(Fraction(4 * s * b * v, t)) if p == 1 else 0   # fp32 logits' gradient
-        head_time = steps * 3 * korthikanti.logits_flops(s, b, h, v) / t / st.gpu.flops_per_s if p == 1 else 0.0
+        head_rate = st.gpu.peak_for(cfg.dtype) * st.gpu.achievable
+        head_time = steps * 3 * korthikanti.logits_flops(s, b, h, v) / t / head_rate if p == 1 else 0.0
     else:
         outside = measured["outside"]
         fixed = {**measured["model_state"], "outside layers (measured)": sum(outside.values()),
@@ -260,7 +261,8 @@ def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
             "bytes_per_micro_batch": {k: c["stored"] for k, c in costs.items()},
             "time_source": "calibrated on this machine" if st.calibration else TIME_SOURCE,
             "cost_source": "closed form (Korthikanti Table 2)" if measured is None else measured["source"],
-            "flops_per_s": st.gpu.flops_per_s, "peak_flops": st.gpu.peak_flops, "achievable": st.gpu.achievable,
+            "flops_per_s": st.gpu.peak_for(cfg.dtype) * st.gpu.achievable, "dtype": cfg.dtype,
+            "peak_flops": st.gpu.peak_for(cfg.dtype), "achievable": st.gpu.achievable,
             "link_bytes_per_s": st.gpu.link_bytes_per_s, "link_t0_s": st.gpu.link_t0_s,
             "gpus_per_host_link": st.gpu.gpus_per_host_link,
             "memory_bytes_per_s": st.gpu.memory_bandwidth * st.gpu.memory_efficiency,

@@ -92,7 +92,7 @@ def measured_costs(cfg: ModelConfig, st) -> dict:
     outside {name: bytes}; plus floor_bytes (the head's backward transient), head_time_s (one micro-batch),
     params (per layer / outside) and source. ``st``: remat.planner.costs.Settings."""
     m = measure_layer(cfg)
-    rate = st.gpu.flops_per_s
+    rate = st.gpu.peak_for(cfg.dtype) * st.gpu.achievable
     out = policy_costs(m["stored"], layer_seconds(cfg, st), m["recompute_flops"], m["tensors"], st)
     p = cfg.pp
     n = (cfg.layers // p) * m["layer"] + m["embedding"] + (m["norm_and_head"] if p == 1 else 0)

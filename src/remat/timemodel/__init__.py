@@ -21,9 +21,11 @@ __all__ = ["predict", "LayerTimes", "Rates"]
 def predict(cfg, gpu, mode: str = "none", t: int | None = None, sp: bool = False,
             rates: Rates | None = None) -> LayerTimes:
     """Predicted seconds of one layer of ``cfg`` (ModelConfig; t defaults to cfg.tp) on one TP rank for one
-    micro-batch under ``mode`` (none | selective | full), priced at ``gpu``'s rates (or ``rates``).
+    micro-batch under ``mode`` (none | selective | full), priced at ``gpu``'s rates for cfg.dtype and t
+    (``Rates.of``), or at ``rates``.
 
     Raises UsageError naming the field for a t or SP the layer cannot take (remat.accounting.resolve).
     Source: remat.timemodel.trace + remat.timemodel.roofline."""
-    rates = Rates.of(gpu) if rates is None else rates
-    return layer_times(trace_layer(cfg, cfg.tp if t is None else t, sp, mode), rates)
+    t = cfg.tp if t is None else t
+    rates = Rates.of(gpu, t, cfg.dtype) if rates is None else rates
+    return layer_times(trace_layer(cfg, t, sp, mode), rates)

@@ -34,6 +34,12 @@ of the 80 GiB is reserved); H200: 143771 MiB (140.4 GiB); RTX 4090: 24564 MiB (2
 allocate somewhat less (the CUDA context takes a few hundred MiB): the planner's stated workspace reserve
 (``--reserve``, default 2 GiB) covers it.
 
+Tensor parallelism beyond one NVLink domain (``nvlink_domain``: 8 GPUs on an HGX baseboard's NVSwitches, 2 on
+a bridge, 1 without NVLink) runs its collectives over the per-GPU scale-out link (``scaleout_bytes_per_s``:
+the node's InfiniBand port per GPU, or PCIe) — the ring is as slow as its slowest hop (``_SCALE`` names the
+sources). Matmuls in float32 / float64 run at ``fp32_flops`` / ``fp64_flops`` (``GPU.peak_for``), not at the
+16-bit tensor-core peak.
+
 GPU-to-GPU link (``nvlink_bytes_per_s``, per direction; the tensor-parallel collectives' link): A100 SXM4
 NVLink 3 600 GB/s total = 300 GB/s per direction; H100/H200 SXM NVLink 4 900 GB/s = 450; H100 PCIe with
 NVLink bridge 600 GB/s = 300; RTX A6000 NVLink bridge 112.5 GB/s = 56.25; RTX 4090 and L40S have no NVLink:
@@ -110,6 +116,20 @@ class GPU:
     nvlink_efficiency: float = 0.7   # NCCL bus bandwidth / nvlink_bytes_per_s
     gpus_per_host_link: int = 1      # GPUs copying through one host-link uplink at once (module docstring)
     host_source: str = ""            # where gpus_per_host_link and host_memory_bytes come from
+    nvlink_domain: int = 1           # GPUs one NVLink domain joins (NVSwitch baseboard 8, bridge 2, none 1)
+    scaleout_bytes_per_s: float = 0.0  # per-GPU link beyond the NVLink domain, per direction (network/PCIe)
+    fp32_flops: float = 0.0          # dense FP32 FLOP/s (non-tensor; PyTorch's default fp32 matmul, TF32 off)
+    fp64_flops: float = 0.0          # dense FP64 FLOP/s (tensor cores where the card has them)
+    scale_source: str = ""           # where nvlink_domain, scaleout and the FP32/FP64 rates come from
+
+    def peak_for(self, dtype: str) -> float:
+        """Dense peak FLOP/s of a ``dtype`` matmul: 16-bit → ``peak_flops`` (tensor cores), float32 →
+        ``fp32_flops``, float64 → ``fp64_flops``. Raises UsageError("dtype") for another dtype."""
+        peaks = {"bfloat16": self.peak_flops, "float16": self.peak_flops, "float32": self.fp32_flops,
+                 "float64": self.fp64_flops}
+        if dtype not in peaks:
+            raise UsageError("dtype", f"no peak FLOP/s for {dtype!r} (known: {', '.join(peaks)})")
+        return peaks[dtype]
 
     @property
     def flops_per_s(self) -> float:
@@ -184,6 +204,29 @@ _HOST: dict[str, tuple[int, str]] = {   # preset -> (gpus_per_host_link, host_so
 }
 GPUS = {name: replace(g, gpus_per_host_link=_HOST[name][0], host_source=_HOST[name][1])
         for name, g in GPUS.items()}
+
+_SCALE: dict[str, tuple[int, float, float, float, str]] = {  # preset -> (NVLink domain, scale-out GB/s,
+    # FP32 TFLOP/s, FP64 TFLOP/s, source); module docstring
+    "a100-40gb": (8, 25, 19.5, 19.5, "HGX A100 NVSwitch: 8 GPUs; DGX A100: one 200 Gb/s HDR InfiniBand port per "
+                                     "GPU = 25 GB/s; A100 datasheet: FP32 19.5, FP64 Tensor Core 19.5 TFLOP/s"),
+    "a100-80gb": (8, 25, 19.5, 19.5, "HGX A100 NVSwitch: 8 GPUs; DGX A100: one 200 Gb/s HDR InfiniBand port per "
+                                     "GPU = 25 GB/s; A100 datasheet: FP32 19.5, FP64 Tensor Core 19.5 TFLOP/s"),
+    "h100-pcie-80gb": (2, 64, 51, 51, "NVLink bridge joins a pair; beyond it PCIe Gen5 ×16 (64 GB/s nominal); "
+                                      "H100 datasheet (PCIe): FP32 51, FP64 Tensor Core 51 TFLOP/s"),
+    "h100-80gb": (8, 50, 67, 67, "HGX H100 NVSwitch: 8 GPUs; DGX H100: one 400 Gb/s NDR InfiniBand port per GPU = "
+                                 "50 GB/s; H100 datasheet (SXM): FP32 67, FP64 Tensor Core 67 TFLOP/s"),
+    "h200-141gb": (8, 50, 67, 67, "HGX H200 NVSwitch: 8 GPUs; 400 Gb/s NDR per GPU = 50 GB/s (as DGX H100); H200 "
+                                  "datasheet: FP32 67, FP64 Tensor Core 67 TFLOP/s"),
+    "rtx4090-24gb": (1, 32, 82.6, 1.29, "no NVLink: PCIe Gen4 ×16 (32 GB/s nominal); Ada whitepaper: FP32 82.6 "
+                                        "TFLOP/s, FP64 1/64 of FP32"),
+    "rtx-a6000-48gb": (2, 32, 38.7, 0.6, "NVLink bridge joins a pair; beyond it PCIe Gen4 ×16; RTX A6000 "
+                                         "datasheet: FP32 38.7 TFLOP/s; GA102 whitepaper: FP64 1/64 of FP32"),
+    "l40s-48gb": (1, 32, 91.6, 1.43, "no NVLink: PCIe Gen4 ×16 (32 GB/s nominal); L40S datasheet: FP32 91.6 "
+                                     "TFLOP/s; Ada: FP64 1/64 of FP32"),
+}
+GPUS = {name: replace(g, nvlink_domain=_SCALE[name][0], scaleout_bytes_per_s=_SCALE[name][1] * 1e9,
+                      fp32_flops=_SCALE[name][2] * 1e12, fp64_flops=_SCALE[name][3] * 1e12,
+                      scale_source=_SCALE[name][4]) for name, g in GPUS.items()}
 
 
 def gpu(name: str, **overrides) -> GPU:

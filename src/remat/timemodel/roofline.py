@@ -43,20 +43,26 @@ class Rates:
     source: str = ""
 
     @classmethod
-    def of(cls, gpu) -> "Rates":
-        """A GPU preset's rates (remat.timemodel.gpus.GPU): peak × achievable, memory bandwidth × memory
-        efficiency, NVLink per direction × NVLink efficiency."""
-        return cls(gpu.peak_flops * gpu.achievable, gpu.memory_bandwidth * gpu.memory_efficiency,
-                   gpu.nvlink_bytes_per_s * gpu.nvlink_efficiency, 0.0, gpu.name)
+    def of(cls, gpu, t: int = 1, dtype: str = "bfloat16") -> "Rates":
+        """A GPU preset's rates (remat.timemodel.gpus.GPU) for ``dtype`` matmuls and a TP group of t GPUs:
+        the dtype's peak × achievable (``GPU.peak_for``: 16-bit tensor cores, else the FP32 / FP64 rate),
+        memory bandwidth × memory efficiency, and the collectives' link × NVLink efficiency — NVLink when the t
+        GPUs fit in one NVLink domain (``GPU.nvlink_domain``), else the per-GPU scale-out link
+        (``GPU.scaleout_bytes_per_s``: the node's network, or PCIe where a bridge joins only a pair)."""
+        link = gpu.nvlink_bytes_per_s if t <= gpu.nvlink_domain else gpu.scaleout_bytes_per_s
+        return cls(gpu.peak_for(dtype) * gpu.achievable, gpu.memory_bandwidth * gpu.memory_efficiency,
+                   link * gpu.nvlink_efficiency, 0.0, gpu.name)
 
 
 @dataclass(frozen=True)
 class PhaseTime:
-    """Seconds of one phase and its parts: gemm_s (FLOP-bound ops), memory_s (bandwidth-bound ops),
-    overhead_s (per-op fixed cost), comm_s (collectives, all of it), exposed_comm_s (what no GEMM hides)."""
+    """Seconds of one phase and its parts: compute_s (ops on the FLOP roof: FLOPs / rate ≥ bytes / bandwidth),
+    memory_s (ops on the bandwidth roof — elementwise ops, and matmuls too small in k to reach the FLOP roof,
+    such as QKᵀ and ·V), overhead_s (per-op fixed cost), comm_s (collectives, all of it), exposed_comm_s
+    (what no GEMM hides)."""
 
     total_s: float
-    gemm_s: float
+    compute_s: float
     memory_s: float
     overhead_s: float
     comm_s: float
@@ -90,12 +96,12 @@ class LayerTimes:
 
     def to_ms(self) -> dict[str, float]:
         """Milliseconds: forward, backward (with the recompute), recompute, combined, and the parts of each
-        phase (``<phase>_gemm_ms``, ``_memory_ms``, ``_comm_ms``, ``_exposed_comm_ms``)."""
+        phase (``<phase>_compute_ms``, ``_memory_ms``, ``_comm_ms``, ``_exposed_comm_ms``)."""
         out = {"forward_ms": 1e3 * self.forward_s, "backward_ms": 1e3 * self.backward_s,
                "recompute_ms": 1e3 * self.recompute_s, "combined_ms": 1e3 * self.combined_s}
         for phase in ("forward", "backward", "recompute"):
             part = getattr(self, phase)
-            out.update({f"{phase}_gemm_ms": 1e3 * part.gemm_s, f"{phase}_memory_ms": 1e3 * part.memory_s,
+            out.update({f"{phase}_compute_ms": 1e3 * part.compute_s, f"{phase}_memory_ms": 1e3 * part.memory_s,
                         f"{phase}_comm_ms": 1e3 * part.comm_s,
                         f"{phase}_exposed_comm_ms": 1e3 * part.exposed_comm_s})
         return out
@@ -136,12 +142,14 @@ def phase_time(ops: tuple[Op, ...], rates: Rates, t: int, overlap: bool) -> Phas
             exposed += max(0.0, seconds[i] - seconds[j])
         else:
             exposed += seconds[i]
-    compute = [(op, s) for op, s in zip(ops, seconds) if not op.collective]
-    gemm = sum(s - rates.op_overhead_s for op, s in compute if op.kind == "gemm")
-    memory = sum(s - rates.op_overhead_s for op, s in compute if op.kind == "memory")
-    overhead = rates.op_overhead_s * len(compute)
+    kernels = [op for op in ops if not op.collective]
+    flop_s = [op.flops / rates.flops_per_s for op in kernels]
+    byte_s = [op.bytes / rates.memory_bytes_per_s for op in kernels]
+    compute = sum(f for f, b in zip(flop_s, byte_s) if f >= b)
+    memory = sum(b for f, b in zip(flop_s, byte_s) if f < b)
+    overhead = rates.op_overhead_s * len(kernels)
     comm = sum(s for op, s in zip(ops, seconds) if op.collective)
-    return PhaseTime(gemm + memory + overhead + exposed, gemm, memory, overhead, comm, exposed)
+    return PhaseTime(compute + memory + overhead + exposed, compute, memory, overhead, comm, exposed)
 
 
 def layer_times(trace: LayerTrace, rates: Rates) -> LayerTimes:
