@@ -8,29 +8,37 @@ from __future__ import annotations
 import pandas as pd
 
 
+def _pair(model, paper, digits: int = 2) -> pd.Series:
+    """"model / paper" strings, the model's value rounded to ``digits``."""
+    return model.round(digits).astype(str) + " / " + paper.astype(str)
+
+
 def table4_display(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per experiment: predicted and paper Table 4 ms (forward, backward, combined), the relative error of
-    each, and the overhead % predicted and printed. Input: a ``korthikanti-table4`` table."""
-    out = pd.DataFrame({"experiment": frame["experiment"]})
-    for phase in ("forward", "backward", "combined"):
-        out[f"{phase} ms"] = frame[f"{phase}_ms"].round(2)
-        out[f"paper {phase} ms"] = frame[f"paper_{phase}_ms"]
-        out[f"{phase} error %"] = (100 * (frame[f"{phase}_ms"] / frame[f"paper_{phase}_ms"] - 1)).round(1)
-    out["overhead %"] = frame["overhead_pct"].round(1)
-    out["paper overhead %"] = frame["paper_overhead_pct"]
-    return out
+    """Per experiment: forward, backward and combined ms and the overhead %, each "model / paper Table 4",
+    and the largest relative error of the three phases (%). Input: a ``korthikanti-table4`` table."""
+    errors = pd.concat([(frame[f"{p}_ms"] / frame[f"paper_{p}_ms"] - 1) for p in ("forward", "backward", "combined")],
+                       axis=1)
+    worst = errors.abs().idxmax(axis=1)
+    return pd.DataFrame({
+        "experiment": frame["experiment"],
+        **{f"{p} ms (model / paper)": _pair(frame[f"{p}_ms"], frame[f"paper_{p}_ms"])
+           for p in ("forward", "backward", "combined")},
+        "largest error %": [round(100 * errors.loc[i, c], 1) for i, c in worst.items()],
+        "overhead % (model / paper)": _pair(frame["overhead_pct"], frame["paper_overhead_pct"], 1)})
 
 
 def table4_parts(frame: pd.DataFrame) -> pd.DataFrame:
-    """Where each experiment's predicted time goes, ms: GEMMs, memory-bound ops and exposed / total
-    collectives per phase, and the recompute. Input: a ``korthikanti-table4`` table."""
-    cols = {"forward compute-bound": "forward_compute_ms", "forward memory-bound": "forward_memory_ms",
-            "forward comm (exposed)": "forward_exposed_comm_ms", "backward compute-bound": "backward_compute_ms",
-            "backward memory-bound": "backward_memory_ms", "backward comm": "backward_comm_ms",
-            "backward comm exposed": "backward_exposed_comm_ms", "recompute": "recompute_ms",
-            "recompute memory-bound": "recompute_memory_ms"}
-    return pd.DataFrame({"experiment": frame["experiment"],
-                         **{name: frame[col].round(2) for name, col in cols.items()}})
+    """Where each experiment's predicted time goes, ms: per phase the compute-bound and memory-bound kernels
+    and the collectives ("exposed of total" in backward, where GEMMs hide some). Input: ``korthikanti-table4``."""
+    fmt = lambda col: frame[col].round(2).astype(str)
+    return pd.DataFrame({
+        "experiment": frame["experiment"],
+        "forward: compute + memory + comm": fmt("forward_compute_ms") + " + " + fmt("forward_memory_ms") + " + "
+        + fmt("forward_exposed_comm_ms"),
+        "backward: compute + memory + comm exposed (of)": fmt("backward_compute_ms") + " + "
+        + fmt("backward_memory_ms") + " + " + fmt("backward_exposed_comm_ms") + " (" + fmt("backward_comm_ms") + ")",
+        "recompute: compute + memory + comm": fmt("recompute_compute_ms") + " + " + fmt("recompute_memory_ms")
+        + " + " + fmt("recompute_exposed_comm_ms")})
 
 
 def table4_checks(frame: pd.DataFrame) -> dict:
