@@ -51,16 +51,22 @@ def fake_process_group(world_size: int, rank: int = 0) -> Iterator[dist.ProcessG
     Collectives return without communicating (outputs are left as allocated), which is all shape, byte and
     FLOP accounting needs; pair with FakeTensorMode for paper sizes. Wraps torch's fake backend
     (torch.testing._internal.distributed.fake_pg: FakeStore + backend "fake"). Raises RuntimeError if a
-    default process group already exists.
+    default process group already exists. ``sys.excepthook`` is restored on exit (``init_process_group``
+    wraps it to prefix "[rank0]:" on every call, so a process that accounts many layers would print a
+    traceback with the prefix repeated once per layer).
     """
+    import sys
+
     from torch.testing._internal.distributed.fake_pg import FakeStore
     if dist.is_initialized():
         raise RuntimeError("a default process group is already initialized")
+    hook = sys.excepthook
     dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
     try:
         yield dist.group.WORLD
     finally:
         dist.destroy_process_group()
+        sys.excepthook = hook
 
 
 def _world(group) -> int:
