@@ -1,15 +1,18 @@
 """Solve time of the exact planner on 1000-layer instances with heterogeneous layers (target: ≤ 1 s each).
-Prints the figure per instance and budget; not a timed test.
+Prints the figure per instance and budget, for each memory model with the host limit unbound and binding, then
+one summary line per case; not a timed test.
 
-    .venv/bin/python benchmarks/bench_planner.py [--layers 1000] [--seeds 2] [--prefix] [--host]
+    .venv/bin/python benchmarks/bench_planner.py [--layers 1000] [--seeds 2] [--models max,prefix]
+                                                 [--hosts none,binding]
 
 Instances (all four policies per layer, budgets from 5 % to 100 % of the all-`none` activations):
 * ``model``: GPT layers of random width h ∈ {1024, …, 8192} (a = h/128, s = 2048, b = 1, t = 1) with the
   planner's own costs — Korthikanti Table 2 bytes, Appendix A FLOPs on an A100 at 50 %, the break-even
   offload model on a 25.6 GB/s link — each layer holding 1–4 micro-batches in flight (pipeline position);
 * ``random``: every option's stored/transient/host bytes and time drawn uniformly at random.
-``--prefix`` uses the one-micro-batch (prefix) memory model; ``--host`` makes the host limit bind (a quarter
-of the offloadable bytes): a two-row knapsack, slower, reported as such.
+Memory models: ``max`` (all stored + worst transient, several micro-batches in flight) and ``prefix`` (one
+micro-batch in flight). Host limits: ``none`` and ``binding`` (a quarter of the offloadable bytes: a second
+knapsack row). A budget below every plan's peak times the search for the smallest budget that works.
 """
 
 from __future__ import annotations
@@ -61,24 +64,18 @@ def random_layers(rng, L: int):
     return layers
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=1000)
-    parser.add_argument("--seeds", type=int, default=2)
-    parser.add_argument("--prefix", action="store_true", help="one micro-batch in flight (prefix model)")
-    parser.add_argument("--host", action="store_true", help="a binding host limit")
-    args = parser.parse_args()
+def run_case(prefix: bool, host_binds: bool, layers_count: int, seeds: int) -> tuple[float, int]:
+    """Print one line per instance kind and seed; return (worst solve seconds, searches too large)."""
     fractions = [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
     worst, failed = 0.0, 0
     for kind, make in (("model", model_layers), ("random", random_layers)):
-        for seed in range(args.seeds):
-            layers = tuple(make(np.random.default_rng(seed), args.layers))
+        for seed in range(seeds):
+            layers = tuple(make(np.random.default_rng(seed), layers_count))
             total = sum(layer.options[0].stored_bytes for layer in layers)
-            host = sum(layer.options[3].offload_bytes for layer in layers) // 4 if args.host else None
+            host = sum(layer.options[3].offload_bytes for layer in layers) // 4 if host_binds else None
             times = []
             for f in fractions:
-                problem = Problem(layers, {"weights": 10**6}, 10**6 + int(f * total), host,
-                                  prefix=args.prefix)
+                problem = Problem(layers, {"weights": 10**6}, 10**6 + int(f * total), host, prefix=prefix)
                 start = time.perf_counter()
                 try:
                     solve(problem)
@@ -90,11 +87,27 @@ def main() -> None:
                 dt = time.perf_counter() - start
                 worst = max(worst, dt)
                 times.append(f"{f:.2f}:{dt:.3f}s{mark}")
-            print(f"{kind:6s} seed {seed}: " + "  ".join(times))
-    model = "prefix" if args.prefix else "all stored + worst transient"
-    print(f"{args.layers} heterogeneous layers, memory model {model}, host limit "
-          f"{'binding' if args.host else 'none'}: worst solve {worst:.3f} s (target ≤ {TARGET_S} s)"
-          f"{f'; {failed} searches too large' if failed else ''}")
+            print(f"{kind:6s} seed {seed}: " + "  ".join(times), flush=True)
+    return worst, failed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=1000)
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--models", default="max,prefix", help="memory models: max, prefix (comma-separated)")
+    parser.add_argument("--hosts", default="none,binding", help="host limits: none, binding (comma-separated)")
+    args = parser.parse_args()
+    summary = []
+    for model in args.models.split(","):
+        for host in args.hosts.split(","):
+            name = f"memory model {'prefix' if model == 'prefix' else 'all stored + worst transient'}, " \
+                   f"host limit {host}"
+            print(f"== {name}", flush=True)
+            worst, failed = run_case(model == "prefix", host == "binding", args.layers, args.seeds)
+            summary.append(f"{args.layers} heterogeneous layers, {name}: worst solve {worst:.3f} s "
+                           f"(target ≤ {TARGET_S} s){f'; {failed} searches too large' if failed else ''}")
+    print("\n".join(summary))
 
 
 if __name__ == "__main__":

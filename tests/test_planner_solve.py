@@ -1,5 +1,6 @@
-"""The exact planner equals brute force on random small instances, never exceeds the budget, and reports the
-smallest budget that works when none fits. (No hypothesis package: numpy random with fixed seeds.)"""
+"""The exact planner equals brute force on random small instances — and an independent dynamic program on
+longer ones with many ties, binding host limits and tiny search budgets — never exceeds the budget, and reports
+the smallest budget that works when none fits. (No hypothesis package: numpy random with fixed seeds.)"""
 
 from __future__ import annotations
 
@@ -163,24 +164,158 @@ def test_plan_from_policies_and_bad_input():
         Problem((Layer(0, opts),), {"weights": -5}, 200, None)
 
 
-def test_mckp_two_rows_equals_brute_force():
-    rng = np.random.default_rng(7)
+@pytest.mark.parametrize("running", [False, True])
+def test_mckp_two_rows_equals_brute_force(running):
+    # two capacity rows, with or without the running constraint on row 0; integer costs half of the time (ties)
+    rng = np.random.default_rng(7 + running)
     for _ in range(60):
         L, K = int(rng.integers(1, 7)), int(rng.integers(1, 5))
-        cost = rng.uniform(0, 3, (L, K))
+        cost = rng.uniform(0, 3, (L, K)) if rng.random() < 0.5 else rng.integers(0, 4, (L, K)).astype(float)
         w0, w1 = rng.integers(0, 20, (L, K)).astype(float), rng.integers(0, 20, (L, K)).astype(float)
+        prefix = rng.integers(0, 25, (L, K)).astype(float) if running else None
         allowed = rng.random((L, K)) < 0.8
         allowed[:, 0] = True
         caps = [float(rng.integers(0, 12 * L)), float(rng.integers(0, 12 * L))]
-        best = None
-        for ch in itertools.product(*[np.flatnonzero(allowed[i]) for i in range(L)]):
-            ch = np.array(ch)
-            r = np.arange(L)
-            if w0[r, ch].sum() <= caps[0] and w1[r, ch].sum() <= caps[1]:
-                v = cost[r, ch].sum()
-                best = v if best is None or v < best else best
-        found = mckp.solve(mckp.Knapsack(cost, [w0, w1], caps, allowed))
-        if best is None:
+        ks = mckp.Knapsack(cost, [w0, w1], caps, allowed, prefix, caps[0] + float(rng.integers(0, 25)))
+        values = [ks.value(np.array(ch)) for ch in itertools.product(*[np.flatnonzero(a) for a in allowed])
+                  if ks.fits(np.array(ch))]
+        found = mckp.solve(ks)
+        if not values:
             assert found is None
         else:
-            assert found is not None and found[0] == pytest.approx(best, rel=1e-12)
+            assert found is not None and found[0] == pytest.approx(min(values), rel=1e-12, abs=1e-12)
+            assert ks.fits(found[1]) and ks.value(found[1]) == pytest.approx(found[0], rel=1e-12, abs=1e-12)
+
+
+# --- prefix instances with many ties, binding host limits, the search's schedule under tiny budgets ----------
+
+def reference(problem: Problem):
+    """(least step time over feasible plans or None, least peak over host-feasible plans or None) by an exact
+    dynamic program over integer states (stored so far, host so far, running peak or worst transient) — an
+    independent check of the solver on instances too long for brute force (small byte counts)."""
+    limit = problem.host_limit_bytes
+    states = {(0, 0, 0): 0.0}
+    for layer in problem.layers:
+        nxt = {}
+        for (held, host, top), time in states.items():
+            for o in layer.options:
+                key = (held + o.stored_bytes, host + o.offload_bytes,
+                       max(top, held + o.stored_bytes + o.transient_bytes if problem.prefix else o.transient_bytes))
+                if (limit is None or key[1] <= limit) and time + o.time_s < nxt.get(key, np.inf):
+                    nxt[key] = time + o.time_s
+        states = nxt
+    floor, best, least = problem.transient_floor_bytes, None, None
+    for (held, _, top), time in states.items():
+        peak = problem.fixed_bytes + (max(held + floor, top) if problem.prefix else held + max(floor, top))
+        least = peak if least is None or peak < least else least
+        if peak <= problem.budget_bytes and (best is None or time < best):
+            best = problem.fixed_time_s + time
+    return best, least
+
+
+def tied_problem(rng, L: int, prefix: bool = True):
+    """L layers with small integer bytes and integer times (many ties in time, in bytes and in time per byte),
+    a few layer kinds repeated, a host limit that binds half of the time and a budget near the least peak."""
+    kinds = random_layers(rng, max(1, L // 4), tie_times=True)
+    layers = tuple(Layer(i, kinds[int(rng.integers(0, len(kinds)))].options) for i in range(L))
+    layers = tuple(Layer(i, tuple(dataclasses.replace(o, stored_bytes=o.stored_bytes % 10,
+                                                      transient_bytes=o.transient_bytes % 12,
+                                                      offload_bytes=o.offload_bytes % 8)
+                                  for o in layer.options)) for i, layer in enumerate(layers))
+    host = None if rng.random() < 0.5 else int(rng.integers(0, 4 * L))
+    floor = int(rng.integers(0, 15))
+    problem = Problem(layers, {"weights": 5}, 10**6, host, transient_floor_bytes=floor, prefix=prefix)
+    least = reference(problem)[1]
+    if least is None:
+        return problem
+    return dataclasses.replace(problem, budget_bytes=least + int(rng.integers(0, 3 * L)))
+
+
+def check_against_reference(problem: Problem):
+    best, least = reference(problem)
+    if best is None:
+        with pytest.raises(InfeasibleError) as err:
+            solve(problem)
+        assert err.value.minimum_bytes == least
+        return False
+    plan = solve(problem)
+    assert plan.feasible and plan.optimal
+    assert plan.step_time_s == pytest.approx(best, rel=1e-12, abs=1e-12)
+    assert minimum_budget(problem).peak_bytes == least
+    return True
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_prefix_ties_equal_reference(seed):
+    # 14–22 layers: past brute force, long enough for the tail merge, the core and the deepening cuts
+    rng = np.random.default_rng(100 + seed)
+    feasible = sum(check_against_reference(tied_problem(rng, int(rng.integers(14, 23)))) for _ in range(6))
+    assert feasible >= 3
+
+
+def test_prefix_ties_small_equal_brute_force():
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        problem = tied_problem(rng, int(rng.integers(1, 7)), prefix=bool(rng.random() < 0.8))
+        best, least = brute_force(problem)
+        assert (best, least) == pytest.approx(reference(problem))
+        check_against_reference(problem)
+
+
+def test_tiny_search_budgets_stay_exact(monkeypatch):
+    # every search runs over budget, the beam holds one state, cuts grow one dropped state at a time:
+    # the schedule's every branch runs, and the answers stay exact
+    monkeypatch.setattr(mckp, "_BUDGET", 1)
+    monkeypatch.setattr(mckp, "_BEAM", 1)
+    monkeypatch.setattr(mckp, "_GROWN", 1)
+    rng = np.random.default_rng(5)
+    for _ in range(12):
+        check_against_reference(tied_problem(rng, int(rng.integers(8, 16)), prefix=bool(rng.random() < 0.7)))
+
+
+def test_binding_host_limit_equals_reference():
+    # offload is free in time and stores nothing: without a limit every layer offloads; the host limit
+    # (three layers' worth) decides, and the device budget forces at least some layers off `none`
+    opts = (Option("none", 9, 0, 1.0), Option("full", 1, 8, 1.5), Option("offload", 0, 9, 1.0, offload_bytes=9))
+    layers = tuple(Layer(i, opts) for i in range(12))
+    problem = Problem(layers, {"weights": 4}, 4 + 60, host_limit_bytes=27, prefix=True)
+    plan = solve(problem)
+    assert plan.offload_bytes <= 27 and plan.policies.count("offload") == 3
+    assert plan.step_time_s == pytest.approx(reference(problem)[0], rel=1e-12)
+    assert minimum_budget(problem).peak_bytes == reference(problem)[1]
+    free = dataclasses.replace(problem, host_limit_bytes=None)
+    assert solve(free).step_time_s < plan.step_time_s
+
+
+def test_lagrangian_one_row_is_the_lp_bound():
+    from scipy.optimize import linprog
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        L, K = int(rng.integers(1, 12)), int(rng.integers(1, 5))
+        cost, weight = rng.uniform(0, 3, (L, K)), rng.integers(0, 20, (L, K)).astype(float)
+        allowed = rng.random((L, K)) < 0.8
+        allowed[:, 0] = True
+        light = np.where(allowed, weight, np.inf).min(axis=1).sum()
+        cap = float(light + rng.integers(0, 10 * L))
+        bound, _ = mckp.lagrangian(mckp.Knapsack(cost, [weight], [cap], allowed))
+        lp = linprog(cost.ravel(), A_ub=weight.ravel()[None], b_ub=[cap],
+                     A_eq=np.kron(np.eye(L), np.ones(K)), b_eq=np.ones(L),
+                     bounds=[(0, float(a)) for a in allowed.ravel()], method="highs")
+        assert bound == pytest.approx(lp.fun, rel=1e-9, abs=1e-9)
+
+
+def test_memory_guard_falls_back_to_the_milp(monkeypatch):
+    # every exact search "outgrows" its guard: solve and minimum_budget answer through HiGHS, still exactly
+    monkeypatch.setattr(mckp, "MAX_STATES", 0)
+    rng = np.random.default_rng(21)
+    for _ in range(25):
+        problem = random_problem(rng)
+        best, least = brute_force(problem)
+        assert (minimum_budget(problem) or None) is None if least is None else \
+            minimum_budget(problem).peak_bytes == least
+        if best is None:
+            with pytest.raises(InfeasibleError):
+                solve(problem)
+        else:
+            plan = solve(problem)
+            assert plan.feasible and plan.step_time_s == pytest.approx(best, rel=1e-9, abs=1e-9)

@@ -1,35 +1,70 @@
 """Exact multiple-choice knapsack (MCKP) with one or two capacity rows — the inner problem of the planner.
 
     minimize Σ_i cost[i, c_i]   subject to   Σ_i weight_k[i, c_i] ≤ capacity_k   (k = 0, or k = 0 and 1)
+    [and, optionally, a running constraint on row 0: Σ_{l≤i} weight_0[l, c_l] + prefix[i, c_i] ≤ prefix_capacity
+     for every i, in row order]
 
-over one choice c_i per row i among its allowed columns. Costs are real (seconds), weights integers held in
-float64 (bytes; exact below 2**53). The method (Martello & Toth, "Knapsack Problems", 1990, ch. 2 and 6;
-Pisinger's core algorithms for the MCKP):
+over one choice c_i per row i among its allowed columns. Costs are any non-negative reals (seconds, or bytes
+when the planner minimizes memory), weights integers held in float64 (bytes; exact below 2**53). The method
+(Martello & Toth, "Knapsack Problems", 1990, ch. 2 and 6; Pisinger's core algorithms for the MCKP; the cut
+schedule after IDA*'s, Korf 1985, with controlled re-expansion, Sarkar et al. 1991):
 
-1. ``lagrangian``: for multipliers λ ≥ 0, Σ_i min_j (cost + Σ_k λ_k·weight_k) − Σ_k λ_k·capacity_k bounds the
-   optimum from below (weak duality); λ is tuned by bisection on the subgradient (coordinate ascent for two
-   rows). At the best single λ it equals the LP relaxation.
-2. ``greedy``: a feasible plan — the Lagrangian argmin, repaired then improved one switch at a time — gives an
-   upper bound.
-3. Reduced-cost fixing drops every option whose reduced cost already exceeds the gap between the bounds; the
-   rows left with more than one option form the core.
-4. ``_dp`` over the core keeps Pareto-optimal partial plans (weights, cost), pruning any whose Lagrangian
-   completion bound exceeds the incumbent; the last state of least cost is the optimum.
+1. ``lagrangian``: for multipliers λ ≥ 0, LB = Σ_i min_j (cost + Σ_k λ_k·weight_k) − Σ_k λ_k·capacity_k bounds
+   the optimum from below (weak duality); λ maximizes it exactly along one multiplier (``_ascend``: the breakpoints
+   of the rows' lower envelopes), by coordinate ascent for two rows. For one row it is the LP relaxation.
+   With d[i, j] ≥ 0 the reduced cost of an option (its score above its row's least), every plan x costs
+       LB + Σ_i d[i, x_i] + Σ_k λ_k·(capacity_k − W_k(x)),
+   two sums that are ≥ 0 when x fits. Under a running constraint LB is taken over ``_merged_tail``, where the
+   last rows' combinations weigh their stored bytes plus the transient they add (the running constraints of the
+   last rows are what the plain knapsack misses; the relaxation's bound holds for the problem).
+   When row 1's multiplier is 0, the problem without row 1 is solved first: if its optimum fits row 1, it is
+   the optimum; else its value raises the lower bound.
+2. A first plan: ``greedy`` (the Lagrangian argmin, repaired then improved one switch at a time), under a
+   running constraint a beam search (the 16 states of least bound per row of ``_dp``) — an upper bound U.
+3. Cuts: ``_dp`` explores every plan of cost ≤ cut and returns the best plan found below U. The first cut is
+   U (the whole gap), on a budget of partial plans. A search that finds no plan within its cut proves that
+   none costs less than the least bound it dropped (the floor rises) and the next cut lets back in about
+   twice as many dropped states as were kept (``_next_cut``), held to an 8-fold growth of the states at the
+   rate seen between cuts; a search over budget is retried with 4× the budget closer to the floor (at the
+   whole gap if it found a plan that narrowed the gap 4-fold). The first
+   cut holding a plan has found the optimum. The work grows steeply with the cut, so the cuts near OPT, not
+   U, decide the time.
+4. ``_dp`` over the core: reduced-cost fixing keeps the options with LB + d ≤ cut; rows left with one option are
+   fixed (their sums folded), the others form the core, visited clear-cut rows first (ties last, widest
+   first). Under a running constraint the rows are visited from the last backwards while they can matter,
+   carrying the excess E = max over the rows seen of (prefix − Σ weight_0 of the rows after it): every running
+   constraint holds iff Σ weight_0 + E ≤ prefix_capacity (``_Walk``). It keeps Pareto-optimal partial plans
+   (weights so far [, E], cost so far) and drops a state when it cannot fit (W_k + the rest's lightest >
+   capacity_k, capacity_0 less E) or when its completion bound exceeds the cut:
+       C + Σ_rest min score − Σ_k λ_k·min(capacity_k − W_k, heaviest rest_k)
+   (the Lagrangian bound of the rest, whose weight is at most its heaviest options: in degenerate instances,
+   where many options tie in cost per byte, only states the rest can still bring close to the capacity
+   survive). Each state completed by the rest's base options (least reduced cost, then least weight), when
+   that fits, is a plan: the best one lowers U on the way. Identical rows reach identical states, which merge.
 
 ``solve`` returns (value, choices) or None when nothing beats ``upper``. It is exact: every pruning rule only
-discards plans provably no better than one kept (with a 1e-12 relative float slack on the safe side).
+discards plans provably no better than the cut or than a plan in hand (with a 1e-12 relative float slack on the
+safe side), whatever the heuristics choose for the cuts. Its one guard, ``MAX_STATES``, bounds memory:
+``SearchTooLarge`` then reports the size instead of returning an unproven plan (the planner falls back to a
+MILP; tests/test_planner_solve.py, benchmarks/bench_planner.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 REL = 1e-12          # relative float slack: prune only what is worse by more than this
-MAX_STATES = 1_000_000     # partial plans per row, and 20× that over a whole search (memory guard)
-BEAM = 256
-_BINS = 32
+MAX_STATES = 2_000_000     # partial plans per row, and 20× that over one search (memory guard)
+_MERGED = 64        # combinations of the last rows merged into one row of the relaxation under a running constraint
+_BEAM = 16          # states per row of the first, heuristic search
+_SAMPLE = 1 << 16   # least dropped bounds kept per search (to place the next cut)
+_GROWN = 64         # states the next cut lets in at least (of those the last one dropped for their bound)
+_BUDGET = 200_000   # partial plans a search may hold (at first; then 16× the last one's) before a closer cut is tried
 
 
 class SearchTooLarge(RuntimeError):
@@ -77,49 +112,65 @@ class Knapsack:
         return float(self.cost[np.arange(len(choices)), choices].sum())
 
 
+def _slack(x: float) -> float:
+    return REL * max(1.0, abs(x)) if np.isfinite(x) else 0.0
+
+
 def lagrangian(ks: Knapsack, rounds: int = 4) -> tuple[float, list[float]]:
-    """(lower bound, multipliers λ) of the MCKP; bound = +inf when even the lightest options overflow a row."""
+    """(lower bound, multipliers λ) of the MCKP; bound = +inf when even the lightest options overflow a row.
+
+    One row: the exact maximum of the dual (= the LP relaxation). Two rows: coordinate ascent, each step the
+    exact maximum along one multiplier (``_ascend``), ``rounds`` times — a valid bound, at most the LP's.
+    """
     if any(ks.lightest(k).sum() > cap for k, cap in enumerate(ks.capacities)):
         return np.inf, [0.0] * len(ks.weights)
     lam = [0.0] * len(ks.weights)
-
-    def dual(lam):
-        s = ks.scores(lam)
-        j = s.argmin(axis=1)
-        return s[np.arange(len(j)), j].sum() - sum(l * c for l, c in zip(lam, ks.capacities)), j
-
-    best = dual(lam)[0]
     for _ in range(rounds if len(lam) > 1 else 1):
+        before = list(lam)
         for k, cap in enumerate(ks.capacities):
-            def slope(x):
-                trial = lam[:k] + [x] + lam[k + 1:]
-                value, j = dual(trial)
-                return value, ks.weights[k][np.arange(len(j)), j].sum() - cap
-            lo, hi = 0.0, max(lam[k], 1.0)
-            value, g = slope(lo)
-            if g <= 0:
-                lam[k] = 0.0
-                best = max(best, value)
-                continue
-            while slope(hi)[1] > 0 and hi < 1e300:
-                lo, hi = hi, hi * 4.0
-            top, top_x = -np.inf, hi
-            for _ in range(64):
-                mid = 0.5 * (lo + hi)
-                value, g = slope(mid)
-                if value > top:
-                    top, top_x = value, mid
-                lo, hi = (mid, hi) if g > 0 else (lo, mid)
-            value = slope(hi)[0]
-            if value > top:
-                top, top_x = value, hi
-            lam[k] = top_x
-            best = max(best, top)
-    return best, lam
+            rest = ks.cost + sum(l * w for q, (l, w) in enumerate(zip(lam, ks.weights)) if q != k)
+            lam[k] = _ascend(np.where(ks.allowed, rest, np.inf), ks.weights[k], cap)
+        if lam == before:
+            break
+    return float(ks.scores(lam).min(axis=1).sum() - sum(l * c for l, c in zip(lam, ks.capacities))), lam
+
+
+def _ascend(a: np.ndarray, b: np.ndarray, cap: float) -> float:
+    """argmax over x ≥ 0 of Σ_i min_j (a[i, j] + x·b[i, j]) − x·cap (a = +inf where not allowed; b ≥ 0).
+
+    The function is concave and piecewise linear: its slope is Σ_i b[i, j_i(x)] − cap with j_i(x) the row's
+    argmin, which only falls as x passes the breakpoints of each row's lower envelope of lines. The maximum is
+    at x = 0 or at the breakpoint where the slope turns ≤ 0 (exact). The envelopes are walked for the rows
+    still moving only.
+    """
+    j = np.where(a == a.min(axis=1, keepdims=True), b, np.inf).argmin(axis=1)    # argmin at x = 0+
+    rows = np.arange(len(a))
+    slope = b[rows, j].sum() - cap
+    if slope <= 0:
+        return 0.0
+    at, drop = [], []
+    while len(rows):
+        A, B = a[rows], b[rows]
+        bc = B[np.arange(len(rows)), j][:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cross = np.where((B < bc) & np.isfinite(A), (A - A[np.arange(len(rows)), j][:, None]) / (bc - B), np.inf)
+        x = cross.min(axis=1)
+        nxt = np.where(cross == x[:, None], B, np.inf).argmin(axis=1)   # ties: the lightest line wins after
+        moved = np.isfinite(x)
+        at.append(x[moved])
+        drop.append((B[np.arange(len(rows)), nxt] - bc[:, 0])[moved])
+        rows, j = rows[moved], nxt[moved]
+    at, drop = np.concatenate(at), np.concatenate(drop)
+    order = np.argsort(at, kind="stable")
+    turned = np.flatnonzero(slope + np.cumsum(drop[order]) <= 0)
+    return float(at[order][turned[0]]) if len(turned) else 0.0
 
 
 def greedy(ks: Knapsack, lam) -> np.ndarray | None:
-    """A feasible plan (choices [L]) or None: Lagrangian argmin, repaired, then improved switch by switch."""
+    """A feasible plan (choices [L]) or None: Lagrangian argmin, repaired, then improved switch by switch
+    (under a running constraint: ``_prefix_greedy``)."""
+    if ks.prefix is not None:
+        return _prefix_greedy(ks, lam)
     rows = np.arange(ks.cost.shape[0])
     choices = ks.scores(lam).argmin(axis=1)
     caps = np.array(ks.capacities)
@@ -152,121 +203,402 @@ def greedy(ks: Knapsack, lam) -> np.ndarray | None:
     return choices if ks.fits(choices) else None
 
 
-def solve(ks: Knapsack, upper: float = np.inf) -> tuple[float, np.ndarray] | None:
-    """Least Σ cost over plans within the capacities, if below ``upper`` (+ slack): (value, choices) or None.
+def _prefix_greedy(ks: Knapsack, lam) -> np.ndarray | None:
+    """A plan meeting the running constraint, or None: row by row in order, the option of least Lagrangian
+    score among those that meet the row's running constraint and leave weight 0 so far at most ``room`` — the
+    most from which the later rows can still meet theirs and capacity 0 (exact, backwards: room after row i =
+    max over row i+1's options of min(prefix_capacity − weight − prefix, room after row i+1 − weight)) — and
+    leave the other capacities room for the rest's lightest options (so it fails only on those)."""
+    score, W, P = ks.scores(lam), np.stack(ks.weights), ks.prefix_capacity
+    room = np.empty(len(score))
+    room[-1] = ks.capacities[0]
+    for i in range(len(score) - 1, 0, -1):
+        reach = np.minimum(P - ks.weights[0][i] - ks.prefix[i], room[i] - ks.weights[0][i])
+        room[i - 1] = np.where(ks.allowed[i], reach, -np.inf).max()
+    rest = _after(np.where(ks.allowed, W, np.inf).min(axis=2))         # [m, L]
+    caps, used, choices = np.array(ks.capacities)[:, None], np.zeros((len(W), 1)), []
+    for i in range(len(score)):
+        new = used + W[:, i]                                             # [m, K]
+        ok = ks.allowed[i] & (new[0] + ks.prefix[i] <= P) & (new[0] <= room[i])
+        ok &= (new + rest[:, i:i + 1] <= caps).all(axis=0)
+        if not ok.any():
+            return None
+        choices.append(int(np.argmin(np.where(ok, score[i], np.inf))))
+        used = new[:, choices[-1]:choices[-1] + 1]
+    return np.array(choices)
+
+
+def solve(ks: Knapsack, upper: float = np.inf, enough: float = -np.inf) -> tuple[float, np.ndarray] | None:
+    """Least Σ cost over plans within the capacities (and the running constraint), if below ``upper`` (+ slack):
+    (value, choices [L]) or None. With ``enough``, any plan of cost ≤ enough found on the way is returned at
+    once (a feasibility question: is there a plan that cheap?).
 
     Raises SearchTooLarge when the core search would hold more partial plans than its memory guard (it
     never returns a plan it has not proven optimal).
     """
-    bound, lam = lagrangian(ks)
-    if not bound <= upper + REL * abs(upper):
+    dual = _Dual.of(ks)
+    if not (np.isfinite(dual.bound) and dual.bound <= upper + _slack(upper)):
         return None
-    incumbent = greedy(ks, lam)
-    if incumbent is not None:
-        upper = min(upper, ks.value(incumbent))
-    scores = ks.scores(lam)
-    best = scores.min(axis=1)
-
-    def core(upper):
-        slack = REL * max(1.0, abs(upper)) if np.isfinite(upper) else np.inf
-        return ks.allowed & (bound + scores - best[:, None] <= upper + slack), slack  # reduced-cost fixing
-
-    keep, slack = core(upper)
-    if not keep.any(axis=1).all():
-        return None
-    if (keep.sum(axis=1) > 1).sum() > 16:   # a beam search first: a near-optimal plan tightens the fixing
-        found = _dp(ks, keep, upper, slack, lam, best, beam=BEAM)
-        if found is not None and found[0] < upper:
-            upper = found[0]
-            keep, slack = core(upper)
-    return _dp(ks, keep, upper, slack, lam, best)
+    floor = dual.bound
+    if len(ks.weights) > 1 and dual.lam[1] == 0:    # row 1 does not bind the bound: first solve without it
+        found = solve(dataclasses.replace(ks, weights=ks.weights[:1], capacities=ks.capacities[:1]), upper)
+        if found is None or ks.fits(found[1]):
+            return found                            # the relaxation's optimum fits: optimal
+        floor = max(floor, found[0])
+    return _search(ks, dual, floor, upper, enough)
 
 
-def _dp(ks: Knapsack, keep, upper, slack, lam, best, beam: int | None = None):
-    """Pareto DP over the rows with more than one kept option (all rows, in order, when a prefix constraint
-    applies); see the module docstring.
+def _search(ks: Knapsack, dual: "_Dual", floor: float, upper: float, enough: float):
+    """``solve`` after its bounds: a first plan, then ``_dp`` at deepening cuts above ``floor`` (a lower
+    bound) — see the module docstring."""
+    best = _first_plan(ks, dual, upper)
+    if best is not None and best[0] <= enough:
+        return best
+    upper = upper if best is None else best[0]
+    budget, last = _BUDGET, (floor, 1)
+    cut = upper if np.isfinite(upper) else floor + dual.first_step(ks)    # the whole gap first, on a budget
+    while True:
+        run = _dp(ks, dual, min(cut, upper), upper, budget)
+        if run.found is not None:
+            best, upper = run.found, run.found[0]
+            if upper <= enough:
+                return best
+        if run.held is None:    # over budget: a larger budget, and the whole (narrower) gap or a closer cut
+            narrowed = run.found is not None and upper - floor < (cut - floor) / 4
+            cut = upper if narrowed else floor + (min(cut, upper) - floor) / (64 if last[1] == 1 else 4)
+            budget *= 4
+            continue
+        if run.dropped == 0 or upper <= cut + _slack(cut):
+            return best
+        floor = max(floor, min(run.near[0], upper))     # no plan ≤ cut: none costs less than what was dropped
+        cut, last = _next_cut(run, cut, last, upper), (cut, run.held)
+        budget = max(budget, 16 * run.held)
 
-    With ``beam``, only the ``beam`` partial plans of least bound survive each row: a heuristic (an upper
-    bound), never the final answer.
+
+def _first_plan(ks: Knapsack, dual: "_Dual", upper: float) -> tuple[float, np.ndarray] | None:
+    """A first plan below ``upper``, or None: ``greedy``; under a running constraint (where the greedy knows
+    less) a beam search first — the ``_BEAM`` states of least bound per row of ``_dp``."""
+    found = _dp(ks, dual, upper, upper, beam=_BEAM).found if ks.prefix is not None else None
+    if found is None and (plan := greedy(ks, dual.lam)) is not None:
+        found = (ks.value(plan), plan)
+    return found if found is not None and found[0] < upper else None
+
+
+def _next_cut(run: "_Run", cut: float, last, upper: float) -> float:
+    """The cut after one that found no plan. ``upper`` when it dropped few states for their bound (a quarter
+    of those it kept: ties, not costs, decide the work); else the least cut that lets back in twice as many of
+    the states and options dropped for their bound as were kept, but not so far beyond ``cut`` that the partial
+    plans kept, which grow about exponentially with the cut, would grow more than 8-fold at the rate seen since
+    the cut before (``last`` = (cut, held); at first the bound, with one state)."""
+    if run.dropped <= run.held // 4:
+        return upper
+    grown = max(_GROWN, 2 * run.held)
+    nxt = run.near[grown - 1] if len(run.near) >= grown else upper
+    if cut > last[0] and run.held > max(last[1], 1):
+        nxt = min(nxt, cut + np.log(8) * (cut - last[0]) / np.log(run.held / max(last[1], 1)))
+    return nxt
+
+
+@dataclass
+class _Dual:
+    """The Lagrangian bound, its multipliers, each row's least score and each option's reduced cost ([L, K])."""
+
+    bound: float
+    lam: np.ndarray
+    least: np.ndarray
+    reduced: np.ndarray
+
+    @classmethod
+    def of(cls, ks: Knapsack) -> "_Dual":
+        """The Lagrangian of ``ks`` — under a running constraint, of its relaxation ``_merged_tail``, whose
+        bound also holds for ``ks``; a tail row's option then gets the least reduced cost of a combination
+        holding it."""
+        if ks.prefix is None:
+            bound, lam = lagrangian(ks)
+        else:
+            relaxed, rows, combos = _merged_tail(ks)
+            bound, lam = lagrangian(relaxed)
+        scores = ks.scores(lam)
+        least = scores.min(axis=1)
+        reduced = scores - least[:, None]
+        if ks.prefix is not None:
+            merged = relaxed.scores(lam)[-1, :len(combos)]
+            merged -= merged.min()
+            for q, i in enumerate(rows):
+                for j in np.flatnonzero(ks.allowed[i]):
+                    reduced[i, j] = merged[combos[:, q] == j].min()
+        return cls(bound, np.array(lam), least, reduced)
+
+    def first_step(self, ks: Knapsack) -> float:
+        """The first cut's distance above the bound without a plan in hand: the least positive reduced cost,
+        or a millionth of the bound when that is larger."""
+        positive = self.reduced[ks.allowed & (self.reduced > 0)]
+        return max(1e-6 * abs(self.bound), positive.min() if positive.size else 0.0) or 1.0
+
+
+def _merged_tail(ks: Knapsack) -> tuple[Knapsack, np.ndarray, np.ndarray]:
+    """(relaxed, rows, combos): a knapsack without the running constraint whose plans include every plan of
+    ``ks``. Its last row stands for the last r rows of ``ks`` (``rows``; their allowed combinations ``combos``
+    [M, r], M ≤ _MERGED): a combination weighs Σ weight_0 + the excess E it raises above prefix_capacity −
+    capacity_0 (E = max over its rows of prefix − Σ weight_0 of the rows after it), which the running
+    constraints of those rows add to the total (Σ weight_0 + E ≤ prefix_capacity). The last layers' backward
+    meets every stored byte: this is what the plain knapsack misses."""
+    L, K = ks.cost.shape
+    r = max(1, min(L, int(np.log(_MERGED) // np.log(max(K, 2)))))
+    rows = np.arange(L - r, L)
+    combos = np.array(list(itertools.product(*[np.flatnonzero(ks.allowed[i]) for i in rows])))   # [M, r]
+    held = ks.weights[0][rows, combos]
+    later = np.cumsum(held[:, ::-1], axis=1)[:, ::-1] - held
+    excess = np.maximum((ks.prefix[rows, combos] - later).max(axis=1) - (ks.prefix_capacity - ks.capacities[0]), 0)
+    width = max(K, len(combos))
+    pad = lambda head, last: np.vstack((np.pad(head[:L - r], ((0, 0), (0, width - K))),
+                                        np.pad(last, (0, width - len(combos)))[None]))
+    relaxed = Knapsack(pad(ks.cost, ks.cost[rows, combos].sum(axis=1)),
+                       [pad(ks.weights[0], held.sum(axis=1) + excess)]
+                       + [pad(w, w[rows, combos].sum(axis=1)) for w in ks.weights[1:]],
+                       ks.capacities, pad(ks.allowed, np.ones(len(combos), dtype=bool)))
+    return relaxed, rows, combos
+
+
+@dataclass
+class _Walk:
+    """The visiting order of ``_dp`` and what it needs per core row k (a row with more than one kept option).
+
+    Order: without a running constraint, the fixed rows (one kept option: folded) then the core rows,
+    clear-cut ones first. With one, the rows are visited backwards from the last, carrying the *excess*
+    E = max over the rows seen of (prefix − Σ weight_0 of the rows after it), started at prefix_capacity −
+    capacity_0: every running constraint holds iff Σ weight_0 + E ≤ prefix_capacity at the end. Once every
+    earlier row is sure to add nothing to E (its largest prefix minus the least weight the rows after it can
+    hold is below the start), those earlier rows — the ``head`` — are visited like the unconstrained case.
+
+    Per core row k: the fixed rows' sums since the previous core row (``block_*``, one entry more than the core
+    rows), whether the row can raise E (``tracked``), and over the rows after it in the visiting order: Σ least
+    score, lightest / heaviest / base weights ([m, n]), base cost, and the excess their base options would add
+    (``base_excess``, relative to the weight-0 held before them).
     """
-    L, m = ks.cost.shape[0], len(ks.weights)
-    choices = np.argmax(keep, axis=1)                      # the single option of fixed rows
-    single = keep.sum(axis=1) == 1
+
+    core: np.ndarray            # [n] row indices in visiting order
+    options: list               # per core row, its kept options
+    moves: list                 # per core row, their weights [m (+1: E, 0), J]
+    base: np.ndarray            # [L] the option of least reduced cost (then least weight 0) per row
+    block_cost: np.ndarray      # [n + 1]
+    block_weight: np.ndarray    # [m, n + 1]
+    block_excess: np.ndarray    # [n + 1]
+    tracked: np.ndarray         # [n] bool
+    best_rest: np.ndarray
+    light_rest: np.ndarray
+    heavy_rest: np.ndarray
+    base_rest: np.ndarray
+    base_cost_rest: np.ndarray
+    base_excess: np.ndarray
+
+    @classmethod
+    def of(cls, ks: Knapsack, dual: _Dual, keep) -> "_Walk":
+        L = len(keep)
+        base = np.where(keep & (dual.reduced == 0), ks.weights[0], np.inf).argmin(axis=1)
+        order, tail = _visiting_order(ks, dual, keep)
+        multi = keep.sum(axis=1) > 1
+        at = np.flatnonzero(multi[order])                   # positions of the core rows in ``order``
+        rows, fixed = np.arange(L), ~multi[order]
+        W = np.stack(ks.weights)[:, order]                  # [m, L, K] in visiting order
+        kept = keep[order]
+        base_w, base_c = W[:, rows, base[order]], ks.cost[order, base[order]]
+        after = lambda v: _after(v)[..., at]
+        held = np.cumsum(np.where(fixed, np.vstack((base_c, base_w)), 0.0), axis=1)
+        blocks = np.diff(np.concatenate((np.zeros((len(held), 1)), held[:, at], held[:, -1:]), axis=1), axis=1)
+        block_excess, base_excess = _excesses(ks, order, tail, base, base_w[0], at, fixed)
+        options = [np.flatnonzero(keep[i]) for i in order[at]]
+        stacked = np.concatenate((np.stack(ks.weights), np.zeros((int(ks.prefix is not None), L, keep.shape[1]))))
+        return cls(order[at], options, [stacked[:, i, js] for i, js in zip(order[at], options)], base,
+                   blocks[0], blocks[1:], block_excess, tail[order][at], after(dual.least[order]),
+                   after(np.where(kept, W, np.inf).min(axis=2)), after(np.where(kept, W, -np.inf).max(axis=2)),
+                   after(base_w), after(base_c), base_excess)
+
+
+def _visiting_order(ks: Knapsack, dual: _Dual, keep) -> tuple[np.ndarray, np.ndarray]:
+    """(order [L], tail [L] bool): the tail rows (``_tail``) from the last backwards, then the others — fixed
+    rows first, then the core rows clear-cut first (largest second-least reduced cost), close calls last, among
+    ties the widest first (the window bound then closes on them soonest)."""
+    tail = _tail(ks, keep)
+    head = np.flatnonzero(~tail)
+    multi = keep.sum(axis=1) > 1
+    core = head[multi[head]]
+    second = np.sort(np.where(keep, dual.reduced, np.inf)[core], axis=1)[:, 1] if len(core) else core
+    order = np.concatenate((np.flatnonzero(tail)[::-1], head[~multi[head]],
+                            core[np.lexsort((-_spread(ks, keep)[core], -second))]))
+    return order, tail
+
+
+def _excesses(ks: Knapsack, order, tail, base, base_w0, at, fixed) -> tuple[np.ndarray, np.ndarray]:
+    """(block [n + 1], rest [n]) under a running constraint (else −inf): the excess E the fixed rows of each
+    block raise, relative to the weight-0 held when the block starts, and the excess the rest's base options
+    raise after each core row, relative to the weight-0 held after it (E of a row = its prefix − Σ weight_0 of
+    the rows after it in layer order, i.e. before it in the visiting order)."""
+    L = len(order)
+    rise = np.full(L, -np.inf)                              # each tail row's base prefix − weight-0 seen before it
     if ks.prefix is not None:
-        rows = np.arange(L)                                 # the running constraint needs layer order
-    else:                                                   # else: clear-cut rows first, close calls last
-        rows = np.flatnonzero(~single)
-        if len(rows):
-            scores = np.sort(np.where(keep, ks.scores(lam), np.inf)[rows], axis=1)
-            rows = rows[np.argsort(scores[:, 0] - scores[:, 1], kind="stable")]
-    folded = np.setdiff1d(np.arange(L), rows)               # fixed rows summed up front
-    base = ks.cost[folded, choices[folded]].sum()
-    caps = [c - w[folded, choices[folded]].sum() for c, w in zip(ks.capacities, ks.weights)]
-    if any(c < 0 for c in caps):
-        return None
-    tail = lambda v: np.concatenate((np.cumsum(v[rows][::-1])[::-1][1:], [0.0]))  # Σ over later rows
-    light_rest = [tail(np.where(keep, w, np.inf).min(axis=1)) for w in ks.weights]
-    offset = base + tail(best) - sum(l * c for l, c in zip(lam, caps))
-    room = _prefix_room(ks, keep) if ks.prefix is not None else None
-    W = [np.zeros(1) for _ in range(m)]
-    C = np.zeros(1)
-    trail, held = [], 0
-    for k, i in enumerate(rows):
-        js = np.flatnonzero(keep[i])
-        nW = [(w[:, None] + ks.weights[q][i, js][None, :]).ravel() for q, w in enumerate(W)]
-        nC = (C[:, None] + ks.cost[i, js][None, :]).ravel()
-        option = np.tile(js, len(C))
-        ok = nC + sum(l * w for l, w in zip(lam, nW)) + offset[k] <= upper + slack
-        for q in range(m):
-            ok &= nW[q] + light_rest[q][k] <= caps[q]
-        if ks.prefix is not None:   # this row's running constraint, and what every later row will need
-            ok &= (nW[0] + ks.prefix[i, option] <= ks.prefix_capacity) & (nW[0] <= room[k])
-        parent = np.repeat(np.arange(len(C)), len(js))[ok]
-        option = option[ok]
-        nW, nC = [w[ok] for w in nW], nC[ok]
-        if len(nC) == 0:
-            return None
-        sel = _pareto(nW, nC) if len(js) > 1 else np.arange(len(nC))  # a shift keeps the Pareto set
+        seen = np.concatenate(([0.0], np.cumsum(base_w0)[:-1]))
+        rise = np.where(tail[order], ks.prefix[order, base[order]] - seen, -np.inf)
+    block = np.full(len(at) + 1, -np.inf)
+    np.maximum.at(block, np.searchsorted(at, np.arange(L)[fixed]), rise[fixed])
+    start = np.concatenate(([0.0], np.cumsum(base_w0)[at]))          # weight-0 seen when each block starts
+    later = np.concatenate((np.maximum.accumulate(rise[::-1])[::-1][1:], [-np.inf]))
+    return block + start, later[at] + start[1:]
+
+
+def _tail(ks: Knapsack, keep) -> np.ndarray:
+    """[L] bool: the rows whose excess ``_dp`` tracks — all from the first row that might raise it (its largest
+    kept prefix, less the least weight-0 the rows after it hold, above prefix_capacity − capacity_0)."""
+    L = len(keep)
+    if ks.prefix is None:
+        return np.zeros(L, dtype=bool)
+    light_after = _after(np.where(keep, ks.weights[0], np.inf).min(axis=1))
+    rises = np.where(keep, ks.prefix, -np.inf).max(axis=1) - light_after > ks.prefix_capacity - ks.capacities[0]
+    return np.arange(L) >= (np.argmax(rises) if rises.any() else L)
+
+
+def _spread(ks: Knapsack, keep) -> np.ndarray:
+    """Per row, how far its kept options' weights range, relative to the capacities ([L])."""
+    return sum((np.where(keep, w, -np.inf).max(axis=1) - np.where(keep, w, np.inf).min(axis=1)) / max(cap, 1.0)
+               for w, cap in zip(ks.weights, ks.capacities))
+
+
+def _after(v: np.ndarray) -> np.ndarray:
+    """Σ of v over the positions after each position (along the last axis)."""
+    total = np.cumsum(v[..., ::-1], axis=-1)[..., ::-1]
+    return np.concatenate((total[..., 1:], np.zeros(v.shape[:-1] + (1,))), axis=-1)
+
+
+def _dp(ks: Knapsack, dual: _Dual, cut: float, upper: float, budget: float = np.inf, beam: int | None = None):
+    """The best plan of cost ≤ cut (and < upper), if any, by the core DP of the module docstring.
+
+    A state is a column of X ([m (+1: the excess E under a running constraint), n]) and its cost C [n].
+    Returns a _Run: ``found`` = (value, choices) | None; ``held`` = partial plans kept in all, or None when
+    they outgrew ``budget`` (the search stopped early: the plan found, if any, is only a better incumbent);
+    ``dropped`` = states and options dropped for their bound (0: every plan below ``upper`` was seen);
+    ``near`` = the least of their bounds. With ``beam``, only the ``beam`` states of least bound survive each
+    row: a heuristic (held is None).
+    """
+    slack = _slack(min(cut, upper))
+    keep = ks.allowed & (dual.bound + dual.reduced <= min(cut + slack, upper - slack))
+    dropped = int((keep != ks.allowed).sum())
+    near = _Lowest(dual.bound + dual.reduced[ks.allowed & ~keep])
+    if not keep.any(axis=1).all():
+        return _Run(None, 0, dropped, near.values)
+    walk = _Walk.of(ks, dual, keep)
+    found = (upper, None)                                   # (value, where) of the best plan below upper
+    if ks.fits(walk.base) and ks.value(walk.base) < upper:
+        found = (ks.value(walk.base), None)
+    X, C = walk.block_weight[:, :1], walk.block_cost[:1]   # states: X [m (+1: E), n], C [n]
+    if ks.prefix is not None:
+        X = np.vstack((X, [[max(ks.prefix_capacity - ks.capacities[0], walk.block_excess[0])]]))
+    trail, held, over = [], 0, False
+    for k, (i, js) in enumerate(zip(walk.core, walk.options)):
+        nX, nC, free = _branch(ks, walk, X, C, k)
+        fit = (free >= walk.light_rest[:, k:k + 1]).all(axis=0)
+        lower = nC + walk.best_rest[k] - dual.lam @ np.minimum(free, walk.heavy_rest[:, k:k + 1])
+        ok = fit & (lower <= min(cut + slack, found[0] - slack))
+        idx = np.flatnonzero(ok)
+        if (fits := int(np.count_nonzero(fit))) > len(idx):
+            dropped += fits - len(idx)
+            near.add(lower[fit & ~ok])
+        if len(idx) == 0:
+            break
+        sel = idx[_pareto(nX[:, idx], nC[idx])]
         if beam is not None and len(sel) > beam:
-            score = nC[sel] + sum(l * w[sel] for l, w in zip(lam, nW))
-            sel = sel[np.argpartition(score, beam)[:beam]]
-        held += len(sel) if len(js) > 1 else 0
+            sel = sel[np.argpartition(lower[sel], beam)[:beam]]
+        X, C = nX[:, sel], nC[sel]
+        trail.append((sel // len(js), js[sel % len(js)]))
+        held += len(sel)
         if len(sel) > MAX_STATES or held > 20 * MAX_STATES:
-            raise SearchTooLarge(f"the exact search holds {held} partial plans after {k + 1} of {len(rows)} "
-                                 "layers (a binding host limit on many distinct layers)")
-        W, C = [w[sel] for w in nW], nC[sel]
-        trail.append((parent[sel], option[sel]))
-    at = int(np.lexsort((W[0], C))[0])
-    value = float(base + C[at])
-    if value > upper + slack:
-        return None
-    for k in range(len(rows) - 1, -1, -1):
-        parent, option = trail[k]
-        choices[rows[k]] = option[at]
-        at = parent[at]
-    return value, choices
+            raise SearchTooLarge(f"the exact search holds {held} partial plans after {k + 1} of "
+                                 f"{len(walk.core)} core layers")
+        done = _completed(ks, walk, X, C, k)                # each state completed by the rest's base options
+        if done[a := int(np.argmin(done))] < found[0] - slack:
+            found = (float(done[a]), (k, a))
+        if (over := held > budget):
+            break
+    plan = (found[0], _choices(walk, trail, found[1])) if found[0] < upper else None
+    return _Run(plan, None if beam is not None or over else held, dropped, near.values)
 
 
-def _prefix_room(ks: Knapsack, keep) -> np.ndarray:
-    """room[k]: the most weight-0 a partial plan may hold after row k so that every later row i can still meet
-    its running constraint — Σ of the lightest kept weight of the rows between, plus row i's least
-    weight + prefix, ≤ prefix_capacity (a necessary condition; [L] floats, +inf after the last row)."""
-    w0 = np.where(keep, ks.weights[0], np.inf)
-    need = np.where(keep, ks.weights[0] + ks.prefix, np.inf).min(axis=1)
-    light = w0.min(axis=1)
-    room = np.full(len(need), np.inf)
-    for k in range(len(need) - 2, -1, -1):
-        room[k] = min(ks.prefix_capacity - need[k + 1], room[k + 1] - light[k + 1])
-    return room
+def _branch(ks: Knapsack, walk: _Walk, X, C, k):
+    """States X [r, n], C [n] before core row k -> after it: (X [r, n·J], C [n·J], capacity left per weight
+    row [m, n·J]; row 0's less the excess E under a running constraint). First the fixed rows since the last
+    core row (their sums, and under a running constraint the excess they raise), then each kept option."""
+    i, js, m = walk.core[k], walk.options[k], len(ks.weights)
+    prefix = ks.prefix is not None
+    if k:
+        X = X.copy()
+        if prefix:
+            X[m] = np.maximum(X[m], walk.block_excess[k] - X[0])
+        X[:m] += walk.block_weight[:, k:k + 1]
+        C = C + walk.block_cost[k]
+    nX = X[:, :, None] + walk.moves[k][:, None, :]          # [r, n, J]
+    if prefix and walk.tracked[k]:
+        nX[m] = np.maximum(nX[m], ks.prefix[i, js] - X[0][:, None])
+    nX = nX.reshape(len(X), -1)
+    free = np.array(ks.capacities)[:, None] - nX[:m]
+    if prefix:
+        free[0] = ks.prefix_capacity - nX[m] - nX[0]
+    return nX, (C[:, None] + ks.cost[i, js]).ravel(), free
+
+
+def _completed(ks: Knapsack, walk: _Walk, X, C, k) -> np.ndarray:
+    """Per state after core row k, the cost of its plan completed by the rest's base options, +inf where
+    that plan does not fit ([n])."""
+    m = len(ks.weights)
+    fine = (X[:m] + walk.base_rest[:, k:k + 1] <= np.array(ks.capacities)[:, None]).all(axis=0)
+    if ks.prefix is not None:
+        fine &= X[0] + walk.base_rest[0, k] + np.maximum(X[m], walk.base_excess[k] - X[0]) <= ks.prefix_capacity
+    return np.where(fine, C + walk.base_cost_rest[k], np.inf)
+
+
+class _Run(NamedTuple):
+    found: tuple[float, np.ndarray] | None
+    held: int | None
+    dropped: int
+    near: np.ndarray    # the least bounds of what was dropped for its bound, ascending: no plan not found costs less
+
+
+class _Lowest:
+    """The ``_SAMPLE`` least of the values added (``values``: ascending)."""
+
+    def __init__(self, values):
+        self.parts, self.size = [np.asarray(values, dtype=float)], len(values)
+
+    def add(self, values):
+        self.parts.append(values)
+        self.size += len(values)
+        if self.size > 4 * _SAMPLE:
+            self.parts = [self.values]
+            self.size = len(self.parts[0])
+
+    @property
+    def values(self) -> np.ndarray:
+        joined = np.concatenate(self.parts)
+        return np.sort(joined if len(joined) <= _SAMPLE else np.partition(joined, _SAMPLE - 1)[:_SAMPLE])
+
+
+def _choices(walk: _Walk, trail, at) -> np.ndarray:
+    """The plan of state ``at`` = (core step, state index) completed by base options; None = all base."""
+    choices = walk.base.copy()
+    if at is not None:
+        k, a = at
+        for step in range(k, -1, -1):
+            parent, option = trail[step]
+            choices[walk.core[step]] = option[a]
+            a = parent[a]
+    return choices
 
 
 def _pareto(W, C):
-    """Indices of states (weights W[0] [, W[1]], cost C) to keep; only dominated states are dropped.
+    """Indices of states (weights W [m, n], cost C [n]) to keep; only dominated states are dropped.
 
     One weight: sort by (W0, C) and keep each state cheaper than all before it — the exact Pareto set.
-    Two weights: sort by (W0, C); a state is dropped when an earlier state has a smaller W1 bin (W1 cut at
-    its quantiles) and no more cost, or when the cheapest earlier state has no more W1 and no more cost —
-    a sound partial filter (each rule drops a state only for another with no more of anything).
+    More: sort by (W0, W1, …, C), keep the cheapest of equal weights, and drop a state when the cheapest state
+    before it has no more of any weight and no more cost — a sound partial filter (a state is dropped only for
+    another with no more of anything; the exact front would keep a few per cent fewer, at a higher cost).
     """
     if len(W) == 1:   # the states arrive as a few runs sorted by W0: a stable sort merges them fast
         order = np.argsort(W[0], kind="stable")
@@ -274,18 +606,12 @@ def _pareto(W, C):
         keep = Cs < np.minimum.accumulate(np.concatenate(([np.inf], Cs[:-1])))
         idx, Sk = order[keep], Ss[keep]
         return idx[~np.concatenate((Sk[1:] == Sk[:-1], [False]))]   # equal W0: the later one is cheaper
-    order = np.lexsort((C, W[0]))
-    Cs = C[order]
-    prev_min = np.minimum.accumulate(np.concatenate(([np.inf], Cs[:-1])))
-    Xs = W[1][order]
+    order = np.lexsort((C, *W[::-1]))
+    Ws = W[:, order]
+    order = order[np.concatenate(([True], (Ws[:, 1:] != Ws[:, :-1]).any(axis=0)))]
+    Cs, Xs = C[order], W[1:, order]
     pos = np.arange(len(Cs))
+    prev_min = np.minimum.accumulate(np.concatenate(([np.inf], Cs[:-1])))
     newest = np.maximum.accumulate(np.where(Cs < prev_min, pos, 0))     # argmin of C over [0, p]
     prev = np.concatenate(([0], newest[:-1]))                             # argmin of C over [0, p)
-    dominated = (pos > 0) & (Cs >= Cs[prev]) & (Xs >= Xs[prev])
-    cuts = np.unique(np.quantile(Xs, np.linspace(0, 1, _BINS + 1)[1:-1]))
-    binned = np.searchsorted(cuts, Xs, side="left")                       # Xs ≤ cuts[b] ⇔ bin ≤ b
-    for b in range(1, len(cuts) + 1):
-        lower = np.where(binned < b, Cs, np.inf)                          # W1 ≤ cuts[b-1] < W1 of bin b
-        before = np.minimum.accumulate(np.concatenate(([np.inf], lower[:-1])))
-        dominated |= (binned == b) & (before <= Cs)
-    return order[~dominated]
+    return order[~((pos > 0) & (Cs >= Cs[prev]) & (Xs >= Xs[:, prev]).all(axis=0))]

@@ -1,36 +1,46 @@
 """Exact planner: the per-layer policy of least predicted step time whose peak fits the budget.
 
     minimize   Σ_i time[i, c_i]
-    subject to fixed + Σ_i stored[i, c_i] + max_i transient[i, c_i] ≤ budget        (device)
+    subject to peak(c) ≤ budget                                                   (device)
                Σ_i offload[i, c_i] ≤ host_limit                                   (host)
 
-is a multiple-choice knapsack (MCKP) with a max term. The algorithm, exact for real-valued times and
-integer bytes:
+with peak(c) from ``problem``'s memory model. The algorithm is exact for any non-negative times and integer
+bytes (it uses no structure of the times):
 
-1. **Branch and bound over the transient cap T** (the distinct transient values T_0 < T_1 < …). For a cap,
-   the rest is an MCKP: options with transient ≤ T, capacity budget − fixed − T (a plan whose real max
-   transient is below T is only better off). An interval of caps [T_a, T_b] is bounded below by the relaxation
-   "options with transient ≤ T_b, capacity budget − fixed − T_a"; intervals are split best-bound first and
-   dropped once their bound reaches the best plan found.
-2. **Exact MCKP per cap** (``remat.planner.mckp``): a Lagrangian bound, a greedy plan, reduced-cost fixing
-   to a small core, and a Pareto dynamic program over the core — (stored, time), or (stored, host, time)
-   when the host limit can bind — pruned by the bound. Identical layers reach identical states, so a
-   homogeneous model costs no more than a few distinct layers, and degenerate instances (every layer
-   trading recompute FLOPs for bytes at the same rate, as selective recompute does) stay cheap.
+1. **Max model** (several micro-batches in flight): peak = fixed + Σ_i stored + max(floor, max_i transient), a
+   multiple-choice knapsack (MCKP) with a max term. Branch and bound over the transient cap T (the distinct
+   transient values T_0 < T_1 < …): for a cap, the rest is an MCKP — options with transient ≤ T, capacity
+   budget − fixed − T (a plan whose real max transient is below T is only better off). An interval of caps
+   [T_a, T_b] is bounded below by the Lagrangian of "options with transient ≤ T_b, capacity budget − fixed −
+   T_a"; intervals are split best-bound first and dropped once their bound reaches the best plan found.
+2. **Prefix model** (one micro-batch in flight, ``Problem.prefix``): no max term but the running constraints
+   Σ_{k≤i} stored_k + transient_i ≤ budget − fixed, one MCKP with a running constraint.
+3. **Exact MCKP** (``remat.planner.mckp``, whose docstring has the details): a Lagrangian bound — under a
+   running constraint over a relaxation whose last row merges the last layers, their transient counted
+   (the last layers' backward meets every stored byte: what the plain knapsack misses) — a first plan, then a
+   dynamic program over the core (reduced-cost fixing) at deepening cuts above the bound, which keeps
+   Pareto-optimal partial plans (stored, [host,] cost) and drops those whose completion bound exceeds the cut;
+   under a running constraint it visits the last layers first, carrying the excess their transients add.
+   When the host row does not bind the bound, the problem is first solved without it: an optimum within the
+   host limit is optimal.
+4. **Memory guard**: the dynamic program holds at most ``mckp.MAX_STATES`` partial plans per layer; past it,
+   the same problem goes to HiGHS as a mixed-integer program (``_milp``, relative gap 0), so ``solve`` returns a
+   proven-optimal plan or raises InfeasibleError; ``mckp.SearchTooLarge`` reaches the caller only when HiGHS
+   cannot prove an optimum either.
 
-With the prefix memory model (one micro-batch in flight, ``Problem.prefix``) there is no max term: the
-running constraints Σ_{k≤i} stored_k + transient_i ≤ budget − fixed are checked inside the same dynamic
-program, which then visits the layers in order; the knapsack row Σ stored + floor ≤ budget − fixed is its
-relaxation for the bounds. This path is exact too but, on many distinct layers whose options tie in cost
-per byte, it can outgrow its memory guard (``mckp.SearchTooLarge``; see benchmarks/bench_planner.py --prefix).
+``minimum_budget`` (the smallest budget that works, reported by InfeasibleError): max model — the cap search
+with Σ stored as the cost; prefix model — a bisection over multiples of the bytes' gcd whose test is an exact
+forward greedy, or with a binding host limit an MCKP probe (a plan within the room and the host limit).
 
 Ties in time are broken afterwards, layer by layer, towards the option holding fewer bytes (device + host)
 at no more time — e.g. ``none`` instead of an offload whose transfer the model calls hidden — keeping the
 plan feasible. Inside the DP, equal-time partial plans keep the one storing less.
 
 Everything is scored at the end by ``problem.evaluate`` in Python integers; sizes below 2**53 bytes are exact
-in the float64 arithmetic used here. Exactness is checked against brute force on random instances
-(tests/test_planner_solve.py); speed by benchmarks/bench_planner.py (1000 heterogeneous layers).
+in the float64 arithmetic used here. Exactness is checked against brute force and an independent dynamic
+program on random instances, many with ties, binding host limits and tiny search budgets
+(tests/test_planner_solve.py); speed by benchmarks/bench_planner.py (1000 heterogeneous layers, both memory
+models, host limit unbound and binding).
 """
 
 from __future__ import annotations
@@ -123,12 +133,20 @@ def minimum_budget(problem: Problem) -> Plan | None:
 
     Its ``peak_bytes`` is the smallest budget that works (the number an InfeasibleError reports).
     Method: max model — the cap search above with objective Σ stored (+ T) and the host row as the
-    knapsack; prefix model — a Pareto DP over the layers in order on (stored so far [, host], running peak).
+    knapsack; prefix model — ``_least_prefix_peak``; past the exact search's memory guard, ``_milp``.
     """
     arr = _Arrays.of(problem)
-    if problem.prefix:
-        found = _least_prefix_peak(problem, arr)
-        return None if found is None else evaluate(_unbounded(problem), found, optimal=True)
+    try:
+        found = _least_prefix_peak(problem, arr) if problem.prefix else _least_max_peak(problem, arr)
+    except mckp.SearchTooLarge:
+        found = _milp(problem, arr, least_peak=True)
+    return None if found is None else evaluate(_unbounded(problem), found, optimal=True)
+
+
+def _least_max_peak(problem: Problem, arr: _Arrays) -> np.ndarray | None:
+    """Choices of least max-model peak within the host limit, or None: the cap search with Σ stored (+ T) as
+    the cost; at a cap, without a binding host limit the lightest allowed option per layer, else an MCKP with
+    the host row as the knapsack."""
     floor = problem.transient_floor_bytes
     levels = np.unique(np.maximum(arr.transient[arr.present], floor))
     transient = np.maximum(arr.transient, floor)
@@ -148,42 +166,77 @@ def minimum_budget(problem: Problem) -> Plan | None:
         return None if found is None else (levels[a] + found[0], found[1])
 
     found = _over_caps(levels, lower, exact)
-    return None if found is None else evaluate(_unbounded(problem), found[1], optimal=True)
+    return None if found is None else found[1]
 
 
 def _least_prefix_peak(problem: Problem, arr: _Arrays) -> np.ndarray | None:
-    """Choices of least prefix-model peak within the host limit: DP keeping Pareto states in
-    (stored so far [, host so far]; running max of stored-so-far + transient)."""
-    L = len(problem.layers)
-    host = _host_binds(problem, arr)
-    limit = float(problem.host_limit_bytes or 0)
-    light_host = np.concatenate((np.cumsum(np.where(arr.present, arr.host, np.inf).min(axis=1)[::-1])[::-1][1:],
-                                 [0.0]))
-    P, M = np.zeros(1), np.zeros(1)
-    O = np.zeros(1)
-    trail = []
-    for i in range(L):
-        js = np.flatnonzero(arr.present[i])
-        nP = (P[:, None] + arr.stored[i, js][None, :]).ravel()
-        nO = (O[:, None] + arr.host[i, js][None, :]).ravel()
-        nM = np.maximum(np.repeat(M, len(js)), nP + np.tile(arr.transient[i, js], len(P)))
-        parent, option = np.repeat(np.arange(len(P)), len(js)), np.tile(js, len(P))
-        ok = nO + light_host[i] <= limit if host else np.ones(len(nP), dtype=bool)
-        if not ok.any():
-            return None
-        nP, nO, nM, parent, option = nP[ok], nO[ok], nM[ok], parent[ok], option[ok]
-        sel = mckp._pareto([nP, nO] if host else [nP], nM)
-        if len(sel) > mckp.MAX_STATES:
-            raise mckp.SearchTooLarge(f"the least-peak search holds {len(sel)} partial plans at layer {i}")
-        P, O, M = nP[sel], nO[sel], nM[sel]
-        trail.append((parent[sel], option[sel]))
-    at = int(np.argmin(np.maximum(P + problem.transient_floor_bytes, M)))
-    choices = np.zeros(L, dtype=int)
-    for i in range(L - 1, -1, -1):
-        parent, option = trail[i]
-        choices[i] = option[at]
-        at = parent[at]
-    return choices
+    """Choices of least prefix-model peak within the host limit, or None when no plan keeps to the limit.
+
+    Peaks above ``fixed_bytes`` are sums and maxima of the options' bytes, so multiples of their gcd g; a
+    bisection over those multiples finds the least that fits (``_least``). Whether a device room fits: without
+    a binding host limit, the forward greedy ``_PrefixGreedy`` (exact); with one, the least host bytes of a plan
+    within that room — ``mckp.solve`` with host bytes as the cost — is at most the limit.
+    """
+    floor = problem.transient_floor_bytes
+    sizes = np.concatenate((arr.stored[arr.present], arr.transient[arr.present], [floor])).astype(np.int64)
+    g = max(1, int(np.gcd.reduce(sizes)))
+    top = int(np.where(arr.present, arr.stored, 0).max(axis=1).sum()) + int(max(floor, arr.transient.max()))
+    units = lambda plan: int(-(-(_peak(problem, arr, plan) - problem.fixed_bytes) // g))
+    greedy = _PrefixGreedy(problem, arr)
+    plan = _least(lambda k: greedy(k * g), 0, -(-top // g), units)
+    if not _host_binds(problem, arr):
+        return plan
+    limit = float(problem.host_limit_bytes)
+
+    def within_host(k):     # a plan within room k·g and the host limit (host bytes as the cost), or None
+        ks = mckp.Knapsack(arr.host, [arr.stored], [k * g - floor], arr.present, prefix=arr.transient,
+                           prefix_capacity=k * g)
+        found = mckp.solve(ks, limit + 1, enough=limit)    # host bytes are integers: below limit + 1 is within
+        return None if found is None else found[1]
+
+    return _least(within_host, units(plan), -(-top // g), units)
+
+
+def _least(fits, lo: int, hi: int, size):
+    """The plan of the least k in [lo, hi] for which fits(k) (a plan or None, monotone in k) gives one, or None
+    when fits(hi) gives none: bisection, where a plan found at k of ``size`` s ≤ k moves hi down to s."""
+    best = fits(hi)
+    if best is None:
+        return None
+    hi = size(best)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        plan = fits(mid)
+        if plan is None:
+            lo = mid + 1
+        else:
+            best, hi = plan, size(plan)
+    return best
+
+
+class _PrefixGreedy:
+    """greedy(room) -> a plan whose prefix-model peak is at most fixed_bytes + room (bytes), ignoring the host
+    limit, or None when none is.
+
+    Forward greedy: each layer takes, among its options meeting its running constraint (stored so far + stored
+    + transient ≤ room), the one storing least — exact, as a plan storing less so far can follow every plan
+    storing more; at the end Σ stored + transient floor ≤ room. Plain Python over (stored, need) lists.
+    """
+
+    def __init__(self, problem: Problem, arr: _Arrays):
+        self.floor = problem.transient_floor_bytes
+        self.layers = [sorted((float(arr.stored[i, j]), float(arr.stored[i, j] + arr.transient[i, j]), j)
+                              for j in np.flatnonzero(arr.present[i])) for i in range(len(arr.present))]
+
+    def __call__(self, room: float) -> np.ndarray | None:
+        held, choices = 0.0, []
+        for options in self.layers:
+            pick = next((o for o in options if held + o[1] <= room), None)
+            if pick is None:
+                return None
+            held += pick[0]
+            choices.append(pick[2])
+        return np.array(choices) if held + self.floor <= room else None
 
 
 def _infeasible(problem: Problem) -> InfeasibleError:
@@ -206,11 +259,23 @@ def solve(problem: Problem) -> Plan:
 
     Returns a Plan (``optimal=True``) scored by ``problem.evaluate``.
     Raises InfeasibleError(msg, minimum_bytes) when no plan fits: minimum_bytes is the smallest budget that
-    works (bytes), or None when the host limit rules out every plan. Raises mckp.SearchTooLarge when the
-    exact search outgrows its memory guard.
+    works (bytes), or None when the host limit rules out every plan. Raises mckp.SearchTooLarge only when the
+    exact search outgrows its memory guard and the MILP fallback (``_milp``) cannot prove an optimum either.
     Source: the algorithm in the module docstring (exact; cross-checked against brute force).
     """
     arr = _Arrays.of(problem)
+    try:
+        found = _least_time(problem, arr)
+    except mckp.SearchTooLarge:
+        found = _milp(problem, arr)
+    if found is None:
+        raise _infeasible(problem)
+    return _tie_break(problem, arr, _plan(problem, found))
+
+
+def _least_time(problem: Problem, arr: _Arrays) -> np.ndarray | None:
+    """Choices of least step time within the budget and the host limit, or None: the prefix model as one
+    MCKP with the running constraint; the max model by the cap search (module docstring)."""
     room = float(problem.budget_bytes - problem.fixed_bytes)
     floor = float(problem.transient_floor_bytes)
     host = _host_binds(problem, arr)
@@ -223,7 +288,6 @@ def solve(problem: Problem) -> Plan:
 
     if problem.prefix:   # one knapsack; the running constraint is checked inside the DP
         found = mckp.solve(knapsack(arr.present, room - floor, prefix=arr.transient, prefix_capacity=room))
-        found = None if found is None else (found[0], found[1])
     else:                # the max model: branch and bound over the transient cap
         transient = np.maximum(arr.transient, floor)
         levels = np.unique(transient[arr.present])
@@ -235,9 +299,81 @@ def solve(problem: Problem) -> Plan:
             return mckp.solve(knapsack(arr.present & (transient <= levels[a]), room - levels[a]), upper)
 
         found = _over_caps(levels, lower, exact) if room >= levels[0] else None
-    if found is None:
-        raise _infeasible(problem)
-    return _tie_break(problem, arr, _plan(problem, found[1]))
+    return None if found is None else found[1]
+
+
+def _milp(problem: Problem, arr: _Arrays, least_peak: bool = False) -> np.ndarray | None:
+    """The fallback past the exact search's memory guard: the same problem as a mixed-integer program for
+    HiGHS (``scipy.optimize.milp``, relative gap 0), least step time within the budget or, with
+    ``least_peak``, least peak. Returns choices, or None when HiGHS proves that no plan exists.
+
+    Variables: x[i, j] ∈ {0, 1} (Σ_j x[i, j] = 1), and per memory model — prefix: the stored bytes so far S_i
+    (S_i = S_{i−1} + Σ_j stored·x, S_i + Σ_j transient·x ≤ room, S_{L−1} + floor ≤ room); max: the worst
+    transient T (transient·x ≤ T, T ≥ floor, Σ stored·x + T ≤ room); room = budget − fixed, or a variable R
+    to minimize. Raises mckp.SearchTooLarge when HiGHS stops without a proven optimum or its plan does not
+    pass the integer check of ``evaluate`` (no unproven plan is returned).
+    """
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    L, K = arr.time.shape
+    n, width = L * K, L * K + (L if problem.prefix else 1) + 1   # x, then S_0..S_{L−1} or T, then R
+    cost = np.zeros(width)
+    if least_peak:
+        cost[-1] = 1.0
+    else:
+        cost[:n] = np.where(arr.present, arr.time, 0.0).ravel()
+    lower, upper = np.zeros(width), np.full(width, np.inf)
+    upper[:n] = arr.present.ravel()
+    lower[n] = 0.0 if problem.prefix else problem.transient_floor_bytes
+    result = milp(cost, constraints=_milp_constraints(problem, arr, least_peak), bounds=Bounds(lower, upper),
+                  integrality=(np.arange(width) < n).astype(int), options={"mip_rel_gap": 0.0})
+    if result.status == 2:
+        return None
+    choices = result.x[:n].reshape(L, K).argmax(axis=1) if result.status == 0 else None
+    if choices is None or not evaluate(_unbounded(problem) if least_peak else problem, choices).feasible:
+        raise mckp.SearchTooLarge(f"the exact search outgrew its memory guard and HiGHS ended with "
+                                  f"{result.message!r}")
+    return choices
+
+
+def _milp_constraints(problem: Problem, arr: _Arrays, least_peak: bool):
+    """The rows of ``_milp``'s program (one choice per layer, the memory model, the host limit) as a sparse
+    LinearConstraint over its variables (x [L·K], S [L] or T, R)."""
+    from scipy.optimize import LinearConstraint
+    from scipy.sparse import coo_matrix
+
+    L, K = arr.time.shape
+    n, width = L * K, L * K + (L if problem.prefix else 1) + 1
+    rows, lo, hi = [], [], []
+
+    def row(columns, values, low=-np.inf, high=np.inf):
+        rows.append((np.asarray(columns, dtype=int), np.asarray(values, dtype=float)))
+        lo.append(low)
+        hi.append(high)
+
+    room = (0.0, [width - 1], [-1.0]) if least_peak else \
+        (float(problem.budget_bytes - problem.fixed_bytes), [], [])       # ≤ budget − fixed, or ≤ R
+    for i in range(L):
+        x, present = i * K + np.flatnonzero(arr.present[i]), arr.present[i]
+        row(x, np.ones(len(x)), 1.0, 1.0)
+        if problem.prefix:                                        # S_i − S_{i−1} − Σ stored·x = 0
+            row([n + i, *([n + i - 1] if i else []), *x], [1.0, *([-1.0] if i else []), *-arr.stored[i, present]],
+                0.0, 0.0)
+            row([n + i, *x, *room[1]], [1.0, *arr.transient[i, present], *room[2]], high=room[0])
+        else:                                                     # transient·x ≤ T
+            for col, t in zip(x, arr.transient[i, present]):
+                row([col, n], [t, -1.0], high=0.0)
+    cols = np.flatnonzero(arr.present.ravel())
+    if problem.prefix:
+        row([n + L - 1, *room[1]], [1.0, *room[2]], high=room[0] - problem.transient_floor_bytes)
+    else:
+        row([*cols, n, *room[1]], [*arr.stored.ravel()[cols], 1.0, *room[2]], high=room[0])
+    if problem.host_limit_bytes is not None:
+        row(cols, arr.host.ravel()[cols], high=float(problem.host_limit_bytes))
+    matrix = coo_matrix((np.concatenate([v for _, v in rows]),
+                         (np.repeat(np.arange(len(rows)), [len(c) for c, _ in rows]),
+                          np.concatenate([c for c, _ in rows]))), shape=(len(rows), width))
+    return LinearConstraint(matrix, lo, hi)
 
 
 def _tie_break(problem: Problem, arr: _Arrays, plan: Plan) -> Plan:
