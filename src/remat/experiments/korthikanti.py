@@ -30,11 +30,10 @@ from typing import Literal
 import pandas as pd
 
 from remat.accounting import LayerAccount, account_layer, build, layer_input, resolve, tensor_mode, tp_group
-from remat.errors import UsageError
 from remat.experiments.params import Count
 from remat.formulas import korthikanti
 from remat.measure.provenance import with_provenance
-from remat.timemodel.gpus import GPUS
+from remat.timemodel.gpus import GPUS, check_presets
 from remat.units import GiB
 
 PAPER_MODELS = ("gpt-22b", "gpt3-175b", "mt-nlg-530b", "gpt-1t")  # Table 3
@@ -101,9 +100,7 @@ class MemoryParams:
     constant the planner budgets with."""
 
     def __post_init__(self):
-        if self.gpu not in GPUS:
-            raise UsageError("korthikanti.memory.gpu",
-                             f"unknown GPU preset {self.gpu!r} (presets: {', '.join(GPUS)})")
+        check_presets("korthikanti.memory.gpu", [self.gpu])
 
 
 @dataclass(frozen=True)

@@ -20,15 +20,9 @@ from typing import ClassVar
 
 import pandas as pd
 
-from remat.errors import UsageError
 from remat.measure.provenance import with_provenance
 from remat.timemodel import paper
-from remat.timemodel.gpus import GPUS, gpu
-
-
-def _check_gpu(name: str, value: str) -> None:
-    if value not in GPUS:
-        raise UsageError(name, f"unknown GPU preset {value!r} (presets: {', '.join(GPUS)})")
+from remat.timemodel.gpus import check_presets, gpu
 
 
 @dataclass(frozen=True)
@@ -41,7 +35,7 @@ class Table4Params:
     """GPU preset whose rates price the ops (remat.timemodel.gpus; the paper ran on the A100 80GB)."""
 
     def __post_init__(self):
-        _check_gpu("korthikanti.table4.gpu", self.gpu)
+        check_presets("korthikanti.table4.gpu", [self.gpu])
 
 
 @dataclass(frozen=True)
@@ -55,7 +49,7 @@ class Figure8Params:
     """GPU preset whose rates price the ops (remat.timemodel.gpus)."""
 
     def __post_init__(self):
-        _check_gpu(f"korthikanti.{self.SECTION}.gpu", self.gpu)
+        check_presets(f"korthikanti.{self.SECTION}.gpu", [self.gpu])
 
 
 @dataclass(frozen=True)

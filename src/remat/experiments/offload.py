@@ -151,10 +151,8 @@ class BreakevenParams:
     """Per-copy latency t0, seconds; None: each preset's (10 µs)."""
 
     def __post_init__(self):
-        from remat.timemodel.gpus import GPUS
-        for name in self.gpus:
-            if name not in GPUS:
-                raise UsageError("offload.breakeven.gpus", f"unknown GPU preset {name!r} (presets: {', '.join(GPUS)})")
+        from remat.timemodel.gpus import check_presets
+        check_presets("offload.breakeven.gpus", self.gpus)
         if self.link_gb_s is not None and not self.link_gb_s > 0:
             raise UsageError("offload.breakeven.link_gb_s", f"must be > 0 GB/s, got {self.link_gb_s}")
         if self.host_memory is not None and not self.host_memory > 0:

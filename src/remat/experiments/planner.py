@@ -49,7 +49,7 @@ from remat.measure.provenance import with_provenance
 from remat.models.presets import ModelConfig, from_name
 from remat.planner import make_problem
 from remat.planner.baselines import baselines
-from remat.timemodel.gpus import GPUS
+from remat.timemodel.gpus import check_presets
 from remat.planner.problem import Problem, evaluate, plan_from_policies
 from remat.planner.solve import minimum_budget, solve
 from remat.policies import POLICIES
@@ -69,7 +69,7 @@ class PaperParams:
     """Seconds CBC may spend on torch's sac_milp per setting (> 0)."""
 
     def __post_init__(self):
-        _check_gpus("planner.paper.gpus", self.gpus)
+        check_presets("planner.paper.gpus", self.gpus)
         _check_positive("planner.paper.sac_time_limit_s", self.sac_time_limit_s)
 
 
@@ -89,7 +89,7 @@ class FrontierParams:
     """Seconds CBC may spend on torch's sac_milp per budget (> 0)."""
 
     def __post_init__(self):
-        _check_gpus("planner.frontier.gpu", [self.gpu])
+        check_presets("planner.frontier.gpu", [self.gpu])
         _check_positive("planner.frontier.sac_time_limit_s", self.sac_time_limit_s)
 
 
@@ -145,12 +145,6 @@ class ValidateParams:
     """torch intra-op threads while timing on a CPU."""
     device: Literal["cpu", "cuda"] = "cpu"
     """Where the models run (the rule passes config.device)."""
-
-
-def _check_gpus(where: str, names: list[str]) -> None:
-    for name in names:
-        if name not in GPUS:
-            raise UsageError(where, f"unknown GPU preset {name!r} (presets: {', '.join(GPUS)})")
 
 
 def _check_positive(where: str, value: float) -> None:

@@ -1,8 +1,10 @@
 """The roofline's three rates measured on this machine: matmul FLOP/s, memory bandwidth and per-op overhead.
 
-    rates = measure_rates("cpu", "float32", threads=1)     # remat.timemodel.roofline.Rates
+    steps, to_rates = rate_steps("cpu", "float32")
+    rates = to_rates(time_steps({**steps, **my_steps}, "cpu", rounds=3))   # remat.timemodel.roofline.Rates
 
-Three microbenchmarks, timed together by the package's one timing protocol (``time_steps``, interleaved):
+Three microbenchmarks, timed by the package's one timing protocol (``time_steps``) in the same interleaved
+rounds as the caller's own steps (a load change on the machine hits both alike):
 
 * matmul: ``torch.mm`` of two n × n matrices, 2n³ FLOPs (FLOP/s = 2n³ / median seconds);
 * memory: ``dst.copy_(src)`` of a buffer well beyond the last-level cache, reading and writing it
@@ -20,7 +22,6 @@ from typing import Callable
 
 import torch
 
-from remat.measure.timing import time_steps
 from remat.timemodel.roofline import Rates
 from remat.units import MiB
 
@@ -44,10 +45,3 @@ def rate_steps(device: str = "cpu", dtype: str = "float32", n: int = 1024, buffe
                      f"measured on {device} ({dtype}): mm {n}³, copy {buffer_bytes // MiB} MiB, add of 1 element")
     return steps, to_rates
 
-
-def measure_rates(device: str = "cpu", dtype: str = "float32", *, threads: int | None = 1, n: int = 1024,
-                  buffer_bytes: int = 256 * MiB, rounds: int = 3, repeats: int = 5) -> Rates:
-    """Measure matmul FLOP/s (n × n, ``dtype``), copy bandwidth (``buffer_bytes``, bytes/s) and the per-op
-    overhead (seconds) on ``device`` with ``threads`` intra-op threads (CPU), alone. Returns Rates."""
-    steps, to_rates = rate_steps(device, dtype, n, buffer_bytes)
-    return to_rates(time_steps(steps, device, rounds=rounds, repeats=repeats, warmup=1, threads=threads))

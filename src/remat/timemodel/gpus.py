@@ -165,7 +165,7 @@ def _card(name: str, full_name: str, mib: int, tflops: float, memory_gb_s: int, 
 
 _A100 = "NVIDIA A100 Tensor Core GPU Datasheet: BF16 312 TFLOP/s dense (624 with sparsity)"
 _H100 = "NVIDIA H100 Tensor Core GPU Datasheet"
-GPUS: dict[str, GPU] = {g.name: g for g in (
+_CARDS = (   # datasheet rates; completed by the host and scale tables below
     _card("a100-40gb", "NVIDIA A100 SXM4 40GB", 40960, 312, 1555, _GEN4, _NODE, f"{_A100}; HBM2 1,555 GB/s; NVLink 600 GB/s", 300),
     _card("a100-80gb", "NVIDIA A100 SXM4 80GB", 81920, 312, 2039, _GEN4, _NODE, f"{_A100}; HBM2e 2,039 GB/s; NVLink 600 GB/s", 300),
     _card("h100-pcie-80gb", "NVIDIA H100 PCIe 80GB", 81559, 756, 2000, _GEN5, _NODE,
@@ -184,8 +184,7 @@ GPUS: dict[str, GPU] = {g.name: g for g in (
           "accumulate 154.8 TFLOP/s dense (309.7 with sparsity); GDDR6 768 GB/s; NVLink bridge 112.5 GB/s", 56.25),
     _card("l40s-48gb", "NVIDIA L40S 48GB", 46068, 362.05, 864, _GEN4, _NODE,
           "NVIDIA L40S Datasheet: BF16 tensor 362.05 TFLOP/s dense (733 with sparsity); GDDR6 864 GB/s"),
-)}
-"""Preset key -> GPU; the config schema's ``$defs.gpu`` enum lists the same keys (tests check it)."""
+)
 
 _DGX_A100 = ("NVIDIA DGX A100 System Architecture whitepaper (WP-10083-001): 8 GPUs on 4 PCIe Gen4 switches, "
              "2 GPUs per x16 uplink")
@@ -202,15 +201,12 @@ _HOST: dict[str, tuple[int, str]] = {   # preset -> (gpus_per_host_link, host_so
     "rtx-a6000-48gb": (1, "assumed: a workstation, own x16 Gen4 slot, 64 GiB host memory"),
     "l40s-48gb": (1, "assumed: own x16 Gen4 slot; host memory assumed 256 GiB (DGX-like)"),
 }
-GPUS = {name: replace(g, gpus_per_host_link=_HOST[name][0], host_source=_HOST[name][1])
-        for name, g in GPUS.items()}
-
+_A100_SCALE = (8, 25, 19.5, 19.5, "HGX A100 NVSwitch: 8 GPUs; DGX A100: one 200 Gb/s HDR InfiniBand port per GPU = "
+                                  "25 GB/s; A100 datasheet: FP32 19.5, FP64 Tensor Core 19.5 TFLOP/s")
 _SCALE: dict[str, tuple[int, float, float, float, str]] = {  # preset -> (NVLink domain, scale-out GB/s,
     # FP32 TFLOP/s, FP64 TFLOP/s, source); module docstring
-    "a100-40gb": (8, 25, 19.5, 19.5, "HGX A100 NVSwitch: 8 GPUs; DGX A100: one 200 Gb/s HDR InfiniBand port per "
-                                     "GPU = 25 GB/s; A100 datasheet: FP32 19.5, FP64 Tensor Core 19.5 TFLOP/s"),
-    "a100-80gb": (8, 25, 19.5, 19.5, "HGX A100 NVSwitch: 8 GPUs; DGX A100: one 200 Gb/s HDR InfiniBand port per "
-                                     "GPU = 25 GB/s; A100 datasheet: FP32 19.5, FP64 Tensor Core 19.5 TFLOP/s"),
+    "a100-40gb": _A100_SCALE,
+    "a100-80gb": _A100_SCALE,
     "h100-pcie-80gb": (2, 64, 51, 51, "NVLink bridge joins a pair; beyond it PCIe Gen5 ×16 (64 GB/s nominal); "
                                       "H100 datasheet (PCIe): FP32 51, FP64 Tensor Core 51 TFLOP/s"),
     "h100-80gb": (8, 50, 67, 67, "HGX H100 NVSwitch: 8 GPUs; DGX H100: one 400 Gb/s NDR InfiniBand port per GPU = "
@@ -224,9 +220,26 @@ _SCALE: dict[str, tuple[int, float, float, float, str]] = {  # preset -> (NVLink
     "l40s-48gb": (1, 32, 91.6, 1.43, "no NVLink: PCIe Gen4 ×16 (32 GB/s nominal); L40S datasheet: FP32 91.6 "
                                      "TFLOP/s; Ada: FP64 1/64 of FP32"),
 }
-GPUS = {name: replace(g, nvlink_domain=_SCALE[name][0], scaleout_bytes_per_s=_SCALE[name][1] * 1e9,
-                      fp32_flops=_SCALE[name][2] * 1e12, fp64_flops=_SCALE[name][3] * 1e12,
-                      scale_source=_SCALE[name][4]) for name, g in GPUS.items()}
+
+
+def _complete(card: GPU) -> GPU:
+    """A card with its host-side (``_HOST``) and scale-out / FP32 / FP64 (``_SCALE``) fields."""
+    per_link, host_source = _HOST[card.name]
+    domain, scaleout_gb_s, fp32_tflops, fp64_tflops, scale_source = _SCALE[card.name]
+    return replace(card, gpus_per_host_link=per_link, host_source=host_source, nvlink_domain=domain,
+                   scaleout_bytes_per_s=scaleout_gb_s * 1e9, fp32_flops=fp32_tflops * 1e12,
+                   fp64_flops=fp64_tflops * 1e12, scale_source=scale_source)
+
+
+GPUS: dict[str, GPU] = {card.name: _complete(card) for card in _CARDS}
+"""Preset key -> GPU; the config schema's ``$defs.gpu`` enum lists the same keys (tests check it)."""
+
+
+def check_presets(field: str, names) -> None:
+    """Raise UsageError(field) naming the first of ``names`` that is not a preset key (and listing them)."""
+    for name in names:
+        if name not in GPUS:
+            raise UsageError(field, f"unknown GPU preset {name!r} (presets: {', '.join(GPUS)})")
 
 
 def gpu(name: str, **overrides) -> GPU:
@@ -234,8 +247,7 @@ def gpu(name: str, **overrides) -> GPU:
 
     Raises UsageError("--gpu") for an unknown preset, UsageError(<field>) for a non-positive value or an
     achievable fraction outside (0, 1]."""
-    if name not in GPUS:
-        raise UsageError("--gpu", f"unknown GPU preset {name!r} (presets: {', '.join(GPUS)})")
+    check_presets("--gpu", [name])
     changes = {k: v for k, v in overrides.items() if v is not None}
     out = replace(GPUS[name], **changes)
     for field in ("memory_bytes", "peak_flops", "link_bytes_per_s", "host_memory_bytes", "memory_bandwidth",

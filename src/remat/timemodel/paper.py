@@ -12,6 +12,8 @@ values are read off the bars (about ±0.5 percentage points).
 
 from __future__ import annotations
 
+import dataclasses
+
 from remat.models.presets import from_name
 
 TABLE3_MODELS = ("gpt-22b", "gpt3-175b", "mt-nlg-530b", "gpt-1t")
@@ -67,7 +69,7 @@ def _times(model: str, gpu, sp: bool, mode: str, rates=None):
 def table4_rows(gpu, model: str = "gpt-22b", rates=None) -> list[dict]:
     """Paper Table 4 predicted: per experiment, forward / backward / combined ms of one layer on one TP
     rank (backward includes the recompute, as the paper's profile does), the overhead % of the baseline,
-    the parts (GEMM, memory-bound, exposed and total collective ms per phase, recompute ms) and, for the 22B
+    the parts (compute-bound, memory-bound, exposed and total collective ms per phase) and, for the 22B
     layer, the paper's values beside them (``paper_*``)."""
     rows, base = [], None
     for name, (sp, mode) in EXPERIMENTS.items():
@@ -105,8 +107,9 @@ def figure8_rows(gpu, models=TABLE3_MODELS, rates=None) -> list[dict]:
     return rows
 
 
-TABLE5_VARIANTS = {"full recompute": (False, "full"), "present work": (True, "selective")}
-"""Table 5's columns: the baseline is full recompute without SP; "present work" is SP + selective."""
+TABLE5_VARIANTS = {"full": (False, "full"), "present": (True, "selective")}
+"""Table 5's columns (row prefix -> SP, mode): the baseline is full recompute without SP; "present work" is
+SP + selective."""
 
 
 def table5_rows(gpu, models=TABLE3_MODELS) -> list[dict]:
@@ -123,10 +126,10 @@ def table5_rows(gpu, models=TABLE3_MODELS) -> list[dict]:
     for model in models:
         cfg = from_name(model)
         row = {"model": model, "gpu": gpu.name, "gpus": cfg.tp * cfg.pp, "global_batch": cfg.global_batch}
-        for name, (sp, mode) in TABLE5_VARIANTS.items():
-            problem = make_problem(cfg, gpu.name, {"achievable": gpu.achievable}, sp=sp, policies=(mode,))
-            plan = plan_from_policies(problem, [mode] * len(problem.layers))
-            row[f"{name.split()[0]}_s"] = plan.step_time_s
+        overrides = {f.name: getattr(gpu, f.name) for f in dataclasses.fields(gpu) if f.name != "name"}
+        for prefix, (sp, mode) in TABLE5_VARIANTS.items():
+            problem = make_problem(cfg, gpu.name, overrides, sp=sp, policies=(mode,))
+            row[f"{prefix}_s"] = plan_from_policies(problem, [mode] * len(problem.layers)).step_time_s
         flops = korthikanti.model_flops(cfg.global_batch, cfg.seq, cfg.hidden, cfg.layers, cfg.vocab)
         row.update(ratio=row["full_s"] / row["present_s"],
                    mfu_pct=100 * flops / (row["present_s"] * row["gpus"] * gpu.peak_flops))
