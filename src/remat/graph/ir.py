@@ -10,8 +10,10 @@ each value has a size in bytes and a kind:
 Per node, ``saved`` names the values its gradient node reads (a subset of its inputs and outputs, e.g. ReLU
 reads its output, a convolution its input) — what decides liveness, in-place and what recomputation must
 rebuild. ``OPS`` gives the defaults per op kind: which values the gradient reads, whether the output may
-take input 0's storage (in-place, elementwise ops) and whether the op is cheap to recompute (Chen §4.2:
-batch-norm, activations, pooling, elementwise; convolutions and matmuls are not).
+take input 0's storage (in-place, elementwise ops) and whether the op is cheap to recompute (Chen §4.2,
+"drop bn-relu" in Figure 5: batch-norm, activations and pooling are; convolutions and matmuls are not, and
+neither are sums, products and splits: a residual block's output is relu(x + f(x)), and dropping the sum
+would chain the recomputation of every block's output back through all earlier blocks).
 
 The graph is built by ``GraphBuilder`` (numpy nets in ``remat.graph.nets``; torch models traced under
 FakeTensorMode in ``remat.graph.trace``). Its last node writes the scalar loss.
@@ -60,11 +62,11 @@ OPS: dict[str, OpKind] = {
     "relu": OpKind((), True, True, True),            # dx = dy·[y > 0]
     "sigmoid": OpKind((), True, True, True),         # dx = dy·y(1 − y)
     "tanh": OpKind((), True, True, True),            # dx = dy·(1 − y²)
-    "add": OpKind((), False, True, True),
-    "mul": OpKind("all", False, True, True),         # da = dy·b, db = dy·a
+    "add": OpKind((), False, True, False),           # kept: a residual sum dropped would chain recompute
+    "mul": OpKind("all", False, True, False),        # da = dy·b, db = dy·a   back through every block
     "maxpool": OpKind((0,), True, False, True),      # argmax from x and y
     "avgpool": OpKind((), False, False, True),
-    "split": OpKind((), False, False, True),         # equal parts along the last axis (LSTM gates)
+    "split": OpKind((), False, False, False),         # equal parts along the last axis (LSTM gates)
     "xent": OpKind("all", False, False, True),       # softmax cross-entropy: logits and targets
     "other": OpKind("all", True, False, False),      # unknown op: conservatively reads everything
 }

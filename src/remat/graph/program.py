@@ -111,6 +111,7 @@ class _Builder:
     def __init__(self, graph: Graph, m: dict[str, int]):
         self.graph, self.m = graph, m
         self.producer = graph.producer()
+        self.position = {n.name: i for i, n in enumerate(graph.nodes)}
         self.steps: list[Step] = []
         self.initial = tuple(v.name for v in graph.values.values() if v.kind == "input")
         self.sizes = {name: graph.values[name].nbytes for name in self.initial}
@@ -136,16 +137,30 @@ class _Builder:
         return tuple(name_of(v) for v in node.inputs if self.graph.values[v].kind != "param")
 
     def _saved_id(self, value: str) -> str:
-        """The id a gradient or recompute step reads for ``value``: its mirror if dropped (recomputed now if
-        not yet), else the original."""
+        """The id a gradient or recompute step reads for ``value``: its mirror if dropped (recomputed now, with
+        the dropped values it depends on, if not yet), else the original."""
         if not self._dropped(value):
             return value
         if value not in self.mirrored:
-            self._recompute(self.producer[value])
+            for node in self._to_recompute(value):
+                self._recompute(node)
         return mirror(value)
 
+    def _to_recompute(self, value: str) -> list[Node]:
+        """The dropped, not yet mirrored producers ``value`` depends on through dropped values, in forward
+        order (iterative: a segment can be thousands of nodes long)."""
+        found, stack = {}, [self.producer[value]]
+        while stack:
+            node = stack.pop()
+            if node.name in found:
+                continue
+            found[node.name] = node
+            stack.extend(self.producer[v] for v in node.inputs
+                         if self._dropped(v) and v not in self.mirrored)
+        return sorted(found.values(), key=lambda n: self.position[n.name])
+
     def _recompute(self, node: Node) -> None:
-        reads = self._live_inputs(node, self._saved_id)
+        reads = self._live_inputs(node, lambda v: mirror(v) if self._dropped(v) else v)
         writes = tuple(mirror(v) for v in node.outputs)
         for v in node.outputs:
             self.sizes[mirror(v)] = self.graph.values[v].nbytes

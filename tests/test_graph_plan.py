@@ -1,0 +1,135 @@
+"""Chen et al. 2016 §3 + Algorithms 2/3 on general graphs: every strategy's gradients bitwise equal to the
+naive backward's, counted bytes against closed forms, Algorithm 3 against brute force, bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+import pytest
+
+from remat.errors import UsageError
+from remat.graph import budget, engine, nets, strategies
+from remat.graph.ir import Graph, Node, Value
+from remat.graph.memory import plan_memory
+from remat.graph.program import build_program
+
+NETS = {"mlp_chain": lambda: nets.mlp_chain(layers=6),
+        "residual_net": lambda: nets.residual_net(blocks=5),
+        "lstm_net": lambda: nets.lstm_net(layers=2, steps=5)}
+
+
+def _same(result, reference) -> bool:
+    (loss, grads), (loss0, grads0) = result, reference
+    return loss == loss0 and grads.keys() == grads0.keys() and all(
+        np.array_equal(grads[k], grads0[k]) for k in grads0)
+
+
+@pytest.mark.parametrize("net", NETS)
+def test_every_strategy_bitwise_equal_to_naive_backward(net):
+    graph, params, inputs = NETS[net]()
+    reference = engine.execute(build_program(graph), params, inputs)
+    outcomes = [strategies.evaluate(graph, s) for s in (*strategies.STRATEGIES, "sqrt", "optimal")]
+    outcomes += strategies.budgeted(graph)
+    for o in outcomes:
+        assert _same(engine.execute(o.program, params, inputs, o.memory), reference), o.strategy
+        recomputed = [s.node for s in o.program.steps if s.phase == "recompute"]
+        assert len(recomputed) == len(set(recomputed)), "a node recomputed twice (mirror count > 1)"
+
+
+def test_a_wrong_plan_is_caught():
+    graph, params, inputs = nets.residual_net(blocks=3)
+    o = strategies.evaluate(graph, "sharing")
+    wrong = dataclasses.replace(o.memory, tag_of={v: 0 for v in o.memory.tag_of},
+                                tag_bytes=(max(o.memory.tag_bytes),))
+    with pytest.raises(engine.PlanError):
+        engine.execute(o.program, params, inputs, wrong)
+
+
+def test_no_opt_bytes_equal_the_sum_of_every_value():
+    layers, width, batch, classes = 5, 6, 3, 4
+    graph, _, _ = nets.mlp_chain(layers=layers, width=width, batch=batch, classes=classes)
+    act = batch * width * 8                                    # float64 [B, d]
+    forward = 3 * layers * act + batch * classes * 8 + 8       # z, h, x per layer; logits; loss
+    grads = 3 * layers * act + batch * classes * 8             # every act but the loss
+    data = batch * width * 8 + batch * 8                       # x_0, int64 targets
+    o = strategies.evaluate(graph, "no-opt")
+    assert o.memory.planned_bytes == forward + grads + data
+    assert o.memory.tags == len(o.program.sizes)
+
+
+def test_inplace_and_sharing_order_and_counts():
+    graph, _, _ = nets.mlp_chain(layers=5)
+    plans = [strategies.evaluate(graph, s).memory for s in ("no-opt", "inplace", "sharing")]
+    assert plans[0].planned_bytes > plans[1].planned_bytes > plans[2].planned_bytes
+    assert plans[2].planned_bytes >= plans[2].live_peak_bytes
+    # ReLU's input z_i is read by the ReLU only: its output takes z_i's storage in every layer, and each
+    # ReLU's gradient may overwrite d(h_i) (the ReLU is its last reader).
+    assert plans[1].inplace_count >= 5
+
+
+def test_segmentation_recomputes_every_dropped_node_once():
+    """Splits at chain states x_i (Algorithm 1's checkpoints): m(v) = 1 for every other node, and every
+    dropped node but the loss (read by no gradient) is recomputed exactly once: nodes − splits − 1."""
+    layers = 9
+    graph, _, _ = nets.mlp_chain(layers=layers)
+    states = [3 * i + 2 for i in range(layers)]       # positions of linear2's output x_{i+1}
+    for picks in (states[::3], states[1::2], states):
+        o = strategies.segmented(graph, budget._segmentation(graph, picks), "seg")
+        assert o.program.recomputed_nodes == len(graph.nodes) - len(picks) - 1
+
+
+def test_greedy_at_zero_splits_at_every_candidate_and_at_infinity_nowhere():
+    graph, _, _ = nets.residual_net(blocks=4)
+    cands = budget.candidates(graph)
+    zero = budget.greedy(graph, 0)
+    assert list(zero.splits) == cands
+    assert zero.x == sum(graph.values[v].nbytes for i in cands for v in graph.crossing[i])
+    assert budget.greedy(graph, float("inf")).splits == ()
+    b0, *grid = budget.budget_grid(graph)
+    assert b0 == pytest.approx((zero.x * zero.y) ** 0.5)
+    assert len(grid) == 6 and grid[0] == pytest.approx(b0 / 2) and grid[-1] == pytest.approx(2 * b0)
+
+
+def test_candidates_are_block_outputs_and_lstm_state_handovers():
+    graph, _, _ = nets.residual_net(blocks=3)
+    assert all(len(graph.crossing[i]) == 1 for i in budget.candidates(graph))
+    lstm, _, _ = nets.lstm_net(layers=2, steps=6)
+    counts = {len(lstm.crossing[i]) for i in budget.candidates(lstm)}
+    assert max(counts) == 5  # h and c of two layers + the running loss
+
+
+def test_optimal_splits_match_brute_force():
+    graph, _, _ = nets.residual_net(blocks=3)
+    cands = budget.candidates(graph)
+    scores = [budget._segmentation(graph, list(c)) for r in range(len(cands) + 1)
+              for c in itertools.combinations(cands, r)]
+    best = min(s.x + s.y for s in scores)
+    found = budget.optimal_splits(graph)
+    assert found.x + found.y == best
+
+
+def test_bad_input_names_the_field():
+    graph, _, _ = nets.mlp_chain(layers=3)
+    with pytest.raises(UsageError, match="budget"):
+        budget.greedy(graph, -1)
+    with pytest.raises(UsageError, match="grid"):
+        budget.budget_grid(graph, 0)
+    with pytest.raises(UsageError, match="strategy"):
+        strategies.evaluate(graph, "nope")
+    with pytest.raises(UsageError, match="strategy"):
+        plan_memory(build_program(graph), "nope")
+    with pytest.raises(UsageError, match="mirror"):
+        build_program(graph, {graph.nodes[0].name: 2})
+    with pytest.raises(UsageError, match="layers"):
+        nets.mlp_chain(layers=0)
+    with pytest.raises(UsageError, match="steps"):
+        nets.lstm_net(steps=0)
+
+
+def test_a_cycle_is_rejected():
+    values = {name: Value(name, 8, (1,), "float64", "act") for name in ("a", "b")}
+    nodes = [Node("f", "relu", ("b",), ("a",), ("a",)), Node("g", "relu", ("a",), ("b",), ("b",))]
+    with pytest.raises(UsageError, match="cycle"):
+        Graph.checked(values, nodes, "b")
