@@ -7,9 +7,10 @@ Builds the net under FakeTensorMode (no memory), then times ``remat.graph.trace.
 build and trace seconds, the node count, the activation bytes (GiB, the sum over all act values, no
 liveness), the forward FLOPs and the aten ops that fell into "other".
 
-The net is the toy bottleneck ResNet below (stem, ``(depth - 2) // 3`` bottleneck blocks at 64/16
-channels and 56 × 56, global pool, fc): the op count and sizes of a ResNet-1000's trace, not its exact
-channel plan.
+The net is the paper's ResNet, ``remat.models.resnet`` (``ResNetConfig.for_depth``: ResNet-1000 is 998
+layers, blocks (3, 130, 196, 3)); where that module is absent, the toy bottleneck ResNet below (stem,
+``(depth - 2) // 3`` blocks at 64/16 channels and 56 × 56, global pool, fc): the op count of a
+ResNet-1000's trace, not its channel plan.
 """
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ class DeepResNet(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(h, 1).flatten(1))
 
 
+def build_net(depth: int, image: int) -> nn.Module:
+    """The paper's ResNet of ``depth`` layers (remat.models.resnet) if present, else DeepResNet."""
+    try:
+        from remat.models.resnet import ResNet, ResNetConfig
+    except ImportError:
+        return DeepResNet(depth)
+    return ResNet(ResNetConfig.for_depth(depth, image=image))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--depth", type=int, default=1000)
@@ -62,14 +72,14 @@ def main() -> None:
     args = ap.parse_args()
     start = time.perf_counter()
     with FakeTensorMode():
-        net = DeepResNet(args.depth)
+        net = build_net(args.depth, args.image)
         x = torch.randn(args.batch, 3, args.image, args.image)
         y = torch.randint(0, 1000, (args.batch,))
     built = time.perf_counter()
     graph = trace(net, (x,), loss_fn=lambda logits: F.cross_entropy(logits, y), name=f"resnet-{args.depth}")
     done = time.perf_counter()
     acts = sum(v.nbytes for v in graph.values.values() if v.kind == "act")
-    print(f"{graph.name} batch {args.batch} 3x{args.image}x{args.image}: build {built - start:.1f} s, "
+    print(f"{type(net).__name__} {graph.name} batch {args.batch} 3x{args.image}x{args.image}: build {built - start:.1f} s, "
           f"trace {done - built:.1f} s, {len(graph.nodes)} nodes, activations {acts / 2**30:.1f} GiB, "
           f"forward {graph.forward_flops() / 1e9:.0f} GFLOPs, other ops {other_ops(graph) or 'none'}")
 

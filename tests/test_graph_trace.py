@@ -182,3 +182,7 @@ def test_loss_must_be_a_traced_scalar():
         trace(nn.Identity(), torch.randn(()))
     graph = trace(nn.Linear(3, 2), torch.randn(4, 3), loss_fn=lambda out: out.pow(2).mean())
     assert [n.op for n in graph.nodes] == ["linear", "other", "avgpool"]
+    target = torch.tensor([0, 1, 1, 0])                       # a real tensor captured by loss_fn: data
+    graph = trace(nn.Linear(3, 2), torch.randn(4, 3), loss_fn=lambda out: F.cross_entropy(out, target))
+    assert graph.nodes[-1].op == "xent" and graph.values["const0"].kind == "input"
+    assert graph.nodes[-1].inputs == (graph.nodes[0].outputs[0], "const0")

@@ -245,7 +245,7 @@ def _fake_inputs(module: torch.nn.Module, inputs: Sequence) -> tuple[FakeTensorM
     one — with fake versions of the parameters/buffers (by qualified name) and of the inputs."""
     state = {**dict(module.named_parameters()), **dict(module.named_buffers())}
     fakes = [t for t in [*state.values(), *inputs] if isinstance(t, FakeTensor)]
-    mode = fakes[0].fake_mode if fakes else FakeTensorMode()
+    mode = fakes[0].fake_mode if fakes else FakeTensorMode(allow_non_fake_inputs=True)   # real loss_fn targets
 
     def fake(t):
         return mode.from_tensor(t) if isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor) else t
