@@ -79,8 +79,8 @@ def main() -> None:
     graph = trace(net, (x,), loss_fn=lambda logits: F.cross_entropy(logits, y), name=f"resnet-{args.depth}")
     done = time.perf_counter()
     acts = sum(v.nbytes for v in graph.values.values() if v.kind == "act")
-    print(f"{type(net).__name__} {graph.name} batch {args.batch} 3x{args.image}x{args.image}: build {built - start:.1f} s, "
-          f"trace {done - built:.1f} s, {len(graph.nodes)} nodes, activations {acts / 2**30:.1f} GiB, "
+    print(f"{type(net).__name__} {graph.name} batch {args.batch} 3x{args.image}x{args.image}: "
+          f"build {built - start:.1f} s, trace {done - built:.1f} s, {len(graph.nodes)} nodes, activations {acts / 2**30:.1f} GiB, "
           f"forward {graph.forward_flops() / 1e9:.0f} GFLOPs, other ops {other_ops(graph) or 'none'}")
 
 

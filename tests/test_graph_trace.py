@@ -104,6 +104,20 @@ def test_views_are_not_values():
     assert g.nodes[1].inputs == (first,) and g.nodes[2].inputs == (first,)
 
 
+def test_inplace_writes_a_new_value_seen_through_views():
+    class InPlace(nn.Module):
+        def forward(self, x):
+            a = torch.relu(x)
+            v = a.view(-1)
+            a.mul_(2.0)                                       # the storage now holds a new value
+            return torch.tanh(v).sum()
+
+    g = trace(InPlace(), torch.randn(2, 4))
+    relu, mul, tanh = g.nodes[:3]
+    assert (mul.op, mul.inputs, mul.saved) == ("mul", relu.outputs, ())     # times a scalar: reads nothing
+    assert mul.outputs != relu.outputs and tanh.inputs == mul.outputs
+
+
 def test_params_not_saved_and_saved_follows_torch():
     graph = _resnet_graph()
     params = {v for v, val in graph.values.items() if val.kind == "param"}

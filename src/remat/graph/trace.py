@@ -22,8 +22,12 @@ after autograd. Each op becomes at most one Node:
 * Outputs: every non-empty tensor the op allocates, floating or not (max pooling's int64 indices count with
   their true bytes). Empty outputs (batch norm's 0-element reserve on the CPU) are dropped.
 
+* Values nothing reads stay in the graph (nll_loss's total_weight, 4 bytes; an nn.LSTM's stacked final
+  states).
+
 ``ATEN`` maps aten op packets to ir.OPS kinds; anything else is "other" (its gradient conservatively reads
-every input and output; not cheap) and is listed by ``other_ops``. Every node's ``attrs`` holds
+every input and output; not cheap) and is listed by ``other_ops`` — e.g. torch's fused nn.LSTM kernel on the
+CPU (mkldnn_rnn_layer), cat/stack, exp, pow, dropout. Every node's ``attrs`` holds
 ("aten", packet name); split nodes also ("parts", n) and ("dim", d).
 
 ``saved`` follows ir.OPS except where torch's autograd formulas (tools/autograd/derivatives.yaml) differ
@@ -234,7 +238,8 @@ def _merge_xent(records: list[_Record]) -> list[_Record]:
         if j is None or records[j].packet != "_log_softmax" or readers[r.inputs[0]] != 1:
             continue
         ins = records[j].inputs + r.inputs[1:]
-        merged[i] = _Record(r.name.replace("nll_loss_forward", "cross_entropy"), "cross_entropy", "xent", ins, r.outputs, ins, records[j].flops + r.flops,
+        name = r.name.replace("nll_loss_forward", "cross_entropy")
+        merged[i] = _Record(name, "cross_entropy", "xent", ins, r.outputs, ins, records[j].flops + r.flops,
                             (("aten", "_log_softmax+nll_loss_forward"),))
         merged[j] = None
     return [r for r in merged if r is not None]
