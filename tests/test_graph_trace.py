@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -200,3 +201,18 @@ def test_loss_must_be_a_traced_scalar():
     graph = trace(nn.Linear(3, 2), torch.randn(4, 3), loss_fn=lambda out: F.cross_entropy(out, target))
     assert graph.nodes[-1].op == "xent" and graph.values["const0"].kind == "input"
     assert graph.nodes[-1].inputs == (graph.nodes[0].outputs[0], "const0")
+
+
+def test_paper_resnet_ops():
+    resnet = pytest.importorskip("remat.models.resnet")
+    cfg = resnet.ResNetConfig(blocks=(3, 4, 6, 3), image=64, batch=2)          # ResNet-50, small images
+    with FakeTensorMode():
+        net, (x, y) = resnet.ResNet(cfg), resnet.random_images(cfg)
+        with flop_counter_mode() as counter:
+            resnet.resnet_loss(net(x), y)
+    graph = trace(net, (x,), loss_fn=lambda logits: resnet.resnet_loss(logits, y))
+    blocks, projections = sum(cfg.blocks), 4
+    assert Counter(n.op for n in graph.nodes) == {
+        "conv": 1 + 3 * blocks + projections, "bn": 1 + 3 * blocks + projections, "relu": 1 + 3 * blocks,
+        "add": blocks, "maxpool": 1, "avgpool": 1, "linear": 1, "xent": 1}
+    assert graph.forward_flops() == counter.get_total_flops() and other_ops(graph) == {}
