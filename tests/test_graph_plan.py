@@ -133,3 +133,18 @@ def test_a_cycle_is_rejected():
     nodes = [Node("f", "relu", ("b",), ("a",), ("a",)), Node("g", "relu", ("a",), ("b",), ("b",))]
     with pytest.raises(UsageError, match="cycle"):
         Graph.checked(values, nodes, "b")
+
+
+def test_a_traced_loss_with_two_outputs_back_propagates_every_node():
+    """torch's nll_loss_forward writes (loss, total_weight): the backward still starts at the loss node."""
+    import torch
+    from torch import nn
+
+    from remat.graph.trace import trace
+
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 36, 5))
+    x, y = torch.randn(2, 3, 8, 8), torch.tensor([1, 3])
+    graph = trace(model, (x,), loss_fn=lambda out: nn.functional.cross_entropy(out, y))
+    program = build_program(graph)
+    assert len(graph.nodes[-1].outputs) == 2
+    assert sum(s.phase == "backward" for s in program.steps) == len(graph.nodes)

@@ -186,11 +186,10 @@ def _run_backward(graph: Graph, node: Node, step, store: _Store, params, pgrads)
             raise PlanError(f"the gradient of {node.name} reads {v}, which it did not save")
         return store.read(saved[v])
 
-    if node.outputs == (graph.loss,):
-        dy = [np.ones((), dtype=graph.values[graph.loss].dtype)]
-    else:  # an output nothing read back has a zero gradient
-        dy = [store.read(grad(v)) if grad(v) in step.reads
-              else np.zeros(graph.values[v].shape, dtype=graph.values[v].dtype) for v in node.outputs]
+    dy = [np.ones((), dtype=graph.values[v].dtype) if v == graph.loss       # the backward's seed
+          else store.read(grad(v)) if grad(v) in step.reads
+          else np.zeros(graph.values[v].shape, dtype=graph.values[v].dtype)   # read back by nothing
+          for v in node.outputs]
     dx = _backward(node, lambda i: fetch(node.inputs[i]), lambda j: fetch(node.outputs[j]), dy)
     results: dict[str, np.ndarray] = {}
     for v, d in zip(node.inputs, dx):

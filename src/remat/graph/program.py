@@ -169,7 +169,7 @@ class _Builder:
 
     def backward(self, node: Node) -> None:
         grads_in = tuple(grad(v) for v in node.outputs if v in self.has_grad)
-        if not grads_in and node.outputs != (self.graph.loss,):
+        if not grads_in and self.graph.loss not in node.outputs:
             return  # nothing flows back through this node
         saved = tuple(self._saved_id(v) for v in node.saved)
         writes, accumulates = [], []
