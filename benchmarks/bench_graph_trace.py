@@ -1,22 +1,26 @@
-"""Runtime benchmark: seconds to trace a 1000-layer bottleneck ResNet at Chen 2016's size into the §3 graph.
+"""Runtime benchmark: seconds to trace Chen 2016's nets at the paper's sizes into the §3 graph.
 
     python benchmarks/bench_graph_trace.py [--depth 1000] [--batch 32] [--image 224]
 
-Builds the net under FakeTensorMode (no memory), then times ``remat.graph.trace.trace`` on a batch of
-3 × image × image inputs with a cross-entropy loss (target: well under 30 s on 2 CPU cores). Prints the
-build and trace seconds, the node count, the activation bytes (GiB, the sum over all act values, no
-liveness), the forward FLOPs and the aten ops that fell into "other".
+Builds each net under FakeTensorMode (no memory), then times ``remat.graph.trace.trace`` (target: well
+under 30 s on 2 CPU cores for ResNet-1000). Per net it prints the build and trace seconds, the node count,
+the activation bytes (GiB: the sum over all act values, no liveness), the forward FLOPs and the aten ops
+that fell into "other".
 
-The net is the paper's ResNet, ``remat.models.resnet`` (``ResNetConfig.for_depth``: ResNet-1000 is 998
-layers, blocks (3, 130, 196, 3)); where that module is absent, the toy bottleneck ResNet below (stem,
-``(depth - 2) // 3`` blocks at 64/16 channels and 56 × 56, global pool, fc): the op count of a
-ResNet-1000's trace, not its channel plan.
+* ResNet: the paper's, ``remat.models.resnet`` (``ResNetConfig.for_depth``: ResNet-1000 is 998 layers,
+  blocks (3, 130, 196, 3)), batch × 3 × image × image, cross-entropy loss; where that module is absent, the
+  toy bottleneck ResNet below (stem, ``(depth - 2) // 3`` blocks at 64/16 channels and 56 × 56, global pool,
+  fc): the op count of a ResNet-1000's trace, not its channel plan.
+* LSTM: the paper's, ``remat.models.lstm`` at its defaults (4 layers, hidden 1024, 64 steps, batch 64, input
+  50, 5000 classes), when that module exists.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import time
+from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -55,13 +59,36 @@ class DeepResNet(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(h, 1).flatten(1))
 
 
-def build_net(depth: int, image: int) -> nn.Module:
-    """The paper's ResNet of ``depth`` layers (remat.models.resnet) if present, else DeepResNet."""
+def resnet(depth: int, batch: int, image: int):
+    """(net, inputs, loss_fn): the paper's ResNet (remat.models.resnet) if present, else DeepResNet."""
     try:
         from remat.models.resnet import ResNet, ResNetConfig
+        net = ResNet(ResNetConfig.for_depth(depth, image=image, batch=batch))
     except ImportError:
-        return DeepResNet(depth)
-    return ResNet(ResNetConfig.for_depth(depth, image=image))
+        net = DeepResNet(depth)
+    x, y = torch.randn(batch, 3, image, image), torch.randint(0, 1000, (batch,))
+    return net, (x,), lambda logits: F.cross_entropy(logits, y)
+
+
+def lstm():
+    """(model, inputs, None): the paper's LSTM (remat.models.lstm); its forward returns the loss."""
+    from remat.models.lstm import LSTMConfig, build_lstm, random_sequence
+    cfg = LSTMConfig()
+    return build_lstm(cfg), random_sequence(cfg), None
+
+
+def bench(name: str, build: Callable) -> None:
+    """Build under FakeTensorMode, trace, print one line (module docstring)."""
+    start = time.perf_counter()
+    with FakeTensorMode():
+        net, inputs, loss_fn = build()
+    built = time.perf_counter()
+    graph = trace(net, inputs, loss_fn=loss_fn, name=name)
+    done = time.perf_counter()
+    acts = sum(v.nbytes for v in graph.values.values() if v.kind == "act")
+    print(f"{name} ({type(net).__name__}): build {built - start:.1f} s, trace {done - built:.1f} s, "
+          f"{len(graph.nodes)} nodes, activations {acts / 2**30:.1f} GiB, "
+          f"forward {graph.forward_flops() / 1e9:.0f} GFLOPs, other ops {other_ops(graph) or 'none'}")
 
 
 def main() -> None:
@@ -70,18 +97,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--image", type=int, default=224)
     args = ap.parse_args()
-    start = time.perf_counter()
-    with FakeTensorMode():
-        net = build_net(args.depth, args.image)
-        x = torch.randn(args.batch, 3, args.image, args.image)
-        y = torch.randint(0, 1000, (args.batch,))
-    built = time.perf_counter()
-    graph = trace(net, (x,), loss_fn=lambda logits: F.cross_entropy(logits, y), name=f"resnet-{args.depth}")
-    done = time.perf_counter()
-    acts = sum(v.nbytes for v in graph.values.values() if v.kind == "act")
-    print(f"{type(net).__name__} {graph.name} batch {args.batch} 3x{args.image}x{args.image}: "
-          f"build {built - start:.1f} s, trace {done - built:.1f} s, {len(graph.nodes)} nodes, activations {acts / 2**30:.1f} GiB, "
-          f"forward {graph.forward_flops() / 1e9:.0f} GFLOPs, other ops {other_ops(graph) or 'none'}")
+    bench(f"resnet-{args.depth} batch {args.batch} 3x{args.image}x{args.image}",
+          lambda: resnet(args.depth, args.batch, args.image))
+    if importlib.util.find_spec("remat.models.lstm"):
+        bench("lstm 4x1024, 64 steps, batch 64", lstm)
 
 
 if __name__ == "__main__":

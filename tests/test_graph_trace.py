@@ -216,3 +216,20 @@ def test_paper_resnet_ops():
         "conv": 1 + 3 * blocks + projections, "bn": 1 + 3 * blocks + projections, "relu": 1 + 3 * blocks,
         "add": blocks, "maxpool": 1, "avgpool": 1, "linear": 1, "xent": 1}
     assert graph.forward_flops() == counter.get_total_flops() and other_ops(graph) == {}
+
+
+def test_paper_lstm_ops():
+    lstm = pytest.importorskip("remat.models.lstm")
+    cfg = lstm.LSTMConfig(layers=2, hidden=8, input=5, classes=7, steps=3, batch=4)
+    T, L = cfg.steps, cfg.layers
+    with FakeTensorMode():
+        model, (x, y) = lstm.build_lstm(cfg), lstm.random_sequence(cfg)
+        with flop_counter_mode() as counter:
+            model(x, y)
+    graph = trace(model, (x, y))
+    assert Counter(n.op for n in graph.nodes) == {
+        "linear": T * (2 * L + 1), "add": T * (2 * L + 1), "split": T * L, "sigmoid": 3 * T * L,
+        "tanh": 2 * T * L, "mul": 3 * T * L, "xent": T}       # add: gates, c, and the running loss sum
+    assert graph.forward_flops() == counter.get_total_flops() and other_ops(graph) == {}
+    consts = [v for v in graph.values.values() if v.name.startswith("const")]
+    assert [v.shape for v in consts] == [(cfg.batch, cfg.hidden), ()]          # zero state, zero loss
