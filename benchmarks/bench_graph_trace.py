@@ -62,8 +62,8 @@ class DeepResNet(nn.Module):
 def resnet(depth: int, batch: int, image: int):
     """(net, inputs, loss_fn): the paper's ResNet (remat.models.resnet) if present, else DeepResNet."""
     try:
-        from remat.models.resnet import ResNet, ResNetConfig
-        net = ResNet(ResNetConfig.for_depth(depth, image=image, batch=batch))
+        from remat.models.resnet import ResNetConfig, build_resnet
+        net = build_resnet(ResNetConfig.for_depth(depth, image=image, batch=batch))
     except ImportError:
         net = DeepResNet(depth)
     x, y = torch.randn(batch, 3, image, image), torch.randint(0, 1000, (batch,))

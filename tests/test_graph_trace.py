@@ -207,7 +207,7 @@ def test_paper_resnet_ops():
     resnet = pytest.importorskip("remat.models.resnet")
     cfg = resnet.ResNetConfig(blocks=(3, 4, 6, 3), image=64, batch=2)          # ResNet-50, small images
     with FakeTensorMode():
-        net, (x, y) = resnet.ResNet(cfg), resnet.random_images(cfg)
+        net, (x, y) = resnet.build_resnet(cfg), resnet.random_images(cfg)
         with flop_counter_mode() as counter:
             resnet.resnet_loss(net(x), y)
     graph = trace(net, (x,), loss_fn=lambda logits: resnet.resnet_loss(logits, y))
