@@ -18,6 +18,12 @@ Policies (one per layer):
                   to a host buffer at pack time and back at unpack time: asynchronously, through the model's
                   remat.offload.OffloadHooks (pinned pool, side stream, prefetch). On a CPU device this is a
                   host memcpy: "simulated", not PCIe.
+* ``drop-cheap`` — Chen 2016 §4.2: the layer under a checkpoint with an op-level selective policy
+                  (``create_selective_checkpoint_contexts``, remat.drop_cheap): the outputs of matmul-like ops
+                  (convolution, mm, addmm, bmm, baddbmm, attention kernels) are kept, every other op (norms,
+                  activations, pooling, softmax, dropout, elementwise) is recomputed in backward. Runtime only:
+                  the planner's options stay POLICIES (without drop-cheap), and what SAC keeps is invisible to
+                  saved-tensor hooks, so its bytes are measured by remat.drop_cheap.KeptLog.
 
 Shorthands (Megatron-LM recompute_method, Chen 2016):
 * ``uniform:N``  — layers split into chunks of N, each chunk checkpointed as one unit (N = 1: per-layer full).
@@ -47,8 +53,10 @@ from remat.errors import UsageError
 from remat.formulas.chen import segment_bounds
 
 Policy = Literal["none", "selective", "full", "offload"]
-"""The per-layer recompute policies, everywhere in the package (runtime, planner, CLI)."""
+"""The per-layer recompute policies the planner chooses among (runtime and CLI accept RUNTIME_POLICIES)."""
 POLICIES: tuple[str, ...] = get_args(Policy)
+RUNTIME_POLICIES: tuple[str, ...] = POLICIES + ("drop-cheap",)
+"""What ``parse_plan``/``apply_plan`` accept: POLICIES (the planner's options) plus Chen §4.2's drop-cheap."""
 SHORTHANDS = ("uniform", "block", "segments")
 
 
@@ -59,7 +67,7 @@ class LayerPolicies:
     """A model's per-layer policies, plus multi-layer checkpoint units: what ``apply_plan`` applies (the
     planner's solved plan, with its costs, is ``remat.planner.Plan``).
 
-    policies: one of POLICIES per layer; groups: half-open layer ranges [start, stop) of ≥ 2 layers
+    policies: one of RUNTIME_POLICIES per layer; groups: half-open layer ranges [start, stop) of ≥ 2 layers
     checkpointed as one unit (their layers read "full"); spec: the text it was parsed from.
     Iterates, indexes and compares like the list of per-layer policies.
     """
@@ -127,8 +135,8 @@ def parse_plan(spec: str | Sequence[str], layers: int) -> LayerPolicies:
         return _units(layers, segment_bounds(layers, k)[:-1], text)
     names = [t.strip() for t in text.split(",")]
     for name in names:
-        if name not in POLICIES:
-            raise UsageError("policy", f"unknown policy {name!r} (policies: {', '.join(POLICIES)}; "
+        if name not in RUNTIME_POLICIES:
+            raise UsageError("policy", f"unknown policy {name!r} (policies: {', '.join(RUNTIME_POLICIES)}; "
                                        "shorthands: uniform:N, block:N, segments:k)")
     if len(names) == 1:
         names = names * layers
@@ -211,17 +219,34 @@ class _Recompute:
         _state.depth -= 1
 
 
-def _checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool) -> Callable:
-    """``fn`` run under non-reentrant torch.utils.checkpoint with the recompute context above."""
+def checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = False,
+                 selective: Callable[[], tuple] | None = None) -> Callable:
+    """``fn`` run under non-reentrant torch.utils.checkpoint with the recompute context above.
+
+    ``modules``: the region's modules (their mutated buffers are restored after each recompute).
+    ``selective``: optional factory of a (forward, recompute) context pair entered inside ours, e.g.
+    torch.utils.checkpoint.create_selective_checkpoint_contexts (remat.drop_cheap); its recompute mode is the
+    innermost, so outputs it serves from its cache never reach the recompute observers (FLOP counters).
+    Source: torch.utils.checkpoint.checkpoint(use_reentrant=False, context_fn=...).
+    """
     def contexts():
         watch = _ForwardWatch(modules)
-        return watch, _Recompute(watch)
+        if selective is None:
+            return watch, _Recompute(watch)
+        forward, recompute = selective()
+        return _nested(watch, forward), _nested(_Recompute(watch), recompute)
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
         return checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True, context_fn=contexts,
                           early_stop=early_stop, **kwargs)
     return run
+
+
+@contextlib.contextmanager
+def _nested(outer: contextlib.AbstractContextManager, inner: contextlib.AbstractContextManager):
+    with outer, inner:
+        yield
 
 
 # --- offload (synchronous) -------------------------------------------------------------------------------------
@@ -317,12 +342,15 @@ def apply_plan(model: nn.Module, plan: LayerPolicies | Sequence[str] | str, earl
         if i in grouped or policy == "none":
             continue
         if policy == "full":
-            _set_forward(model, layer, _checkpointed(_own_forward(layer), [layer], early_stop))
+            _set_forward(model, layer, checkpointed(_own_forward(layer), [layer], early_stop))
         elif policy == "selective":
             core = _core(layer)
-            _set_forward(model, core, _checkpointed(_own_forward(core), [core], early_stop))
+            _set_forward(model, core, checkpointed(_own_forward(core), [core], early_stop))
         elif policy == "offload":
             _set_forward(model, layer, _offloaded(_own_forward(layer), layer, model.remat_offload))
+        elif policy == "drop-cheap":
+            from remat.drop_cheap import drop_cheap
+            _set_forward(model, layer, drop_cheap(_own_forward(layer), [layer], early_stop))
     if plan.groups:
         model.run_layers = _grouped_runner(model, plan, early_stop)
     model.remat_plan = plan
@@ -338,7 +366,7 @@ def _grouped_runner(model: nn.Module, plan: LayerPolicies, early_stop: bool) -> 
         while i < len(layers):
             if i in starts:
                 unit = list(layers[i:starts[i]])
-                x = _checkpointed(functools.partial(_run_sequence, unit), unit, early_stop)(x)
+                x = checkpointed(functools.partial(_run_sequence, unit), unit, early_stop)(x)
                 i = starts[i]
             else:
                 x = layers[i](x)
