@@ -108,6 +108,10 @@ class Graph:
 
     def producer(self) -> dict[str, Node]:
         """value name -> the node writing it (activations only)."""
+        return self._producer
+
+    @cached_property
+    def _producer(self) -> dict[str, Node]:
         return {v: n for n in self.nodes for v in n.outputs}
 
     def activations(self) -> list[str]:

@@ -18,6 +18,7 @@ in place.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -78,7 +79,7 @@ class _Allocator:
         self.counter = readers(program)
         self.tag_of: dict[str, int] = {}
         self.tag_bytes: list[int] = []
-        self.pool: list[int] = []          # free tags (sharing)
+        self.pool: list[tuple[int, int]] = []   # free (bytes, tag), sorted (sharing)
         self.released: set[str] = set()
         self.live = self.peak = self.inplace_count = 0
 
@@ -124,12 +125,12 @@ class _Allocator:
         self.tag_of[v] = tag
 
     def _from_pool(self, size: int) -> int | None:
-        """The smallest pooled tag holding ``size`` bytes, else the largest pooled tag (grown); None if empty."""
+        """The smallest pooled tag holding ``size`` bytes, else the largest pooled tag (grown); None if empty.
+        The pool is a list of (bytes, tag) kept sorted."""
         if not self.pool:
             return None
-        fits = [t for t in self.pool if self.tag_bytes[t] >= size]
-        tag = min(fits, key=self.tag_bytes.__getitem__) if fits else max(self.pool, key=self.tag_bytes.__getitem__)
-        self.pool.remove(tag)
+        i = bisect.bisect_left(self.pool, (size, -1))
+        _, tag = self.pool.pop(i if i < len(self.pool) else -1)
         self.tag_bytes[tag] = max(self.tag_bytes[tag], size)
         return tag
 
@@ -138,4 +139,4 @@ class _Allocator:
             self.released.add(v)
             self.live -= self.sizes[v]
             if self.share:
-                self.pool.append(self.tag_of[v])
+                bisect.insort(self.pool, (self.tag_bytes[self.tag_of[v]], self.tag_of[v]))
