@@ -1,4 +1,5 @@
-# Chen et al. 2016 on the numpy reference engine: gradient checks, segment and depth sweeps, Revolve.
+# Chen et al. 2016: the numpy engine (gradient checks, segments, depth, Revolve), memory planning on graphs
+# (numpy nets executed; the paper's ResNet and LSTM traced under fake tensors).
 
 
 rule chen_check:
@@ -18,7 +19,7 @@ rule chen_sweep:
     output:
         "results/chen/{sweep}.csv",
     wildcard_constraints:
-        sweep="segments|depth|revolve",
+        sweep="segments|depth|revolve|graph-check|resnet|lstm",
     params:
         p=lambda wc: params_json("chen", wc.sweep),
     log:
@@ -36,7 +37,7 @@ rule chen_figure:
         png="figures/chen_{sweep}.png",
         svg="figures/chen_{sweep}.svg",
     wildcard_constraints:
-        sweep="segments|depth",
+        sweep="segments|depth|resnet|lstm",
     log:
         "logs/figures/chen_{sweep}.log",
     conda:

@@ -1,8 +1,8 @@
 # Reports: each reads results/ and figures/ (never runs an experiment) and renders reports/NAME.html.
 
 REPORT_INPUTS = {
-    "chen2016": expand("results/chen/{t}.csv", t=["check", "segments", "depth", "revolve"])
-    + expand("figures/chen_{f}.png", f=["segments", "depth"]),
+    "chen2016": expand("results/chen/{t}.csv", t=["check", "segments", "depth", "revolve", "graph-check", "resnet", "lstm"])
+    + expand("figures/chen_{f}.png", f=["segments", "depth", "resnet", "lstm"]),
     "korthikanti2022": expand(
         "results/korthikanti/{t}.csv", t=["table2", "items", "flops", "memory", "modern", "table4", "figure8"]
     )

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
 
-from remat.experiments.params import Count, NonNegative
+from remat.experiments.params import Count, Ge, NonNegative
 from remat.graph import engine, nets, strategies
+from remat.graph.budget import candidates
 from remat.graph.ir import Graph
 from remat.graph.program import build_program
 from remat.measure.provenance import with_provenance
@@ -94,3 +95,126 @@ def strategy_rows(graph: Graph, names, grid_points: int) -> list[dict]:
         elapsed = time.perf_counter() - start
         rows += [{**o.row(), "plan_s": elapsed / len(found)} for o in found]
     return rows
+
+
+# --- the paper's nets at the paper's sizes, traced under fake tensors ------------------------------------------
+
+@dataclass(frozen=True)
+class PaperNetParams:
+    """Shared by chen.resnet and chen.lstm: what to plan and the element type."""
+
+    strategies: list[Strategy] = field(default_factory=lambda: list(strategies.STRATEGIES))
+    """Figure 5's strategies to plan (sublinear = Algorithm 3 with the grid; its budgets are rows too)."""
+    comparisons: list[Comparison] = field(default_factory=lambda: ["sqrt", "optimal"])
+    """Segmentations Algorithm 3 is compared with: sqrt (⌈√n⌉ equal stages), optimal (least x + y)."""
+    grid_points: Count = 6
+    """Points of Algorithm 3's grid over [B/2, 2B]."""
+    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    """Element type of activations (the paper: float32)."""
+
+
+@dataclass(frozen=True)
+class ResNetParams(PaperNetParams):
+    """chen.resnet: Figure 5(a) — feature-map memory of the §5.2 bottleneck ResNet against depth."""
+
+    depths: list[Annotated[int, Ge(14)]] = field(default_factory=lambda: [50, 100, 200, 500, 1000])
+    """Depths (layers = 3·Σ blocks + 2; remat.models.resnet.blocks_for_depth: the deepest net ≤ each)."""
+    batch: Count = 32
+    """Images per batch (the paper: 32)."""
+    image: Count = 224
+    """Input height = width in pixels (the paper: 224)."""
+    width: Count = 64
+    """Stage-1 bottleneck width (channels; the paper's ResNet: 64)."""
+    classes: Count = 1000
+    """Classifier outputs."""
+
+
+@dataclass(frozen=True)
+class LSTMParams(PaperNetParams):
+    """chen.lstm: Figure 5(b) — feature-map memory of the §5.3 LSTM against the unrolled length."""
+
+    lengths: list[Count] = field(default_factory=lambda: [8, 16, 32, 64, 128])
+    """Unrolled lengths T (time steps; the paper's headline: 64)."""
+    layers: Count = 4
+    """Stacked LSTM layers."""
+    hidden: Count = 1024
+    """Hidden size H."""
+    input: Count = 50
+    """Input features per step."""
+    classes: Count = 5000
+    """Softmax width per step."""
+    batch: Count = 64
+    """Sequences per batch."""
+
+
+def resnet_graph(depth: int, p: ResNetParams) -> Graph:
+    """The §5.2 ResNet of (at most) ``depth`` layers at the sizes of ``p``, traced under FakeTensorMode."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from remat.graph.trace import trace
+    from remat.models.resnet import ResNetConfig, build_resnet, random_images, resnet_loss
+
+    cfg = ResNetConfig.for_depth(depth, width=p.width, image=p.image, classes=p.classes, batch=p.batch,
+                                 dtype=p.dtype)
+    with FakeTensorMode():
+        model = build_resnet(cfg)
+        images, labels = random_images(cfg)
+    return trace(model, (images,), loss_fn=lambda logits: resnet_loss(logits, labels), name=f"resnet-{cfg.depth}")
+
+
+def lstm_graph(length: int, p: LSTMParams) -> Graph:
+    """The §5.3 LSTM unrolled over ``length`` steps at the sizes of ``p``, traced under FakeTensorMode."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from remat.graph.trace import trace
+    from remat.models.lstm import LSTMConfig, build_lstm, random_sequence
+
+    cfg = LSTMConfig(layers=p.layers, hidden=p.hidden, input=p.input, classes=p.classes, steps=length,
+                     batch=p.batch, dtype=p.dtype)
+    with FakeTensorMode():
+        model = build_lstm(cfg)
+        x, targets = random_sequence(cfg)
+    return trace(model, (x, targets), name=f"lstm-{length}")
+
+
+def _plan_rows(graph: Graph, p: PaperNetParams) -> list[dict]:
+    """Rows for every strategy and comparison on ``graph``; Algorithm 3's budgets (B = 0, B₀, grid) are
+    planned once: each is a "budget" row and "sublinear" is the fewest planned bytes among B₀ and the grid."""
+    rows, names = [], [s for s in p.strategies if s != "sublinear"] + list(p.comparisons)
+    rows += strategy_rows(graph, names, p.grid_points)
+    if "sublinear" in p.strategies:
+        budget_rows = strategy_rows(graph, ["budget"], p.grid_points)
+        best = min(budget_rows[1:], key=lambda r: r["planned_bytes"])
+        rows += [{**best, "strategy": "sublinear"}, *budget_rows]
+    return rows
+
+
+def _sweep(sizes, size: str, build, p: PaperNetParams, extra=lambda n: {}) -> pd.DataFrame:
+    from remat.graph.trace import other_ops
+
+    rows = []
+    for n in sizes:
+        start = time.perf_counter()
+        graph = build(n)
+        traced_s = time.perf_counter() - start
+        common = {size: n, **extra(n), "graph": graph.name, "nodes": len(graph.nodes), "trace_s": traced_s,
+                  "other_ops": sum(other_ops(graph).values()), "candidates": len(candidates(graph))}
+        rows += [{**common, **row} for row in _plan_rows(graph, p)]
+    return with_provenance(rows, device="fake", dtype=p.dtype)
+
+
+def resnet_memory(p: ResNetParams) -> pd.DataFrame:
+    """Registry entry ``chen-resnet``. Row per (depth, strategy or budget): the traced graph (nodes, trace
+    seconds, ops the trace did not recognise, Algorithm 3's candidate split points) and Outcome.row()'s
+    planned/live bytes, recomputed FLOPs, splits, x, y, B. ``depth`` is the requested depth, ``layers`` the
+    built one (3·Σ blocks + 2) and ``blocks`` its blocks per stage."""
+    from remat.models.resnet import blocks_for_depth, resnet_depth
+
+    return _sweep(p.depths, "depth", lambda d: resnet_graph(d, p), p,
+                  lambda d: {"layers": resnet_depth(blocks_for_depth(d)),
+                             "blocks": "-".join(map(str, blocks_for_depth(d)))})
+
+
+def lstm_memory(p: LSTMParams) -> pd.DataFrame:
+    """Registry entry ``chen-lstm``: as ``resnet_memory``, per unrolled length."""
+    return _sweep(p.lengths, "length", lambda t: lstm_graph(t, p), p)

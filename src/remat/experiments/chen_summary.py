@@ -82,3 +82,58 @@ def revolve_table(frame: pd.DataFrame) -> pd.DataFrame:
     table = frame.pivot(index="steps", columns="slots", values="extra_forwards")
     table.columns = [f"s = {s}" for s in table.columns]
     return table.reset_index().rename(columns={"steps": "l"})
+
+
+# --- graphs: Figure 5's strategies, Algorithm 3 ------------------------------------------------------------------
+
+def strategy_fits(frame: pd.DataFrame, size: str) -> pd.DataFrame:
+    """Per strategy of a ``chen-resnet``/``chen-lstm`` table: the log–log exponent of planned bytes against
+    ``size`` ("depth" or "length"), planned and live-peak bytes at the largest size, and how many times
+    less than no-opt and than sharing (Chen's "optimized memory plan") that is."""
+    frame = frame[frame["strategy"] != "budget"]          # one row per (size, strategy)
+    largest = frame[frame[size] == frame[size].max()].set_index("strategy")
+    rows = []
+    for strategy, part in frame.groupby("strategy", sort=False):
+        at = largest.loc[strategy]
+        rows.append({"strategy": strategy, "exponent": fit_loglog_exponent(part[size], part["planned_bytes"]),
+                     "planned_bytes": int(at["planned_bytes"]), "live_peak_bytes": int(at["live_peak_bytes"]),
+                     "vs_no_opt": largest.loc["no-opt", "planned_bytes"] / at["planned_bytes"],
+                     "vs_sharing": largest.loc["sharing", "planned_bytes"] / at["planned_bytes"],
+                     "recompute_ratio": float(at["recompute_ratio"])})
+    return pd.DataFrame(rows)
+
+
+def deepest_within(frame: pd.DataFrame, size: str, strategy: str, limit_bytes: int) -> int | None:
+    """The largest ``size`` whose planned bytes under ``strategy`` fit in ``limit_bytes``; None if none."""
+    part = frame[(frame["strategy"] == strategy) & (frame["planned_bytes"] <= limit_bytes)]
+    return int(part[size].max()) if len(part) else None
+
+
+# --- the paper's own numbers, each with where it is printed --------------------------------------------------
+
+PAPER = {
+    "resnet_depth": 1000,          # abstract, §5.2: the 1,000-layer ResNet
+    "resnet_before_gb": 48,        # abstract: "from 48G to 7G" (GB read as 10⁹ bytes)
+    "resnet_after_gb": 7,
+    "gpu_memory_gb": 12,           # §5: a Titan X (12 GB)
+    "deepest_without": 200,        # §5.2: "only possible to train a 200 layer ResNet" without the plan
+    "lstm_steps": 64,              # §5.3: 64 steps, batch 64, 4 x 1024
+    "lstm_reduction": 4,           # §5.3: "more than 4x reduction over the optimized memory plan"
+    "speed_overhead": 0.30,        # §5.4: about 30% extra runtime (Titan X, 20 batches)
+    "system_reduction": (2, 3),    # §5.2: in-place and sharing cut memory 2-3x, still linear in depth
+}
+"""Chen et al. 2016's printed claims the report compares with (one copy; figures and report import it)."""
+
+
+def budget_table(frame: pd.DataFrame, size: str) -> pd.DataFrame:
+    """Algorithm 3 at the largest ``size`` of a ``chen-resnet``/``chen-lstm`` table: every budget B (B = 0,
+    B₀ = √(x·y), the grid), the chosen sublinear plan, √n and the optimum of x + y — splits, x, y, planned and
+    live-peak bytes, recomputed FLOPs per forward FLOP."""
+    part = frame[(frame[size] == frame[size].max())
+                 & frame["strategy"].isin(["budget", "sublinear", "sqrt", "optimal"])]
+    order = {"budget": 0, "sublinear": 1, "sqrt": 2, "optimal": 3}
+    part = part.assign(_o=part["strategy"].map(order)).sort_values(["_o", "budget_bytes"])
+    return pd.DataFrame({"plan": part["strategy"], "B (bytes)": part["budget_bytes"], "splits": part["splits"],
+                         "x (bytes)": part["x_bytes"], "y (bytes)": part["y_bytes"],
+                         "planned (bytes)": part["planned_bytes"], "live peak (bytes)": part["live_peak_bytes"],
+                         "recomputed / forward FLOPs": part["recompute_ratio"].round(3)}).reset_index(drop=True)

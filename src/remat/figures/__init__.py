@@ -14,6 +14,8 @@ from remat.errors import UsageError
 REGISTRY: dict[str, str] = {
     "chen-segments": "remat.figures.chen:segments",
     "chen-depth": "remat.figures.chen:depth",
+    "chen-resnet": "remat.figures.chen:resnet",
+    "chen-lstm": "remat.figures.chen:lstm",
     "korthikanti-percent": "remat.figures.korthikanti:percent",
     "korthikanti-memory": "remat.figures.korthikanti:memory",
     "korthikanti-figure8": "remat.figures.korthikanti_time:figure8",

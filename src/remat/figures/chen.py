@@ -1,7 +1,9 @@
-"""Figures for Chen et al. 2016 from the ``chen-segments`` and ``chen-depth`` tables (no measuring here).
+"""Figures for Chen et al. 2016 from the ``chen-*`` tables (no measuring here).
 
     remat figure chen-segments --inputs results/chen/segments.csv --out figures/chen_segments.png
     remat figure chen-depth    --inputs results/chen/depth.csv    --out figures/chen_depth.png
+    remat figure chen-resnet   --inputs results/chen/resnet.csv   --out figures/chen_resnet.png
+    remat figure chen-lstm     --inputs results/chen/lstm.csv     --out figures/chen_lstm.png
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ import math
 import pandas as pd
 from matplotlib.figure import Figure
 
-from remat.experiments.chen_summary import depth_fits
-from remat.units import KiB
+from remat.experiments.chen_summary import PAPER, depth_fits, strategy_fits
+from remat.units import GiB, KiB
 
 
 
@@ -77,3 +79,58 @@ def depth(frames: list[pd.DataFrame]) -> Figure:
         ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+STRATEGY_ORDER = ("no-opt", "inplace", "sharing", "drop-cheap", "sublinear")
+
+
+def _strategies(frame: pd.DataFrame, size: str, xlabel: str, title: str) -> Figure:
+    """Left: planned feature-map memory (GiB) of Figure 5's strategies against ``size``, log–log, exponents in
+    the legend. Right: Algorithm 3 at the largest size — planned bytes against the budget B (B = 0 drawn at
+    the left edge), the chosen plan, √n and the optimum of x + y as horizontal lines."""
+    fits = strategy_fits(frame, size).set_index("strategy")
+    fig = Figure(figsize=(11, 4.2))
+    memory, search = fig.subplots(1, 2)
+    for i, strategy in enumerate(s for s in STRATEGY_ORDER if s in fits.index):
+        part = frame[frame["strategy"] == strategy].sort_values(size)
+        memory.loglog(part[size], part["planned_bytes"] / GiB, "os^Dv"[i] + "-", mfc="none", color=f"C{i}",
+                      label=f"{strategy}: {size}^{fits.loc[strategy, 'exponent']:.2f}")
+    memory.set_xlabel(xlabel)
+    memory.set_ylabel("planned feature-map memory (GiB)")
+    memory.set_title(title, fontsize=10)
+    largest = frame[frame[size] == frame[size].max()]
+    budgets = largest[largest["strategy"] == "budget"].sort_values("budget_bytes")
+    search.plot(budgets["budget_bytes"] / GiB, budgets["planned_bytes"] / GiB, "o-", color="C4",
+                label="Algorithm 3 at budget B")
+    for j, (name, style) in enumerate((("sublinear", "-"), ("sqrt", "--"), ("optimal", ":"))):
+        row = largest[largest["strategy"] == name]
+        if len(row):
+            search.axhline(row["planned_bytes"].iloc[0] / GiB, ls=style, color=f"C{5 + j}",
+                           label=f"{name}: {row['planned_bytes'].iloc[0] / GiB:.2f} GiB")
+    search.set_xlabel("budget B (GiB of segment outputs)")
+    search.set_ylabel("planned feature-map memory (GiB)")
+    search.set_title(f"Algorithm 3 at {size} = {int(frame[size].max())}", fontsize=10)
+    for ax in (memory, search):
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def resnet(frames: list[pd.DataFrame]) -> Figure:
+    """Chen Figure 5(a) from a ``chen-resnet`` table, with the paper's 1,000-layer numbers (GB read as 10⁹
+    bytes) marked on the left panel."""
+    fig = _strategies(frames[0], "depth", "requested depth (layers)",
+                      "ResNet (batch 32, 224×224): memory vs depth")
+    memory = fig.axes[0]
+    for key, label in (("resnet_before_gb", "paper: before"), ("resnet_after_gb", "paper: sublinear")):
+        memory.plot(PAPER["resnet_depth"], PAPER[key] * 1e9 / GiB, "kx", ms=9)
+        memory.annotate(label, (PAPER["resnet_depth"], PAPER[key] * 1e9 / GiB), fontsize=7,
+                        xytext=(-60, 4), textcoords="offset points")
+    return fig
+
+
+def lstm(frames: list[pd.DataFrame]) -> Figure:
+    """Chen Figure 5(b) from a ``chen-lstm`` table."""
+    return _strategies(frames[0], "length", "unrolled length (time steps)",
+                       "LSTM (4 × 1024, batch 64): memory vs length")
