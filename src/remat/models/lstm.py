@@ -92,7 +92,8 @@ class StackedLSTM(nn.Module):
         plan = parse_plan(spec, self.cfg.steps)
         bad = sorted(set(plan) - set(STEP_POLICIES))
         if bad:
-            raise UsageError("policy", f"{', '.join(bad)} is not a per-step LSTM policy (use {', '.join(STEP_POLICIES)})")
+            raise UsageError("policy", f"{', '.join(bad)}: not a per-step LSTM policy "
+                                       f"(use {', '.join(STEP_POLICIES)})")
         self.plan, self.early_stop = plan, early_stop
         return plan
 
