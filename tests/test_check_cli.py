@@ -22,10 +22,31 @@ def _broken(layers: int) -> Schedule:
 
 def test_check_passes(capsys):
     assert cli.main(["check", "--layers", "6", "--width", "4", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    found = json.loads(capsys.readouterr().out)
+    rows, plans = found["schedules"], found["memory_plans"]
     names = {row["schedule"] for row in rows}
     assert {"none", "sqrt", "recursive(1)", "revolve(1)", "segments(6)"} <= names
     assert all(row["passed"] and row["bitwise_equal"] and row["formula_match"] for row in rows)
+    assert {"graph:residual_net/sublinear", "graph:lstm_net/drop-cheap"} <= {p["schedule"] for p in plans}
+    assert all(p["passed"] and p["bitwise_equal"] for p in plans)
+
+
+def test_check_names_a_wrong_memory_plan(monkeypatch, capsys):
+    """A planner that lets every value share one storage tag: `remat check` fails naming the plans."""
+    import dataclasses
+
+    from remat.graph import memory, strategies
+
+    real = memory.plan_memory
+
+    def one_tag(program, strategy="sharing"):
+        plan = real(program, strategy)
+        return dataclasses.replace(plan, tag_of={v: 0 for v in plan.tag_of}, tag_bytes=(max(plan.tag_bytes),))
+
+    monkeypatch.setattr(strategies, "plan_memory", one_tag)
+    assert cli.main(["check", "--layers", "3", "--width", "3"]) == 1
+    captured = capsys.readouterr()
+    assert "FAILED schedules: graph:mlp_chain/no-opt" in captured.err
 
 
 def test_check_names_a_broken_schedule(monkeypatch, capsys):
@@ -61,6 +82,12 @@ def test_gradient_check_flags_wrong_memory_accounting():
     ("chen-revolve", {"steps": [3], "slots": [0]}, "chen.revolve.slots"),
     ("chen-check", {"width": "8"}, "chen.check.width"),
     ("chen-segments", {"dtype": "int8", "layers": 3}, "chen.segments.dtype"),
+    ("chen-resnet", {"depths": [10]}, "chen.resnet.depths"),
+    ("chen-resnet", {"strategies": ["sharing", "nope"]}, "chen.resnet.strategies"),
+    ("chen-resnet", {"grid_points": 0}, "chen.resnet.grid_points"),
+    ("chen-lstm", {"lengths": [0]}, "chen.lstm.lengths"),
+    ("chen-lstm", {"lengths": []}, "chen.lstm.lengths"),
+    ("chen-graph-check", {"blocks": 0}, "chen.graph-check.blocks"),
 ])
 def test_bad_parameters_exit_2_naming_the_key(tmp_path, capsys, name, params, field):
     out = tmp_path / "out.csv"

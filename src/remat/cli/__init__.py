@@ -6,6 +6,7 @@ Contract (scripts, rules and reports depend on these names):
     remat measure    --model M --policy P --device cpu|cuda|fake [--layers N] [--seq S] [--micro-batch B] [--json]
     remat bandwidth  --device cpu|cuda [--json]
     remat plan       --model M --memory 80GiB [...] [--format md|json]
+    remat memplan    --net resnet|lstm [--depth N | --length T] [--strategy S ...] [--budget B] [--json]
     remat report     [--engine auto|quarto|fallback] [NAME ...]
     remat experiment NAME --params JSON --out FILE     (pipeline rules: one tidy table per call)
     remat figure     NAME --inputs CSV... --out PNG    (pipeline rules: tables -> one figure, PNG + SVG)
@@ -30,9 +31,9 @@ from remat.errors import InfeasibleError, UsageError
 
 
 def _sections():
-    from remat.cli import pipeline, plan, runtime
+    from remat.cli import memplan, pipeline, plan, runtime
     return [pipeline.add_check, pipeline.add_experiment, pipeline.add_figure, pipeline.add_report,
-            runtime.add_bandwidth, runtime.add_measure, runtime.add_account, plan.add_plan]
+            runtime.add_bandwidth, runtime.add_measure, runtime.add_account, plan.add_plan, memplan.add_memplan]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,8 +8,8 @@ from remat.cli.args import command, emit, json_object, positive_int
 from remat.errors import UsageError
 
 def add_check(sub):
-    p = command(sub, "check", "numpy gradient checks of every checkpoint schedule (Chen 2016): bitwise vs the "
-                              "plain backward, finite differences, counted bytes vs the closed forms",
+    p = command(sub, "check", "numpy gradient checks of every checkpoint schedule and memory plan (Chen 2016): "
+                              "bitwise vs the plain backward, finite differences, counted bytes vs the closed forms",
                 ["remat check", "remat check --layers 32 --json"], "exit 1 names the schedules that failed")
     p.add_argument("--layers", type=positive_int, default=16, help="chain length L (default 16)")
     p.add_argument("--width", type=positive_int, default=8, help="layer width d (default 8)")
@@ -18,14 +18,20 @@ def add_check(sub):
 
 
 def _run_check(args) -> int:
-    from remat.experiments import chen
+    from remat.experiments import chen, chen_graph
     table = chen.gradient_check(layers=args.layers, width=args.width)
+    graphs = chen_graph.graph_check(chen_graph.GraphCheckParams(layers=args.layers, width=args.width))
     shown = ["schedule", "bitwise_equal", "max_abs_diff_vs_naive", "fd_rel_error", "peak_bytes",
              "peak_bytes_formula", "forwards", "forwards_formula", "passed"]
     if table["error"].notna().any():
         shown.append("error")
-    emit(table.to_dict(orient="records"), args.json, table[shown].to_string(index=False))
-    failed = table.loc[~table["passed"], "schedule"].tolist()
+    graphs["schedule"] = "graph:" + graphs["net"] + "/" + graphs["strategy"]
+    graph_shown = ["schedule", "budget_bytes", "planned_bytes", "live_peak_bytes", "recomputed_nodes",
+                   "bitwise_equal", "passed"]
+    emit({"schedules": table.to_dict(orient="records"), "memory_plans": graphs.to_dict(orient="records")}, args.json,
+         table[shown].to_string(index=False) + "\n\nmemory plans on graphs (§3, Algorithms 2 and 3):\n"
+         + graphs[graph_shown].to_string(index=False))
+    failed = table.loc[~table["passed"], "schedule"].tolist() + graphs.loc[~graphs["passed"], "schedule"].tolist()
     if failed:
         print(f"remat check: FAILED schedules: {', '.join(failed)}", file=sys.stderr)
         return 1

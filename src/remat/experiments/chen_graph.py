@@ -72,18 +72,28 @@ def outcomes(graph: Graph, names, grid_points: int) -> list[strategies.Outcome]:
 def graph_check(p: GraphCheckParams) -> pd.DataFrame:
     """Registry entry ``chen-graph-check``. Row per (net, strategy or budget): planned and live-peak bytes,
     recomputed FLOPs and nodes, bitwise_equal (loss and every parameter gradient np.array_equal to the naive
-    backward's) and passed (bitwise_equal, and planned ≥ live peak)."""
+    backward's), error (the engine's PlanError, if a step read a value whose storage was reused) and passed
+    (bitwise_equal, and planned ≥ live peak)."""
     rows = []
     for net, (graph, params, inputs) in small_nets(p).items():
         loss0, ref = engine.execute(build_program(graph), params, inputs)
         for o in outcomes(graph, [*strategies.STRATEGIES, "sqrt", "optimal", "budget"], p.grid_points):
-            loss, grads = engine.execute(o.program, params, inputs, o.memory)
-            bitwise = loss == loss0 and grads.keys() == ref.keys() and all(
-                np.array_equal(grads[k], ref[k]) for k in ref)
+            bitwise, error = _bitwise(o, params, inputs, loss0, ref)
             row = o.row()
             rows.append({"net": net, "nodes": len(graph.nodes), **row, "bitwise_equal": bitwise,
-                         "passed": bool(bitwise and row["planned_bytes"] >= row["live_peak_bytes"])})
+                         "passed": bool(bitwise and row["planned_bytes"] >= row["live_peak_bytes"]),
+                         "error": error})
     return with_provenance(rows, device="cpu", dtype="float64", seed=p.seed)
+
+
+def _bitwise(o: strategies.Outcome, params, inputs, loss0: float, ref: dict) -> tuple[bool, str | None]:
+    """(loss and every parameter gradient np.array_equal to the reference, the PlanError text if it raised)."""
+    try:
+        loss, grads = engine.execute(o.program, params, inputs, o.memory)
+    except engine.PlanError as exc:
+        return False, str(exc)
+    same = loss == loss0 and grads.keys() == ref.keys() and all(np.array_equal(grads[k], ref[k]) for k in ref)
+    return bool(same), None
 
 
 def strategy_rows(graph: Graph, names, grid_points: int) -> list[dict]:
