@@ -20,6 +20,7 @@ REGISTRY: dict[str, str] = {
     "chen-segments": "remat.experiments.chen:segment_sweep",
     "chen-depth": "remat.experiments.chen:depth_sweep",
     "chen-revolve": "remat.experiments.chen:revolve_sweep",
+    "chen-speed": "remat.experiments.chen_speed:speed",
     "korthikanti-table2": "remat.experiments.korthikanti:table2",
     "korthikanti-items": "remat.experiments.korthikanti:items",
     "korthikanti-flops": "remat.experiments.korthikanti:flops",
