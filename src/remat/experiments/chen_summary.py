@@ -86,16 +86,25 @@ def revolve_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 # --- graphs: Figure 5's strategies, Algorithm 3 ------------------------------------------------------------------
 
+def _r2(x, y) -> float:
+    """r² of the least-squares line y ≈ a + b·x (scipy.stats.linregress)."""
+    return float(stats.linregress(np.asarray(x, float), np.asarray(y, float)).rvalue ** 2)
+
+
 def strategy_fits(frame: pd.DataFrame, size: str) -> pd.DataFrame:
     """Per strategy of a ``chen-resnet``/``chen-lstm`` table: the log–log exponent of planned bytes against
-    ``size`` ("depth" or "length"), planned and live-peak bytes at the largest size, and how many times
-    less than no-opt and than sharing (Chen's "optimized memory plan") that is."""
+    ``size`` ("depth" or "length"), r² of planned bytes ≈ a + b·size (r2_linear) and ≈ a + b·√size
+    (r2_sqrt) — an O(n) or O(√n) law with a constant term, which bends a log–log slope — planned and
+    live-peak bytes at the largest size, and how many times less than no-opt and than sharing (Chen's
+    "optimized memory plan") that is."""
     frame = frame[frame["strategy"] != "budget"]          # one row per (size, strategy)
     largest = frame[frame[size] == frame[size].max()].set_index("strategy")
     rows = []
     for strategy, part in frame.groupby("strategy", sort=False):
         at = largest.loc[strategy]
         rows.append({"strategy": strategy, "exponent": fit_loglog_exponent(part[size], part["planned_bytes"]),
+                     "r2_linear": _r2(part[size], part["planned_bytes"]),
+                     "r2_sqrt": _r2(np.sqrt(part[size].astype(float)), part["planned_bytes"]),
                      "planned_bytes": int(at["planned_bytes"]), "live_peak_bytes": int(at["live_peak_bytes"]),
                      "vs_no_opt": largest.loc["no-opt", "planned_bytes"] / at["planned_bytes"],
                      "vs_sharing": largest.loc["sharing", "planned_bytes"] / at["planned_bytes"],
@@ -128,14 +137,17 @@ PAPER = {
 def budget_table(frame: pd.DataFrame, size: str) -> pd.DataFrame:
     """Algorithm 3 at the largest ``size`` of a ``chen-resnet``/``chen-lstm`` table: every budget B (B = 0,
     B₀ = √(x·y), the grid), the chosen sublinear plan, √n and the optimum of x + y — splits, x, y, planned and
-    live-peak bytes, recomputed FLOPs per forward FLOP."""
+    live-peak bytes (GiB), recomputed FLOPs per forward FLOP."""
+    from remat.units import GiB
+
     part = frame[(frame[size] == frame[size].max())
                  & frame["strategy"].isin(["budget", "sublinear", "sqrt", "optimal"])]
     order = {"budget": 0, "sublinear": 1, "sqrt": 2, "optimal": 3}
     part = part.assign(_o=part["strategy"].map(order)).sort_values(["_o", "budget_bytes"])
-    return pd.DataFrame({"plan": part["strategy"], "B (bytes)": part["budget_bytes"], "splits": part["splits"],
-                         "x (bytes)": part["x_bytes"], "y (bytes)": part["y_bytes"],
-                         "planned (bytes)": part["planned_bytes"], "live peak (bytes)": part["live_peak_bytes"],
+    gib = lambda column: (part[column] / GiB).round(3)
+    return pd.DataFrame({"plan": part["strategy"], "B (GiB)": gib("budget_bytes"), "splits": part["splits"],
+                         "x (GiB)": gib("x_bytes"), "y (GiB)": gib("y_bytes"),
+                         "planned (GiB)": gib("planned_bytes"), "live peak (GiB)": gib("live_peak_bytes"),
                          "recomputed / forward FLOPs": part["recompute_ratio"].round(3)}).reset_index(drop=True)
 
 
@@ -147,6 +159,16 @@ def depth_at(frame: pd.DataFrame, size: str, strategy: str, limit_bytes: float) 
     if not ys[0] <= np.log(limit_bytes) <= ys[-1]:
         return None
     return float(np.exp(np.interp(np.log(limit_bytes), ys, xs)))
+
+
+def _linear(fit) -> bool:
+    """O(n): a + b·n fits (r² ≥ 0.99) better than a + b·√n."""
+    return fit["r2_linear"] >= 0.99 and fit["r2_linear"] > fit["r2_sqrt"]
+
+
+def _sqrt_law(fit) -> bool:
+    """O(√n): a + b·√n fits (r² ≥ 0.99) better than a + b·n."""
+    return fit["r2_sqrt"] >= 0.99 and fit["r2_sqrt"] > fit["r2_linear"]
 
 
 def _status(ok: bool, why: str = "") -> str:
@@ -174,10 +196,10 @@ def claims(chain_fits: pd.DataFrame, resnet: pd.DataFrame, lstm: pd.DataFrame) -
          f"{chain.loc['recursive', 'bytes_per_doubling']:.0f} B per doubling, r² = {chain.loc['recursive', 'r2_log2']:.3f}",
          "numpy chain, peak linear in log₂ L", _status(chain.loc["recursive", "r2_log2"] > 0.95)),
         ("In-place + sharing cut memory, still linear in depth", f"{lo}–{hi}× less, linear",
-         f"{sys_ratio:.1f}× less at depth {deep}, exponent {r.loc['sharing', 'exponent']:.2f}",
+         f"{sys_ratio:.1f}× less at depth {deep}; a + b·depth: r² = {r.loc['sharing', 'r2_linear']:.4f}",
          "ResNet traced at batch 32, §3 static plan",
-         _status(lo <= sys_ratio <= hi and r.loc["sharing", "exponent"] > 0.75,
-                 "outside the paper's range (see the text)")),
+         _status(lo <= sys_ratio <= hi and _linear(r.loc["sharing"]),
+                 "more than 2–3× (see the text)" if _linear(r.loc["sharing"]) else "not linear")),
         (f"{PAPER['resnet_depth']}-layer ResNet: memory before → with the sublinear plan",
          f"{PAPER['resnet_before_gb']} GB → {PAPER['resnet_after_gb']} GB",
          f"{before:.1f} GB → {after:.1f} GB", "sharing → sublinear, planned bytes (GB = 10⁹ B)",
@@ -186,16 +208,44 @@ def claims(chain_fits: pd.DataFrame, resnet: pd.DataFrame, lstm: pd.DataFrame) -
          f"{at_limit:.0f} layers" if at_limit else "outside the sweep", "sharing, log–log interpolation",
          _status(at_limit is not None and 0.75 <= at_limit / PAPER["deepest_without"] <= 1.25,
                  "see the text")),
-        ("Sublinear plan: memory ∝ √depth", "≈ 0.5", f"{r.loc['sublinear', 'exponent']:.2f}",
-         "ResNet, fit over the depth sweep",
-         _status(abs(r.loc["sublinear", "exponent"] - 0.5) < 0.1, "a constant term flattens the fit")),
+        ("Sublinear plan: memory O(√depth)", "O(√n)",
+         f"a + b·√depth: r² = {r.loc['sublinear', 'r2_sqrt']:.4f} (linear: {r.loc['sublinear', 'r2_linear']:.4f})",
+         "ResNet, fits over the depth sweep", _status(_sqrt_law(r.loc["sublinear"]), "not a √ law")),
         (f"LSTM, {PAPER['lstm_steps']} steps: reduction over the optimised plan",
          f"> {PAPER['lstm_reduction']}×", f"{lstm_ratio:.1f}×" if lstm_ratio else "not in the sweep",
          "sharing / sublinear, planned bytes", _status(bool(lstm_ratio) and lstm_ratio > PAPER["lstm_reduction"])),
-        ("Sublinear plan: memory ∝ √length (LSTM)", "≈ 0.5", f"{l.loc['sublinear', 'exponent']:.2f}",
-         "LSTM, fit over the length sweep", _status(abs(l.loc["sublinear", "exponent"] - 0.5) < 0.1)),
-        ("Dropping cheap ops (BN, ReLU) saves memory", "below sharing in Figure 5",
+        ("Sublinear plan: memory O(√length) (LSTM)", "O(√n)",
+         f"a + b·√length: r² = {l.loc['sublinear', 'r2_sqrt']:.4f} (linear: {l.loc['sublinear', 'r2_linear']:.4f})",
+         "LSTM, fits over the length sweep", _status(_sqrt_law(l.loc["sublinear"]), "not a √ law")),
+        ("Dropping cheap ops (BN, ReLU) saves memory", "below sharing in paper Figure 5",
          f"{r.loc['drop-cheap', 'vs_sharing']:.2f}× less than sharing (ResNet)", "ResNet, same plan",
          _status(r.loc["drop-cheap", "vs_sharing"] > 1)),
     ]
     return pd.DataFrame(rows, columns=["claim", "paper", "ours", "how measured", "status"])
+
+
+def graph_check_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """A ``chen-graph-check`` table per net: planned bytes of each Figure 5 strategy, and bitwise-equal plans
+    out of all plans run (strategies, comparisons, every Algorithm 3 budget)."""
+    single = frame[frame["strategy"] != "budget"]
+    table = single.pivot(index="net", columns="strategy", values="planned_bytes")
+    table = table[[s for s in ("no-opt", "inplace", "sharing", "drop-cheap", "sublinear", "sqrt", "optimal")
+                   if s in table.columns]]
+    grouped = frame.groupby("net")
+    table["bitwise equal plans"] = grouped["bitwise_equal"].sum().astype(int).astype(str) + " / " + \
+        grouped.size().astype(str)
+    return table.reset_index()
+
+
+def fits_table(fits: pd.DataFrame) -> pd.DataFrame:
+    """``strategy_fits`` (indexed by strategy) for display: GiB, reductions, recomputed share, exponent."""
+    from remat.units import GiB
+
+    return pd.DataFrame({"strategy": fits.index, "planned (GiB)": (fits["planned_bytes"] / GiB).round(2).values,
+                         "live peak (GiB)": (fits["live_peak_bytes"] / GiB).round(2).values,
+                         "× less than no-opt": fits["vs_no_opt"].round(1).values,
+                         "× less than sharing": fits["vs_sharing"].round(2).values,
+                         "recomputed / forward FLOPs": fits["recompute_ratio"].round(2).values,
+                         "log–log exponent": fits["exponent"].round(2).values,
+                         "r² a + b·n": fits["r2_linear"].round(4).values,
+                         "r² a + b·√n": fits["r2_sqrt"].round(4).values})
