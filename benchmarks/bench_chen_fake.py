@@ -3,12 +3,13 @@ sizes under FakeTensorMode (no memory), with the bytes each strategy holds for b
 
     python benchmarks/bench_chen_fake.py [--depth 1000] [--plans none,sublinear,drop-cheap] [--lstm]
 
-First a bare trace (no accounting, plan none); then per plan: build (seconds), forward (seconds), backward (seconds) of ResNet-<depth> (blocks_for_depth: 1000 ->
-998 layers), batch 32, 3×224×224, width 64, 1000 classes, float32; saved bytes after the forward
-(remat.drop_cheap.saved_bytes: saved-tensor hooks + drop-cheap's SAC cache; GiB = 2^30 bytes). The forward
-and backward run under the byte accounting's dispatch modes, so they are slower than a bare trace. With
---lstm the same for the LSTM at the paper's sizes (4 × 1024, 64 steps, batch 64, input 50, 5000 classes).
-Strategies as in remat.experiments.chen_speed (sublinear = ⌈√n⌉ segments, the last one unchecked).
+First a bare trace (no accounting, plan none); then per plan: build, forward and backward seconds of
+ResNet-<depth> (blocks_for_depth: 1000 -> 998 layers), batch 32, 3×224×224, width 64, 1000 classes,
+float32, and the saved bytes after the forward (remat.drop_cheap.saved_bytes: saved-tensor hooks +
+drop-cheap's SAC cache; GiB = 2^30 bytes). The accounted forward and backward run under its dispatch modes,
+so they are slower than the bare trace. With --lstm the same for the LSTM at the paper's sizes (4 × 1024,
+64 steps, batch 64, input 50, 5000 classes). Strategies as in remat.experiments.chen_speed (sublinear =
+⌈√n⌉ segments, the last one unchecked).
 """
 
 from __future__ import annotations

@@ -211,7 +211,8 @@ def instrumented_step(bench: Bench, device: torch.device, peak: bool = False) ->
             "flops_forward": flops.forward,
             "flops_backward": flops.backward, "flops_recompute": flops.recompute,
             "flops_recompute_elementwise": cheap.total,
-            "recompute_ratio": flops.recompute / flops.forward if flops.forward else None}
+            "recompute_ratio": flops.recompute / flops.forward if flops.forward else None,
+            "overhead_flops": flops.recompute / (flops.forward + flops.backward) if flops.forward else None}
 
 
 def _train_step(bench: Bench) -> Callable[[], None]:
@@ -249,11 +250,13 @@ def speed(p: SpeedParams) -> pd.DataFrame:
     Columns: net ("resnet" | "lstm"), strategy, plan (the remat.policies spec), units (n: blocks or time
     steps), segments (k for sublinear), the net's sizes (resnet: depth, blocks "3-4-6-3", width, image, batch,
     classes; lstm: layers, hidden, input, classes, steps, batch), saved_bytes (= saved_bytes_autograd +
-    saved_bytes_kept, int bytes), peak_bytes and peak_method (None unless ``peak``), flops_forward / flops_backward /
-    flops_recompute (int, matmul-like ops), flops_recompute_elementwise (int, 1 per recomputed float
-    element), recompute_ratio (recompute / forward FLOPs), step_time_s and step_time_iqr_s (median and IQR,
-    seconds), step_time_samples, timing_method, overhead (median / none's median − 1; None without a none
-    row), the timing protocol's rounds / repeats / warmup / threads, and provenance (dtype float32).
+    saved_bytes_kept, int bytes), peak_bytes and peak_method (None unless ``peak``), flops_forward /
+    flops_backward / flops_recompute (int, matmul-like ops), flops_recompute_elementwise (int, 1 per
+    recomputed float element), recompute_ratio (recompute / forward FLOPs), overhead_flops (recompute /
+    (forward + backward) FLOPs: the overhead if time followed matmul FLOPs, beside the measured one),
+    step_time_s and step_time_iqr_s (median and IQR, seconds), step_time_samples, timing_method, overhead
+    (median / none's median − 1; None without a none row), the timing protocol's rounds / repeats / warmup /
+    threads, and provenance (dtype float32).
     Raises UsageError("device") for cuda without CUDA. Source: Chen et al. 2016 §5.4, §4.2, Alg. 1.
     """
     from remat.device import resolve_device
