@@ -44,3 +44,22 @@ rule chen_figure:
         "../../envs/reports.yaml"
     shell:
         "remat figure chen-{wildcards.sweep} --inputs {input} --out {output.png} > {log} 2>&1"
+
+
+rule chen_speed:
+    output:
+        "results/chen/speed/{device}.csv",
+    wildcard_constraints:
+        device=config["device"],  # another device's table is an input only
+    params:
+        p=lambda wc: params_json("chen", "speed", device=wc.device),
+    threads: 1
+    resources:
+        gpu=lambda wc: int(wc.device == "cuda"),
+        timing=1,
+    log:
+        "logs/chen/speed/{device}.log",
+    conda:
+        TORCH_ENV
+    shell:
+        "remat experiment chen-speed --params {params.p} --out {output} > {log} 2>&1"

@@ -33,9 +33,17 @@ def sweep_tables(sweep):
     return sorted(tables)
 
 
+def chen_speed_tables():
+    """This device's chen-speed table plus any other device's already on disk (e.g. from a GPU node)."""
+    tables = {f"results/chen/speed/{config['device']}.csv"}
+    tables.update(str(p) for p in Path("results/chen/speed").glob("*.csv"))
+    return sorted(tables)
+
+
 def all_targets():
     """Every configured report, the index page, and this device's measured tables (the default target): naming the
     tables makes a GPU config run its sweeps even where CPU reports already exist."""
     device_tables = expand("results/sweeps/{sweep}/{device}.csv", sweep=SWEEPS, device=config["device"])
     device_tables += expand("results/offload/{device}/breakeven.csv", device=config["device"])
+    device_tables += [f"results/chen/speed/{config['device']}.csv"]
     return expand("reports/{name}.html", name=config["reports"]) + ["reports/index.html"] + device_tables

@@ -2,7 +2,8 @@
 
 REPORT_INPUTS = {
     "chen2016": expand("results/chen/{t}.csv", t=["check", "segments", "depth", "revolve", "graph-check", "resnet", "lstm"])
-    + expand("figures/chen_{f}.png", f=["segments", "depth", "resnet", "lstm"]),
+    + expand("figures/chen_{f}.png", f=["segments", "depth", "resnet", "lstm"])
+    + chen_speed_tables(),
     "korthikanti2022": expand(
         "results/korthikanti/{t}.csv", t=["table2", "items", "flops", "memory", "modern", "table4", "figure8"]
     )
