@@ -175,9 +175,26 @@ def _status(ok: bool, why: str = "") -> str:
     return "reproduced" if ok else f"differs: {why}" if why else "differs"
 
 
-def claims(chain_fits: pd.DataFrame, resnet: pd.DataFrame, lstm: pd.DataFrame) -> pd.DataFrame:
+def speed_claim(speed: pd.DataFrame) -> tuple:
+    """The §5.4 row of ``claims``: the sublinear plan's measured overhead per net on the GPU if a cuda table
+    is there, else on the CPU (a stand-in, not comparable: status says so)."""
+    dev = "cuda" if (speed["device"] == "cuda").any() else str(speed["device"].iloc[0])
+    part = speed[(speed["device"] == dev) & (speed["strategy"] == "sublinear")].set_index("net")["overhead"]
+    ours = ", ".join(f"{net} {value * 100:.0f} %" for net, value in part.items())
+    paper = PAPER["speed_overhead"]
+    if dev != "cuda":
+        status = "not reproducible here: CPU stand-in at small sizes (no GPU); config/gpu.yaml has the paper's"
+    else:
+        status = _status(bool((abs(part - paper) <= 0.15).all()), "see the speed section")
+    return ("Sublinear plan: extra runtime", f"about {paper * 100:.0f} % (Titan X)", f"{ours} ({dev})",
+            "step time, interleaved rounds, median", status)
+
+
+def claims(chain_fits: pd.DataFrame, resnet: pd.DataFrame, lstm: pd.DataFrame,
+           speed: pd.DataFrame | None = None) -> pd.DataFrame:
     """Chen et al. 2016's claims beside ours, computed from the tables: claim, paper, ours, how measured,
-    status ("reproduced" or "differs: why"). ``chain_fits`` is ``depth_fits`` of the chain's depth sweep."""
+    status ("reproduced" or "differs: why"). ``chain_fits`` is ``depth_fits`` of the chain's depth sweep;
+    ``speed`` a ``chen-speed`` table (all devices), optional."""
     chain = chain_fits.set_index("family")
     r, l = strategy_fits(resnet, "depth").set_index("strategy"), strategy_fits(lstm, "length").set_index("strategy")
     deep = int(resnet["depth"].max())
@@ -221,6 +238,8 @@ def claims(chain_fits: pd.DataFrame, resnet: pd.DataFrame, lstm: pd.DataFrame) -
          f"{r.loc['drop-cheap', 'vs_sharing']:.2f}× less than sharing (ResNet)", "ResNet, same plan",
          _status(r.loc["drop-cheap", "vs_sharing"] > 1)),
     ]
+    if speed is not None and len(speed):
+        rows.append(speed_claim(speed))
     return pd.DataFrame(rows, columns=["claim", "paper", "ours", "how measured", "status"])
 
 
@@ -249,3 +268,17 @@ def fits_table(fits: pd.DataFrame) -> pd.DataFrame:
                          "log–log exponent": fits["exponent"].round(2).values,
                          "r² a + b·n": fits["r2_linear"].round(4).values,
                          "r² a + b·√n": fits["r2_sqrt"].round(4).values})
+
+
+def speed_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """A ``chen-speed`` table (one or more devices) for display: per device, net and strategy the median step
+    and IQR (ms), the measured overhead over none, the overhead the FLOPs predict (recomputed / forward +
+    backward FLOPs; elementwise ops count none), and the saved activations (MiB, SAC cache included)."""
+    from remat.units import MiB
+
+    return pd.DataFrame({
+        "device": frame["device"], "net": frame["net"], "strategy": frame["strategy"], "plan": frame["plan"],
+        "step (ms)": (frame["step_time_s"] * 1e3).round(1), "IQR (ms)": (frame["step_time_iqr_s"] * 1e3).round(1),
+        "overhead": (frame["overhead"] * 100).round(0).astype(int).astype(str) + " %",
+        "FLOP-predicted": (frame["overhead_flops"] * 100).round(0).astype(int).astype(str) + " %",
+        "saved (MiB)": (frame["saved_bytes"] / MiB).round(1)}).reset_index(drop=True)
