@@ -194,3 +194,14 @@ def test_hf_config_measure_counts_attention_flops(tmp_path):
     cfg = from_name(str(path), seq=16, micro_batch=3)
     row = measure(cfg, "selective", "fake", timing=False)
     assert row["flops_recompute"] == 2 * 4 * 3 * 16**2 * 64
+
+
+def test_drop_cheap_counts_its_checkpoint_cache():
+    """drop-cheap keeps matmul outputs in the selective-checkpoint cache, invisible to saved-tensor hooks:
+    activation_bytes adds the cache and agrees with the tracker, and saves less than none."""
+    cfg = from_name("gpt-tiny")
+    rows = {p: measure(cfg, p, "cpu", timing=False) for p in ("none", "drop-cheap")}
+    cheap = rows["drop-cheap"]
+    assert cheap["activation_bytes_sac_cache"] > 0 and rows["none"]["activation_bytes_sac_cache"] == 0
+    assert abs(cheap["activation_bytes"] - cheap["activation_bytes_tracker"]) <= 0.01 * cheap["activation_bytes"]
+    assert cheap["activation_bytes"] < rows["none"]["activation_bytes"]

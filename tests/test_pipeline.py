@@ -14,6 +14,11 @@ TINY = {
         "segments": {"layers": 12, "width": 4, "batch": 2},
         "depth": {"depths": [2, 4, 8, 16, 32], "width": 4, "batch": 2},
         "revolve": {"steps": [2, 5, 10], "slots": [1, 2, 3]},
+        "graph-check": {"layers": 3, "blocks": 2, "steps": 3, "width": 4},
+        "resnet": {"depths": [14, 20, 26], "batch": 2, "image": 32, "width": 8, "classes": 10},
+        "lstm": {"lengths": [4, 8, 16], "layers": 2, "hidden": 32, "classes": 20, "batch": 4},
+        "speed": {"resnet_depth": 14, "resnet_image": 32, "resnet_width": 8, "resnet_batch": 2,
+                  "lstm_steps": 4, "lstm_hidden": 32, "lstm_classes": 20, "rounds": 1},
     },
     "korthikanti": {  # one paper model instead of four: the same code paths at a quarter of the time
         "table2": {"models": ["gpt3-175b"]}, "items": {"models": ["gpt3-175b"]},
@@ -52,7 +57,7 @@ def pipeline(tmp_path_factory):
 
 @pytest.mark.slow
 def test_pipeline_makes_every_table_figure_and_report(pipeline):
-    for table in ["check", "segments", "depth", "revolve"]:
+    for table in ["check", "segments", "depth", "revolve", "graph-check", "resnet", "lstm", "speed/cpu"]:
         frame = pd.read_csv(pipeline / "results" / "chen" / f"{table}.csv")
         assert len(frame) > 0
         assert {"git_commit", "torch_version", "numpy_version", "host", "timestamp"} <= set(frame.columns)
@@ -67,7 +72,7 @@ def test_pipeline_makes_every_table_figure_and_report(pipeline):
         assert len(pd.read_csv(pipeline / "results" / "planner" / f"{table}.csv")) > 0
     for table in ["table2", "items", "flops", "memory", "modern", "table4", "figure8", "table5"]:
         assert len(pd.read_csv(pipeline / "results" / "korthikanti" / f"{table}.csv")) > 0
-    for fig in ["chen_segments", "chen_depth", "korthikanti_percent", "korthikanti_memory", "sweeps_segments",
+    for fig in ["chen_segments", "chen_depth", "chen_resnet", "chen_lstm", "korthikanti_percent", "korthikanti_memory", "sweeps_segments",
                 "sweeps_depth", "sweeps_seq-hidden", "sweeps_layer-timing", "sweeps_time-model",
                 "korthikanti_figure8", "offload_bandwidth",
                 "offload_breakeven", "planner_frontier", "planner_measured", "planner_peak"]:

@@ -160,9 +160,14 @@ def saved_bytes(model: nn.Module, forward: Callable[[], torch.Tensor]) -> tuple[
     from remat.measure.saved import SavedTensorLog
     with SavedTensorLog(model) as log, KeptLog() as kept:
         out = forward()
+    return SavedBytes(autograd=log.total_bytes(), kept=cache_bytes(log, kept)), out
+
+
+def cache_bytes(log, kept: "KeptLog") -> int:
+    """Bytes of the selective-checkpoint cache (``kept``) in storages the SavedTensorLog ``log`` did not
+    already count: what SAC keeps beyond autograd's saved tensors."""
     autograd = {_storage_address(r.storage_key) for r in log.activations()}
-    extra = sum(r.nbytes for r in kept.records if r.storage not in autograd)
-    return SavedBytes(autograd=log.total_bytes(), kept=extra), out
+    return sum(r.nbytes for r in kept.records if r.storage not in autograd)
 
 
 def _storage_address(key: str) -> int:

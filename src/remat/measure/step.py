@@ -26,6 +26,7 @@ import contextlib
 import torch
 
 from remat.device import resolve_device
+from remat.drop_cheap import KeptLog, cache_bytes
 from remat.measure.bandwidth import SIMULATED
 from remat.measure.flops import StepFlopCounter
 from remat.measure.peak import PeakMemory
@@ -96,18 +97,20 @@ def _instrumented_step(model, tokens, targets, device: str) -> dict:
     counter = StepFlopCounter()
     with PeakMemory(device, model, tokens, targets) as memory:
         before = memory.current_bytes()
-        with SavedTensorLog(model) as log, counter.forward():
+        with SavedTensorLog(model) as log, KeptLog() as kept, counter.forward():
             loss = _loss(model, tokens, targets)
         tracker_delta = memory.current_bytes() - before
         counter.backward(loss)
         del loss
     flops, offload = counter.result(), model.remat_offload
     per_layer = log.bytes_per_layer(len(model.layers))
-    total = log.total_bytes()
+    sac_cache = cache_bytes(log, kept)   # drop-cheap's kept outputs: invisible to saved-tensor hooks
+    total = log.total_bytes() + sac_cache
     return {
         "activation_bytes": total,
+        "activation_bytes_sac_cache": sac_cache,
         "activation_bytes_per_layer": per_layer,
-        "activation_bytes_outside_layers": total - sum(per_layer),
+        "activation_bytes_outside_layers": total - sac_cache - sum(per_layer),
         "activation_bytes_tracker": int(tracker_delta),
         "base_bytes": int(before),
         "peak_bytes": memory.peak_bytes,
