@@ -50,7 +50,8 @@ def measure(cfg: ModelConfig, policy: str, device: str = "cpu", seed: int = 0, w
     "block:N", "segments:k", or a comma list). device: "cpu", "cuda" or "fake". timing: also time the step
     (ignored under fake). keep_grads: allocate the gradients in an untimed step first and keep them (zeroed
     in place; the timed steps zero them in place too). Keys: model, policy, plan, device, dtype, layers,
-    seq, micro_batch, hidden, heads, attention, activation_bytes, activation_bytes_per_layer,
+    seq, micro_batch, hidden, heads, attention, activation_bytes (saved-tensor hooks plus drop-cheap's
+    selective-checkpoint cache, activation_bytes_sac_cache), activation_bytes_per_layer,
     activation_bytes_outside_layers, activation_bytes_tracker, base_bytes, peak_bytes,
     peak_activation_bytes (= peak − base), peak_method, flops_forward, flops_forward_layers, flops_backward,
     flops_recompute, flops_method, offloaded_bytes, offload_note, step_time_s, step_time_iqr_s,
