@@ -39,19 +39,14 @@ class Segmentation:
 
     def mirror_counts(self, graph: Graph) -> dict[str, int]:
         """Chen's m(v): 0 for the nodes writing a value kept at a split, 1 for every other node."""
-        keep = {graph.producer()[v].name for i in self.splits for v in crossing(graph)[i]}
+        keep = {graph.producer()[v].name for i in self.splits for v in graph.crossing[i]}
         return {n.name: 0 if n.name in keep else 1 for n in graph.nodes}
-
-
-def crossing(graph: Graph) -> list[tuple[str, ...]]:
-    """For each position i (after node i), the activations written at ≤ i and read by a forward node > i."""
-    return graph.crossing
 
 
 def candidates(graph: Graph) -> list[int]:
     """Candidate split positions (module docstring): positions 0..n−2 crossed by at most as many values as
     the least-crossed position of the middle half of the graph."""
-    counts = [len(c) for c in crossing(graph)[:-1]]
+    counts = [len(c) for c in graph.crossing[:-1]]
     if not counts:
         return []
     n = len(counts)
@@ -67,7 +62,7 @@ def _stage_bytes(graph: Graph) -> np.ndarray:
 
 
 def _kept_bytes(graph: Graph, i: int) -> int:
-    return sum(graph.values[v].nbytes for v in crossing(graph)[i])
+    return sum(graph.values[v].nbytes for v in graph.crossing[i])
 
 
 def greedy(graph: Graph, budget: float, cands: list[int] | None = None) -> Segmentation:
