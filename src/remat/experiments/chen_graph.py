@@ -143,7 +143,7 @@ class ResNetParams(PaperNetParams):
 class LSTMParams(PaperNetParams):
     """chen.lstm: Figure 5(b) — feature-map memory of the §5.3 LSTM against the unrolled length."""
 
-    lengths: list[Count] = field(default_factory=lambda: [8, 16, 32, 64, 128])
+    lengths: list[Count] = field(default_factory=lambda: [8, 16, 32, 64])
     """Unrolled lengths T (time steps; the paper's headline: 64)."""
     layers: Count = 4
     """Stacked LSTM layers."""

@@ -54,7 +54,7 @@ class SpeedParams:
     """Bottleneck blocks per stage (4 ints ≥ 1), overriding resnet_depth; None: from resnet_depth."""
     resnet_width: Count = 32
     """Stage-1 bottleneck width (channels; the paper: 64)."""
-    resnet_image: Count = 64
+    resnet_image: Count = 32
     """Input height = width (pixels; the paper: 224)."""
     resnet_batch: Count = 8
     """Images per step (the paper: 32)."""
