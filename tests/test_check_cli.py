@@ -83,10 +83,12 @@ def test_gradient_check_flags_wrong_memory_accounting():
     ("chen-check", {"width": "8"}, "chen.check.width"),
     ("chen-segments", {"dtype": "int8", "layers": 3}, "chen.segments.dtype"),
     ("chen-resnet", {"depths": [10]}, "chen.resnet.depths"),
-    ("chen-resnet", {"strategies": ["sharing", "nope"]}, "chen.resnet.strategies"),
+    ("chen-resnet", {"depths": [50, 50]}, "chen.resnet.depths"),
+    ("chen-resnet", {"strategies": ["sharing"]}, "chen.resnet.strategies"),
     ("chen-resnet", {"grid_points": 0}, "chen.resnet.grid_points"),
     ("chen-lstm", {"lengths": [0]}, "chen.lstm.lengths"),
     ("chen-lstm", {"lengths": []}, "chen.lstm.lengths"),
+    ("chen-lstm", {"lengths": [8]}, "chen.lstm.lengths"),
     ("chen-graph-check", {"blocks": 0}, "chen.graph-check.blocks"),
 ])
 def test_bad_parameters_exit_2_naming_the_key(tmp_path, capsys, name, params, field):

@@ -49,7 +49,7 @@ def test_torch_env_follows_the_device():
 def test_env_pins_agree_with_pyproject():
     pins = _pyproject_pins()
     envs = sorted((ROOT / "envs").glob("*.yaml"))
-    assert {e.stem for e in envs} >= {"numpy", "torch-cpu", "torch-cuda", "reports"}
+    assert {e.stem for e in envs} >= {"torch-cpu", "torch-cuda", "reports"}
     for env in envs:
         spec = yaml.safe_load(env.read_text())
         pip = next(d["pip"] for d in spec["dependencies"] if isinstance(d, dict))

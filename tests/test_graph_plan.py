@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -70,14 +71,16 @@ def test_inplace_and_sharing_order_and_counts():
 
 
 def test_segmentation_recomputes_every_dropped_node_once():
-    """Splits at chain states x_i (Algorithm 1's checkpoints): m(v) = 1 for every other node, and every
-    dropped node but the loss (read by no gradient) is recomputed exactly once: nodes − splits − 1."""
+    """Splits at chain states x_i (Algorithm 1's checkpoints): m(v) = 1 for every node up to the last split
+    but the split producers (the last segment is kept), and each is recomputed exactly once:
+    last split + 1 − splits."""
     layers = 9
     graph, _, _ = nets.mlp_chain(layers=layers)
     states = [3 * i + 2 for i in range(layers)]       # positions of linear2's output x_{i+1}
     for picks in (states[::3], states[1::2], states):
         o = strategies.segmented(graph, budget._segmentation(graph, picks), "seg")
-        assert o.program.recomputed_nodes == len(graph.nodes) - len(picks) - 1
+        assert o.program.recomputed_nodes == picks[-1] + 1 - len(picks)
+    assert strategies.segmented(graph, budget._segmentation(graph, []), "none").program.recomputed_nodes == 0
 
 
 def test_greedy_at_zero_splits_at_every_candidate_and_at_infinity_nowhere():
@@ -88,7 +91,7 @@ def test_greedy_at_zero_splits_at_every_candidate_and_at_infinity_nowhere():
     assert zero.x == sum(graph.values[v].nbytes for i in cands for v in graph.crossing[i])
     assert budget.greedy(graph, float("inf")).splits == ()
     b0, *grid = budget.budget_grid(graph)
-    assert b0 == pytest.approx((zero.x * zero.y) ** 0.5)
+    assert b0 == math.isqrt(zero.x * zero.y)
     assert len(grid) == 6 and grid[0] == pytest.approx(b0 / 2) and grid[-1] == pytest.approx(2 * b0)
 
 
@@ -148,3 +151,29 @@ def test_a_traced_loss_with_two_outputs_back_propagates_every_node():
     program = build_program(graph)
     assert len(graph.nodes[-1].outputs) == 2
     assert sum(s.phase == "backward" for s in program.steps) == len(graph.nodes)
+
+
+def test_an_output_sharing_its_own_dying_input_is_caught():
+    """A matmul's gradient written into the storage of the gradient it reads (not in place): the engine
+    keeps a step's inputs in their storage while it writes, so the plan is refused (a real kernel would
+    read a half-overwritten input)."""
+    from remat.graph.memory import readers
+
+    graph, params, inputs = nets.mlp_chain(layers=3)
+    o = strategies.evaluate(graph, "sharing")
+    last_reader = {}
+    for i, step in enumerate(o.program.steps):
+        for v in step.reads:
+            last_reader[v] = i
+    step = next(s for i, s in enumerate(o.program.steps) if s.phase == "backward" and s.writes
+                and graph.nodes[[n.name for n in graph.nodes].index(s.node)].op == "linear"
+                and any(last_reader[r] == i and r.startswith("d:") for r in s.reads))
+    i = o.program.steps.index(step)
+    source = next(r for r in step.reads if last_reader[r] == i and r.startswith("d:"))
+    tag_of = {**o.memory.tag_of, step.writes[0]: o.memory.tag_of[source]}
+    sizes = list(o.memory.tag_bytes)
+    sizes[tag_of[source]] = max(sizes[tag_of[source]], o.program.sizes[step.writes[0]])
+    wrong = dataclasses.replace(o.memory, tag_of=tag_of, tag_bytes=tuple(sizes))
+    assert readers(o.program)[source] >= 1
+    with pytest.raises(engine.PlanError, match="still live"):
+        engine.execute(o.program, params, inputs, wrong)

@@ -5,6 +5,8 @@ Internally every size is an int number of bytes. GiB = 2**30 bytes, GB = 10**9 b
 
 from __future__ import annotations
 
+import math
+
 import re
 
 from remat.errors import UsageError
@@ -36,6 +38,8 @@ def parse_bytes(text: str | int, field: str = "size") -> int:
         raise UsageError(field, f"unknown unit {unit!r} (use B, KB/MB/GB/TB or KiB/MiB/GiB/TiB)")
     if value < 0:
         raise UsageError(field, "must not be negative")
+    if not math.isfinite(value * _UNITS[unit]):
+        raise UsageError(field, f"{text!r} is not a finite size")
     return int(round(value * _UNITS[unit]))
 
 

@@ -9,8 +9,9 @@ rule chen_check:
         p=params_json("chen", "check"),
     log:
         "logs/chen/check.log",
+    # the remat CLI imports torch (and chen-resnet / chen-lstm trace torch models)
     conda:
-        "../../envs/numpy.yaml"
+        TORCH_ENV
     shell:
         "remat experiment chen-check --params {params.p} --out {output} > {log} 2>&1"
 
@@ -24,8 +25,9 @@ rule chen_sweep:
         p=lambda wc: params_json("chen", wc.sweep),
     log:
         "logs/chen/{sweep}.log",
+    # the remat CLI imports torch (and chen-resnet / chen-lstm trace torch models)
     conda:
-        "../../envs/numpy.yaml"
+        TORCH_ENV
     shell:
         "remat experiment chen-{wildcards.sweep} --params {params.p} --out {output} > {log} 2>&1"
 

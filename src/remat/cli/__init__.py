@@ -87,6 +87,8 @@ def _main(argv: list[str] | None) -> int:
         from remat.device import is_out_of_memory
         if not is_out_of_memory(exc):
             raise
-        print(f"remat {args.command}: error: does not fit in memory ({str(exc).splitlines()[0][:160]}); "
-              "use smaller --seq / --micro-batch / --layers, or --device fake", file=sys.stderr)
+        detail = (str(exc).splitlines() or [type(exc).__name__])[0][:160]
+        hint = ("use a smaller --depth / --length / --batch" if args.command == "memplan" else
+                "use smaller --seq / --micro-batch / --layers, or --device fake")
+        print(f"remat {args.command}: error: does not fit in memory ({detail}); {hint}", file=sys.stderr)
         return UsageError.exit_code

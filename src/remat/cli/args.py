@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 EXIT_CODES = ("exit codes: 0 ok, 1 a check failed, 2 bad input (one line naming the field; nothing written),\n"
               "            3 infeasible plan (names the smallest budget that works), 130 interrupted")
@@ -65,4 +66,17 @@ def json_object(text: str) -> dict:
 
 
 def emit(obj, as_json: bool, text: str | None = None) -> None:
-    print(json.dumps(obj, indent=2, default=str) if as_json else (text if text is not None else obj))
+    """Print ``obj`` as strict JSON (NaN and infinities as null) or ``text``."""
+    print(json.dumps(_finite(obj), indent=2, default=str, allow_nan=False) if as_json
+          else (text if text is not None else obj))
+
+
+def _finite(obj):
+    """``obj`` with every float NaN / ±inf replaced by None (JSON has no NaN)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj

@@ -19,12 +19,16 @@ def add_memplan(sub):
                 "strategies: no-opt, inplace, sharing, drop-cheap (recompute BN/activations/pooling), sublinear "
                 "(Algorithm 3 with its grid), and the comparisons sqrt (⌈√n⌉ stages) and optimal (least x + y)")
     p.add_argument("--net", choices=("resnet", "lstm"), required=True, help="§5.2 ResNet or §5.3 LSTM")
-    p.add_argument("--depth", type=positive_int, default=1000, help="ResNet layers (default 1000; ≥ 14)")
-    p.add_argument("--length", type=positive_int, default=64, help="LSTM time steps (default 64)")
+    p.add_argument("--depth", type=positive_int, help="ResNet layers (default 1000; ≥ 14; blocks per stage by "
+                                                       "remat.models.resnet.blocks_for_depth, shown in the output)")
+    p.add_argument("--length", type=positive_int, help="LSTM time steps (default 64)")
     p.add_argument("--batch", type=positive_int, help="batch size (default: the paper's, 32 / 64)")
     p.add_argument("--strategy", action="append", choices=CHOICES,
                    help="a strategy to plan (repeatable; default: all)")
-    p.add_argument("--budget", help="also run Algorithm 3 once at this budget B (bytes, e.g. 2GiB; ≥ 0)")
+    p.add_argument("--budget", help="also run Algorithm 3 once at this budget B (bytes, e.g. 2GiB; ≥ 0): B bounds "
+                                    "the output bytes a segment accumulates before the next split, not the total "
+                                    "memory; the row shows B, the bytes kept at splits (x) and the largest "
+                                    "segment (y)")
     p.add_argument("--grid-points", type=positive_int, default=6, help="Algorithm 3's grid points (default 6)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_run)
@@ -46,12 +50,15 @@ def _run(args) -> int:
     from remat.units import format_bytes
 
     budget = _budget(args.budget)
-    names = args.strategy or list(CHOICES)
+    names = list(dict.fromkeys(args.strategy or CHOICES))
     sizes = {} if args.batch is None else {"batch": args.batch}
+    wrong = {"resnet": ("--length", args.length), "lstm": ("--depth", args.depth)}[args.net]
+    if wrong[1] is not None:
+        raise UsageError(wrong[0], f"does not apply to --net {args.net}")
     if args.net == "resnet":
-        graph = chen_graph.resnet_graph(args.depth, dataclasses.replace(chen_graph.ResNetParams(), **sizes))
+        graph = chen_graph.resnet_graph(args.depth or 1000, dataclasses.replace(chen_graph.ResNetParams(), **sizes))
     else:
-        graph = chen_graph.lstm_graph(args.length, dataclasses.replace(chen_graph.LSTMParams(), **sizes))
+        graph = chen_graph.lstm_graph(args.length or 64, dataclasses.replace(chen_graph.LSTMParams(), **sizes))
     rows = chen_graph.strategy_rows(graph, names, args.grid_points)
     if budget is not None:
         rows.append({**strategies.segmented(graph, alg3.greedy(graph, budget), "budget").row(), "plan_s": None})
@@ -62,6 +69,9 @@ def _run(args) -> int:
                         f"{format_bytes(r['live_peak_bytes']):>11s}  recomputed {r['recomputed_nodes']:5d} nodes, "
                         f"{r['recompute_ratio']:.2f} of the forward FLOPs"
                         + (f"  ({r['splits']} splits)" if r["splits"] is not None else "")
-                        for r in rows)])
+                        + (f"  B {format_bytes(r['budget_bytes'])}, x {format_bytes(r['x_bytes'])}, "
+                           f"y {format_bytes(r['y_bytes'])}" if r["budget_bytes"] is not None else "")
+                        for r in rows),
+                      "(FLOPs are FlopCounterMode's: matmuls and convolutions; element-wise ops count none)"])
     emit(rows, args.json, text)
     return 0

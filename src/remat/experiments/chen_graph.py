@@ -17,22 +17,22 @@ from typing import Annotated, Literal
 import numpy as np
 import pandas as pd
 
+from remat.errors import UsageError
 from remat.experiments.params import Count, Ge, NonNegative
+from remat.experiments.chen import FD_TOLERANCE
 from remat.graph import engine, nets, strategies
 from remat.graph.budget import candidates
 from remat.graph.ir import Graph
 from remat.graph.program import build_program
 from remat.measure.provenance import with_provenance
 
-Strategy = Literal["no-opt", "inplace", "sharing", "drop-cheap", "sublinear"]
-Comparison = Literal["sqrt", "optimal"]
 
 
 # --- numpy: every strategy executed, gradients bitwise -------------------------------------------------------
 
 @dataclass(frozen=True)
 class GraphCheckParams:
-    """chen.graph_check: every strategy and Algorithm 3 budget executed by the numpy engine (float64) on a
+    """chen.graph-check: every strategy and Algorithm 3 budget executed by the numpy engine (float64) on a
     chain, a residual net and an LSTM; gradients compared bitwise with the naive backward."""
 
     layers: Count = 6
@@ -72,16 +72,21 @@ def outcomes(graph: Graph, names, grid_points: int) -> list[strategies.Outcome]:
 def graph_check(p: GraphCheckParams) -> pd.DataFrame:
     """Registry entry ``chen-graph-check``. Row per (net, strategy or budget): planned and live-peak bytes,
     recomputed FLOPs and nodes, bitwise_equal (loss and every parameter gradient np.array_equal to the naive
-    backward's), error (the engine's PlanError, if a step read a value whose storage was reused) and passed
-    (bitwise_equal, and planned ≥ live peak)."""
+    backward's), fd_rel_error (the naive backward's parameter gradients against central differences, per net;
+    engine.fd_relative_error), error (the engine's PlanError, if a plan let a value's storage be reused too
+    early) and passed (bitwise_equal, fd_rel_error ≤ 1e-6, planned ≥ live peak)."""
     rows = []
     for net, (graph, params, inputs) in small_nets(p).items():
-        loss0, ref = engine.execute(build_program(graph), params, inputs)
+        naive = build_program(graph)
+        loss0, ref = engine.execute(naive, params, inputs)
+        fd_error = engine.fd_relative_error(naive, params, inputs, ref, seed=p.seed)
         for o in outcomes(graph, [*strategies.STRATEGIES, "sqrt", "optimal", "budget"], p.grid_points):
             bitwise, error = _bitwise(o, params, inputs, loss0, ref)
             row = o.row()
             rows.append({"net": net, "nodes": len(graph.nodes), **row, "bitwise_equal": bitwise,
-                         "passed": bool(bitwise and row["planned_bytes"] >= row["live_peak_bytes"]),
+                         "fd_rel_error": fd_error,
+                         "passed": bool(bitwise and fd_error <= FD_TOLERANCE
+                                        and row["planned_bytes"] >= row["live_peak_bytes"]),
                          "error": error})
     return with_provenance(rows, device="cpu", dtype="float64", seed=p.seed)
 
@@ -111,16 +116,18 @@ def strategy_rows(graph: Graph, names, grid_points: int) -> list[dict]:
 
 @dataclass(frozen=True)
 class PaperNetParams:
-    """Shared by chen.resnet and chen.lstm: what to plan and the element type."""
+    """Shared by chen.resnet and chen.lstm: Algorithm 3's grid and the element type. Every strategy of paper
+    Figure 5 and both comparisons (sqrt, optimal) are planned at every size: tracing dominates the cost."""
 
-    strategies: list[Strategy] = field(default_factory=lambda: list(strategies.STRATEGIES))
-    """Figure 5's strategies to plan (sublinear = Algorithm 3 with the grid; its budgets are rows too)."""
-    comparisons: list[Comparison] = field(default_factory=lambda: ["sqrt", "optimal"])
-    """Segmentations Algorithm 3 is compared with: sqrt (⌈√n⌉ equal stages), optimal (least x + y)."""
     grid_points: Count = 6
     """Points of Algorithm 3's grid over [B/2, 2B]."""
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
     """Element type of activations (the paper: float32)."""
+
+    def _check_sizes(self, name: str, sizes: list[int]) -> None:
+        """At least two distinct sizes (the report fits laws over them), none repeated."""
+        if len(set(sizes)) != len(sizes) or len(sizes) < 2:
+            raise UsageError(f"{self.SECTION}.{name}", f"need ≥ 2 distinct values, got {sizes}")
 
 
 @dataclass(frozen=True)
@@ -137,6 +144,15 @@ class ResNetParams(PaperNetParams):
     """Stage-1 bottleneck width (channels; the paper's ResNet: 64)."""
     classes: Count = 1000
     """Classifier outputs."""
+
+    SECTION = "chen.resnet"
+
+    def __post_init__(self):
+        self._check_sizes("depths", self.depths)
+
+    def columns(self) -> dict:
+        """The sizes every row carries."""
+        return {"batch": self.batch, "image": self.image, "width": self.width, "classes": self.classes}
 
 
 @dataclass(frozen=True)
@@ -156,6 +172,16 @@ class LSTMParams(PaperNetParams):
     batch: Count = 64
     """Sequences per batch."""
 
+    SECTION = "chen.lstm"
+
+    def __post_init__(self):
+        self._check_sizes("lengths", self.lengths)
+
+    def columns(self) -> dict:
+        """The sizes every row carries."""
+        return {"layers": self.layers, "hidden": self.hidden, "input": self.input, "classes": self.classes,
+                "batch": self.batch}
+
 
 def resnet_graph(depth: int, p: ResNetParams) -> Graph:
     """The §5.2 ResNet of (at most) ``depth`` layers at the sizes of ``p``, traced under FakeTensorMode."""
@@ -169,7 +195,8 @@ def resnet_graph(depth: int, p: ResNetParams) -> Graph:
     with FakeTensorMode():
         model = build_resnet(cfg)
         images, labels = random_images(cfg)
-    return trace(model, (images,), loss_fn=lambda logits: resnet_loss(logits, labels), name=f"resnet-{cfg.depth}")
+    name = f"resnet-{cfg.depth} ({'-'.join(map(str, cfg.blocks))} blocks)"
+    return trace(model, (images,), loss_fn=lambda logits: resnet_loss(logits, labels), name=name)
 
 
 def lstm_graph(length: int, p: LSTMParams) -> Graph:
@@ -190,13 +217,11 @@ def lstm_graph(length: int, p: LSTMParams) -> Graph:
 def _plan_rows(graph: Graph, p: PaperNetParams) -> list[dict]:
     """Rows for every strategy and comparison on ``graph``; Algorithm 3's budgets (B = 0, B₀, grid) are
     planned once: each is a "budget" row and "sublinear" is the fewest planned bytes among B₀ and the grid."""
-    rows, names = [], [s for s in p.strategies if s != "sublinear"] + list(p.comparisons)
-    rows += strategy_rows(graph, names, p.grid_points)
-    if "sublinear" in p.strategies:
-        budget_rows = strategy_rows(graph, ["budget"], p.grid_points)
-        best = min(budget_rows[1:], key=lambda r: r["planned_bytes"])
-        rows += [{**best, "strategy": "sublinear"}, *budget_rows]
-    return rows
+    names = [s for s in strategies.STRATEGIES if s != "sublinear"] + ["sqrt", "optimal"]
+    rows = strategy_rows(graph, names, p.grid_points)
+    budget_rows = strategy_rows(graph, ["budget"], p.grid_points)
+    best = min(budget_rows[1:], key=lambda r: r["planned_bytes"])
+    return rows + [{**best, "strategy": "sublinear"}, *budget_rows]
 
 
 def _sweep(sizes, size: str, build, p: PaperNetParams, extra=lambda n: {}) -> pd.DataFrame:
@@ -207,7 +232,8 @@ def _sweep(sizes, size: str, build, p: PaperNetParams, extra=lambda n: {}) -> pd
         start = time.perf_counter()
         graph = build(n)
         traced_s = time.perf_counter() - start
-        common = {size: n, **extra(n), "graph": graph.name, "nodes": len(graph.nodes), "trace_s": traced_s,
+        common = {size: n, **extra(n), **p.columns(), "graph": graph.name, "nodes": len(graph.nodes),
+                  "trace_s": traced_s,
                   "other_ops": sum(other_ops(graph).values()), "candidates": len(candidates(graph))}
         rows += [{**common, **row} for row in _plan_rows(graph, p)]
     return with_provenance(rows, device="fake", dtype=p.dtype)

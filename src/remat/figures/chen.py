@@ -119,10 +119,13 @@ def _strategies(frame: pd.DataFrame, size: str, xlabel: str, title: str) -> Figu
 
 def resnet(frames: list[pd.DataFrame]) -> Figure:
     """Chen Figure 5(a) from a ``chen-resnet`` table, with the paper's 1,000-layer numbers (GB read as 10⁹
-    bytes) marked on the left panel."""
-    fig = _strategies(frames[0], "depth", "requested depth (layers)",
-                      "ResNet (batch 32, 224×224): memory vs depth")
+    bytes) marked on the left panel when the sweep reaches that depth."""
+    frame = frames[0]
+    fig = _strategies(frame, "depth", "requested depth (layers)",
+                      f"ResNet (batch {int(frame['batch'].iloc[0])}, {int(frame['image'].iloc[0])}²): memory vs depth")
     memory = fig.axes[0]
+    if frame["depth"].max() < PAPER["resnet_depth"]:
+        return fig
     for key, label in (("resnet_before_gb", "paper: before"), ("resnet_after_gb", "paper: sublinear")):
         memory.plot(PAPER["resnet_depth"], PAPER[key] * 1e9 / GiB, "kx", ms=9)
         memory.annotate(label, (PAPER["resnet_depth"], PAPER[key] * 1e9 / GiB), fontsize=7,
@@ -132,5 +135,7 @@ def resnet(frames: list[pd.DataFrame]) -> Figure:
 
 def lstm(frames: list[pd.DataFrame]) -> Figure:
     """Chen Figure 5(b) from a ``chen-lstm`` table."""
-    return _strategies(frames[0], "length", "unrolled length (time steps)",
-                       "LSTM (4 × 1024, batch 64): memory vs length")
+    frame = frames[0]
+    return _strategies(frame, "length", "unrolled length (time steps)",
+                       f"LSTM ({int(frame['layers'].iloc[0])} × {int(frame['hidden'].iloc[0])}, batch "
+                       f"{int(frame['batch'].iloc[0])}): memory vs length")

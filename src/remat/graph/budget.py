@@ -16,6 +16,7 @@ minimises x + y exactly (the objective Algorithm 3 approximates) by dynamic prog
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -35,12 +36,16 @@ class Segmentation:
     splits: tuple[int, ...]
     x: int
     y: int
-    budget: float | None = None
+    budget: int | float | None = None
 
     def mirror_counts(self, graph: Graph) -> dict[str, int]:
-        """Chen's m(v): 0 for the nodes writing a value kept at a split, 1 for every other node."""
+        """Chen's m(v): 0 for the nodes writing a value kept at a split and for the nodes after the last
+        split (the last segment is kept in the forward: the backward needs it first, as
+        torch.utils.checkpoint.checkpoint_sequential and remat.schedules.segments leave it unchecked), 1 for
+        every other node. No splits: everything kept."""
         keep = {graph.producer()[v].name for i in self.splits for v in graph.crossing[i]}
-        return {n.name: 0 if n.name in keep else 1 for n in graph.nodes}
+        last = self.splits[-1] if self.splits else -1
+        return {n.name: 0 if n.name in keep or i > last else 1 for i, n in enumerate(graph.nodes)}
 
 
 def candidates(graph: Graph) -> list[int]:
@@ -55,10 +60,10 @@ def candidates(graph: Graph) -> list[int]:
     return [i for i, c in enumerate(counts) if 0 < c <= limit]
 
 
-def _stage_bytes(graph: Graph) -> np.ndarray:
+def _stage_bytes(graph: Graph) -> list[int]:
     """Cumulative output bytes: S[i] = bytes written by nodes 0..i−1 (S has n + 1 entries)."""
     out = [sum(graph.values[v].nbytes for v in n.outputs) for n in graph.nodes]
-    return np.concatenate([[0], np.cumsum(out, dtype=np.int64)])
+    return [0, *itertools.accumulate(out)]                  # Python ints: no overflow at any size
 
 
 def _kept_bytes(graph: Graph, i: int) -> int:
@@ -79,17 +84,17 @@ def greedy(graph: Graph, budget: float, cands: list[int] | None = None) -> Segme
             splits.append(i)
             x += _kept_bytes(graph, i)
             y, temp = max(y, temp), 0
-    return Segmentation(tuple(splits), x, max(y, temp), float(budget))
+    return Segmentation(tuple(splits), x, max(y, temp), budget if math.isinf(budget) else int(round(budget)))
 
 
-def budget_grid(graph: Graph, points: int = GRID_POINTS) -> list[float]:
-    """Algorithm 3's budgets: B₀ = √(x·y) from the B = 0 pass, then ``points`` values evenly spaced over
-    [B₀/2, 2B₀]. Returns [B₀, *grid] in bytes. Raises UsageError("grid") for points < 1."""
+def budget_grid(graph: Graph, points: int = GRID_POINTS) -> list[int]:
+    """Algorithm 3's budgets: B₀ = ⌊√(x·y)⌋ from the B = 0 pass, then ``points`` values evenly spaced over
+    [B₀/2, 2B₀] (rounded). Returns [B₀, *grid] in bytes. Raises UsageError("grid") for points < 1."""
     if points < 1:
         raise UsageError("grid", f"needs at least one point, got {points}")
     first = greedy(graph, 0)
-    b0 = math.sqrt(first.x * first.y)
-    return [b0, *np.linspace(b0 / 2, 2 * b0, points).tolist()]
+    b0 = math.isqrt(first.x * first.y)
+    return [b0, *(int(round(b)) for b in np.linspace(b0 / 2, 2 * b0, points))]
 
 
 def sqrt_splits(graph: Graph) -> Segmentation:

@@ -7,8 +7,11 @@ early) changes the gradients or raises.
     loss, grads = execute(program, params, inputs, plan)
 
 Each op computes its outputs as fresh arrays, which are then copied into the value's storage: one numpy
-buffer per tag, the value a view of its first ``nbytes`` bytes. A value's storage is poisoned (NaN) when it
-dies, and reading a value whose tag another value holds raises PlanError. Without a plan every value keeps
+buffer per tag, the value a view of its first ``nbytes`` bytes. The step's inputs keep their storage while
+its outputs are written (only an in-place step's source may hand its tag to the output), so a plan that
+gives an output a tag still held — by any live value, the step's own inputs included — raises PlanError, as
+does a tag too small for its value or a read of a value whose tag another value now holds; a value's
+storage is poisoned (NaN) when it dies. Without a plan every value keeps
 its own array (the naive backward). Gradients: parameters' (float arrays, accumulated in step order, outside
 the plan — Chen's feature-map memory excludes them).
 """
@@ -122,6 +125,10 @@ class _Store:
             self.arrays[v] = array
             return
         tag = self.plan.tag_of[v]
+        if self.holder.get(tag, v) != v:
+            raise PlanError(f"{v} written over {self.holder[tag]}, still live, in storage tag {tag}")
+        if array.nbytes > self.buffers[tag].nbytes:
+            raise PlanError(f"{v} ({array.nbytes} bytes) does not fit tag {tag} ({self.buffers[tag].nbytes} bytes)")
         view = self.buffers[tag][:array.nbytes].view(array.dtype).reshape(array.shape)
         np.copyto(view, array)
         self.arrays[v], self.holder[tag] = view, v
@@ -158,14 +165,18 @@ def execute(program: Program, params: Mapping[str, np.ndarray], inputs: Mapping[
             results = dict(zip(step.writes, _forward(node, ins)))
             if graph.loss in node.outputs and step.phase == "forward":
                 loss = float(results[graph.loss])
+        dying = []
         for v in set(step.reads):
             count[v] -= 1
             if count[v] == 0:
-                store.release(v)
-        for v, array in results.items():
+                dying.append(v)
+        if step.inplace in dying:            # only an in-place step's source may give its storage to an output
+            dying.remove(step.inplace)
+            store.release(step.inplace)
+        for v, array in results.items():    # outputs land while the step's other inputs still hold theirs
             store.write(v, array)
-            if count.get(v, 0) == 0:
-                store.release(v)
+        for v in dying + [v for v in results if count.get(v, 0) == 0]:
+            store.release(v)
     return loss, pgrads
 
 
@@ -204,3 +215,26 @@ def _run_backward(graph: Graph, node: Node, step, store: _Store, params, pgrads)
             previous = store.read(key)
         results[key] = d if previous is None else previous + d
     return results
+
+
+def fd_relative_error(program: Program, params: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray],
+                      grads: Mapping[str, np.ndarray], probes: int = 2, eps: float = 1e-6, seed: int = 0) -> float:
+    """Central differences (L(θ + ε) − L(θ − ε)) / 2ε at ``probes`` random entries of every parameter against
+    ``grads``: ‖fd − g‖₂ / max(‖fd‖₂, ‖g‖₂) (dimensionless). Float64 parameters needed for digits at ε = 1e-6.
+    Checks the naive backward itself (every plan is then compared with it bitwise)."""
+    rng = np.random.default_rng(seed)
+    trial = {k: v.copy() for k, v in params.items()}
+    numeric, analytic = [], []
+    for name, array in trial.items():
+        flat = array.reshape(-1)
+        for i in rng.choice(flat.size, size=min(probes, flat.size), replace=False):
+            saved, losses = flat[i], []
+            for step in (eps, -eps):
+                flat[i] = saved + step
+                losses.append(execute(program, trial, inputs)[0])
+            flat[i] = saved
+            numeric.append((losses[0] - losses[1]) / (2 * eps))
+            analytic.append(grads[name].reshape(-1)[i])
+    numeric, analytic = np.array(numeric), np.array(analytic)
+    scale = max(np.linalg.norm(numeric), np.linalg.norm(analytic), np.finfo(np.float64).tiny)
+    return float(np.linalg.norm(numeric - analytic) / scale)

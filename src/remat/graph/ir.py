@@ -123,6 +123,7 @@ class Graph:
         return tuple(v for v in node.inputs if self.values[v].kind == "act")
 
     def forward_flops(self) -> int:
+        """FLOPs of one forward pass: the sum of the nodes' (FlopCounterMode's count for traced graphs)."""
         return sum(n.flops for n in self.nodes)
 
     @cached_property
@@ -206,6 +207,8 @@ class GraphBuilder:
     nodes: list[Node] = field(default_factory=list)
 
     def value(self, name: str, shape: tuple[int, ...], dtype: str, kind: ValueKind, itemsize: int) -> str:
+        """Declare value ``name`` of ``shape`` (nbytes = itemsize × Π shape); returns the name.
+        Raises UsageError("graph") if it is declared already."""
         if name in self.values:
             raise UsageError("graph", f"value {name!r} declared twice")
         size = itemsize
@@ -223,6 +226,9 @@ class GraphBuilder:
             raise UsageError("graph", f"unknown op {op!r} (known: {', '.join(OPS)})")
         kind = OPS[op]
         outs = tuple(self.value(n, s, d, "act", size) for n, s, d, size in outputs)
+        unknown = [v for v in (*inputs, *(saved or ())) if v not in self.values]
+        if unknown:
+            raise UsageError("graph", f"node {name or op} refers to undeclared values {unknown}")
         if saved is None:
             ins = inputs if kind.reads_inputs == "all" else tuple(inputs[i] for i in kind.reads_inputs)
             saved = ins + (outs if kind.reads_outputs else ())
@@ -233,4 +239,5 @@ class GraphBuilder:
         return outs
 
     def build(self, loss: str) -> Graph:
+        """The validated Graph whose backward starts at ``loss`` (Graph.checked; UsageError("graph"))."""
         return Graph.checked(self.values, self.nodes, loss, self.name)

@@ -44,10 +44,12 @@ class MemoryPlan:
 
     @property
     def planned_bytes(self) -> int:
+        """The static plan's memory: Σ tag sizes (bytes)."""
         return sum(self.tag_bytes)
 
     @property
     def tags(self) -> int:
+        """Storage blocks the plan allocates."""
         return len(self.tag_bytes)
 
 

@@ -77,6 +77,7 @@ class Program:
 
     @property
     def recomputed_nodes(self) -> int:
+        """Recompute steps: forward nodes run a second time (each at most once)."""
         return sum(s.phase == "recompute" for s in self.steps)
 
 
