@@ -55,7 +55,7 @@ rule chen_speed:
         device=config["device"],  # another device's table is an input only
     params:
         p=lambda wc: params_json("chen", "speed", device=wc.device),
-    threads: 1
+    threads: workflow.cores  # alone on the machine while it times (intra-op threads: chen.speed.threads)
     resources:
         gpu=lambda wc: int(wc.device == "cuda"),
         timing=1,
