@@ -45,20 +45,29 @@ def _cpu_model() -> str | None:
     return None
 
 
+def torch_version() -> str | None:
+    """torch.__version__ if torch is imported, else the installed distribution's version (the numpy engine's
+    rows do not pay torch's import), None without torch."""
+    import importlib.metadata
+    import sys
+
+    if "torch" in sys.modules:
+        return sys.modules["torch"].__version__
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def provenance(device: str = "cpu", dtype: str = "float32", seed: int | None = None) -> dict:
     """One flat dict of provenance columns to append to every results row."""
     import numpy
-    try:
-        import torch
-        torch_version = torch.__version__
-    except ImportError:  # the numpy engine runs without torch
-        torch_version = None
     return {
         "device": device,
         "device_name": device_name(device),
         "dtype": dtype,
         "seed": seed,
-        "torch_version": torch_version,
+        "torch_version": torch_version(),
         "numpy_version": numpy.__version__,
         "git_commit": git_commit(),
         "host": socket.gethostname(),

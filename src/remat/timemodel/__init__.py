@@ -12,20 +12,34 @@ each with its source), ``trace`` (one layer's ops under FakeTensorMode: FLOPs, b
 
 from __future__ import annotations
 
-from remat.timemodel.roofline import LayerTimes, Rates, layer_times
-from remat.timemodel.trace import trace_layer
+import typing
+
+if typing.TYPE_CHECKING:
+    from remat.timemodel.roofline import LayerTimes, Rates
 
 __all__ = ["predict", "LayerTimes", "Rates"]
 
 
+def __getattr__(name: str):
+    """LayerTimes and Rates on first use: importing ``remat.timemodel.gpus`` (the CLI's --gpu choices) must not
+    import torch."""
+    if name in ("LayerTimes", "Rates"):
+        from remat.timemodel import roofline
+        return getattr(roofline, name)
+    raise AttributeError(f"module 'remat.timemodel' has no attribute {name!r}")
+
+
 def predict(cfg, gpu, mode: str = "none", t: int | None = None, sp: bool = False,
-            rates: Rates | None = None) -> LayerTimes:
+            rates: "Rates | None" = None) -> "LayerTimes":
     """Predicted seconds of one layer of ``cfg`` (ModelConfig; t defaults to cfg.tp) on one TP rank for one
     micro-batch under ``mode`` (none | selective | full), priced at ``gpu``'s rates for cfg.dtype and t
     (``Rates.of``), or at ``rates``.
 
     Raises UsageError naming the field for a t or SP the layer cannot take (remat.accounting.resolve).
     Source: remat.timemodel.trace + remat.timemodel.roofline."""
+    from remat.timemodel.roofline import Rates, layer_times
+    from remat.timemodel.trace import trace_layer
+
     t = cfg.tp if t is None else t
     rates = Rates.of(gpu, t, cfg.dtype) if rates is None else rates
     return layer_times(trace_layer(cfg, t, sp, mode), rates)
