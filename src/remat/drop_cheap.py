@@ -25,7 +25,6 @@ Measuring it like the other policies:
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -37,8 +36,8 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 from torch.utils.flop_counter import flop_registry
 
-from remat.measure.flops import FORMULAS
-from remat.policies import checkpointed, observe_recompute
+from remat.measure.flops import FORMULAS, RecomputeTally
+from remat.policies import checkpointed
 
 _LOGS: list["KeptLog"] = []
 
@@ -198,23 +197,9 @@ class ElementwiseOps(TorchDispatchMode):
         return out
 
 
-class RecomputedElementwise:
+class RecomputedElementwise(RecomputeTally):
     """``with RecomputedElementwise() as r:`` around a forward: ``r.total`` sums ``elementwise_flops`` over
-    every recompute that forward's checkpoints run later in backward (remat.policies.observe_recompute)."""
+    every recompute that forward's checkpoints run later in backward (remat.measure.flops.RecomputeTally)."""
 
     def __init__(self):
-        self.total = 0
-
-    @contextlib.contextmanager
-    def _one(self):
-        with ElementwiseOps() as mode:
-            yield
-        self.total += mode.total
-
-    def __enter__(self) -> "RecomputedElementwise":
-        self._observe = observe_recompute(self._one)
-        self._observe.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._observe.__exit__(*exc)
+        super().__init__(ElementwiseOps)

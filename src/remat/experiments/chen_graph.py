@@ -10,6 +10,7 @@ from ``remat.graph.program`` (the mirror steps of Algorithm 2). Parameters: the 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
@@ -124,10 +125,21 @@ class PaperNetParams:
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
     """Element type of activations (the paper: float32)."""
 
-    def _check_sizes(self, name: str, sizes: list[int]) -> None:
-        """At least two distinct sizes (the report fits laws over them), none repeated."""
+    SECTION = "chen"
+    """The config section (errors name ``<SECTION>.<SWEPT>``)."""
+    SWEPT = ""
+    """The field holding the swept sizes."""
+
+    def __post_init__(self):
+        """At least two distinct swept sizes (the report fits laws over them), none repeated."""
+        sizes = getattr(self, self.SWEPT)
         if len(set(sizes)) != len(sizes) or len(sizes) < 2:
-            raise UsageError(f"{self.SECTION}.{name}", f"need ≥ 2 distinct values, got {sizes}")
+            raise UsageError(f"{self.SECTION}.{self.SWEPT}", f"need ≥ 2 distinct values, got {sizes}")
+
+    def columns(self) -> dict:
+        """The net's sizes every row carries: the fields other than the swept sizes, the grid and the dtype."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name not in (self.SWEPT, "grid_points", "dtype")}
 
 
 @dataclass(frozen=True)
@@ -146,13 +158,7 @@ class ResNetParams(PaperNetParams):
     """Classifier outputs."""
 
     SECTION = "chen.resnet"
-
-    def __post_init__(self):
-        self._check_sizes("depths", self.depths)
-
-    def columns(self) -> dict:
-        """The sizes every row carries."""
-        return {"batch": self.batch, "image": self.image, "width": self.width, "classes": self.classes}
+    SWEPT = "depths"
 
 
 @dataclass(frozen=True)
@@ -173,14 +179,7 @@ class LSTMParams(PaperNetParams):
     """Sequences per batch."""
 
     SECTION = "chen.lstm"
-
-    def __post_init__(self):
-        self._check_sizes("lengths", self.lengths)
-
-    def columns(self) -> dict:
-        """The sizes every row carries."""
-        return {"layers": self.layers, "hidden": self.hidden, "input": self.input, "classes": self.classes,
-                "batch": self.batch}
+    SWEPT = "lengths"
 
 
 def resnet_graph(depth: int, p: ResNetParams) -> Graph:

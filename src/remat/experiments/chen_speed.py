@@ -146,15 +146,20 @@ class Bench:
     sizes: dict
 
 
+def _seeded(p: SpeedParams, device: torch.device, cfg, build: Callable, make_inputs: Callable) -> tuple:
+    """(model, inputs on ``device``): weights from torch.manual_seed(p.seed), inputs from seed p.seed + 1."""
+    torch.manual_seed(p.seed)
+    model = build(cfg, device)
+    inputs = make_inputs(cfg, generator=torch.Generator().manual_seed(p.seed + 1))
+    return model, tuple(t.to(device) for t in inputs)
+
+
 def resnet_bench(p: SpeedParams, device: torch.device) -> Bench:
     """The §5.2 ResNet at the sizes of ``p`` (remat.models.resnet), plans applied by remat.policies.apply_plan."""
     from remat.models.resnet import build_resnet, random_images, resnet_loss
     from remat.policies import apply_plan
     cfg = p.resnet_config()
-    torch.manual_seed(p.seed)
-    model = build_resnet(cfg, device)
-    images, labels = random_images(cfg, generator=torch.Generator().manual_seed(p.seed + 1))
-    images, labels = images.to(device), labels.to(device)
+    model, (images, labels) = _seeded(p, device, cfg, build_resnet, random_images)
     sizes = {"depth": cfg.depth, "blocks": "-".join(map(str, cfg.blocks)), "width": cfg.width,
              "image": cfg.image, "batch": cfg.batch, "classes": cfg.classes}
     return Bench("resnet", model, (images, labels), len(model.blocks),
@@ -165,10 +170,7 @@ def lstm_bench(p: SpeedParams, device: torch.device) -> Bench:
     """The §5.3 stacked LSTM at the sizes of ``p`` (remat.models.lstm), plans over its time steps."""
     from remat.models.lstm import build_lstm, random_sequence
     cfg = p.lstm_config()
-    torch.manual_seed(p.seed)
-    model = build_lstm(cfg, device)
-    x, targets = random_sequence(cfg, generator=torch.Generator().manual_seed(p.seed + 1))
-    x, targets = x.to(device), targets.to(device)
+    model, (x, targets) = _seeded(p, device, cfg, build_lstm, random_sequence)
     sizes = {"layers": cfg.layers, "hidden": cfg.hidden, "input": cfg.input, "classes": cfg.classes,
              "steps": cfg.steps, "batch": cfg.batch}
     return Bench("lstm", model, (x, targets), cfg.steps, lambda: model(x, targets), model.set_plan, sizes)

@@ -86,17 +86,28 @@ class RegistryFlops(TorchDispatchMode):
         return out
 
 
-class _RecomputeTally:
-    """Factory for observe_recompute: a RegistryFlops per recompute, summed into ``total``."""
+class RecomputeTally:
+    """Sums ``mode_factory()``'s ``total`` (default RegistryFlops: FLOPs) over every recompute the policies'
+    checkpoints run in backward: pass it to remat.policies.observe_recompute as the factory, or use
+    ``with RecomputeTally(...) as r:`` around a forward and read ``r.total`` after its backward."""
 
-    def __init__(self):
+    def __init__(self, mode_factory: Callable[[], TorchDispatchMode] | None = None):
+        self.mode_factory = mode_factory or RegistryFlops
         self.total = 0
 
     @contextlib.contextmanager
     def __call__(self):
-        with RegistryFlops() as mode:
+        with self.mode_factory() as mode:
             yield
         self.total += mode.total
+
+    def __enter__(self) -> "RecomputeTally":
+        self._observe = observe_recompute(self)
+        self._observe.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._observe.__exit__(*exc)
 
 
 def _by_module(mode: FlopCounterMode) -> dict[str, int]:
@@ -115,7 +126,7 @@ class StepFlopCounter:
     """
 
     def __init__(self):
-        self._tally = _RecomputeTally()
+        self._tally = RecomputeTally()
         self._fwd = flop_counter_mode()
         self._bwd_total = 0
 

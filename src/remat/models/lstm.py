@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from remat.errors import UsageError
+from remat.formulas.chen import check_count
 
 State = tuple[torch.Tensor, ...]
 """(h_0, ..., h_{L-1}, c_0, ..., c_{L-1}), each [B, H]."""
@@ -49,9 +50,7 @@ class LSTMConfig:
 
     def __post_init__(self):
         for name in ("layers", "hidden", "input", "classes", "steps", "batch"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UsageError(name, f"must be an integer ≥ 1, got {value!r}")
+            check_count(getattr(self, name), name)
 
 
 class LSTMCell(nn.Module):

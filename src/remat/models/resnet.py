@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from remat.errors import UsageError
+from remat.formulas.chen import check_count
 
 STAGES = 4
 EXPANSION = 4
@@ -85,9 +86,7 @@ class ResNetConfig:
         resnet_depth(self.blocks)
         object.__setattr__(self, "blocks", tuple(self.blocks))
         for name in ("width", "image", "classes", "batch", "in_channels"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UsageError(name, f"must be an integer ≥ 1, got {value!r}")
+            check_count(getattr(self, name), name)
 
     @property
     def depth(self) -> int:
