@@ -8,6 +8,7 @@ import pytest
 
 from remat.experiments import chen_graph, chen_summary
 from remat.figures import chen as figures
+from remat.graph.budget import GRID_POINTS
 
 TINY_RESNET = chen_graph.ResNetParams(depths=[14, 20, 26], batch=2, image=32, width=8, classes=10)
 TINY_LSTM = chen_graph.LSTMParams(lengths=[4, 8, 16], layers=2, hidden=16, classes=10, batch=2)
@@ -26,7 +27,7 @@ def test_every_strategy_and_budget_at_every_size(tables, which, size):
         single = by.drop(index="budget")
         assert sorted(single.index) == sorted([*chen_graph.strategies.STRATEGIES, "sqrt", "optimal"])
         budgets = part[part["strategy"] == "budget"]
-        assert len(budgets) == 1 + 1 + 6                          # B = 0, B₀, the 6-point grid
+        assert len(budgets) == 1 + 1 + GRID_POINTS                # B = 0, B₀, the grid
         assert by.loc["sublinear", "planned_bytes"] == budgets["planned_bytes"].iloc[1:].min()
         planned = single["planned_bytes"]
         assert planned["no-opt"] > planned["inplace"] > planned["sharing"] > planned["sublinear"]
@@ -58,5 +59,5 @@ def test_claims_and_figures_from_the_tables(tables, tmp_path):
 
 def test_budget_table_lists_every_budget_and_the_comparisons(tables):
     shown = chen_summary.budget_table(tables[0], "depth")
-    assert list(shown["plan"]).count("budget") == 8
+    assert list(shown["plan"]).count("budget") == 2 + GRID_POINTS
     assert {"sublinear", "sqrt", "optimal"} <= set(shown["plan"])

@@ -22,7 +22,7 @@ from remat.errors import UsageError
 from remat.experiments.params import Count, Ge, NonNegative
 from remat.experiments.chen import FD_TOLERANCE
 from remat.graph import engine, nets, strategies
-from remat.graph.budget import candidates
+from remat.graph.budget import GRID_POINTS, candidates
 from remat.graph.ir import Graph
 from remat.graph.program import build_program
 from remat.measure.provenance import with_provenance
@@ -48,7 +48,7 @@ class GraphCheckParams:
     """Features per example of every activation (hidden size of the LSTM)."""
     batch: Count = 4
     """Examples per batch."""
-    grid_points: Count = 6
+    grid_points: Count = GRID_POINTS
     """Points of Algorithm 3's grid over [B/2, 2B]."""
     seed: NonNegative = 0
     """Seed of parameters and inputs."""
@@ -120,7 +120,7 @@ class PaperNetParams:
     """Shared by chen.resnet and chen.lstm: Algorithm 3's grid and the element type. Every strategy of paper
     Figure 5 and both comparisons (sqrt, optimal) are planned at every size: tracing dominates the cost."""
 
-    grid_points: Count = 6
+    grid_points: Count = GRID_POINTS
     """Points of Algorithm 3's grid over [B/2, 2B]."""
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
     """Element type of activations (the paper: float32)."""
