@@ -224,7 +224,7 @@ SIZE_COLUMNS = ("model", "layers", "seq", "micro_batch", "hidden", "heads", "voc
 
 def sizes_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per sweep and device: the model sizes and protocol of the run (first row's values; a column that
-    varies along the sweep shows its range)."""
+    varies along the sweep shows its range; blank where the sweep has no such column)."""
     rows = []
     for sweep, frame in frames.items():
         for device in devices(frame):
@@ -235,7 +235,7 @@ def sizes_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
                     values = part[column].dropna().unique()
                     row[column] = _span(values)
             rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).fillna("")   # a column a sweep does not have: blank, as an all-empty one
 
 
 def _span(values) -> str:
