@@ -55,6 +55,29 @@ class PeakMemory:
             self._tracker.__exit__(*exc)
             self.peak_bytes = self._total(self._tracker.get_tracker_snapshot("peak"))
 
+    def peak_so_far(self) -> int:
+        """The peak bytes since entry or the last ``reset_peak`` (int), inside the block."""
+        if self.method == CUDA_METHOD:
+            torch.cuda.synchronize(self.device)
+            return int(torch.cuda.max_memory_allocated(self.device))
+        return self._total(self._tracker.get_tracker_snapshot("peak"))
+
+    def reset_peak(self) -> None:
+        """Start a new peak from the bytes live now (the peak of a phase: reset, run it, ``peak_so_far``).
+        CUDA: torch.cuda.reset_peak_memory_stats. MemTracker has no public reset: its peak table is set to the
+        current snapshot (torch 2.11–2.13 ``_peak_mem`` / ``_peak_mem_snap``); where those attributes are
+        missing, RuntimeError — never a silently wrong peak."""
+        if self.method == CUDA_METHOD:
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            return
+        tracker = self._tracker
+        if not (hasattr(tracker, "_peak_mem") and hasattr(tracker, "_peak_mem_snap")):
+            raise RuntimeError("this torch's MemTracker has no _peak_mem table: cannot reset its peak")
+        snapshot = tracker.get_tracker_snapshot("current")
+        tracker._peak_mem = {dev: stats["Total"] for dev, stats in snapshot.items()}
+        tracker._peak_mem_snap = snapshot
+
     def current_bytes(self) -> int:
         """Bytes live on the device now (int)."""
         if self.method == CUDA_METHOD:

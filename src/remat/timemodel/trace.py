@@ -176,6 +176,27 @@ def fuse(ops: list[Op]) -> list[Op]:
     return out
 
 
+@contextlib.contextmanager
+def recording(weight_shapes: set):
+    """Record every op run inside (``_Recorder``): phase "forward" until the caller sets ``recorder.phase =
+    "backward"``; ops inside a recompute of the policies' checkpoints (remat.policies.observe_recompute) are
+    tagged "recompute". ``weight_shapes``: shapes of the traced module's 2-D parameters (weight-gradient
+    GEMMs). Yields the recorder; its ``ops`` is the list of Op."""
+    from remat.policies import observe_recompute
+    recorder = _Recorder(weight_shapes)
+
+    @contextlib.contextmanager
+    def recompute():
+        recorder.phase = "recompute"
+        try:
+            yield
+        finally:
+            recorder.phase = "backward"
+
+    with observe_recompute(recompute), recorder:
+        yield recorder
+
+
 @functools.lru_cache(maxsize=64)
 def trace_layer(cfg: ModelConfig, t: int = 1, sp: bool = False, mode: str = "none", fuse_ops: bool = True
                 ) -> LayerTrace:
@@ -187,23 +208,12 @@ def trace_layer(cfg: ModelConfig, t: int = 1, sp: bool = False, mode: str = "non
     that does not divide heads/hidden or an SP layer whose s is not divisible by t.
     Source: the layer of remat.models (Korthikanti §4.1, Megatron's TP/SP mappings); ops as dispatched."""
     from remat.accounting import build, layer_input, resolve, tensor_mode, tp_group
-    from remat.policies import observe_recompute
 
     cfg, t = resolve(cfg, mode, t, sp)
     with tp_group(t, 0, "fake") as group, tensor_mode("fake"):
         container, layer = build(cfg, t, sp, mode, group, "fake")
         x = layer_input(cfg, t, sp, "fake")
-        recorder = _Recorder({tuple(p.shape) for p in layer.parameters() if p.dim() == 2})
-
-        @contextlib.contextmanager
-        def recompute():
-            recorder.phase = "recompute"
-            try:
-                yield
-            finally:
-                recorder.phase = "backward"
-
-        with observe_recompute(recompute), recorder:
+        with recording({tuple(p.shape) for p in layer.parameters() if p.dim() == 2}) as recorder:
             y = container(x)
             grad = torch.empty_like(y)
             recorder.phase = "backward"

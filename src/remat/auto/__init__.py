@@ -1,0 +1,72 @@
+"""Any model, one call: plan and apply per-block recomputation on an eager nn.Module (HuggingFace included),
+with no GPU needed to plan, and explain what checkpointing actually saved.
+
+    from remat import auto
+    result = auto.plan(model, example_args, example_kwargs=None, budget="24GiB", gpu="h100-80gb",
+                       choices=("none", "selective", "full", "offload"))  # choices=("full",): every block full
+    auto.apply(model, result)     # wraps the chosen blocks in place; parameter names and state_dict unchanged
+    print(result)                 # per block: policy, bytes kept, extra time; totals vs budget
+
+Modules: ``blocks`` (which modules are the blocks), ``measure`` (per-block bytes and seconds under
+FakeTensorMode), ``planning`` (the exact planner's problem, the AutoPlan result), ``wrap`` (apply / clear),
+``hf`` (transformers models from a config, nothing downloaded), ``explain`` (one step as it is: bytes kept
+per block, recompute FLOPs, the known traps).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from remat.auto.blocks import Blocks, find_blocks
+from remat.auto.wrap import apply, clear
+from remat.planner.problem import POLICIES
+
+__all__ = ["plan", "apply", "clear", "explain", "find_blocks", "Blocks", "POLICIES"]
+
+
+def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str | int | None = None,
+         gpu: str = "h100-80gb", choices: Sequence[str] = POLICIES, blocks=None, loss_fn=None,
+         optimizer_state_bytes: int | None = None, host_memory: str | int | None = None):
+    """The per-block policy of least predicted step time whose predicted peak fits ``budget``.
+
+    model: any eager nn.Module (real or fake parameters; nothing real is allocated: it runs under
+    FakeTensorMode). example_args / example_kwargs: one training micro-batch as the model takes it (the
+    loss is ``loss_fn(output)``, default ``output.loss`` or the sum of the first tensor). budget: device
+    bytes (int, or text such as "24GiB" / "80GB"; None = the GPU preset's memory). gpu: a preset of
+    remat.timemodel.gpus (rates for the roofline time model, the host link for offload). choices: the
+    policies a block may take. blocks: None (found: remat.auto.find_blocks), a container's name or a list of
+    modules. optimizer_state_bytes: None = Adam's two moments in the parameters' dtype.
+
+    Returns an AutoPlan (remat.auto.planning): ``policies``, ``plan.peak_bytes`` (bytes), ``plan.step_time_s``
+    (seconds), ``print(result)``. Raises UsageError naming the argument for bad input, InfeasibleError with the
+    smallest budget that works when nothing fits. Source: remat.auto.measure (costs), remat.planner.solve
+    (exact).
+    """
+    from remat.auto.measure import measure_model
+    from remat.auto.planning import build_problem, solve_blocks
+    from remat.errors import UsageError
+    from remat.timemodel.gpus import gpu as gpu_preset
+    from remat.units import parse_bytes
+
+    choices = tuple(choices)
+    unknown = [c for c in choices if c not in POLICIES]
+    if unknown or not choices:
+        raise UsageError("choices", f"unknown policy {unknown[0]!r} (known: {', '.join(POLICIES)})" if unknown
+                         else "at least one policy")
+    device = gpu_preset(gpu)
+    budget_bytes = device.memory_bytes if budget is None else parse_bytes(budget, "budget")
+    host = device.host_memory_bytes if host_memory is None else parse_bytes(host_memory, "host_memory")
+    found = find_blocks(model, blocks)
+    args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
+    costs = measure_model(model, tuple(args), dict(example_kwargs or {}), found, device, loss_fn, choices)
+    problem = build_problem(costs, budget_bytes, choices, optimizer_state_bytes, host,
+                            meta={"gpu": device.name, "gpu_name": device.full_name or device.name,
+                                  "time_source": "roofline model (remat.timemodel)", "blocks": len(found)})
+    return solve_blocks(problem, found, costs)
+
+
+def explain(model, example_args=(), example_kwargs: dict | None = None, **options):
+    """One step of ``model`` as it is: bytes kept per block, recompute FLOPs, the known traps
+    (remat.auto.explain.explain)."""
+    from remat.auto.explain import explain as run
+    return run(model, example_args, example_kwargs, **options)

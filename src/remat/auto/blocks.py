@@ -1,0 +1,78 @@
+"""Which modules of a model are its blocks: the units a per-block recompute plan chooses a policy for.
+
+    blocks = find_blocks(model)              # the longest nn.ModuleList of modules of one class
+    blocks = find_blocks(model, "model.layers")
+    blocks.name, blocks.names, blocks.modules
+
+Found automatically: among the model's nn.ModuleList / nn.Sequential containers, the one holding the most
+modules of a single class (a HuggingFace model's decoder layers, a ResNet stage's bottlenecks loses to a
+longer stage; ties go to the container met first in ``named_modules`` order, the shallowest). Or given: the
+qualified name of such a container, or a list of submodules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from torch import nn
+
+from remat.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """The blocks of a model, in forward order.
+
+    name: qualified name of their container ("" when given as a list); names: each block's qualified name;
+    modules: the blocks themselves."""
+
+    name: str
+    names: tuple[str, ...]
+    modules: tuple[nn.Module, ...]
+
+    def __len__(self) -> int:
+        return len(self.modules)
+
+
+def find_blocks(model: nn.Module, blocks: str | Sequence[nn.Module] | None = None) -> Blocks:
+    """The blocks of ``model`` (module docstring).
+
+    ``blocks``: None (find them), the qualified name of an nn.ModuleList / nn.Sequential inside ``model``, or a
+    sequence of ``model``'s submodules. Raises UsageError("blocks") when nothing qualifies, the name does not
+    exist or is not a container, or a given module is not inside ``model``.
+    """
+    qualified = {id(m): name for name, m in model.named_modules()}
+    if blocks is None:
+        return _longest(model)
+    if isinstance(blocks, str):
+        try:
+            container = model.get_submodule(blocks)
+        except AttributeError:
+            raise UsageError("blocks", f"{type(model).__name__} has no submodule {blocks!r}") from None
+        if not isinstance(container, (nn.ModuleList, nn.Sequential)) or len(container) == 0:
+            raise UsageError("blocks", f"{blocks!r} is a {type(container).__name__}, not a non-empty "
+                                       "nn.ModuleList or nn.Sequential")
+        return Blocks(blocks, tuple(qualified[id(m)] for m in container), tuple(container))
+    modules = tuple(blocks)
+    missing = [type(m).__name__ for m in modules if id(m) not in qualified]
+    if missing or not modules:
+        raise UsageError("blocks", f"not submodules of the model: {', '.join(missing)}" if missing
+                         else "an empty list of blocks")
+    return Blocks("", tuple(qualified[id(m)] for m in modules), modules)
+
+
+def _longest(model: nn.Module) -> Blocks:
+    best: tuple[int, str, nn.Module] | None = None
+    for name, module in model.named_modules():
+        if not isinstance(module, (nn.ModuleList, nn.Sequential)) or len(module) == 0:
+            continue
+        kinds = {type(m) for m in module}
+        if len(kinds) == 1 and (best is None or len(module) > best[0]):
+            best = (len(module), name, module)
+    if best is None:
+        raise UsageError("blocks", f"{type(model).__name__} has no nn.ModuleList / nn.Sequential of modules of "
+                                   "one class; pass blocks= (a container's name or a list of modules)")
+    _, name, container = best
+    prefix = f"{name}." if name else ""
+    return Blocks(name, tuple(f"{prefix}{i}" for i in range(len(container))), tuple(container))

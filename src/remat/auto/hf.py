@@ -1,0 +1,189 @@
+"""HuggingFace transformers models for remat.auto: built from a config with random weights, nothing downloaded.
+
+    built = build("path/to/config.json", device="fake", seq=4096)      # or a model folder, or a preset name
+    with built.mode:                                                     # FakeTensorMode (no memory) or nullcontext
+        result = auto.plan(built.model, (), built.kwargs, budget="80GiB")
+
+transformers is an optional extra (``pip install -e '.[hf]'``); without it ``build`` raises UsageError naming the
+extra. The config is read by transformers' own classes (``AutoConfig.for_model``), so every field of every
+model_type it knows is understood the way the model's authors meant it; the model is
+``AutoModelForCausalLM.from_config`` in the config's dtype (``torch_dtype`` / ``dtype``; float32 when absent), in
+training mode (dropout on, as in a training step) with ``use_cache`` off. Example inputs: ``input_ids`` of shape [b, s] and ``labels``
+equal to them, so the output carries the causal-LM loss.
+
+device "fake": built under FakeTensorMode (any size: an 8B model takes seconds, no memory); "cpu": real
+tensors, for the small instances that check a plan by measurement.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from remat.errors import UsageError
+
+EXTRA = "pip install -e '.[hf]'"
+DEVICES = ("fake", "cpu")
+
+
+@dataclass
+class Built:
+    """A built model and what to run it with. mode: the FakeTensorMode it lives in (device "fake") or a null
+    context; kwargs: example inputs (input_ids, labels: int64 [b, s]); config: its transformers config;
+    source: what it was built from; seq, micro_batch: s and b of the example inputs."""
+
+    model: object
+    kwargs: dict
+    config: object
+    source: str
+    seq: int
+    micro_batch: int
+    mode: object = field(default_factory=contextlib.nullcontext)
+
+
+def available() -> bool:
+    """True when transformers can be imported."""
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def read_config(source: str | Path):
+    """A transformers config from a config.json path or a folder holding one (transformers' AutoConfig).
+
+    Raises UsageError("model") when the file is missing, not a JSON object, or transformers is not installed;
+    UsageError("model_type") for a model_type transformers does not know."""
+    if not available():
+        raise UsageError("model", f"reading a HuggingFace config needs transformers: {EXTRA}")
+    from transformers import AutoConfig
+    path = Path(source)
+    path = path / "config.json" if path.is_dir() else path
+    if not path.is_file():
+        raise UsageError("model", f"no such config.json: {path}")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError("model", f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("model_type"), str):
+        raise UsageError("model_type", f"{path} has no model_type")
+    model_type = raw.pop("model_type")
+    try:
+        config = AutoConfig.for_model(model_type, **raw)
+    except (ValueError, KeyError) as exc:
+        raise UsageError("model_type", f"transformers does not know {model_type!r} ({exc})") from None
+    config.name_or_path = str(raw.get("_name_or_path") or (path.parent.name if path.name == "config.json"
+                                                           else path.stem))
+    return config
+
+
+def config_of(source: str | Path):
+    """A transformers config for ``source``: a config.json, a model folder, or a remat preset name
+    (remat.models.presets; "gpt" presets as GPT2Config, "llama" presets as LlamaConfig)."""
+    path = Path(source)
+    if path.suffix == ".json" or path.is_dir() or path.exists():
+        return read_config(path)
+    from remat.models.presets import from_name
+    return preset_config(from_name(str(source)))
+
+
+def preset_config(cfg):
+    """A transformers config with the sizes of a remat ModelConfig (arch "gpt" -> GPT2Config, "llama" ->
+    LlamaConfig). Raises UsageError("model") without transformers."""
+    if not available():
+        raise UsageError("model", f"building a HuggingFace model needs transformers: {EXTRA}")
+    from transformers import GPT2Config, LlamaConfig
+    if cfg.arch == "gpt":
+        config = GPT2Config(n_embd=cfg.hidden, n_head=cfg.heads, n_layer=cfg.layers, n_inner=cfg.ffn_hidden,
+                            vocab_size=cfg.vocab, n_positions=cfg.max_positions, resid_pdrop=cfg.dropout,
+                            embd_pdrop=cfg.dropout, attn_pdrop=cfg.dropout, layer_norm_epsilon=cfg.norm_eps,
+                            tie_word_embeddings=cfg.tie_embeddings)
+    else:
+        config = LlamaConfig(hidden_size=cfg.hidden, num_attention_heads=cfg.heads,
+                             num_key_value_heads=cfg.kv_heads, num_hidden_layers=cfg.layers,
+                             intermediate_size=cfg.ffn_hidden, vocab_size=cfg.vocab,
+                             max_position_embeddings=cfg.max_positions, rms_norm_eps=cfg.norm_eps,
+                             rope_theta=cfg.rope_theta, tie_word_embeddings=cfg.tie_embeddings,
+                             attention_bias=cfg.qkv_bias)
+    config.dtype = cfg.dtype
+    config.name_or_path = cfg.name
+    return config
+
+
+def context_length(config) -> int:
+    """The config's context length (max_position_embeddings, n_positions, …); 2048 when it names none."""
+    for key in ("max_position_embeddings", "n_positions", "seq_length", "max_sequence_length"):
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return 2048
+
+
+def build(source, device: str = "fake", layers: int | None = None, seq: int | None = None,
+          micro_batch: int | None = None) -> Built:
+    """Build a causal LM from ``source`` (``config_of``, or a transformers config object) with random weights.
+
+    layers: override the number of blocks (num_hidden_layers); seq: s (default the context length);
+    micro_batch: b (default 1). Raises UsageError naming the field for bad input; UsageError("model") without
+    transformers. Source: transformers AutoModelForCausalLM.from_config."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    if device not in DEVICES:
+        raise UsageError("--device", f"must be one of {', '.join(DEVICES)}, got {device!r}")
+    config = source if hasattr(source, "to_dict") else config_of(source)
+    for name, value in (("--layers", layers), ("--seq", seq), ("--micro-batch", micro_batch)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise UsageError(name, f"must be a positive integer, got {value!r}")
+    if layers is not None:
+        config.num_hidden_layers = layers
+    config.use_cache = False            # training: no key/value cache (HF's gradient checkpointing does the same)
+    s, b = seq or context_length(config), micro_batch or 1
+    dtype = _dtype(config)
+    mode = contextlib.nullcontext()
+    if device == "fake":
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+        model.train()
+        ids = torch.randint(0, config.vocab_size, (b, s))
+    return Built(model, {"input_ids": ids, "labels": ids}, config, str(getattr(config, "name_or_path", source)),
+                 s, b, mode)
+
+
+def _dtype(config):
+    import torch
+    value = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None) or "float32"
+    if isinstance(value, str):
+        value = getattr(torch, value, None)
+    if not isinstance(value, torch.dtype):
+        raise UsageError("torch_dtype", f"unsupported dtype {value!r}")
+    return value
+
+
+@contextlib.contextmanager
+def unpacked_masks():
+    """While planning under FakeTensorMode: transformers' masks as a real unpadded step gets them.
+
+    transformers chooses the attention mask from tensor VALUES (masking_utils: are sequences packed along the
+    batch — ``find_packed_sequence_indices`` —, is any token padded); fake tensors have none, so it builds a
+    full [b, 1, s, s] mask and expands the key/value heads (GQA), which a real step without padding never
+    does (it runs SDPA with is_causal and GQA inside the kernel). Inside this context the packed-sequence
+    check answers "not packed" — true for example inputs without position_ids and attention_mask, one
+    sequence per row. With an attention_mask given, transformers still builds the mask (as it does on a real
+    GPU). A no-op when transformers is absent or has no such function."""
+    import sys
+    masking = sys.modules.get("transformers.masking_utils")
+    original = getattr(masking, "find_packed_sequence_indices", None)
+    if original is None:
+        yield
+        return
+    masking.find_packed_sequence_indices = lambda position_ids: None
+    try:
+        yield
+    finally:
+        masking.find_packed_sequence_indices = original

@@ -1,0 +1,398 @@
+"""Per-block costs of any eager nn.Module, measured under FakeTensorMode at the real sizes: no memory, no GPU.
+
+    costs = measure_model(model, example_args, example_kwargs, find_blocks(model), gpu("h100-80gb"))
+    costs.blocks[i].costs["full"].stored_bytes
+
+What is measured, and how (nothing here is a formula of the model):
+
+1. **The whole step, blocks plain** (one forward, the loss, one backward; torch's MemTracker through
+   remat.measure.peak.PeakMemory): each block's inputs (args and kwargs, captured by a forward pre-hook), and
+   the live bytes at three moments — ``params_bytes`` (parameters and buffers), ``held_bytes`` = live bytes when
+   the last block's backward starts minus the parameters and the blocks' stored bytes (inputs, what the
+   embedding saved, what the caller holds — logits, outputs —, the head's gradients, the hidden-state
+   gradient), ``floor_bytes`` = the peak from the last block's forward output to the start of its backward
+   (head forward, loss, head backward) beyond parameters + held + every block's stored bytes, and
+   ``end_bytes`` = the peak after the first block's backward (the embedding's backward, every gradient made)
+   beyond parameters + held.
+2. **Each block alone, per policy** (its captured inputs; tensors that required grad become leaves that
+   do): ``stored_bytes`` — what it keeps for backward: autograd's saved tensors (saved-tensor hooks,
+   remat.measure.saved.SavedTensorLog, parameters excluded) + the selective-checkpoint cache
+   (remat.drop_cheap.KeptLog), each storage once, without the storages of inputs that need no gradient
+   (position embeddings, masks: shared by every block, counted once in ``held_bytes``); ``transient_bytes`` —
+   the peak of its backward beyond the live bytes when that backward starts (the recompute, the activation
+   gradients, its parameters' gradients); and, in a second run (the op recorder keeps every tensor alive),
+   its ops: forward, backward and recompute seconds by the per-op roofline (remat.timemodel.roofline) at the
+   GPU's rates for the parameters' dtype, and recompute FLOPs. Blocks of one class whose parameters and
+   inputs have the same shapes, dtypes and keyword structure are measured once.
+3. **offload** is not run (a CPU stand-in's host copy lives in the same memory): it keeps nothing on the
+   device, holds the plain stored bytes on the host, fetches them back while its backward runs (transient =
+   plain transient + 2 × plain stored: the block and the prefetched next one, as remat.planner.costs) and
+   pays the copy time its compute does not hide (remat.formulas.offload.exposed_offload_s on the GPU's link).
+
+The rest of a step (embedding, head, loss) is priced as the whole step's roofline time minus the blocks'.
+Forward-phase peaks inside a block are not modelled (a block's backward, which re-runs its forward and
+holds its gradients, is larger in every model we measured).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.utils._pytree import tree_flatten, tree_map
+
+from remat.auto.blocks import Blocks
+from remat.planner.problem import POLICIES
+
+MEASURED = ("none", "selective", "full")
+"""The policies run under fake tensors; offload is derived from none (module docstring)."""
+
+
+@dataclass(frozen=True)
+class PolicyCost:
+    """One block under one policy (ints: bytes, FLOPs; floats: seconds on the GPU preset, one step)."""
+
+    stored_bytes: int
+    transient_bytes: int
+    forward_s: float
+    backward_s: float       # gradient work + recompute
+    recompute_s: float
+    recompute_flops: int
+    offload_bytes: int = 0
+    saved_tensors: int = 0  # tensors saved for backward (the per-copy latency of offload)
+
+    @property
+    def time_s(self) -> float:
+        """Seconds this block adds to a step: forward + backward (recompute included)."""
+        return self.forward_s + self.backward_s
+
+
+@dataclass(frozen=True)
+class BlockCost:
+    """A block's costs per policy; grad_bytes: its parameters' gradients (bytes, one per parameter storage)."""
+
+    name: str
+    kind: str
+    grad_bytes: int
+    costs: dict
+
+
+@dataclass(frozen=True)
+class ModelCosts:
+    """The measured model (module docstring): per-block costs and the terms outside the blocks (int bytes)."""
+
+    blocks: tuple
+    params_bytes: int
+    param_count: int
+    held_bytes: int
+    floor_bytes: int
+    end_bytes: int
+    outside_time_s: float
+    dtype: str
+    whole_peak_bytes: int     # the whole step's measured peak with every block plain (a check of the sum)
+
+
+def fake_model(model: nn.Module) -> tuple:
+    """(mode, model') with model' living in FakeTensorMode ``mode``: ``model`` itself when its parameters are
+    fake already, else a fake copy (torch's FakeCopyMode: deepcopy with every tensor turned into a fake one of
+    the same shape, dtype and device — no real memory; the caller's model is untouched). Measuring the real
+    model under FakeTensorMode instead would count every parameter twice (its fake conversion is a new
+    storage to the memory tracker)."""
+    import copy
+    from torch._subclasses.fake_tensor import FakeCopyMode, FakeTensor, FakeTensorMode
+    for p in model.parameters():
+        if isinstance(p, FakeTensor):
+            return p.fake_mode, model
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with FakeCopyMode(mode):
+        copied = copy.deepcopy(model)
+    if getattr(copied, "is_gradient_checkpointing", False):
+        copied.gradient_checkpointing_disable()
+    return mode, copied
+
+
+def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, gpu, loss_fn=None,
+                  policies=POLICIES) -> ModelCosts:
+    """Measure ``model`` (module docstring) under FakeTensorMode; ``blocks`` from remat.auto.find_blocks,
+    ``gpu`` a remat.timemodel.gpus.GPU, ``loss_fn(output) -> scalar`` (default ``default_loss``).
+
+    Returns ModelCosts (bytes: int; seconds on ``gpu``). Raises UsageError("model") when a block never runs
+    in the forward. Any wrapping by remat.auto.apply is lifted while measuring and restored afterwards."""
+    from remat.auto import wrap
+    from remat.auto.hf import unpacked_masks
+    from remat.timemodel.roofline import Rates
+
+    loss_fn = loss_fn or default_loss
+    source, state = model, wrap.applied(model)
+    wrap.clear(source)
+    try:
+        mode, model = fake_model(source)
+        blocks = Blocks(blocks.name, blocks.names, tuple(model.get_submodule(n) for n in blocks.names))
+        with mode, unpacked_masks():
+            args, kwargs = tree_map(lambda x: mode.from_tensor(x) if _real(x) else x, (args, kwargs))
+            whole = _whole_step(model, args, kwargs, blocks, loss_fn)
+            _check_inputs(blocks, whole["inputs"])
+            dtype = _dtype(model)
+            rates = Rates.of(gpu, 1, dtype)
+            cache: dict = {}
+            block_costs = []
+            for name, module, captured in zip(blocks.names, blocks.modules, whole["inputs"]):
+                key = _signature(module, captured)
+                if key not in cache:
+                    cache[key] = _block_costs(module, captured, rates, gpu, policies)
+                block_costs.append(BlockCost(name, type(module).__name__, _grad_bytes(module), cache[key]))
+            outside_s = _whole_seconds(model, args, kwargs, loss_fn, rates) - sum(
+                b.costs["none"].time_s for b in block_costs)
+    finally:
+        if state is not None:
+            wrap.apply(source, state[1], list(state[0].modules))
+    stored = sum(b.costs["none"].stored_bytes for b in block_costs)
+    return ModelCosts(
+        blocks=tuple(block_costs), params_bytes=whole["params"], param_count=whole["param_count"],
+        held_bytes=whole["live_last"] - whole["params"] - stored,
+        floor_bytes=max(0, whole["peak_head"] - whole["live_last"]),
+        end_bytes=whole["peak_end"] - whole["params"] - (whole["live_last"] - whole["params"] - stored),
+        outside_time_s=max(0.0, outside_s), dtype=dtype, whole_peak_bytes=whole["peak"])
+
+
+def default_loss(output) -> torch.Tensor:
+    """The scalar to call backward on: ``output.loss`` (HF with labels) or ``output["loss"]`` when present,
+    else the sum of the first floating tensor of the output."""
+    loss = getattr(output, "loss", None)
+    if loss is None and isinstance(output, dict):
+        loss = output.get("loss")
+    if loss is not None:
+        return loss
+    first = next((t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.is_floating_point()),
+                 None)
+    if first is None:
+        from remat.errors import UsageError
+        raise UsageError("loss_fn", "the model's output has no floating tensor: pass loss_fn=")
+    return first.sum()
+
+
+# --- the whole step ---------------------------------------------------------------------------------------------
+
+def _whole_step(model, args, kwargs, blocks, loss_fn) -> dict:
+    from remat.measure.peak import PeakMemory
+    captured: list = [None] * len(blocks)
+    marks: dict = {}
+    handles = [m.register_forward_pre_hook(functools.partial(_capture, captured, i), with_kwargs=True)
+               for i, m in enumerate(blocks.modules)]
+    device = _device(model)
+    params = _unique_bytes([*model.parameters(), *model.buffers()])
+    tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+    try:
+        with PeakMemory(device, model, *tensors) as mem:
+            handles.append(blocks.modules[-1].register_forward_hook(
+                functools.partial(_after_last_forward, mem, marks)))
+            handles.append(blocks.modules[0].register_forward_pre_hook(
+                functools.partial(_before_first_forward, mem, marks), with_kwargs=True))
+            out = model(*args, **kwargs)
+            loss_fn(out).backward()
+            marks["peak_end"] = mem.peak_so_far()
+        whole_peak = mem.peak_bytes
+    finally:
+        for h in handles:
+            h.remove()
+    for p in model.parameters():
+        p.grad = None
+    return {"inputs": captured, "params": params, "param_count": sum(p.numel() for p in model.parameters()),
+            "live_last": marks["live_last"], "peak_head": marks["peak_head"], "peak_end": marks["peak_end"],
+            "peak": max(whole_peak, marks["peak_head"], marks["peak_end"])}
+
+
+def _check_inputs(blocks, inputs) -> None:
+    """Every block ran, and none received a key/value cache (a training step has none; an isolated re-run
+    would append to it)."""
+    from remat.errors import UsageError
+    for name, captured in zip(blocks.names, inputs):
+        if captured is None:
+            raise UsageError("blocks", f"block {name} did not run in the forward: pass blocks=")
+        caches = [type(x).__name__ for x in tree_flatten(captured)[0] if "Cache" in type(x).__name__]
+        if caches:
+            raise UsageError("example_kwargs", f"block {name} receives a {caches[0]}: plan a training step "
+                                               "without a cache (use_cache=False)")
+
+
+def _capture(captured, i, module, args, kwargs):
+    if captured[i] is None:
+        captured[i] = (args, kwargs)
+
+
+def _before_first_forward(mem, marks, module, args, kwargs):
+    """Hook the hidden-state input of the first block: when its gradient is made, the blocks' backward is over
+    and the embedding's begins (the ``end`` phase)."""
+    x = next((t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t.requires_grad),
+             None)
+    if x is not None and "hooked_end" not in marks:
+        marks["hooked_end"] = True
+        x.register_hook(lambda grad: mem.reset_peak())
+
+
+def _after_last_forward(mem, marks, module, args, output):
+    """From the last block's output on: the head's forward, the loss, the head's backward (``floor``) until the
+    gradient of that output arrives (the last block's backward starts: ``live_last``)."""
+    y = next((t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.requires_grad), None)
+    if y is None or "hooked_last" in marks:
+        return
+    marks["hooked_last"] = True
+    mem.reset_peak()
+
+    def at_last_backward(grad):
+        marks["peak_head"] = mem.peak_so_far()
+        marks["live_last"] = mem.current_bytes()
+    y.register_hook(at_last_backward)
+
+
+def _whole_seconds(model, args, kwargs, loss_fn, rates) -> float:
+    """Roofline seconds of the whole step with every block plain (forward + backward)."""
+    from remat.timemodel.roofline import layer_times
+    from remat.timemodel.trace import LayerTrace, recording
+    with recording(_weight_shapes(model)) as recorder:
+        loss = loss_fn(model(*args, **kwargs))
+        recorder.phase = "backward"
+        loss.backward()
+    for p in model.parameters():
+        p.grad = None
+    times = layer_times(LayerTrace(tuple(recorder.ops), type(model).__name__, "none", 1, False, False), rates)
+    return times.combined_s
+
+
+# --- one block --------------------------------------------------------------------------------------------------
+
+def _block_costs(module, captured, rates, gpu, policies) -> dict:
+    from remat.formulas import offload as offload_formulas
+    out = {}
+    for policy in MEASURED:
+        if policy == "none" or policy in policies:
+            out[policy] = _run_block(module, captured, policy, rates)
+    none = out["none"]
+    if "offload" in policies:
+        exposed = offload_formulas.exposed_offload_s(none.stored_bytes, max(1, none.saved_tensors), none.forward_s,
+                                                     none.backward_s, gpu.link)
+        out["offload"] = PolicyCost(0, none.transient_bytes + 2 * none.stored_bytes, none.forward_s,
+                                    none.backward_s + exposed, 0.0, 0, offload_bytes=none.stored_bytes,
+                                    saved_tensors=none.saved_tensors)
+    return {p: out[p] for p in POLICIES if p in out and p in policies}
+
+
+def _run_block(module, captured, policy, rates) -> PolicyCost:
+    """Memory run, then op-recording run, of ``module`` alone under ``policy`` (module docstring, part 2)."""
+    from remat.auto.wrap import wrapper
+    from remat.drop_cheap import KeptLog
+    from remat.measure.flops import RecomputeTally
+    from remat.measure.peak import PeakMemory
+    from remat.measure.saved import SavedTensorLog
+    from remat.timemodel.roofline import layer_times
+    from remat.timemodel.trace import LayerTrace, recording
+
+    if policy != "none":
+        module.forward = wrapper(module, policy)
+    try:
+        args, kwargs = _leaves(captured)
+        shared = {t.untyped_storage()._cdata for t in tree_flatten((args, kwargs))[0]
+                  if isinstance(t, torch.Tensor) and not t.requires_grad}
+        inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        with PeakMemory(_device(module), module, *inputs) as mem, RecomputeTally() as tally:
+            with SavedTensorLog(module) as log, KeptLog() as kept:
+                out = module(*args, **kwargs)
+            records = [r for r in log.activations() if _address(r.storage_key) not in shared]
+            saved = {_address(r.storage_key) for r in log.activations()}
+            stored = sum(r.storage_nbytes for r in records) + sum(
+                r.nbytes for r in kept.records if r.storage not in saved and r.storage not in shared)
+            outputs, grads = _backward_args(out)
+            del out
+            start = mem.current_bytes()
+            mem.reset_peak()
+            torch.autograd.backward(outputs, grads)
+            transient = max(0, mem.peak_so_far() - start)
+        _drop_grads(module)
+        args, kwargs = _leaves(captured)
+        with recording(_weight_shapes(module)) as recorder:
+            outputs, grads = _backward_args(module(*args, **kwargs))
+            recorder.phase = "backward"
+            torch.autograd.backward(outputs, grads)
+        _drop_grads(module)
+    finally:
+        module.__dict__.pop("forward", None)
+    times = layer_times(LayerTrace(tuple(recorder.ops), type(module).__name__, policy, 1, False, False), rates)
+    return PolicyCost(stored, transient, times.forward_s, times.backward_s, times.recompute_s, tally.total,
+                      saved_tensors=len(records))
+
+
+def _backward_args(out):
+    """The outputs that need a gradient, and an upstream gradient for each (ones: any values do)."""
+    outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
+    return outputs, [torch.ones_like(t) for t in outputs]
+
+
+def _leaves(captured):
+    """Fresh copies of a block's captured inputs for an isolated run: tensors that required grad become leaves
+    that do (detached views: no copy); others are passed as they are."""
+    args, kwargs = captured
+
+    def leaf(t):
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            return t.detach().requires_grad_(True)
+        return t
+    return tree_map(leaf, args), tree_map(leaf, kwargs)
+
+
+def _signature(module, captured) -> tuple:
+    """Blocks with equal signatures cost the same: class, parameter shapes/dtypes, input structure."""
+    def describe(x):
+        if isinstance(x, torch.Tensor):
+            return ("T", tuple(x.shape), str(x.dtype), x.requires_grad, x.untyped_storage()._cdata
+                    if not x.requires_grad else None)
+        return ("V", repr(x)[:200])
+    leaves, spec = tree_flatten(captured)
+    return (type(module), tuple((tuple(p.shape), str(p.dtype), p.requires_grad) for p in module.parameters()),
+            str(spec), tuple(describe(x) for x in leaves))
+
+
+def _real(x) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+    return isinstance(x, torch.Tensor) and not isinstance(x, FakeTensor)
+
+
+def _address(key: str) -> int:
+    return int(key.split(".")[0], 16) if "." in key else -1
+
+
+def _unique_bytes(tensors) -> int:
+    seen, total = set(), 0
+    for t in tensors:
+        storage = t.untyped_storage()
+        if storage._cdata not in seen:
+            seen.add(storage._cdata)
+            total += storage.nbytes()
+    return total
+
+
+def _grad_bytes(module) -> int:
+    return _unique_bytes([p for p in module.parameters() if p.requires_grad])
+
+
+def _drop_grads(module) -> None:
+    for p in module.parameters():
+        p.grad = None
+
+
+def _weight_shapes(module) -> set:
+    return {tuple(p.shape) for p in module.parameters() if p.dim() == 2}
+
+
+def _device(module) -> torch.device:
+    p = next(module.parameters(), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
+def _dtype(model) -> str:
+    """The dtype most parameter bytes have, as a name ("bfloat16", "float32")."""
+    counts: dict = {}
+    for p in model.parameters():
+        counts[p.dtype] = counts.get(p.dtype, 0) + p.numel()
+    return str(max(counts, key=counts.get)).removeprefix("torch.") if counts else "float32"

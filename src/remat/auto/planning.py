@@ -1,0 +1,160 @@
+"""A per-block plan for any nn.Module: the measured costs (remat.auto.measure) as the exact planner's problem.
+
+    result = plan(model, example_args, example_kwargs, budget="24GiB", gpu="h100-80gb")
+    print(result)            # per block: policy, bytes kept, extra time; totals vs budget; baselines
+
+The memory model is the planner's prefix model (remat.planner.problem: one micro-batch, backward from the
+last block to the first), with what was measured:
+
+    peak = fixed + max(Σ_i stored_i + floor, max_i (Σ_{k≤i} stored_k + transient_i))
+
+* fixed = parameters and buffers + optimizer state (default: Adam's two moments in the parameters' dtype,
+  torch.optim.Adam/AdamW; ``optimizer_state_bytes`` to change it) + ``held`` (measured: what stays live outside
+  the blocks while they run backward — inputs, the embedding's saved tensors, the outputs the caller holds,
+  the head's gradients);
+* stored_i = the block's saved bytes under its policy; floor = the head's forward, loss and backward;
+* transient_i = the block's measured backward workspace under its policy + the gradients of the blocks after
+  it (made already); for the first block also the end of the step (the embedding's backward, every
+  gradient alive), which the max covers as E − stored_0.
+
+Step time = Σ_i the block's roofline seconds under its policy + the rest of the step (remat.auto.measure).
+The optimizer step itself (its temporaries) is not part of the peak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from remat.auto.blocks import Blocks
+from remat.auto.measure import ModelCosts
+from remat.errors import InfeasibleError
+from remat.planner.problem import POLICIES, Layer, Option, Plan, Problem, plan_from_policies
+from remat.units import GiB, format_bytes
+
+COST_SOURCE = "measured per block under fake tensors (remat.auto)"
+BASELINES = {"no recompute": "none", "every block full (HF gradient_checkpointing_enable)": "full",
+             "every block selective": "selective"}
+
+
+@dataclass
+class AutoPlan:
+    """The plan for a model's blocks (``auto.apply`` takes it).
+
+    policies: one of POLICIES per block; block_names: the blocks' qualified names; blocks: their container's
+    name ("" when given as a list); plan: the solved remat.planner.Plan (peak_bytes, step_time_s, …);
+    problem: the planner's problem (per block the options' bytes and seconds); costs: the measurement;
+    baselines: name -> Plan of uniform policies at the same budget (None where a choice is not offered)."""
+
+    policies: tuple
+    block_names: tuple
+    blocks: str
+    plan: Plan
+    problem: Problem
+    costs: ModelCosts
+    baselines: dict = field(default_factory=dict)
+
+    @property
+    def predicted_peak_bytes(self) -> int:
+        return self.plan.peak_bytes
+
+    def __str__(self) -> str:
+        return to_text(self)
+
+    def to_json(self) -> dict:
+        """JSON-ready: blocks [{name, policy, stored_bytes, extra_s}], predicted {peak_bytes, step_time_s},
+        budget_bytes, memory {part: bytes}, baselines {name: {peak_bytes, step_time_s, feasible}}, settings."""
+        from remat.planner.render import memory_breakdown
+        return {"blocks": block_rows(self), "budget_bytes": self.problem.budget_bytes,
+                "predicted": {"peak_bytes": self.plan.peak_bytes, "step_time_s": self.plan.step_time_s,
+                              "recompute_flops": self.plan.recompute_flops,
+                              "offload_bytes": self.plan.offload_bytes},
+                "memory": memory_breakdown(self.problem, self.plan),
+                "baselines": {k: None if b is None else {"peak_bytes": b.peak_bytes, "step_time_s": b.step_time_s,
+                                                         "feasible": b.feasible}
+                              for k, b in self.baselines.items()},
+                "settings": self.problem.meta}
+
+
+def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimizer_state_bytes: int | None = None,
+                  host_limit_bytes: int | None = None, meta: dict | None = None) -> Problem:
+    """The planner's problem of a measured model (module docstring); bytes are ints. ``optimizer_state_bytes``
+    None = 2 × the trainable parameters' bytes (Adam)."""
+    grads = [b.grad_bytes for b in costs.blocks]
+    later = [sum(grads[i + 1:]) for i in range(len(grads))]
+    layers = []
+    for i, block in enumerate(costs.blocks):
+        options = []
+        for policy in choices:
+            c = block.costs[policy]
+            transient = c.transient_bytes + later[i]
+            if i == 0:
+                transient = max(transient, costs.end_bytes - c.stored_bytes)
+            options.append(Option(policy, stored_bytes=c.stored_bytes, transient_bytes=max(0, transient),
+                                  time_s=c.time_s, recompute_flops=c.recompute_flops,
+                                  offload_bytes=c.offload_bytes))
+        layers.append(Layer(i, tuple(options), block.name))
+    optimizer = 2 * sum(grads) + _outside_grads(costs) if optimizer_state_bytes is None else optimizer_state_bytes
+    fixed = {"parameters and buffers": costs.params_bytes, "optimizer state": optimizer,
+             "held outside the blocks (measured)": max(0, costs.held_bytes)}
+    return Problem(tuple(layers), fixed, budget_bytes, host_limit_bytes, fixed_time_s=costs.outside_time_s,
+                   transient_floor_bytes=costs.floor_bytes, prefix=True,
+                   meta={"cost_source": COST_SOURCE, "memory_model": "prefix", "dtype": costs.dtype,
+                         "param_count": costs.param_count, **(meta or {})})
+
+
+def _outside_grads(costs: ModelCosts) -> int:
+    """Trainable parameter bytes outside the blocks (embedding, head, final norm), from the measured totals:
+    parameters + buffers minus the blocks' (buffers are few; an upper bound)."""
+    return max(0, costs.params_bytes - sum(b.grad_bytes for b in costs.blocks))
+
+
+def solve_blocks(problem: Problem, blocks: Blocks, costs: ModelCosts) -> AutoPlan:
+    """Solve ``problem`` exactly (remat.planner.solve) and score the uniform baselines. Raises
+    InfeasibleError naming the smallest budget that works."""
+    from remat.planner.solve import solve
+    offered = {o.policy for o in problem.layers[0].options}
+    try:
+        best = solve(problem)
+    except InfeasibleError as exc:
+        raise InfeasibleError(f"{exc}. Measured per block under fake tensors (remat.auto)", exc.minimum_bytes) \
+            from None
+    baselines = {name: plan_from_policies(problem, [p] * len(problem.layers)) if p in offered else None
+                 for name, p in BASELINES.items()}
+    return AutoPlan(best.policies, blocks.names, blocks.name, best, problem, costs, baselines)
+
+
+def block_rows(result: AutoPlan) -> list[dict]:
+    """Per block: name, policy, stored bytes (device, kept for backward), extra seconds against none."""
+    rows = []
+    for layer, policy in zip(result.problem.layers, result.policies):
+        this, none = layer.option(policy), layer.option("none")
+        rows.append({"name": layer.kind, "policy": policy, "stored_bytes": this.stored_bytes,
+                     "offload_bytes": this.offload_bytes,
+                     "extra_s": None if none is None else this.time_s - none.time_s})
+    return rows
+
+
+def to_text(result: AutoPlan) -> str:
+    """A readable plan: per block (runs of equal rows merged), totals against the budget, baselines."""
+    from itertools import groupby
+    problem, plan = result.problem, result.plan
+    lines = [f"remat.auto plan: {len(result.policies)} blocks ({result.blocks or 'given'}), budget "
+             f"{format_bytes(problem.budget_bytes)}, {problem.meta.get('gpu_name', problem.meta.get('gpu', ''))}",
+             "", f"{'blocks':<24} {'policy':<10} {'kept per block':>15} {'extra time per block':>21}"]
+    rows = block_rows(result)
+    index = 0
+    for key, run in groupby(rows, key=lambda r: (r["policy"], r["stored_bytes"], round(r["extra_s"] or 0, 12))):
+        run = list(run)
+        span = f"{index}" if len(run) == 1 else f"{index}–{index + len(run) - 1}"
+        index += len(run)
+        extra = "—" if run[0]["extra_s"] is None else f"{run[0]['extra_s'] * 1e3:+.3f} ms"
+        lines.append(f"{span:<24} {key[0]:<10} {format_bytes(key[1]):>15} {extra:>21}")
+    fits = "fits" if plan.feasible else "does NOT fit"
+    lines += ["", f"predicted peak {format_bytes(plan.peak_bytes)} ({plan.peak_bytes / GiB:.3f} GiB) {fits} the "
+                  f"budget {format_bytes(problem.budget_bytes)}; predicted step time {plan.step_time_s * 1e3:.2f} ms "
+                  f"({problem.meta.get('time_source', 'roofline model')})"]
+    for name, base in result.baselines.items():
+        if base is not None:
+            lines.append(f"  {name}: peak {format_bytes(base.peak_bytes)}, step {base.step_time_s * 1e3:.2f} ms"
+                         f"{'' if base.feasible else ' (over budget)'}")
+    return "\n".join(lines)
