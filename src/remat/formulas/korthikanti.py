@@ -72,6 +72,8 @@ class Term:
     the others are replicated on every TP rank (the "10" of Eq. 2) unless sequence parallelism shards them.
     ``core_attn``: inside Megatron's core attention (QKᵀ, softmax, softmax dropout, ·V), i.e. what selective
     recompute does not store (§5).
+    ``ffn_wide``: the tensor is the MLP's inner width wide (GeLU input, fc2 input); ``sbh_coeff`` is written
+    for the paper's 4h, so with an inner width ``ffn`` the term is sbh_coeff·sb·ffn/4 (= 2sb·ffn bytes).
     """
 
     name: str
@@ -81,10 +83,13 @@ class Term:
     as2b_coeff: int
     tp_split: bool
     core_attn: bool = False
+    ffn_wide: bool = False
 
-    def bytes(self, s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False) -> int:
-        """Bytes of this term on one TP rank (Korthikanti §4.1, §4.2.1/§4.2.2)."""
-        full = Fraction(self.sbh_coeff * s * b * h + self.as2b_coeff * a * s * s * b)
+    def bytes(self, s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False, ffn: int | None = None) -> int:
+        """Bytes of this term on one TP rank (Korthikanti §4.1, §4.2.1/§4.2.2). ``ffn``: the MLP's inner width
+        (None: the paper's 4h); it scales the ``ffn_wide`` terms only."""
+        width = Fraction(ffn, 4) if self.ffn_wide and ffn is not None else h
+        full = self.sbh_coeff * s * b * width + Fraction(self.as2b_coeff * a * s * s * b)
         return _whole(full / t if (self.tp_split or sp) else full)
 
 
@@ -100,8 +105,8 @@ TERMS: tuple[Term, ...] = (
     Term("attn_dropout_mask", "dropout mask after the projection", "attention", 1, 0, False),
     Term("ln2_input", "LayerNorm 2 input", "layernorm", 2, 0, False),
     Term("fc1_input", "fc1 input (LayerNorm 2 output)", "mlp", 2, 0, False),
-    Term("gelu_input", "GeLU input (fc1 output)", "mlp", 8, 0, True),
-    Term("fc2_input", "fc2 input (GeLU output)", "mlp", 8, 0, True),
+    Term("gelu_input", "GeLU input (fc1 output)", "mlp", 8, 0, True, ffn_wide=True),
+    Term("fc2_input", "fc2 input (GeLU output)", "mlp", 8, 0, True, ffn_wide=True),
     Term("mlp_dropout_mask", "dropout mask after the MLP", "mlp", 1, 0, False),
 )
 TERM_BY_NAME = {term.name: term for term in TERMS}
@@ -124,24 +129,35 @@ def stored_terms(recompute: str = "none") -> tuple[str, ...]:
     return tuple(term.name for term in TERMS if not (recompute == "selective" and term.core_attn))
 
 
-def term_bytes(name: str, s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False) -> int:
+def term_bytes(name: str, s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False,
+               ffn: int | None = None) -> int:
     """Bytes of the §4.1 term ``name`` on one TP rank; ``layer_input`` is the full-recompute checkpoint
-    (2sbh, or 2sbh/t when SP shards the layer input)."""
+    (2sbh, or 2sbh/t when SP shards the layer input). ``ffn``: the MLP inner width (None: 4h, the paper's)."""
     if name == FULL_RECOMPUTE_TERM:
         return _whole(Fraction(2 * s * b * h, t if sp else 1))
-    return TERM_BY_NAME[name].bytes(s, b, h, a, t, sp)
+    return TERM_BY_NAME[name].bytes(s, b, h, a, t, sp, ffn)
 
 
-def layer_bytes(s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False, recompute: str = "none") -> int:
+def layer_bytes(s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False, recompute: str = "none",
+                ffn: int | None = None) -> int:
     """Activation bytes of one transformer layer on one TP rank, summed from the §4.1 itemization.
 
     s, b, h, a, t as in the paper; sp: sequence parallelism (§4.2.2); recompute: none | selective (core
     attention recomputed, §5) | full (only the layer input kept: 2sbh; 2sbh/t when SP shards that input —
-    Table 2's full-recompute row is written without SP). Returns int bytes (exact for valid inputs).
-    Raises UsageError (tp, sp, seq, mode) via ``check_parallel``.
+    Table 2's full-recompute row is written without SP). ``ffn``: the MLP inner width (None: the paper's 4h;
+    otherwise the GeLU and fc2 inputs are 2sb·ffn bytes each instead of 8sbh, so Eq. 1 becomes
+    sbh(18 + 5as/h) + 4sb·ffn). Returns int bytes (exact for valid inputs).
+    Raises UsageError (tp, sp, seq, mode) via ``check_parallel``; UsageError("tp") if t does not divide ffn.
     """
     check_parallel(s, h, a, t, sp, recompute)
-    return sum(term_bytes(name, s, b, h, a, t, sp) for name in stored_terms(recompute))
+    _check_ffn(ffn, t)
+    return sum(term_bytes(name, s, b, h, a, t, sp, ffn) for name in stored_terms(recompute))
+
+
+def _check_ffn(ffn: int | None, t: int) -> None:
+    """UsageError("tp") if t does not divide the MLP inner width (Megatron shards fc1's columns over t)."""
+    if ffn is not None and ffn % t:
+        raise UsageError("tp", f"t={t} does not divide the MLP inner width {ffn}")
 
 
 def table2_bytes(s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False, recompute: str = "none") -> int:
@@ -200,27 +216,33 @@ def outside_layer_bytes(s: int, b: int, h: int, v: int, t: int = 1, p: int = 1, 
     return terms
 
 
-def params_per_layer(h: int, t: int = 1) -> int:
-    """Parameters of one GPT layer on one TP rank: QKV (3h²+3h)/t, projection h²/t + h (bias replicated),
-    fc1 (4h²+4h)/t, fc2 4h²/t + h, two LayerNorms 4h (replicated). For t = 1: 12h² + 13h."""
-    return (12 * h * h + 7 * h) // t + 6 * h
+def params_per_layer(h: int, t: int = 1, ffn: int | None = None) -> int:
+    """Parameters of one GPT layer on one TP rank, with MLP inner width f = ``ffn`` (None: the paper's 4h):
+    QKV (3h²+3h)/t, projection h²/t + h (bias replicated), fc1 (hf + f)/t, fc2 fh/t + h, two LayerNorms 4h
+    (replicated). For t = 1: 4h² + 2hf + f + 9h, i.e. 12h² + 13h at f = 4h."""
+    f = 4 * h if ffn is None else ffn
+    return (4 * h * h + 3 * h + 2 * h * f + f) // t + 6 * h
 
 
-def params_per_gpu(h: int, L: int, v: int, s: int, t: int = 1, p: int = 1) -> int:
-    """Parameters held by one GPU of the FIRST pipeline stage: L/p layers (``params_per_layer``), the
-    vocabulary-parallel word embedding v·h/t and the (replicated) position embedding s·h; the final LayerNorm
-    (2h) too when p = 1 (the output layer shares the word embedding). L/p rounded up (uneven split)."""
+def params_per_gpu(h: int, L: int, v: int, s: int, t: int = 1, p: int = 1, ffn: int | None = None,
+                   tied: bool = True) -> int:
+    """Parameters held by one GPU of the FIRST pipeline stage: L/p layers (``params_per_layer`` with the MLP
+    inner width ``ffn``, None = 4h), the vocabulary-parallel word embedding v·h/t and the (replicated)
+    position embedding s·h (s = the position table's length); when p = 1 (first stage = last stage) also the
+    final LayerNorm (2h) and, if the output layer does not share the word embedding (``tied`` False, e.g.
+    GPT-2's ``tie_word_embeddings: false``), its own vocabulary-parallel v·h/t. L/p rounded up."""
     layers = -(-L // p)
-    extra = 2 * h if p == 1 else 0
-    return layers * params_per_layer(h, t) + (v * h) // t + s * h + extra
+    extra = 2 * h + (0 if tied else (v * h) // t) if p == 1 else 0
+    return layers * params_per_layer(h, t, ffn) + (v * h) // t + s * h + extra
 
 
-def params_total(h: int, L: int, v: int, s: int) -> int:
-    """Parameters of the whole model (all GPUs together): L layers (``params_per_layer``, t = 1), the word
-    embedding v·h (shared with the output layer), the position embedding s·h and the final LayerNorm 2h;
+def params_total(h: int, L: int, v: int, s: int, ffn: int | None = None, tied: bool = True) -> int:
+    """Parameters of the whole model (all GPUs together): L layers (``params_per_layer``, t = 1, inner width
+    ``ffn``, None = 4h), the word embedding v·h (shared with the output layer unless ``tied`` is False: then
+    another v·h), the position embedding s·h and the final LayerNorm 2h; at ffn = 4h and tied
     = 12Lh²(1 + 13/(12h) + (v + s)/(12Lh)) + 2h (Narayanan et al. 2021's count plus the final LayerNorm).
-    Equals ``params_per_gpu(h, L, v, s, t=1, p=1)``."""
-    return L * params_per_layer(h) + v * h + s * h + 2 * h
+    Equals ``params_per_gpu(h, L, v, s, t=1, p=1, ffn, tied)``."""
+    return L * params_per_layer(h, 1, ffn) + v * h * (1 if tied else 2) + s * h + 2 * h
 
 
 def params_even_share(h: int, L: int, v: int, s: int, t: int = 1, p: int = 1) -> Fraction:
@@ -282,10 +304,12 @@ def outside_layer_share(s: int, b: int, h: int, a: int, v: int, L: int, t: int =
 
 # --- FLOPs (Appendix A: only the GEMMs are counted) ---------------------------------------------------------------
 
-def layer_forward_flops(s: int, b: int, h: int) -> int:
+def layer_forward_flops(s: int, b: int, h: int, ffn: int | None = None) -> int:
     """Forward FLOPs of one layer (all TP ranks together): 24bsh² + 4bs²h — QKV 6bsh², QKᵀ 2bs²h, ·V 2bs²h,
-    projection 2bsh², MLP 16bsh² (Appendix A). Backward is 2× forward."""
-    return 24 * b * s * h * h + 4 * b * s * s * h
+    projection 2bsh², MLP 16bsh² (Appendix A). Backward is 2× forward. With an MLP inner width ``ffn``
+    (None: 4h) the MLP is 4bsh·ffn: 8bsh² + 4bsh·ffn + 4bs²h."""
+    f = 4 * h if ffn is None else ffn
+    return 8 * b * s * h * h + 4 * b * s * h * f + 4 * b * s * s * h
 
 
 def core_attn_forward_flops(s: int, b: int, h: int) -> int:
@@ -298,12 +322,13 @@ def logits_flops(s: int, b: int, h: int, v: int) -> int:
     return 2 * b * s * h * v
 
 
-def recompute_flops(s: int, b: int, h: int, recompute: str) -> int:
+def recompute_flops(s: int, b: int, h: int, recompute: str, ffn: int | None = None) -> int:
     """FLOPs one layer re-executes in backward: none 0; selective 4bs²h (core attention forward, per the
-    paper's §5 text); full 24bsh² + 4bs²h (one extra forward). Raises UsageError("mode")."""
+    paper's §5 text); full 24bsh² + 4bs²h (one extra forward, ``layer_forward_flops`` with the MLP inner
+    width ``ffn``, None = 4h). Raises UsageError("mode")."""
     check_parallel(s, 1, 1, recompute=recompute)
     return {"none": 0, "selective": core_attn_forward_flops(s, b, h),
-            "full": layer_forward_flops(s, b, h)}[recompute]
+            "full": layer_forward_flops(s, b, h, ffn)}[recompute]
 
 
 def model_flops(B: int, s: int, h: int, L: int, v: int) -> int:

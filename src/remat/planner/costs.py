@@ -15,7 +15,8 @@ What one GPU holds (the first pipeline stage, the most loaded), Korthikanti et a
   conservative model (all stored + the worst transient) — see ``remat.planner.problem``.
 * bytes per layer and micro-batch (16-bit activations, 1-byte masks; ``korthikanti.layer_bytes`` with t, SP):
   none = sbh(34 + 5as/h) at t = 1; selective = without core attention; full = the layer input 2sbh (/t with
-  SP); offload = nothing on the device.
+  SP); offload = nothing on the device. A model whose MLP is not 4h wide (cfg.ffn_hidden, e.g. GPT-2's
+  n_inner) has its GeLU and fc2 inputs at 2sb·ffn bytes each (the paper's 8sbh at ffn = 4h).
 * transient while the layer's backward runs (one micro-batch): selective — the recomputed core attention
   (none − selective); full — the recomputed layer (none − full); offload — the layer's activations fetched
   back plus the next layer's prefetch (2 × none); none — 0 (its gradients' working set is the stated
@@ -24,7 +25,8 @@ What one GPU holds (the first pipeline stage, the most loaded), Korthikanti et a
 * outside the layers (§4.3, ``korthikanti.outside_layer_bytes``): the embedding-dropout mask of p
   micro-batches; with p = 1 also the final LayerNorm input, output-projection input and fp32 logits, and
   the logits' gradient (4sbv/t) as the transient floor of the head's backward.
-* model state (bytes per parameter of ``korthikanti.params_per_gpu``): weights 2, gradients 4 (fp32
+* model state (bytes per parameter of ``korthikanti.params_per_gpu``, with the model's MLP width, position
+  table and untied head if any): weights 2, gradients 4 (fp32
   main_grad), optimizer 12 (fp32 master + Adam m, v) — Megatron's mixed precision, 18 in all
   (``korthikanti.BYTES_PER_PARAM_WHY``); ZeRO stage z with data-parallel degree d divides the optimizer (z ≥ 1),
   the gradients (z ≥ 2) and the weights (z = 3, FSDP) by d.
@@ -163,13 +165,15 @@ def step_multiplier(cfg: ModelConfig, dp: int = 1) -> float:
 def layer_bytes(cfg: ModelConfig, sp: bool) -> dict[str, int]:
     """Bytes one layer keeps per micro-batch on one TP rank under none / selective / full (Table 2)."""
     s, b, h, a, t = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.heads, cfg.tp
-    return {mode: korthikanti.layer_bytes(s, b, h, a, t, sp, mode) for mode in korthikanti.RECOMPUTE}
+    return {mode: korthikanti.layer_bytes(s, b, h, a, t, sp, mode, ffn=cfg.ffn_hidden)
+            for mode in korthikanti.RECOMPUTE}
 
 
 def per_micro_batch(cfg: ModelConfig, st: Settings) -> dict[str, dict]:
     """Per policy, one layer and one micro-batch: stored/transient/host bytes, seconds, recompute FLOPs."""
     s, b, h, t = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.tp
-    flops = {mode: korthikanti.recompute_flops(s, b, h, mode) // t for mode in ("selective", "full")}
+    flops = {mode: korthikanti.recompute_flops(s, b, h, mode, ffn=cfg.ffn_hidden) // t
+             for mode in ("selective", "full")}
     tensors = len(korthikanti.stored_terms("none"))
     return policy_costs(layer_bytes(cfg, st.sp), layer_seconds(cfg, st), flops, tensors, st)
 
@@ -205,8 +209,12 @@ def policy_costs(stored: dict[str, int], times: dict, recompute_flops: dict[str,
 
 
 def model_state(cfg: ModelConfig, st: Settings) -> dict[str, int]:
-    """Weights, gradients and optimizer state (bytes) of the first stage's GPU, ZeRO-sharded by dp."""
-    return sharded_state(korthikanti.params_per_gpu(cfg.hidden, cfg.layers, cfg.vocab, cfg.seq, cfg.tp, cfg.pp), st)
+    """Weights, gradients and optimizer state (bytes) of the first stage's GPU, ZeRO-sharded by dp: the
+    parameters of ``korthikanti.params_per_gpu`` with the model's MLP width (cfg.ffn_hidden), its position
+    table (cfg.max_positions rows, what the model holds whatever s is trained) and its head (tied or not)."""
+    n = korthikanti.params_per_gpu(cfg.hidden, cfg.layers, cfg.vocab, cfg.max_positions, cfg.tp, cfg.pp,
+                                   ffn=cfg.ffn_hidden, tied=cfg.tie_embeddings)
+    return sharded_state(n, st)
 
 
 def sharded_state(params: int, st: Settings) -> dict[str, int]:
