@@ -3,15 +3,17 @@
 JSON keys: title (model, GPU, s and b: the Markdown's first line), feasible, budget_bytes,
 layers [{index, policy, kind}], counts {policy: n}, predicted
 {peak_bytes, step_time_s, recompute_flops, offload_bytes, stored_bytes, transient_bytes}, memory
-{part: bytes}, baselines {name: {peak_bytes, step_time_s, feasible, ...}}, settings (the problem's meta).
+{part: bytes}, apply (``how_to_apply``: remat.auto, remat.policies and Megatron-LM forms of the plan),
+baselines {name: {peak_bytes, step_time_s, feasible, ...}}, settings (the problem's meta).
 Markdown: counts per choice, which layers take which policy and why (bytes saved and seconds paid per
-layer against ``none``), a memory breakdown, the baselines.
+layer against ``none``), how to apply it, a memory breakdown, the baselines.
 """
 
 from __future__ import annotations
 
 from itertools import groupby
 
+from remat.planner import megatron
 from remat.planner.problem import POLICIES, Plan, Problem
 from remat.units import GiB, format_bytes
 
@@ -57,6 +59,7 @@ def to_json(problem: Problem, plan: Plan, baselines: dict[str, dict]) -> dict:
                       "stored_bytes": plan.stored_bytes, "transient_bytes": plan.transient_bytes},
         "optimal": plan.optimal,
         "memory": memory_breakdown(problem, plan),
+        "apply": how_to_apply(problem, plan),
         "baselines": baselines,
         "settings": problem.meta,
     }
@@ -119,6 +122,7 @@ def to_markdown(problem: Problem, plan: Plan, baselines: dict[str, dict]) -> str
                 "cost_source", "memory_model")
         lines += ["Settings: " + ", ".join(f"{k}={meta[k]}" for k in keys if k in meta) + ".", ""]
     lines += ["## Which layers and why", ""] + _why_rows(problem, plan) + [""]
+    lines += ["## How to apply", ""] + _apply_lines(how_to_apply(problem, plan)) + [""]
     lines += ["## Memory", "", "| part | bytes | GiB |", "|---|---|---|"]
     for name, value in memory_breakdown(problem, plan).items():
         lines.append(f"| {name} | {value} | {value / GiB:.3f} |")
@@ -127,3 +131,91 @@ def to_markdown(problem: Problem, plan: Plan, baselines: dict[str, dict]) -> str
     if baselines:
         lines += ["## Baselines at the same budget", ""] + _baseline_rows(plan, baselines) + [""]
     return "\n".join(lines)
+
+
+# --- how to apply ----------------------------------------------------------------------------------------------
+
+def python_list(policies) -> str:
+    """Per-layer policies as a short Python expression: runs as ``["full"] * 16 + ["none"] * 8`` (a run of one
+    as ``["full"]``)."""
+    runs = [(p, len(list(run))) for p, run in groupby(policies)]
+    return " + ".join(f'["{p}"]' + (f" * {n}" if n > 1 else "") for p, n in runs) or "[]"
+
+
+def runtime_spec(policies) -> str:
+    """The shortest ``remat.policies.parse_plan`` spec of a per-layer plan: one policy name when every layer
+    takes it, ``block:N`` for full on the first N layers and none on the rest, else the comma list.
+    (``uniform:N`` with N ≥ 2 checkpoints N layers as one unit, which no per-layer plan is; ``uniform:1`` is
+    "full".)"""
+    policies = list(policies)
+    if len(set(policies)) == 1:
+        return policies[0]
+    n = next(i for i, p in enumerate(policies) if p != "full")
+    if n and all(p == "none" for p in policies[n:]):
+        return f"block:{n}"
+    return ",".join(policies)
+
+
+def how_to_apply(problem: Problem, plan: Plan) -> dict:
+    """How to run ``plan``: a JSON-ready dict.
+
+    Keys: layers (how many layers the plan covers: this GPU's, the first pipeline stage's), policies (one per
+    layer), python_list (``python_list``), auto (the remat.auto calls: plan-and-apply, and apply of this
+    plan's list), runtime_spec and runtime (``remat.policies.apply_plan`` with ``runtime_spec``), megatron
+    {flags (list or None), command (flags joined, "" for none), why_not (None or a sentence), scope (what the
+    flags count), source}, notes (caveats a user must know, a list of sentences).
+    Sources: remat.auto.apply (an AutoPlan or one policy name per block), remat.policies.parse_plan,
+    remat.planner.megatron (Megatron-LM TransformerConfig recompute_* and cpu_offloading_num_layers).
+    """
+    meta = problem.meta
+    policies = list(plan.policies)
+    pp, m = int(meta.get("p", 1) or 1), int(meta.get("m", 1) or 1)
+    flags = megatron.megatron_flags(policies, pp)
+    spec = runtime_spec(policies)
+    budget = f"budget={problem.budget_bytes}"
+    gpu = f'gpu="{meta["gpu"]}"' if "gpu" in meta else "gpu=..."
+    stage = "this GPU" + (f" (the first of p = {pp} pipeline stages)" if pp > 1 else "")
+    scope = ("Megatron-LM counts --recompute-num-layers per pipeline stage (block: the first N layers of each "
+             f"stage's layers); this plan is for {stage}, {len(policies)} layers")
+    if m > 1:
+        scope += (f"; with an interleaved schedule (m = {m}) Megatron-LM's block counts the first N layers of "
+                  "each model chunk, not of the GPU's layers in forward order")
+    notes = []
+    if pp > 1:
+        notes.append(f"The per-layer list covers the {len(policies)} layers of the first pipeline stage, the most "
+                     "loaded one; later stages hold fewer micro-batches and fit with the same or less recompute.")
+    if "selective" in policies:
+        notes.append("remat.auto's selective is op-level (torch selective checkpointing: matmul outputs kept); "
+                     "this plan costs selective as core-attention recompute (Korthikanti §4.2.2), which is what "
+                     "remat.policies.apply_plan and Megatron-LM's --recompute-granularity selective do.")
+    return {
+        "layers": len(policies),
+        "policies": policies,
+        "python_list": python_list(policies),
+        "auto": ["from remat import auto",
+                 f"result = auto.plan(model, example_args, {budget}, {gpu})  # budget in bytes",
+                 "auto.apply(model, result)",
+                 f"auto.apply(model, {python_list(policies)})  # or this plan, one policy per block"],
+        "runtime_spec": spec,
+        "runtime": f'remat.policies.apply_plan(model, "{spec}")',
+        "megatron": {"flags": flags, "command": " ".join(flags) if flags is not None else None,
+                     "why_not": megatron.why_not(policies, pp), "scope": scope,
+                     "source": megatron.OFFLOAD_SOURCE if "offload" in policies else megatron.RECOMPUTE_SOURCE},
+        "notes": notes,
+    }
+
+
+def _apply_lines(apply: dict) -> list[str]:
+    """Markdown of ``how_to_apply``: code blocks for remat.auto, remat.policies and the Megatron-LM flags."""
+    mega = apply["megatron"]
+    lines = ["PyTorch / HuggingFace (remat.auto plans and applies on the live model; or apply this plan, one "
+             "policy per block):", "", "```python", *apply["auto"], "```", "",
+             "remat's own models (``model.layers``):", "", "```python", "import remat.policies",
+             apply["runtime"], "```", "", "Megatron-LM:", ""]
+    if mega["flags"] is None:
+        lines.append(f"Not expressible as Megatron-LM flags: {mega['why_not']}.")
+    elif not mega["flags"]:
+        lines.append("No flags: Megatron-LM's default keeps every activation (no recompute).")
+    else:
+        lines += ["```", mega["command"], "```", "", f"{mega['scope']}. Source: {mega['source']}."]
+    return lines + ([""] + apply["notes"] if apply["notes"] else [])

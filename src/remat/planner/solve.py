@@ -34,7 +34,12 @@ forward greedy, or with a binding host limit an MCKP probe (a plan within the ro
 
 Ties in time are broken afterwards, layer by layer, towards the option holding fewer bytes (device + host)
 at no more time — e.g. ``none`` instead of an offload whose transfer the model calls hidden — keeping the
-plan feasible. Inside the DP, equal-time partial plans keep the one storing less.
+plan feasible. Inside the DP, equal-time partial plans keep the one storing less. Last, ``_canonical`` sorts
+the choices of layers with identical options into ``CANONICAL_ORDER`` (full first, none last) when the plan
+stays within the budget: a permutation of the same options among identical layers has the same step time
+(the same terms summed), the same Σ stored and host bytes, and the same max-model peak, so the plan stays
+optimal; the exact search may return any of these equal-time orders, and "full on the first N layers" is the
+one Megatron-LM can run (``--recompute-method block``, ``remat.planner.megatron``) and a reader can follow.
 
 Everything is scored at the end by ``problem.evaluate`` in Python integers; sizes below 2**53 bytes are exact
 in the float64 arithmetic used here. Exactness is checked against brute force and an independent dynamic
@@ -47,6 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -270,7 +276,7 @@ def solve(problem: Problem) -> Plan:
         found = _milp(problem, arr)
     if found is None:
         raise _infeasible(problem)
-    return _tie_break(problem, arr, _plan(problem, found))
+    return _canonical(problem, arr, _tie_break(problem, arr, _plan(problem, found)))
 
 
 def _least_time(problem: Problem, arr: _Arrays) -> np.ndarray | None:
@@ -394,3 +400,34 @@ def _tie_break(problem: Problem, arr: _Arrays, plan: Plan) -> Plan:
                 choices = trial
                 break
     return _plan(problem, choices)
+
+
+CANONICAL_ORDER = ("full", "offload", "selective", "none")
+"""Order of policies along identical layers in a returned plan (``_canonical``): full first, as Megatron-LM's
+block method recomputes the first N layers of a stage (TransformerConfig.recompute_method)."""
+
+
+def _canonical(problem: Problem, arr: _Arrays, plan: Plan) -> Plan:
+    """The plan with each group of layers of identical options (``Layer.options`` equal) holding its choices
+    in ``CANONICAL_ORDER`` along the layers (e.g. "full 0–9, 18–23, none 10–17" → "full 0–15, none 16–23"),
+    when that peak stays within the budget (bytes, checked by ``_peak`` here and ``evaluate`` in ``_plan``);
+    otherwise the plan unchanged.
+
+    Within a group the multiset of options is kept, so step time (the same per-layer seconds summed), Σ stored,
+    host bytes and the max-model peak are unchanged; only the prefix model's running peak can move. Exchanging
+    adjacent (none, full) for (full, none) never raises it when none's transient ≤ full's (both running sums
+    of the pair are then bounded by the old ones: P + s_f + t_f ≤ P + s_n + s_f + t_f and
+    P + s_f + s_n + t_n ≤ P + s_n + s_f + t_f); for other options the budget check decides. Layers whose
+    options differ are never permuted.
+    """
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, layer in enumerate(problem.layers):
+        groups[layer.options].append(i)
+    choices = np.array(plan.choices)
+    trial = choices.copy()
+    for options, idx in groups.items():
+        rank = [CANONICAL_ORDER.index(o.policy) for o in options]
+        trial[idx] = sorted(choices[idx], key=lambda c: rank[c])
+    if (trial == choices).all() or _peak(problem, arr, trial) > problem.budget_bytes:
+        return plan
+    return _plan(problem, trial)
