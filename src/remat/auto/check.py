@@ -1,0 +1,111 @@
+"""Check a plan by measurement: a small instance of the same architecture, planned, applied and run on this CPU.
+
+    rows = check_small("path/to/config.json", layers=4, seq=128)      # or a preset name, or a config object
+    for row in rows: print(row["setup"], row["predicted_peak_bytes"], row["measured_peak_bytes"])
+
+The instance: the config with ``layers`` blocks, sequence length ``seq``, micro-batch ``micro_batch``, in
+float32 (this CPU's matmul dtype), random weights (remat.auto.hf.build). Its plan is made at a budget between
+the predicted peaks of "every block full" and "no recompute" (``fraction`` of the way up; by default the middle,
+which makes the plan mix policies), without optimizer state (the step measured has no optimizer). Then, each
+from the same seed (dropout masks equal):
+
+* ``none``       — the model as built: reference gradients, peak, time;
+* ``plan``       — ``auto.apply(model, result)``: gradients compared bit for bit with none's;
+* ``hf-full``    — transformers' ``gradient_checkpointing_enable()`` (non-reentrant), every block full: the
+                   baseline a transformers user has today;
+* ``auto-full``  — ``auto.apply(model, "full")``: the same policy through remat, predicted and measured.
+
+Per setup: saved bytes after the forward (remat.measure.saved + the selective cache), the measured peak of
+forward + backward (torch's MemTracker, remat.measure.peak) beside the predicted peak (the plan's memory
+model; none for hf-full, which remat did not plan), the step time on this CPU (median, remat.measure.timing),
+and whether the gradients equal none's bitwise. The offload policy is left out: on a CPU its "host" buffers
+are the same memory, so its device peak cannot be measured here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from remat.planner.problem import plan_from_policies
+
+CHOICES = ("none", "selective", "full")
+
+
+def check_small(source, layers: int = 4, seq: int = 128, micro_batch: int = 1, fraction: float = 0.5,
+                gpu: str = "h100-80gb", seed: int = 0, repeats: int = 5) -> list[dict]:
+    """Rows of the check (module docstring): setup, policies, saved_bytes, predicted_peak_bytes,
+    measured_peak_bytes, peak_error (relative), step_time_s (CPU median), grads_equal, budget_bytes.
+    Raises UsageError naming the field for bad sizes; needs transformers (UsageError("model") without)."""
+    from remat import auto
+    from remat.auto.hf import build, config_of
+    from remat.auto.planning import solve_blocks
+    from remat.errors import UsageError
+
+    if not 0.0 <= fraction <= 1.0:
+        raise UsageError("fraction", f"must be in [0, 1], got {fraction!r}")
+    config = source if hasattr(source, "to_dict") else config_of(source)
+    config.dtype = "float32"
+    torch.manual_seed(seed)
+    built = build(config, "cpu", layers=layers, seq=seq, micro_batch=micro_batch)
+    model, kwargs = built.model, built.kwargs
+    first = auto.plan(model, (), kwargs, budget=2**62, gpu=gpu, choices=CHOICES, optimizer_state_bytes=0)
+    n = len(first.policies)
+    low = plan_from_policies(first.problem, ["full"] * n).peak_bytes
+    high = plan_from_policies(first.problem, ["none"] * n).peak_bytes
+    budget = int(low + fraction * (high - low))
+    result = solve_blocks(dataclasses.replace(first.problem, budget_bytes=budget), auto.find_blocks(model),
+                          first.costs)
+    setups = {"none": ("none",) * n, "plan": result.policies, "hf-full": None, "auto-full": ("full",) * n}
+    rows, reference = [], None
+    for name, policies in setups.items():
+        _configure(model, name, policies)
+        row = _measure(model, kwargs, seed, repeats)
+        grads = row.pop("grads")
+        reference = grads if reference is None else reference
+        predicted = None if policies is None else plan_from_policies(result.problem, policies).peak_bytes
+        rows.append({"setup": name, "policies": "hf gradient checkpointing" if policies is None else
+                     ",".join(policies), "budget_bytes": budget, "predicted_peak_bytes": predicted, **row,
+                     "peak_error": None if predicted is None else predicted / row["measured_peak_bytes"] - 1,
+                     "grads_equal": all(torch.equal(a, b) for a, b in zip(grads, reference))})
+    _configure(model, "none", None)
+    return rows
+
+
+def _configure(model, name: str, policies) -> None:
+    from remat import auto
+    auto.clear(model)
+    if getattr(model, "is_gradient_checkpointing", False):
+        model.gradient_checkpointing_disable()
+    if name == "hf-full":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    elif policies is not None:
+        auto.apply(model, list(policies))
+
+
+def _measure(model, kwargs, seed: int, repeats: int) -> dict:
+    """One seeded step measured (saved bytes, peak, gradients), then timed."""
+    from remat.drop_cheap import KeptLog, cache_bytes
+    from remat.measure.peak import PeakMemory
+    from remat.measure.saved import SavedTensorLog
+    from remat.measure.timing import time_step
+
+    def step():
+        torch.manual_seed(seed)
+        model.zero_grad(set_to_none=True)
+        model(**kwargs).loss.backward()
+
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    with PeakMemory("cpu", model, *kwargs.values()) as mem:
+        with SavedTensorLog(model) as log, KeptLog() as kept:
+            out = model(**kwargs)
+        saved = log.total_bytes() + cache_bytes(log, kept)
+        out.loss.backward()
+        del out
+    grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+    timing = time_step(step, "cpu", repeats=repeats)
+    model.zero_grad(set_to_none=True)
+    return {"saved_bytes": saved, "measured_peak_bytes": mem.peak_bytes, "step_time_s": timing.median_s,
+            "grads": grads}
