@@ -204,7 +204,6 @@ def test_apply_plan_replaces_and_clears():
     ("block:0", ["none"] * 5, []),
     ("segments:2", ["full", "full", "full", "none", "none"], [(0, 3)]),  # array_split: [3, 2], last kept
     ("segments:3", ["full", "full", "full", "full", "none"], [(0, 2), (2, 4)]),  # [2, 2, 1]
-    ("segments:1", ["none"] * 5, []),
     ("none,full,selective,offload,none", ["none", "full", "selective", "offload", "none"], []),
 ])
 def test_parse_plan(spec, policies, groups):
@@ -212,7 +211,8 @@ def test_parse_plan(spec, policies, groups):
     assert list(plan) == policies and list(plan.groups) == groups
 
 
-@pytest.mark.parametrize("spec", ["sometimes", "uniform:0", "block:6", "segments:x", "full,none", "uniform:-1"])
+@pytest.mark.parametrize("spec", ["sometimes", "uniform:0", "block:6", "segments:x", "segments:1", "full,none",
+                                  "uniform:-1"])
 def test_parse_plan_rejects(spec):
     with pytest.raises(UsageError) as exc:
         parse_plan(spec, 5)
@@ -223,3 +223,11 @@ def test_parse_plan_rejects(spec):
 @pytest.mark.parametrize("plan", ["selective", "full", "offload"])
 def test_cuda_plans_bitwise_equal_with_dropout(plan):
     assert_bitwise(gpt_step("gpt-tiny", "none", "float32", "cuda"), gpt_step("gpt-tiny", plan, "float32", "cuda"))
+
+
+def test_one_segment_is_a_usage_error():
+    # segments:1 would be Chen's one kept segment: nothing checkpointed, silently equal to none
+    with pytest.raises(UsageError) as err:
+        parse_plan("segments:1", 8)
+    assert err.value.field == "policy" and '"full"' in str(err.value) and "k ≥ 2" in str(err.value)
+    assert parse_plan("segments:2", 8).groups == ((0, 4),)

@@ -69,8 +69,8 @@ def test_sequential_units_match_the_policies_split(layers):
     def per_layer(units):  # kept layers one by one (the plan lists them so)
         return [u for n, ckpt in units for u in ([(n, True)] if ckpt else [(1, False)] * n)]
 
-    for k in range(1, layers + 1):
-        units, mode = torch_gpt.plan_units(parse_plan(f"segments:{k}", layers))
+    for k in range(1, layers + 1):   # k = 1: one kept segment, i.e. none (parse_plan rejects "segments:1")
+        units, mode = torch_gpt.plan_units(parse_plan(f"segments:{k}" if k > 1 else "none", layers))
         assert per_layer(units) == per_layer(torch_gpt.sequential_units(layers, k)) and mode == "none"
         assert sum(n for n, _ in units) == layers
 

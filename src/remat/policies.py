@@ -29,7 +29,8 @@ Shorthands (Megatron-LM recompute_method, Chen 2016):
 * ``uniform:N``  — layers split into chunks of N, each chunk checkpointed as one unit (N = 1: per-layer full).
 * ``block:N``    — the first N layers full, the rest none.
 * ``segments:k`` — Chen's segments (``remat.formulas.chen.segment_sizes``: the first L mod k one layer
-                   longer), every segment but the last checkpointed as one unit.
+                   longer), every segment but the last checkpointed as one unit; k ≥ 2 (``segments:1`` would
+                   checkpoint nothing and is a UsageError).
 
 Recompute changes nothing: dropout RNG is replayed (preserve_rng_state), autocast state is restored by
 checkpoint, buffers a region mutated in forward (BatchNorm running statistics) are restored after each
@@ -114,7 +115,7 @@ def parse_plan(spec: str | Sequence[str], layers: int) -> LayerPolicies:
 
     spec: a policy name (all layers), "uniform:N", "block:N", "segments:k", a comma-separated list of one
     policy per layer, or a sequence of policy names. Raises UsageError("policy") for an unknown name, a bad
-    count, or a list whose length is not ``layers``.
+    count (``segments:1``, which checkpoints nothing, included), or a list whose length is not ``layers``.
     Sources: Megatron-LM TransformerConfig.recompute_method (uniform, block); Chen et al. 2016 Alg. 1
     (segments, split by remat.formulas.chen.segment_sizes).
     """
@@ -132,6 +133,10 @@ def parse_plan(spec: str | Sequence[str], layers: int) -> LayerPolicies:
             n = _count(arg, 1, layers)
             return _units(layers, [(s, min(s + n, layers)) for s in range(0, layers, n)], text)
         k = _count(arg, 1, layers)  # Chen segments (remat.formulas.chen.segment_bounds); the last one kept
+        if k == 1:                  # one segment is the last one, kept: nothing would be checkpointed
+            raise UsageError("policy", "segments:1 checkpoints nothing (Chen's last segment is kept, so one "
+                                       "segment is policy none): use \"full\" to recompute every layer, or "
+                                       "segments:k with k ≥ 2")
         return _units(layers, segment_bounds(layers, k)[:-1], text)
     names = [t.strip() for t in text.split(",")]
     for name in names:

@@ -183,7 +183,8 @@ def strategy_spec(strategy: str, units: int) -> str:
     """The remat.policies plan spec of ``strategy`` on a chain of ``units`` blocks / steps: "none",
     "segments:⌈√n⌉" (sublinear) or "drop-cheap". Raises UsageError("chen.speed.strategies") otherwise."""
     if strategy == "sublinear":
-        return f"segments:{sqrt_segments(units)}"
+        k = sqrt_segments(units)
+        return f"segments:{k}" if k > 1 else "none"     # one segment: nothing checkpointed
     if strategy in ("none", "drop-cheap"):
         return strategy
     raise UsageError(f"{SECTION}.strategies", f"unknown {strategy!r} (known: {', '.join(STRATEGIES)})")

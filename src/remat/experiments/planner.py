@@ -279,7 +279,7 @@ def _spec(name: str, entry: dict) -> str | None:
     if name in POLICIES:
         return name
     if name == "sqrt-segments":
-        return f"segments:{entry['k']}"
+        return f"segments:{entry['k']}" if entry["k"] > 1 else "none"   # one segment: nothing checkpointed
     if name == "megatron-uniform":
         return f"uniform:{entry['N']}"
     if name == "megatron-block":

@@ -124,16 +124,22 @@ def segment_sweep(p: SegmentsParams) -> pd.DataFrame:
              "k_star": torch_gpt.optimal_segments_approx(sz, p.layers)}
     ks = p.ks or list(range(1, p.layers + 1))
     with p.threads_fixed():
-        rows = run_points(p, [(f"k={k}", {"k": k}, cfg, f"segments:{k}") for k in ks], p.timing)
+        rows = run_points(p, [(f"k={k}", {"k": k}, cfg, segments_spec(k)) for k in ks], p.timing)
     overheads(rows, next((r for r in rows if r["k"] == 1), None))
     return frame(p, rows, **extra)
+
+
+def segments_spec(k: int) -> str:
+    """The remat.policies spec of Chen's segments(k): "segments:k", and "none" for k = 1 (one segment is the
+    last, kept: nothing checkpointed — parse_plan rejects "segments:1" as a user's trap)."""
+    return f"segments:{k}" if k > 1 else "none"
 
 
 def depth_policy(family: str, layers: int) -> tuple[str, int | None]:
     """(policy spec, k) of a depth-sweep family at depth L: none, sqrt (segments:⌈√L⌉), full, selective."""
     if family == "sqrt":
         k = chen_formulas.sqrt_segments(layers)
-        return f"segments:{k}", k
+        return segments_spec(k), k
     return family, None
 
 
