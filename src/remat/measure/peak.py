@@ -41,8 +41,7 @@ class PeakMemory:
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
         else:
-            from torch.distributed._tools.mem_tracker import MemTracker
-            self._tracker = MemTracker()
+            self._tracker = _totals_tracker()
             self._tracker.track_external(*self.tracked)
             self._tracker.__enter__()
         return self
@@ -90,3 +89,23 @@ class PeakMemory:
             if torch.device(device).type == self.device.type:
                 return int(stats["Total"])
         return 0
+
+
+def _totals_tracker():
+    """torch's MemTracker without its per-module peak snapshots, which it refreshes for every module seen so
+    far on every op (hours of Python on a 32-layer model's step; we read the device totals only). The override
+    touches the private ``_curr_mem_snap`` / ``_peak_mem`` / ``_peak_mem_snap`` (torch 2.11–2.13); where they
+    are missing, the plain MemTracker (slower, same totals)."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    class TotalsTracker(MemTracker):
+        def _update_peak_stats(self, peak_state) -> None:
+            for dev, snap in self._curr_mem_snap.items():
+                if self._peak_mem.get(dev, 0) < snap["Total"]:
+                    self._peak_mem[dev] = snap["Total"]
+                    self._peak_mem_snap[dev] = dict(snap)
+
+    probe = MemTracker()
+    if all(hasattr(probe, a) for a in ("_curr_mem_snap", "_peak_mem", "_peak_mem_snap", "_update_peak_stats")):
+        return TotalsTracker()
+    return probe
