@@ -145,8 +145,6 @@ REFUSED_READ = [  # READ keys whose value the runtime has no layer for
     ("gpt2", {"attn_pdrop": 0.0}, "attn_pdrop"),
     ("gpt2", {"embd_pdrop": 0.2}, "embd_pdrop"),
     ("gpt2", {"activation_function": "relu"}, "activation_function"),
-    ("llama", {"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0}}, "rope_parameters"),
-    ("llama", {"rope_scaling": {"type": "linear", "factor": 2.0}}, "rope_scaling"),
     ("qwen2", {"use_sliding_window": True, "max_window_layers": 1}, "max_window_layers"),
     ("qwen2", {"use_sliding_window": True, "sliding_window": 8,
                "layer_types": ["full_attention", "sliding_attention"]}, "layer_types"),
@@ -256,3 +254,14 @@ def test_layer_forward_flops_with_the_mlp_width_match_flop_counter(ffn):
     with FlopCounterMode(display=False) as counter:
         GPTLayer(cfg)(torch.randn(cfg.seq, cfg.micro_batch, cfg.hidden))
     assert counter.get_total_flops() == korthikanti.layer_forward_flops(cfg.seq, cfg.micro_batch, cfg.hidden, ffn)
+
+
+@pytest.mark.parametrize("changes, rope_type, theta", [
+    ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0}}, "llama3", 5e5),
+    ({"rope_scaling": {"type": "linear", "factor": 2.0}}, "linear", 10000.0),
+])
+def test_rope_scaling_recorded_not_refused(tmp_path, changes, rope_type, theta):
+    """Llama 3.1-style RoPE scaling changes the rotary tables' values only (no shape, byte, FLOP or attention
+    pattern): the config plans, the type is recorded, θ is read."""
+    cfg = read_hf_config(write(tmp_path, {**SMALL["llama"], **changes}))
+    assert (cfg.rope_scaling, cfg.rope_theta) == (rope_type, theta)

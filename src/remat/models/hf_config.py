@@ -106,7 +106,7 @@ _LLAMA_LIKE_READ = {
     "intermediate_size": "ffn_hidden (the SwiGLU width)",
     "max_position_embeddings": "max_positions (the RoPE table) and the default s",
     "rms_norm_eps": "norm_eps",
-    "rope_parameters": "rope_theta (its rope_theta); a rope_type other than default is refused",
+    "rope_parameters": "rope_theta (its rope_theta); rope_type recorded as rope_scaling (values only: no shape, byte or FLOP)",
     "rope_scaling": "4.x name of rope_parameters (transformers takes it first): the same",
     "rope_theta": "rope_theta (4.x key; rope_parameters' own rope_theta wins)",
     **_COMMON_READ,
@@ -197,7 +197,7 @@ def read_hf_config(path: str | Path, warn: bool = True) -> ModelConfig:
     Raises UsageError("model") if the file is missing, UsageError("config.json") if it is not a JSON object,
     UsageError("model_type") for an unsupported model type, UsageError(<key>) for a missing or ill-typed key,
     a REJECTED key with a value the runtime cannot model, or a READ key's refused value (e.g. head_dim ≠
-    hidden_size / num_attention_heads, hidden_act ≠ silu, rope_type ≠ default, mixed sliding/full layers).
+    hidden_size / num_attention_heads, hidden_act ≠ silu, mixed sliding/full layers).
     With ``warn``, keys in none of READ / REJECTED / IGNORED are named in one line on stderr (not fatal).
     """
     path = Path(path)
@@ -295,24 +295,29 @@ def _llama_like(raw: dict, model_type: str) -> dict:
                 activation="silu", attention="sdpa", bias=False,
                 qkv_bias=model_type == "qwen2",  # Qwen2: always (q/k/v only); Llama's attention_bias is REJECTED
                 tie_embeddings=_get(raw, "tie_word_embeddings", bool, default=False, required=False),
-                sliding_window=window, rope_scaling=None)
+                sliding_window=window, rope_scaling=_rope_type(raw))
+
+
+def _rope_type(raw: dict) -> str | None:
+    """The RoPE scaling type (llama3, linear, yarn, …) or None for default RoPE. Recorded, not implemented:
+    it changes the rotary tables' values only — no shape, byte, FLOP or attention pattern — so the plan is the
+    same (remat's layer runs default RoPE; ``remat.models.llama.rope_tables``)."""
+    key = "rope_scaling" if raw.get("rope_scaling") else "rope_parameters"
+    params = raw.get(key) or {}
+    rope_type = params.get("rope_type", params.get("type", "default")) if isinstance(params, dict) else None
+    return None if rope_type in (None, "default") else str(rope_type)
 
 
 def _rope_theta(raw: dict) -> float:
     """RoPE θ as transformers 5 standardizes it: ``rope_scaling or rope_parameters`` (a flat dict) holds
-    rope_type and rope_theta; the 4.x top-level ``rope_theta`` fills in; 10000 if none. Only rope_type
-    "default" is implemented by remat's layer (``remat.models.llama.rope_tables``)."""
+    rope_type and rope_theta; the 4.x top-level ``rope_theta`` fills in; 10000 if none. The rope_type is
+    recorded by ``_rope_type``."""
     key = "rope_scaling" if raw.get("rope_scaling") else "rope_parameters"
     params = raw.get(key) or {}
     if not isinstance(params, dict):
         raise UsageError(key, f"must be an object or null, got {params!r}")
     if any(isinstance(v, dict) for v in params.values()):
         raise UsageError(key, "per-layer-type RoPE parameters are not supported")
-    rope_type = params.get("rope_type", params.get("type", "default"))
-    if rope_type != "default":
-        raise UsageError(key, f"rope_type {rope_type!r} is not implemented by remat's Llama-style layer (default "
-                              f"RoPE only); it changes no shapes, bytes or FLOPs: remove {key} to plan with "
-                              "default RoPE")
     if "rope_theta" in params:
         return float(_get(params, "rope_theta", float))
     return float(_get(raw, "rope_theta", float, default=10000.0))
