@@ -31,9 +31,10 @@ from remat.errors import InfeasibleError, UsageError
 
 
 def _sections():
-    from remat.cli import memplan, pipeline, plan, runtime
+    from remat.cli import explain, memplan, pipeline, plan, runtime
     return [pipeline.add_check, pipeline.add_experiment, pipeline.add_figure, pipeline.add_report,
-            runtime.add_bandwidth, runtime.add_measure, runtime.add_account, plan.add_plan, memplan.add_memplan]
+            runtime.add_bandwidth, runtime.add_measure, runtime.add_account, plan.add_plan, memplan.add_memplan,
+            explain.add_explain]
 
 
 def build_parser() -> argparse.ArgumentParser:
