@@ -29,6 +29,7 @@ import dataclasses
 import torch
 
 from remat.planner.problem import plan_from_policies
+from remat.auto.hf import hf_checkpointing, set_hf_checkpointing
 
 CHOICES = ("none", "selective", "full")
 
@@ -76,10 +77,10 @@ def check_small(source, layers: int = 4, seq: int = 128, micro_batch: int = 1, f
 def _configure(model, name: str, policies) -> None:
     from remat import auto
     auto.clear(model)
-    if getattr(model, "is_gradient_checkpointing", False):
-        model.gradient_checkpointing_disable()
+    if hf_checkpointing(model):
+        set_hf_checkpointing(model, False)
     if name == "hf-full":
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        set_hf_checkpointing(model, True)
     elif policies is not None:
         auto.apply(model, list(policies))
 

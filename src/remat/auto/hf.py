@@ -43,6 +43,29 @@ class Built:
     mode: object = field(default_factory=contextlib.nullcontext)
 
 
+def hf_checkpointing(model) -> bool:
+    """True when transformers' own gradient checkpointing is on for ``model`` (``is_activation_checkpointing``
+    in transformers 5, ``is_gradient_checkpointing`` before; False for other modules)."""
+    for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):
+        if name in dir(type(model)):
+            return bool(getattr(model, name))
+    return False
+
+
+def set_hf_checkpointing(model, on: bool, use_reentrant: bool = False) -> None:
+    """Switch transformers' own gradient checkpointing (every decoder layer full) on or off:
+    ``activation_checkpointing_enable/_disable`` (transformers 5), else the 4.x ``gradient_checkpointing_*``."""
+    if hasattr(model, "activation_checkpointing_enable"):
+        if on:
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": use_reentrant})
+        else:
+            model.activation_checkpointing_disable()
+    elif on:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": use_reentrant})
+    else:
+        model.gradient_checkpointing_disable()
+
+
 def available() -> bool:
     """True when transformers can be imported."""
     try:

@@ -44,6 +44,7 @@ from torch import nn
 from torch.utils._pytree import tree_flatten, tree_map
 
 from remat.auto.blocks import Blocks
+from remat.auto.hf import hf_checkpointing, set_hf_checkpointing
 from remat.planner.problem import POLICIES
 
 MEASURED = ("none", "selective", "full")
@@ -85,6 +86,7 @@ class ModelCosts:
 
     blocks: tuple
     params_bytes: int
+    trainable_bytes: int      # parameters that require grad (their gradients, their optimizer state)
     param_count: int
     held_bytes: int
     floor_bytes: int
@@ -108,8 +110,8 @@ def fake_model(model: nn.Module) -> tuple:
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     with FakeCopyMode(mode):
         copied = copy.deepcopy(model)
-    if getattr(copied, "is_gradient_checkpointing", False):
-        copied.gradient_checkpointing_disable()
+    if hf_checkpointing(copied):
+        set_hf_checkpointing(copied, False)
     return mode, copied
 
 
@@ -150,10 +152,11 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
             wrap.apply(source, state[1], list(state[0].modules))
     stored = sum(b.costs["none"].stored_bytes for b in block_costs)
     return ModelCosts(
-        blocks=tuple(block_costs), params_bytes=whole["params"], param_count=whole["param_count"],
+        blocks=tuple(block_costs), params_bytes=whole["params"], trainable_bytes=_grad_bytes(model),
+        param_count=whole["param_count"],
         held_bytes=whole["live_last"] - whole["params"] - stored,
         floor_bytes=max(0, whole["peak_head"] - whole["live_last"]),
-        end_bytes=whole["peak_end"] - whole["params"] - (whole["live_last"] - whole["params"] - stored),
+        end_bytes=0 if whole["peak_end"] is None else whole["peak_end"] - whole["live_last"] + stored,
         outside_time_s=max(0.0, outside_s), dtype=dtype, whole_peak_bytes=whole["peak"])
 
 
@@ -192,7 +195,8 @@ def _whole_step(model, args, kwargs, blocks, loss_fn) -> dict:
                 functools.partial(_before_first_forward, mem, marks), with_kwargs=True))
             out = model(*args, **kwargs)
             loss_fn(out).backward()
-            marks["peak_end"] = mem.peak_so_far()
+            # after the first block's backward (when its input needs a gradient): the embedding's backward
+            marks["peak_end"] = mem.peak_so_far() if "hooked_end" in marks else None
         whole_peak = mem.peak_bytes
     finally:
         for h in handles:
@@ -201,7 +205,7 @@ def _whole_step(model, args, kwargs, blocks, loss_fn) -> dict:
         p.grad = None
     return {"inputs": captured, "params": params, "param_count": sum(p.numel() for p in model.parameters()),
             "live_last": marks["live_last"], "peak_head": marks["peak_head"], "peak_end": marks["peak_end"],
-            "peak": max(whole_peak, marks["peak_head"], marks["peak_end"])}
+            "peak": max(whole_peak, marks["peak_head"], marks["peak_end"] or 0)}
 
 
 def _check_inputs(blocks, inputs) -> None:
@@ -276,7 +280,7 @@ def _block_costs(module, captured, rates, gpu, policies) -> dict:
         out["offload"] = PolicyCost(0, none.transient_bytes + 2 * none.stored_bytes, none.forward_s,
                                     none.backward_s + exposed, 0.0, 0, offload_bytes=none.stored_bytes,
                                     saved_tensors=none.saved_tensors)
-    return {p: out[p] for p in POLICIES if p in out and p in policies}
+    return {p: out[p] for p in POLICIES if p in out and (p in policies or p == "none")}
 
 
 def _run_block(module, captured, policy, rates) -> PolicyCost:

@@ -93,19 +93,14 @@ def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimi
                                   time_s=c.time_s, recompute_flops=c.recompute_flops,
                                   offload_bytes=c.offload_bytes))
         layers.append(Layer(i, tuple(options), block.name))
-    optimizer = 2 * sum(grads) + _outside_grads(costs) if optimizer_state_bytes is None else optimizer_state_bytes
+    optimizer = 2 * costs.trainable_bytes if optimizer_state_bytes is None else optimizer_state_bytes
     fixed = {"parameters and buffers": costs.params_bytes, "optimizer state": optimizer,
              "held outside the blocks (measured)": max(0, costs.held_bytes)}
     return Problem(tuple(layers), fixed, budget_bytes, host_limit_bytes, fixed_time_s=costs.outside_time_s,
                    transient_floor_bytes=costs.floor_bytes, prefix=True,
                    meta={"cost_source": COST_SOURCE, "memory_model": "prefix", "dtype": costs.dtype,
+                         "selective": "op-level",
                          "param_count": costs.param_count, **(meta or {})})
-
-
-def _outside_grads(costs: ModelCosts) -> int:
-    """Trainable parameter bytes outside the blocks (embedding, head, final norm), from the measured totals:
-    parameters + buffers minus the blocks' (buffers are few; an upper bound)."""
-    return max(0, costs.params_bytes - sum(b.grad_bytes for b in costs.blocks))
 
 
 def solve_blocks(problem: Problem, blocks: Blocks, costs: ModelCosts) -> AutoPlan:

@@ -29,6 +29,7 @@ from typing import Sequence
 from torch import nn
 
 from remat.auto.blocks import Blocks, find_blocks
+from remat.auto.hf import hf_checkpointing
 from remat.errors import UsageError
 from remat.planner.problem import POLICIES
 
@@ -44,9 +45,9 @@ def apply(model: nn.Module, plan, blocks: str | Sequence[nn.Module] | None = Non
     an AutoPlan's blocks are not this model's, UsageError("model") when HuggingFace gradient checkpointing is
     on (it would checkpoint the blocks a second time).
     """
-    if getattr(model, "is_gradient_checkpointing", False):
+    if hf_checkpointing(model):
         raise UsageError("model", "HuggingFace gradient checkpointing is on and would checkpoint every block "
-                                  "again: call model.gradient_checkpointing_disable() before auto.apply")
+                                  "again: switch it off (model.activation_checkpointing_disable(), 4.x: gradient_checkpointing_disable()) before auto.apply")
     found = find_blocks(model, blocks if blocks is not None else getattr(plan, "blocks", None))
     policies = _policies(plan, found)
     clear(model)

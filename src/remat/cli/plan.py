@@ -39,8 +39,9 @@ def add_plan(sub):
                         "3 +weights")
     p.add_argument("--weight-bytes", type=nonnegative_int, default=2, help="bytes per parameter (default 2)")
     p.add_argument("--grad-bytes", type=nonnegative_int, default=4, help="bytes per gradient (default 4)")
-    p.add_argument("--optimizer-bytes", type=nonnegative_int, default=12,
-                   help="optimizer bytes per parameter (default 12: fp32 master + Adam m, v)")
+    p.add_argument("--optimizer-bytes", type=nonnegative_int,
+                   help="optimizer bytes per parameter (default 12: fp32 master + Adam m, v; with a transformers "
+                        "model (--hf) Adam's m, v in the parameters' dtype)")
     p.add_argument("--reserve", default="2GiB", help="stated workspace reserve (default 2GiB)")
     p.add_argument("--host-memory", help="host memory PER GPU for offloaded activations (default: the preset's, e.g. "
                                          "256 GiB = a DGX's 2 TB ÷ 8 GPUs)")
@@ -62,6 +63,20 @@ def add_plan(sub):
     p.add_argument("--no-baselines", action="store_true", help="skip the baselines")
     p.add_argument("--sac-time-limit", type=positive_float, default=20.0,
                    help="seconds for torch's sac_milp baseline (torch's own default is 180)")
+    p.add_argument("--hf", action="store_true",
+                   help="plan the transformers model itself (any model_type transformers knows; random weights, "
+                        "nothing downloaded): each decoder block measured under fake tensors by remat.auto. "
+                        "Automatic for a config.json whose model_type remat's own reader does not cover. Needs "
+                        "pip install -e '.[hf]'; t = p = 1")
+    p.add_argument("--check-small", action="store_true",
+                   help="also check the plan by measurement on this CPU: a small instance of the same "
+                        "transformers architecture (--check-layers, --check-seq) planned, applied and run — "
+                        "measured peak vs predicted, gradients bitwise vs no recompute, HF gradient checkpointing "
+                        "as a baseline. Needs transformers")
+    p.add_argument("--check-layers", type=positive_int, default=4, help="blocks of the --check-small instance "
+                                                                          "(default 4)")
+    p.add_argument("--check-seq", type=positive_int, default=128, help="sequence length of the --check-small "
+                                                                         "instance (default 128)")
     p.add_argument("--format", choices=["md", "json"], default="md",
                    help="md (default): a Markdown report with the per-layer table; json: the plan and its costs")
     p.add_argument("--out", help="write the plan here (atomically) instead of printing it")
@@ -73,6 +88,11 @@ def _run_plan(args) -> int:
     from remat.models.presets import from_name
     from remat.planner import plan_model
     from remat.units import parse_bytes
+    if _use_hf(args):
+        text = _hf_plan_text(args)
+        check = _check_text(args) if args.check_small else ""
+        _emit(args, text + check, write_text)
+        return 0
     gpu_overrides = {
         "peak_flops": args.peak_tflops * 1e12 if args.peak_tflops else None,
         "achievable": args.achievable,
@@ -90,11 +110,93 @@ def _run_plan(args) -> int:
               "length (--seq), or with fewer choices (--policies none,full)", file=sys.stderr)
         return 1
     _warn_budget_above_gpu(args, parse_bytes)
+    _emit(args, text + (_check_text(args) if args.check_small else ""), write_text)
+    return 0
+
+
+def _emit(args, text: str, write_text) -> None:
     if args.out:
         write_text(args.out, text)
     else:
         print(text)
-    return 0
+
+
+def _use_hf(args) -> bool:
+    """--hf, or a config.json whose model_type remat's reader does not cover (transformers then reads it)."""
+    if args.hf:
+        return True
+    import json
+    from pathlib import Path
+    from remat.models.hf_config import SUPPORTED
+    path = Path(args.model)
+    path = path / "config.json" if path.is_dir() else path
+    if path.suffix != ".json" or not path.is_file():
+        return False
+    try:
+        model_type = json.loads(path.read_text(encoding="utf-8")).get("model_type")
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        return False
+    from remat.auto.hf import available
+    return model_type not in SUPPORTED and isinstance(model_type, str) and available()
+
+
+_HF_UNSUPPORTED = {"tp": "--tp", "sp": "--sp", "pp": "--pp", "interleave": "--interleave", "zero": "--zero",
+                   "global_batch": "--global-batch", "calibrate": "--calibrate"}
+
+
+def _hf_plan_text(args) -> str:
+    """The plan of the transformers model built from --model (remat.auto), rendered like every plan."""
+    import json
+    from remat import auto
+    from remat.auto.hf import build
+    from remat.errors import UsageError
+    from remat.planner import render
+    from remat.units import parse_bytes
+    for name, flag in _HF_UNSUPPORTED.items():
+        value = getattr(args, name)
+        if value not in (None, False, 0, 1) or (name == "sp" and value) or (name == "calibrate" and value):
+            raise UsageError(flag, f"not available with a transformers model (remat.auto plans t = p = 1 on one "
+                                   f"GPU); drop {flag}")
+    built = build(args.model, "fake", layers=args.layers, seq=args.seq, micro_batch=args.micro_batch)
+    with built.mode:
+        params = sum(p.numel() for p in built.model.parameters())
+        result = auto.plan(built.model, (), built.kwargs,
+                           budget=None if args.memory is None else parse_bytes(args.memory, "--memory"),
+                           gpu=args.gpu, choices=tuple(x.strip() for x in args.policies.split(",")),
+                           optimizer_state_bytes=None if args.optimizer_bytes is None else args.optimizer_bytes * params,
+                           host_memory=None if args.host_memory is None else
+                           parse_bytes(args.host_memory, "--host-memory"))
+    meta = result.problem.meta
+    meta.update(model=built.source, s=built.seq, b=built.micro_batch, L=len(result.policies),
+                s_from="--seq" if args.seq else "the config's context length; set --seq to your training length",
+                b_from="--micro-batch" if args.micro_batch else "default; set --micro-batch",
+                transformers_class=type(built.model).__name__)
+    baselines = {name: {"peak_bytes": b.peak_bytes, "step_time_s": b.step_time_s, "feasible": b.feasible}
+                 for name, b in result.baselines.items() if b is not None}
+    if args.format == "json":
+        return json.dumps(render.to_json(result.problem, result.plan, baselines), indent=2, default=str)
+    return render.to_markdown(result.problem, result.plan, baselines)
+
+
+def _check_text(args) -> str:
+    """--check-small: the CPU check (remat.auto.check) as a Markdown section (or JSON lines under "check")."""
+    import json
+    from remat.auto.check import check_small
+    from remat.units import format_bytes
+    rows = check_small(args.model, layers=args.check_layers, seq=args.check_seq, gpu=args.gpu)
+    if args.format == "json":
+        return "\n" + json.dumps({"check": rows}, indent=2, default=str)
+    lines = ["", f"## Check on this CPU: {args.check_layers} blocks, s = {args.check_seq}, float32, budget "
+                 f"{format_bytes(rows[0]['budget_bytes'])}", "",
+             "| setup | policies | saved | predicted peak | measured peak | error | step (CPU) | gradients = none |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        predicted = "—" if r["predicted_peak_bytes"] is None else format_bytes(r["predicted_peak_bytes"])
+        error = "—" if r["peak_error"] is None else f"{r['peak_error']:+.2%}"
+        lines.append(f"| {r['setup']} | {r['policies']} | {format_bytes(r['saved_bytes'])} | {predicted} | "
+                     f"{format_bytes(r['measured_peak_bytes'])} | {error} | {r['step_time_s'] * 1e3:.1f} ms | "
+                     f"{'yes' if r['grads_equal'] else 'NO'} |")
+    return "\n".join(lines) + "\n"
 
 
 def _warn_budget_above_gpu(args, parse_bytes) -> None:
@@ -115,7 +217,8 @@ def _plan_text(args, cfg, gpu_overrides, plan_model, parse_bytes) -> str:
         memory=None if args.memory is None else parse_bytes(args.memory, "--memory"),
         host_memory=None if args.host_memory is None else parse_bytes(args.host_memory, "--host-memory"),
         reserve=parse_bytes(args.reserve, "--reserve"), sp=args.sp, dp=args.dp, zero=args.zero,
-        weight_bytes=args.weight_bytes, grad_bytes=args.grad_bytes, optimizer_bytes=args.optimizer_bytes,
+        weight_bytes=args.weight_bytes, grad_bytes=args.grad_bytes,
+        optimizer_bytes=12 if args.optimizer_bytes is None else args.optimizer_bytes,
         policies=tuple(x.strip() for x in args.policies.split(",")), calibrate=args.calibrate,
         baselines=not args.no_baselines, sac_time_limit_s=args.sac_time_limit, fmt=args.format,
         given=tuple(k for k in ("seq", "micro_batch") if getattr(args, k) is not None))

@@ -171,6 +171,10 @@ def how_to_apply(problem: Problem, plan: Plan) -> dict:
     policies = list(plan.policies)
     pp, m = int(meta.get("p", 1) or 1), int(meta.get("m", 1) or 1)
     flags = megatron.megatron_flags(policies, pp)
+    why_not = megatron.why_not(policies, pp)
+    if "selective" in policies and meta.get("selective") == "op-level":
+        flags, why_not = None, ("this plan's selective is op-level (torch selective checkpointing), which "
+                                "Megatron-LM has no flag for: its selective recomputes core attention")
     spec = runtime_spec(policies)
     budget = f"budget={problem.budget_bytes}"
     gpu = f'gpu="{meta["gpu"]}"' if "gpu" in meta else "gpu=..."
@@ -184,7 +188,11 @@ def how_to_apply(problem: Problem, plan: Plan) -> dict:
     if pp > 1:
         notes.append(f"The per-layer list covers the {len(policies)} layers of the first pipeline stage, the most "
                      "loaded one; later stages hold fewer micro-batches and fit with the same or less recompute.")
-    if "selective" in policies:
+    if "selective" in policies and meta.get("selective") == "op-level":
+        notes.append("selective here is op-level (torch selective checkpointing: matmul and attention outputs "
+                     "kept, pointwise and normalisation recomputed), as remat.auto measured and applies it; "
+                     "Megatron-LM's --recompute-granularity selective recomputes core attention instead.")
+    elif "selective" in policies:
         notes.append("remat.auto's selective is op-level (torch selective checkpointing: matmul outputs kept); "
                      "this plan costs selective as core-attention recompute (Korthikanti §4.2.2), which is what "
                      "remat.policies.apply_plan and Megatron-LM's --recompute-granularity selective do.")
@@ -199,7 +207,7 @@ def how_to_apply(problem: Problem, plan: Plan) -> dict:
         "runtime_spec": spec,
         "runtime": f'remat.policies.apply_plan(model, "{spec}")',
         "megatron": {"flags": flags, "command": " ".join(flags) if flags is not None else None,
-                     "why_not": megatron.why_not(policies, pp), "scope": scope,
+                     "why_not": why_not, "scope": scope,
                      "source": megatron.OFFLOAD_SOURCE if "offload" in policies else megatron.RECOMPUTE_SOURCE},
         "notes": notes,
     }

@@ -1,0 +1,275 @@
+"""remat.auto: blocks found, plans measured under fake tensors and checked against real CPU peaks, applied in
+place with gradients bitwise equal to no recompute, on toy modules and on transformers models.
+
+Expected peaks are MEASURED on this CPU (torch's MemTracker) and compared with the plan's prediction; the
+gradients of every policy are compared bit for bit with the unwrapped model's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import run_cli as run
+from torch import nn
+
+from remat import auto
+from remat.auto.planning import solve_blocks
+from remat.errors import InfeasibleError, UsageError
+from remat.measure.peak import PeakMemory
+from remat.planner.problem import POLICIES, plan_from_policies
+
+H = 32
+
+
+class Block(nn.Module):
+    """A block as real ones are: keyword arguments, a dict output, dropout, an input that may need no grad."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm, self.fc1, self.fc2 = nn.LayerNorm(H), nn.Linear(H, 4 * H), nn.Linear(4 * H, H)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x, *, scale, mask=None):
+        y = self.drop(self.fc2(F.gelu(self.fc1(self.norm(x))))) * scale
+        if mask is not None:
+            y = y.masked_fill(mask, 0.0)
+        return {"hidden": x + y, "aux": y.detach()}
+
+
+class Toy(nn.Module):
+    def __init__(self, n=4):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block() for _ in range(n))
+        self.head = nn.Linear(H, 8)
+
+    def forward(self, x, scale, mask=None):
+        for block in self.blocks:        # the first block's input needs no gradient
+            x = block(x, scale=scale, mask=mask)["hidden"]
+        return self.head(x)
+
+
+def toy_inputs(b=4, s=64):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(b, s, H, generator=g)
+    return (x, torch.tensor(0.5)), {"mask": torch.rand(b, s, 1, generator=g) > 0.9}
+
+
+def step(model, args, kwargs, seed=0, autocast=False):
+    torch.manual_seed(seed)
+    model.zero_grad(set_to_none=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        loss = model(*args, **kwargs).float().square().mean()
+    loss.backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+def peak(model, args, kwargs):
+    model.zero_grad(set_to_none=True)
+    tensors = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
+    with PeakMemory("cpu", model, *tensors) as mem:
+        model(*args, **kwargs).sum().backward()
+    model.zero_grad(set_to_none=True)
+    return mem.peak_bytes
+
+
+# --- blocks ----------------------------------------------------------------------------------------------------
+
+def test_find_blocks_longest_modulelist_of_one_class():
+    model = Toy(5)
+    found = auto.find_blocks(model)
+    assert (found.name, len(found), found.names[0]) == ("blocks", 5, "blocks.0")
+    assert auto.find_blocks(model, "blocks").modules == found.modules
+    assert auto.find_blocks(model, list(model.blocks[:2])).names == ("blocks.0", "blocks.1")
+
+
+@pytest.mark.parametrize("given, match", [("nope", "no submodule"), ("head", "not a non-empty"),
+                                          ([nn.Linear(2, 2)], "not submodules")])
+def test_find_blocks_bad_input_names_blocks(given, match):
+    with pytest.raises(UsageError, match=match) as exc:
+        auto.find_blocks(Toy(), given)
+    assert exc.value.field == "blocks"
+
+
+def test_find_blocks_without_container():
+    with pytest.raises(UsageError, match="blocks="):
+        auto.find_blocks(nn.Sequential(nn.Linear(2, 2), nn.ReLU()).__class__.__bases__[0]())
+
+
+# --- apply -----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_apply_every_policy_gradients_bitwise_equal(autocast):
+    model = Toy()
+    args, kwargs = toy_inputs()
+    names = [n for n, _ in model.named_parameters()]
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    reference = step(model, args, kwargs, autocast=autocast)
+    for policy in POLICIES:
+        auto.apply(model, policy)
+        assert [n for n, _ in model.named_parameters()] == names
+        assert model.state_dict().keys() == state.keys()
+        grads = step(model, args, kwargs, autocast=autocast)
+        assert all(torch.equal(a, b) for a, b in zip(grads, reference)), policy
+    auto.apply(model, ["full", "selective", "offload", "none"])
+    assert all(torch.equal(a, b) for a, b in zip(step(model, args, kwargs, autocast=autocast), reference))
+    auto.clear(model)
+    assert all("forward" not in b.__dict__ for b in model.blocks)
+
+
+def test_apply_rejects_bad_plans():
+    model = Toy()
+    with pytest.raises(UsageError, match="3 policies for 4 blocks"):
+        auto.apply(model, ["full"] * 3)
+    with pytest.raises(UsageError, match="unknown policy"):
+        auto.apply(model, "segments:2")
+
+
+# --- plan: predicted vs measured on this CPU ---------------------------------------------------------------------
+
+def test_plan_predicts_the_measured_cpu_peak_for_uniform_and_mixed_plans():
+    model = Toy(6)
+    args, kwargs = toy_inputs()
+    first = auto.plan(model, args, kwargs, budget=2**40, optimizer_state_bytes=0, choices=("none", "selective", "full"))
+    n = len(first.policies)
+    low = plan_from_policies(first.problem, ["full"] * n).peak_bytes
+    high = plan_from_policies(first.problem, ["none"] * n).peak_bytes
+    assert low < high
+    import dataclasses
+    mixed = solve_blocks(dataclasses.replace(first.problem, budget_bytes=(low + high) // 2), auto.find_blocks(model),
+                         first.costs)
+    assert len(set(mixed.policies)) > 1 and mixed.plan.peak_bytes <= (low + high) // 2
+    for policies in (["none"] * n, ["full"] * n, ["selective"] * n, list(mixed.policies)):
+        auto.apply(model, policies)
+        measured = peak(model, args, kwargs)
+        predicted = plan_from_policies(first.problem, policies).peak_bytes
+        assert abs(predicted / measured - 1) < 0.05, (policies, predicted, measured)
+    auto.clear(model)
+
+
+def test_plan_is_exact_optimum_and_fits_the_budget():
+    model = Toy(4)
+    args, kwargs = toy_inputs()
+    result = auto.plan(model, args, kwargs, budget="1GiB", optimizer_state_bytes=0)
+    assert result.plan.optimal and result.plan.feasible and result.policies == ("none",) * 4
+    text = str(result)
+    assert "predicted peak" in text and "every block full" in text
+    assert json.loads(json.dumps(result.to_json()))["predicted"]["peak_bytes"] == result.plan.peak_bytes
+    only_full = auto.plan(model, args, kwargs, budget="1GiB", choices=("full",), optimizer_state_bytes=0)
+    assert only_full.policies == ("full",) * 4
+
+
+def test_plan_infeasible_names_the_smallest_budget():
+    model = Toy(4)
+    args, kwargs = toy_inputs()
+    with pytest.raises(InfeasibleError, match="smallest budget that works") as exc:
+        auto.plan(model, args, kwargs, budget=1000, optimizer_state_bytes=0)
+    assert exc.value.minimum_bytes > 1000
+
+
+def test_plan_leaves_the_model_untouched_and_keeps_an_applied_plan():
+    model = Toy(4)
+    args, kwargs = toy_inputs()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    auto.apply(model, ["full", "none", "none", "none"])
+    auto.plan(model, args, kwargs, budget="1GiB")
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert "forward" in model.blocks[0].__dict__ and "forward" not in model.blocks[1].__dict__
+    assert all(p.grad is None for p in model.parameters())
+
+
+@pytest.mark.parametrize("bad, field", [({"choices": ("none", "sometimes")}, "choices"), ({"budget": "lots"}, "budget"),
+                                        ({"gpu": "tpu-v9"}, "gpu")])
+def test_plan_bad_arguments_name_the_field(bad, field):
+    model = Toy(2)
+    args, kwargs = toy_inputs()
+    with pytest.raises(UsageError) as exc:
+        auto.plan(model, args, kwargs, **bad)
+    assert field in exc.value.field
+
+
+# --- transformers ---------------------------------------------------------------------------------------------------
+
+FAMILIES = {
+    "gpt2": {"model_type": "gpt2", "n_embd": 64, "n_layer": 3, "n_head": 4, "vocab_size": 128, "n_positions": 64},
+    "llama": {"model_type": "llama", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 3,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128, "max_position_embeddings": 64},
+    "mistral": {"model_type": "mistral", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 3,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128,
+                "max_position_embeddings": 64, "sliding_window": 16},
+    "qwen2": {"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 3,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128, "max_position_embeddings": 64},
+    "gemma": {"model_type": "gemma", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3,
+              "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16, "vocab_size": 128,
+              "max_position_embeddings": 64},
+}
+
+
+def write(tmp_path, raw):
+    path = tmp_path / f"{raw['model_type']}.json"
+    path.write_text(json.dumps(raw))
+    return str(path)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_hf_family_plan_checked_on_cpu_against_hf_gradient_checkpointing(tmp_path, family):
+    """Each family: a small instance planned at a budget between all-full and all-none, applied and measured:
+    peak within 5 % of predicted and within the budget, gradients bitwise equal to no recompute; HF's own
+    gradient_checkpointing_enable() is measured beside it."""
+    pytest.importorskip("transformers")
+    from remat.auto.check import check_small
+    rows = {r["setup"]: r for r in check_small(write(tmp_path, FAMILIES[family]), layers=3, seq=32)}
+    assert set(rows) == {"none", "plan", "hf-full", "auto-full"}
+    for name in ("none", "plan", "auto-full"):
+        assert abs(rows[name]["peak_error"]) < 0.05, rows[name]
+    assert rows["plan"]["measured_peak_bytes"] <= rows["plan"]["budget_bytes"]
+    assert all(r["grads_equal"] for r in rows.values())
+    assert rows["auto-full"]["saved_bytes"] == rows["hf-full"]["saved_bytes"] < rows["none"]["saved_bytes"]
+
+
+def test_hf_model_receiving_a_cache_is_refused():
+    pytest.importorskip("transformers")
+    from transformers import LlamaConfig
+    from remat.auto.hf import build
+    built = build(LlamaConfig(**{k: v for k, v in FAMILIES["llama"].items() if k != "model_type"}), "cpu", seq=16)
+    with pytest.raises(UsageError, match="use_cache=False"):
+        auto.plan(built.model, (), {**built.kwargs, "use_cache": True})
+
+
+def test_hf_fake_model_plans_an_8b_shape_without_memory():
+    """A model whose parameters are fake already (built under FakeTensorMode) is planned in its own mode."""
+    pytest.importorskip("transformers")
+    from remat.auto.hf import build
+    built = build("llama3-8b", "fake", layers=4, seq=4096)
+    result = auto.plan(built.model, (), built.kwargs, budget="80GiB", gpu="h100-80gb")
+    assert result.costs.param_count > 1_000_000_000 and result.plan.feasible
+    per_block = result.problem.layers[1].option("full").stored_bytes
+    assert per_block == 4096 * 4096 * 2       # full keeps the block's input: s·h bf16 (b = 1)
+
+
+# --- CLI ------------------------------------------------------------------------------------------------------------
+
+def test_cli_plans_a_model_type_only_transformers_knows(capsys, tmp_path):
+    pytest.importorskip("transformers")
+    code, out, err = run(capsys, "plan", "--model", write(tmp_path, FAMILIES["gemma"]), "--memory", "64MiB",
+                         "--seq", "64", "--format", "json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["settings"]["cost_source"].startswith("measured per block") and plan["apply"]["layers"] == 3
+
+
+def test_cli_hf_refuses_tensor_parallel(capsys, tmp_path):
+    pytest.importorskip("transformers")
+    out_file = tmp_path / "plan.md"
+    code, out, err = run(capsys, "plan", "--model", write(tmp_path, FAMILIES["llama"]), "--hf", "--tp", "2",
+                         "--out", str(out_file))
+    assert code == 2 and "--tp" in err and len(err.strip().splitlines()) == 1 and not out_file.exists()
+
+
+def test_cli_check_small_reports_predicted_and_measured(capsys, tmp_path):
+    pytest.importorskip("transformers")
+    code, out, err = run(capsys, "plan", "--model", write(tmp_path, FAMILIES["qwen2"]), "--memory", "24GiB",
+                         "--seq", "64", "--check-small", "--check-layers", "2", "--check-seq", "16")
+    assert code == 0, err
+    assert "## Check on this CPU" in out and "| hf-full |" in out and "| NO |" not in out
