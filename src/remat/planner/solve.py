@@ -408,25 +408,27 @@ block method recomputes the first N layers of a stage (TransformerConfig.recompu
 
 
 def _canonical(problem: Problem, arr: _Arrays, plan: Plan) -> Plan:
-    """The plan with each group of layers of identical options (``Layer.options`` equal) holding its choices
-    in ``CANONICAL_ORDER`` along the layers (e.g. "full 0–9, 18–23, none 10–17" → "full 0–15, none 16–23"),
-    when that peak stays within the budget (bytes, checked by ``_peak`` here and ``evaluate`` in ``_plan``);
-    otherwise the plan unchanged.
+    """The plan with each group of layers of equal options but for their transients (policy, stored bytes,
+    seconds, recompute FLOPs and host bytes equal per option; the transient may differ, e.g. by the gradients
+    of the layers after it) holding its choices in ``CANONICAL_ORDER`` along the layers (e.g. "full 0–9,
+    18–23, none 10–17" → "full 0–15, none 16–23"), when that peak stays within the budget (bytes, checked by
+    ``_peak`` here and ``evaluate`` in ``_plan``); otherwise the plan unchanged.
 
-    Within a group the multiset of options is kept, so step time (the same per-layer seconds summed), Σ stored,
-    host bytes and the max-model peak are unchanged; only the prefix model's running peak can move. Exchanging
+    Within a group the multiset of (policy, stored, seconds, host) is kept, so step time (the same per-layer
+    seconds summed), Σ stored and host bytes are unchanged; only the peak can move (the budget check decides). Exchanging
     adjacent (none, full) for (full, none) never raises it when none's transient ≤ full's (both running sums
     of the pair are then bounded by the old ones: P + s_f + t_f ≤ P + s_n + s_f + t_f and
     P + s_f + s_n + t_n ≤ P + s_n + s_f + t_f); for other options the budget check decides. Layers whose
-    options differ are never permuted.
+    options differ otherwise are never permuted.
     """
     groups: dict[tuple, list[int]] = defaultdict(list)
     for i, layer in enumerate(problem.layers):
-        groups[layer.options].append(i)
+        groups[tuple((o.policy, o.stored_bytes, o.time_s, o.recompute_flops, o.offload_bytes)
+                     for o in layer.options)].append(i)
     choices = np.array(plan.choices)
     trial = choices.copy()
     for options, idx in groups.items():
-        rank = [CANONICAL_ORDER.index(o.policy) for o in options]
+        rank = [CANONICAL_ORDER.index(o[0]) for o in options]
         trial[idx] = sorted(choices[idx], key=lambda c: rank[c])
     if (trial == choices).all() or _peak(problem, arr, trial) > problem.budget_bytes:
         return plan
