@@ -273,3 +273,31 @@ def test_cli_check_small_reports_predicted_and_measured(capsys, tmp_path):
                          "--seq", "64", "--check-small", "--check-layers", "2", "--check-seq", "16")
     assert code == 0, err
     assert "## Check on this CPU" in out and "| hf-full |" in out and "| NO |" not in out
+
+
+def test_frozen_parameters_plan_and_measure():
+    """Frozen parameters (LoRA-style fine-tuning): no gradient for them, and the plan still predicts the
+    measured peak."""
+    model = Toy(4)
+    args, kwargs = toy_inputs()
+    for block in model.blocks:
+        block.fc1.weight.requires_grad_(False)
+    result = auto.plan(model, args, kwargs, budget="1GiB", optimizer_state_bytes=0, choices=("none", "full"))
+    for policies in (["none"] * 4, ["full"] * 4):
+        auto.apply(model, policies)
+        predicted = plan_from_policies(result.problem, policies).peak_bytes
+        assert abs(predicted / peak(model, args, kwargs) - 1) < 0.05
+    auto.clear(model)
+
+
+def test_readme_example_runs_as_written(capsys):
+    """The README's "Plan for your own model" example, executed as it is written there."""
+    pytest.importorskip("transformers")
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Plan for your own model"):]
+    code = section[section.index("```python\n") + len("```python\n"):section.index("```", section.index("```python") + 9)]
+    assert len(code.strip().splitlines()) <= 14
+    exec(compile(code, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "remat.auto plan" in out and "traps: none seen" in out

@@ -93,12 +93,18 @@ class PeakMemory:
 
 def _totals_tracker():
     """torch's MemTracker without its per-module peak snapshots, which it refreshes for every module seen so
-    far on every op (hours of Python on a 32-layer model's step; we read the device totals only). The override
-    touches the private ``_curr_mem_snap`` / ``_peak_mem`` / ``_peak_mem_snap`` (torch 2.11–2.13); where they
-    are missing, the plain MemTracker (slower, same totals)."""
+    far on every op (minutes of Python on a 32-layer model's step; we read the device totals only), and without
+    gradient hooks on parameters (which fail on frozen ones). The overrides touch the private
+    ``_curr_mem_snap`` / ``_peak_mem`` / ``_peak_mem_snap`` / ``_track_module_params_and_buffers`` (torch
+    2.11–2.13); where they are missing, the plain MemTracker (slower, same totals, no frozen parameters)."""
     from torch.distributed._tools.mem_tracker import MemTracker
 
     class TotalsTracker(MemTracker):
+        def _track_module_params_and_buffers(self, module, install_grad_hooks: bool = True):
+            # no gradient hooks: they only re-label gradients (every tensor made in the block is counted
+            # anyway), and registering one on a frozen parameter raises (LoRA, frozen embeddings)
+            return super()._track_module_params_and_buffers(module, install_grad_hooks=False)
+
         def _update_peak_stats(self, peak_state) -> None:
             for dev, snap in self._curr_mem_snap.items():
                 if self._peak_mem.get(dev, 0) < snap["Total"]:
@@ -106,6 +112,7 @@ def _totals_tracker():
                     self._peak_mem_snap[dev] = dict(snap)
 
     probe = MemTracker()
-    if all(hasattr(probe, a) for a in ("_curr_mem_snap", "_peak_mem", "_peak_mem_snap", "_update_peak_stats")):
+    if all(hasattr(probe, a) for a in ("_curr_mem_snap", "_peak_mem", "_peak_mem_snap", "_update_peak_stats",
+                                       "_track_module_params_and_buffers")):
         return TotalsTracker()
     return probe
