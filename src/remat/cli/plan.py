@@ -186,8 +186,9 @@ def _check_text(args) -> str:
     rows = check_small(args.model, layers=args.check_layers, seq=args.check_seq, gpu=args.gpu)
     if args.format == "json":
         return "\n" + json.dumps({"check": rows}, indent=2, default=str)
-    lines = ["", f"## Check on this CPU: {args.check_layers} blocks, s = {args.check_seq}, float32, budget "
-                 f"{format_bytes(rows[0]['budget_bytes'])}", "",
+    lines = ["", f"## Check on this CPU: {args.check_layers} blocks, s = {args.check_seq}, b = 1, vocabulary ≤ "
+                 f"1024, float32, budget {format_bytes(rows[0]['budget_bytes'])} (between every block full and "
+                 "none, so the plan mixes; no optimizer state)", "",
              "| setup | policies | saved | predicted peak | measured peak | error | step (CPU) | gradients = none |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -196,6 +197,10 @@ def _check_text(args) -> str:
         lines.append(f"| {r['setup']} | {r['policies']} | {format_bytes(r['saved_bytes'])} | {predicted} | "
                      f"{format_bytes(r['measured_peak_bytes'])} | {error} | {r['step_time_s'] * 1e3:.1f} ms | "
                      f"{'yes' if r['grads_equal'] else 'NO'} |")
+    if not rows[0]["activations_set_peak"]:
+        lines += ["", "At this size the activations do not set the peak (every block full and none peak alike: "
+                      "the parameters' gradients at the end of backward do), so the plan is all none; a longer "
+                      "--check-seq makes the check informative."]
     return "\n".join(lines) + "\n"
 
 

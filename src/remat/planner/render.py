@@ -81,6 +81,9 @@ _WHY = {
 }
 
 
+_WHY_OP_LEVEL = "keeps matmul and attention outputs; recomputes normalisation and pointwise ops in backward"
+
+
 def _why_rows(problem: Problem, plan: Plan) -> list[str]:
     rows = ["| policy | layers | bytes saved per layer (vs none) | extra seconds per layer | why |",
             "|---|---|---|---|---|"]
@@ -92,7 +95,8 @@ def _why_rows(problem: Problem, plan: Plan) -> list[str]:
         none, this = layer.option("none"), layer.option(policy)
         saved = format_bytes(none.stored_bytes - this.stored_bytes) if none else "—"
         extra = f"{this.time_s - none.time_s:.4g} s" if none else "—"
-        rows.append(f"| {policy} | {_ranges(idx)} | {saved} | {extra} | {_WHY[policy]} |")
+        why = _WHY_OP_LEVEL if policy == "selective" and problem.meta.get("selective") == "op-level" else _WHY[policy]
+        rows.append(f"| {policy} | {_ranges(idx)} | {saved} | {extra} | {why} |")
     return rows
 
 
