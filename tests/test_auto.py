@@ -301,3 +301,43 @@ def test_readme_example_runs_as_written(capsys):
     exec(compile(code, "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert "remat.auto plan" in out and "traps: none seen" in out
+
+
+def test_explain_callable_every_time_after_the_submodule_is_imported():
+    import remat.auto.diagnose  # noqa: F401  (a submodule named like the function would shadow it)
+    model = Toy(2)
+    args, kwargs = toy_inputs()
+    for _ in range(2):
+        assert auto.explain(model, args, kwargs).rows
+
+
+class AmpToy(Toy):
+    """A model that enters autocast inside its own forward (the blocks run in bfloat16)."""
+
+    def forward(self, x, scale, mask=None):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return super().forward(x, scale, mask)
+
+
+def test_autocast_inside_forward_planned_and_explained():
+    model = AmpToy(4)
+    args, kwargs = toy_inputs()
+    result = auto.plan(model, args, kwargs, budget="1GiB", optimizer_state_bytes=0)
+    for policy in ("none", "full", "selective"):
+        auto.apply(model, [policy] * 4)
+        predicted = plan_from_policies(result.problem, [policy] * 4).peak_bytes
+        assert abs(predicted / peak(model, args, kwargs) - 1) < 0.05, policy
+    assert auto.explain(model, args, kwargs).rows[0]["plain_bytes"] > 0
+    auto.clear(model)
+
+
+def test_offloaded_model_can_be_copied_and_replanned():
+    import copy
+    model = Toy(2)
+    args, kwargs = toy_inputs()
+    auto.apply(model, "offload")
+    step(model, args, kwargs)
+    copy.deepcopy(model)
+    auto.clear(model)
+    assert not hasattr(model, "remat_offload")
+    auto.plan(model, args, kwargs, budget="1GiB")

@@ -1,4 +1,4 @@
-"""remat.auto.explain: one step as it is, per block bytes kept vs plain, and each known trap named.
+"""remat.auto.diagnose (auto.explain): one step as it is, per block bytes kept vs plain, and each known trap named.
 
 Toy model: an nn.ModuleList of pre-norm blocks (attention + MLP children, a ``mask`` keyword); HuggingFace: a tiny
 LlamaForCausalLM (skipped without transformers). Each trap is built on purpose and must be named; the correct
@@ -19,7 +19,7 @@ from torch.utils.checkpoint import (CheckpointPolicy, checkpoint, checkpoint_seq
                                     create_selective_checkpoint_contexts)
 
 from remat import auto
-from remat.auto.explain import (CALLER_KEEPS, LAST_SEGMENT, NO_SAVING, PER_CHILD, REENTRANT_NO_GRAD, explain)
+from remat.auto.diagnose import (CALLER_KEEPS, LAST_SEGMENT, NO_SAVING, PER_CHILD, REENTRANT_NO_GRAD, explain)
 from remat.measure.saved import SavedTensorLog
 
 H, V, L, B, S = 32, 50, 4, 2, 16

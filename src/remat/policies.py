@@ -272,6 +272,11 @@ class OffloadStats:
     def reset(self) -> None:
         self.bytes, self.tensors, self.simulated = 0, 0, False
 
+    def __deepcopy__(self, memo) -> "OffloadStats":
+        """A copy of the counts without the hooks (their host pool holds a lock and pinned buffers): a copied
+        model (EMA, copy.deepcopy) makes its own hooks at its first offloaded forward."""
+        return OffloadStats(self.bytes, self.tensors, self.simulated)
+
 
 def _offloaded(fn: Callable, module: nn.Module, stats: OffloadStats) -> Callable:
     """``fn`` with its saved activations offloaded asynchronously by the model's shared

@@ -9,7 +9,7 @@ with no GPU needed to plan, and explain what checkpointing actually saved.
 
 Modules: ``blocks`` (which modules are the blocks), ``measure`` (per-block bytes and seconds under
 FakeTensorMode), ``planning`` (the exact planner's problem, the AutoPlan result), ``wrap`` (apply / clear),
-``hf`` (transformers models from a config, nothing downloaded), ``explain`` (one step as it is: bytes kept
+``hf`` (transformers models from a config, nothing downloaded), ``diagnose`` (``explain``: one step as it is: bytes kept
 per block, recompute FLOPs, the known traps).
 """
 
@@ -67,6 +67,6 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
 
 def explain(model, example_args=(), example_kwargs: dict | None = None, **options):
     """One step of ``model`` as it is: bytes kept per block, recompute FLOPs, the known traps
-    (remat.auto.explain.explain)."""
-    from remat.auto.explain import explain as run
+    (remat.auto.diagnose.explain)."""
+    from remat.auto.diagnose import explain as run
     return run(model, example_args, example_kwargs, **options)

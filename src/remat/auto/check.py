@@ -121,8 +121,9 @@ def _measure(model, kwargs, seed: int) -> dict:
         with SavedTensorLog(model) as log, KeptLog() as kept:
             out = model(**kwargs)
         saved = log.total_bytes() + cache_bytes(log, kept)
-        out.loss.backward()
-        del out
+        loss = out.loss
+        del out                          # as a training loop: the output is not held through backward
+        loss.backward()
     grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
     model.zero_grad(set_to_none=True)
     return {"saved_bytes": saved, "measured_peak_bytes": mem.peak_bytes, "grads": grads}

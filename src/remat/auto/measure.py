@@ -9,11 +9,13 @@ What is measured, and how (nothing here is a formula of the model):
    remat.measure.peak.PeakMemory): each block's inputs (args and kwargs, captured by a forward pre-hook), and
    the live bytes at three moments — ``params_bytes`` (parameters and buffers), ``held_bytes`` = live bytes when
    the last block's backward starts minus the parameters and the blocks' stored bytes (inputs, what the
-   embedding saved, what the caller holds — logits, outputs —, the head's gradients, the hidden-state
+   embedding saved, the head's gradients, the hidden-state
    gradient), ``floor_bytes`` = the peak from the last block's forward output to the start of its backward
    (head forward, loss, head backward) beyond parameters + held + every block's stored bytes, and
    ``end_bytes`` = the peak after the first block's backward (the embedding's backward, every gradient made)
-   beyond parameters + held.
+   beyond parameters + held. The output is dropped once the loss is computed, as a training loop does
+   (transformers' Trainer keeps the loss only): a caller who holds the output (its logits) through backward
+   holds more than predicted — ``auto.explain`` names it (caller-keeps).
 2. **Each block alone, per policy** (its captured inputs; tensors that required grad become leaves that
    do): ``stored_bytes`` — what it keeps for backward: autograd's saved tensors (saved-tensor hooks,
    remat.measure.saved.SavedTensorLog, parameters excluded) + the selective-checkpoint cache
@@ -193,8 +195,8 @@ def _whole_step(model, args, kwargs, blocks, loss_fn) -> dict:
                 functools.partial(_after_last_forward, mem, marks)))
             handles.append(blocks.modules[0].register_forward_pre_hook(
                 functools.partial(_before_first_forward, mem, marks), with_kwargs=True))
-            out = model(*args, **kwargs)
-            loss_fn(out).backward()
+            loss = loss_fn(model(*args, **kwargs))     # the output is not held through backward
+            loss.backward()
             # after the first block's backward (when its input needs a gradient): the embedding's backward
             marks["peak_end"] = mem.peak_so_far() if "hooked_end" in marks else None
         whole_peak = mem.peak_bytes
@@ -222,8 +224,12 @@ def _check_inputs(blocks, inputs) -> None:
 
 
 def _capture(captured, i, module, args, kwargs):
+    """A block's first call: its arguments and the autocast state it runs under (the model's forward may enter
+    autocast itself; the isolated runs re-enter it)."""
     if captured[i] is None:
-        captured[i] = (args, kwargs)
+        device = _device(module).type
+        amp = (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
+        captured[i] = (args, kwargs, amp)
 
 
 def _before_first_forward(mem, marks, module, args, kwargs):
@@ -300,7 +306,9 @@ def _run_block(module, captured, policy, rates) -> PolicyCost:
         shared = {t.untyped_storage()._cdata for t in tree_flatten((args, kwargs))[0]
                   if isinstance(t, torch.Tensor) and not t.requires_grad}
         inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-        with PeakMemory(_device(module), module, *inputs) as mem, RecomputeTally() as tally:
+        device, enabled, amp_dtype = captured[2]
+        amp = lambda: torch.autocast(device, dtype=amp_dtype, enabled=enabled)
+        with PeakMemory(_device(module), module, *inputs) as mem, RecomputeTally() as tally, amp():
             with SavedTensorLog(module) as log, KeptLog() as kept:
                 out = module(*args, **kwargs)
             records = [r for r in log.activations() if _address(r.storage_key) not in shared]
@@ -315,7 +323,7 @@ def _run_block(module, captured, policy, rates) -> PolicyCost:
             transient = max(0, mem.peak_so_far() - start)
         _drop_grads(module)
         args, kwargs = _leaves(captured)
-        with recording(_weight_shapes(module)) as recorder:
+        with recording(_weight_shapes(module)) as recorder, amp():
             outputs, grads = _backward_args(module(*args, **kwargs))
             recorder.phase = "backward"
             torch.autograd.backward(outputs, grads)
@@ -336,7 +344,7 @@ def _backward_args(out):
 def _leaves(captured):
     """Fresh copies of a block's captured inputs for an isolated run: tensors that required grad become leaves
     that do (detached views: no copy); others are passed as they are."""
-    args, kwargs = captured
+    args, kwargs = captured[:2]
 
     def leaf(t):
         if isinstance(t, torch.Tensor) and t.requires_grad:

@@ -10,7 +10,7 @@ last block to the first), with what was measured:
 
 * fixed = parameters and buffers + optimizer state (default: Adam's two moments in the parameters' dtype,
   torch.optim.Adam/AdamW; ``optimizer_state_bytes`` to change it) + ``held`` (measured: what stays live outside
-  the blocks while they run backward — inputs, the embedding's saved tensors, the outputs the caller holds,
+  the blocks while they run backward — inputs, the embedding's saved tensors,
   the head's gradients);
 * stored_i = the block's saved bytes under its policy; floor = the head's forward, loss and backward;
 * transient_i = the block's measured backward workspace under its policy + the gradients of the blocks after

@@ -83,8 +83,9 @@ def clear(model: nn.Module) -> None:
     _, _, wrapped = getattr(model, _ATTR, (None, None, []))
     for module in wrapped:
         module.__dict__.pop("forward", None)
-    if hasattr(model, _ATTR):
-        delattr(model, _ATTR)
+    for name in (_ATTR, "remat_offload"):
+        if name in model.__dict__:
+            delattr(model, name)
 
 
 def applied(model: nn.Module) -> tuple[Blocks, tuple[str, ...]] | None:

@@ -14,7 +14,7 @@ def add_explain(sub):
                  "remat explain --model path/to/config.json --checkpointing hf-reentrant --device fake --json",
                  "remat explain --model tiny-llama --checkpointing full,full,none,none --device cpu"],
                 "traps named: no-saving, last-segment, reentrant-no-grad, per-child, caller-keeps "
-                "(remat.auto.explain). A config.json or model folder needs transformers (pip install -e '.[hf]')")
+                "(remat.auto.diagnose). A config.json or model folder needs transformers (pip install -e '.[hf]')")
     p.add_argument("--model", required=True, help=model_help())
     p.add_argument("--checkpointing", default="none",
                    help="none (default); hf: HuggingFace gradient_checkpointing_enable(use_reentrant=False); "
@@ -35,7 +35,7 @@ def _run_explain(args) -> int:
     built = build(args.model, device=args.device, layers=args.layers, seq=args.seq, micro_batch=args.micro_batch)
     with built.mode:
         enable_checkpointing(built.model, args.checkpointing)
-        from remat.auto.explain import explain
+        from remat.auto.diagnose import explain
         report = explain(built.model, (), built.kwargs)
     if args.json:
         import json

@@ -1,6 +1,6 @@
 """Why did checkpointing save nothing? One training step of a model as it is, measured per block.
 
-    from remat.auto.explain import explain
+    from remat import auto; auto.explain(model, example_args, example_kwargs)   # or remat.auto.diagnose.explain
     report = explain(model, (), {"input_ids": ids, "labels": ids})
     print(report)                 # per block: mechanism, bytes kept vs plain, recompute FLOPs; then the traps
     report.rows, report.traps, report.totals, report.to_json()
@@ -199,6 +199,7 @@ class _BlockStep:
     entry: int = 0                        # len(log.records) when its first call began
     args: tuple | None = None             # captured inputs (dropped before backward)
     kwargs: dict | None = None
+    amp: tuple = ("cpu", False, torch.bfloat16)   # (device type, autocast on, its dtype) at its call
     input_storages: set = field(default_factory=set)
     inputs_require_grad: bool = False
     input_bytes: int = 0                  # bytes of its floating-point input storages
@@ -259,6 +260,9 @@ class _Step:
             region, reentrant, sequential = _regions()
             st.entry = len(self.log.records)
             st.args, st.kwargs = args, kwargs
+            device = next((t.device.type for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)),
+                          "cpu")
+            st.amp = (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
             tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
             st.input_storages = {_address(t) for t in tensors}
             st.inputs_require_grad = any(t.requires_grad for t in tensors)
@@ -350,7 +354,9 @@ class _Step:
                     if st.args is None:
                         continue
                     args, kwargs = tree_map(_detached, (st.args, st.kwargs))
-                    with _DetachedLog(self.model) as log, RegistryFlops() as flops:
+                    device, enabled, amp_dtype = st.amp      # the autocast the block ran under
+                    with _DetachedLog(self.model) as log, RegistryFlops() as flops, \
+                            torch.autocast(device, dtype=amp_dtype, enabled=enabled):
                         out = type(block).forward(block, *args, **kwargs)
                     st.plain_bytes, st.forward_flops = log.total_bytes(), flops.total
                     del out, log
