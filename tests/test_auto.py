@@ -252,7 +252,7 @@ def test_hf_fake_model_plans_an_8b_shape_without_memory():
 
 def test_cli_plans_a_model_type_only_transformers_knows(capsys, tmp_path):
     pytest.importorskip("transformers")
-    code, out, err = run(capsys, "plan", "--model", write(tmp_path, FAMILIES["gemma"]), "--memory", "64MiB",
+    code, out, err = run(capsys, "plan", "--model", write(tmp_path, FAMILIES["gemma"]), "--memory", "3GiB",
                          "--seq", "64", "--format", "json")
     assert code == 0, err
     plan = json.loads(out)

@@ -26,7 +26,8 @@ __all__ = ["plan", "apply", "clear", "explain", "find_blocks", "Blocks", "POLICI
 
 def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str | int | None = None,
          gpu: str = "h100-80gb", choices: Sequence[str] = POLICIES, blocks=None, loss_fn=None,
-         optimizer_state_bytes: int | None = None, host_memory: str | int | None = None):
+         optimizer_state_bytes: int | None = None, host_memory: str | int | None = None,
+         reserve: str | int = 0):
     """The per-block policy of least predicted step time whose predicted peak fits ``budget``.
 
     model: any eager nn.Module (real or fake parameters; nothing real is allocated: it runs under
@@ -35,7 +36,9 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     bytes (int, or text such as "24GiB" / "80GB"; None = the GPU preset's memory). gpu: a preset of
     remat.timemodel.gpus (rates for the roofline time model, the host link for offload). choices: the
     policies a block may take. blocks: None (found: remat.auto.find_blocks), a container's name or a list of
-    modules. optimizer_state_bytes: None = Adam's two moments in the parameters' dtype.
+    modules. optimizer_state_bytes: None = Adam's two moments in the parameters' dtype. reserve: bytes set
+    aside for what no tensor of the model accounts for (CUDA context, allocator fragmentation, communication
+    buffers; ``remat plan`` states 2 GiB); 0 by default, so the peak is the model's tensors alone.
 
     Returns an AutoPlan (remat.auto.planning): ``policies``, ``plan.peak_bytes`` (bytes), ``plan.step_time_s``
     (seconds), ``print(result)``. Raises UsageError naming the argument for bad input, InfeasibleError with the
@@ -60,6 +63,7 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
     costs = measure_model(model, tuple(args), dict(example_kwargs or {}), found, device, loss_fn, choices)
     problem = build_problem(costs, budget_bytes, choices, optimizer_state_bytes, host,
+                            reserve_bytes=parse_bytes(reserve, "reserve"),
                             meta={"gpu": device.name, "gpu_name": device.full_name or device.name,
                                   "time_source": "roofline model (remat.timemodel)", "blocks": len(found)})
     return solve_blocks(problem, found, costs)

@@ -5,9 +5,11 @@
     blocks.name, blocks.names, blocks.modules
 
 Found automatically: among the model's nn.ModuleList / nn.Sequential containers, the one holding the most
-modules of a single class (a HuggingFace model's decoder layers, a ResNet stage's bottlenecks loses to a
-longer stage; ties go to the container met first in ``named_modules`` order, the shallowest). Or given: the
-qualified name of such a container, or a list of submodules.
+modules of a single class (a HuggingFace model's decoder layers; ties go to the container met first in
+``named_modules`` order). Only that one: the other containers of same-class modules (a ResNet's other stages,
+an encoder-decoder's decoder) are listed in ``Blocks.skipped`` and the plan says they were left out — pass
+``blocks=`` a list of modules to plan them together. Or given: the qualified name of a container, or a list
+of submodules.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Blocks:
     name: str
     names: tuple[str, ...]
     modules: tuple[nn.Module, ...]
+    skipped: tuple[str, ...] = ()    # other containers of ≥ 2 same-class modules found, not chosen: "name (n)"
 
     def __len__(self) -> int:
         return len(self.modules)
@@ -64,15 +67,19 @@ def find_blocks(model: nn.Module, blocks: str | Sequence[nn.Module] | None = Non
 
 def _longest(model: nn.Module) -> Blocks:
     best: tuple[int, str, nn.Module] | None = None
+    candidates = []
     for name, module in model.named_modules():
         if not isinstance(module, (nn.ModuleList, nn.Sequential)) or len(module) == 0:
             continue
-        kinds = {type(m) for m in module}
-        if len(kinds) == 1 and (best is None or len(module) > best[0]):
-            best = (len(module), name, module)
+        if len({type(m) for m in module}) == 1:
+            candidates.append((len(module), name))
+            if best is None or len(module) > best[0]:
+                best = (len(module), name, module)
     if best is None:
         raise UsageError("blocks", f"{type(model).__name__} has no nn.ModuleList / nn.Sequential of modules of "
                                    "one class; pass blocks= (a container's name or a list of modules)")
     _, name, container = best
     prefix = f"{name}." if name else ""
-    return Blocks(name, tuple(f"{prefix}{i}" for i in range(len(container))), tuple(container))
+    inside = lambda other: other.startswith(prefix) or name.startswith(f"{other}.")   # nested in or around it
+    skipped = tuple(f"{other} ({n})" for n, other in candidates if n >= 2 and other != name and not inside(other))
+    return Blocks(name, tuple(f"{prefix}{i}" for i in range(len(container))), tuple(container), skipped)

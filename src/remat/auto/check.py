@@ -53,14 +53,18 @@ def check_small(source, layers: int = 4, seq: int = 128, micro_batch: int = 1, f
     config = source if hasattr(source, "to_dict") else config_of(source)
     config.dtype = "float32"
     config.vocab_size = min(config.vocab_size, vocab)   # the embedding and head would dominate a small peak
-    torch.manual_seed(seed)
-    built = build(config, "cpu", layers=layers, seq=seq, micro_batch=micro_batch)
-    model, kwargs = built.model, built.kwargs
-    first = auto.plan(model, (), kwargs, budget=2**62, gpu=gpu, choices=CHOICES, optimizer_state_bytes=0)
+    fake = build(config, "fake", layers=layers, seq=seq, micro_batch=micro_batch)   # planned without memory
+    with fake.mode:
+        first = auto.plan(fake.model, (), fake.kwargs, budget=2**62, gpu=gpu, choices=CHOICES,
+                          optimizer_state_bytes=0)
     n = len(first.policies)
     low = plan_from_policies(first.problem, ["full"] * n).peak_bytes
     high = plan_from_policies(first.problem, ["none"] * n).peak_bytes
+    _check_room(high + first.costs.trainable_bytes)      # the none step + the reference gradients' copy
     budget = int(low + fraction * (high - low))
+    torch.manual_seed(seed)
+    built = build(config, "cpu", layers=layers, seq=seq, micro_batch=micro_batch)
+    model, kwargs = built.model, built.kwargs
     result = solve_blocks(dataclasses.replace(first.problem, budget_bytes=budget), auto.find_blocks(model),
                           first.costs)
     setups = {"none": ("none",) * n, "plan": result.policies, "hf-full": None, "auto-full": ("full",) * n}
@@ -96,6 +100,21 @@ def _times(model, kwargs, setups: dict, seed: int, repeats: int) -> dict:
                          setup=lambda name: _configure(model, name, setups[name]))
     model.zero_grad(set_to_none=True)
     return {name: t.median_s for name, t in timings.items()}
+
+
+def _check_room(need: int) -> None:
+    """UsageError("--check-seq") when the instance would need more than half the memory this machine has
+    available (/proc/meminfo MemAvailable; no check where that file is missing)."""
+    from remat.errors import UsageError
+    from remat.units import format_bytes
+    try:
+        info = dict(line.split(":", 1) for line in open("/proc/meminfo", encoding="ascii"))
+        available = int(info["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return
+    if need > available // 2:
+        raise UsageError("--check-seq", f"the check instance needs about {format_bytes(need)} and this machine has "
+                                        f"{format_bytes(available)} available: lower --check-layers or --check-seq")
 
 
 def _configure(model, name: str, policies) -> None:

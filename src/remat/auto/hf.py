@@ -96,8 +96,10 @@ def read_config(source: str | Path):
     model_type = raw.pop("model_type")
     try:
         config = AutoConfig.for_model(model_type, **raw)
-    except (ValueError, KeyError) as exc:
-        raise UsageError("model_type", f"transformers does not know {model_type!r} ({exc})") from None
+    except (ValueError, KeyError):
+        import transformers
+        raise UsageError("model_type", f"transformers {transformers.__version__} does not know {model_type!r}") \
+            from None
     config.name_or_path = str(raw.get("_name_or_path") or (path.parent.name if path.name == "config.json"
                                                            else path.stem))
     return config
@@ -171,7 +173,12 @@ def build(source, device: str = "fake", layers: int | None = None, seq: int | No
         from torch._subclasses.fake_tensor import FakeTensorMode
         mode = FakeTensorMode(allow_non_fake_inputs=True)
     with mode:
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+        try:
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+        except ValueError:
+            raise UsageError("model_type", f"{config.model_type!r} has no causal-LM class in transformers (an "
+                                           "encoder or encoder-decoder): build the model yourself and call "
+                                           "remat.auto.plan(model, example_args, example_kwargs, blocks=...)") from None
         model.train()
         ids = torch.randint(0, config.vocab_size, (b, s))
     return Built(model, {"input_ids": ids, "labels": ids}, config, str(getattr(config, "name_or_path", source)),

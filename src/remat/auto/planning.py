@@ -29,7 +29,7 @@ from remat.auto.blocks import Blocks
 from remat.auto.measure import ModelCosts
 from remat.errors import InfeasibleError
 from remat.planner.problem import POLICIES, Layer, Option, Plan, Problem, plan_from_policies
-from remat.units import GiB, format_bytes
+from remat.units import format_bytes
 
 COST_SOURCE = "measured per block under fake tensors (remat.auto)"
 BASELINES = {"no recompute": "none", "every block full (HF gradient_checkpointing_enable)": "full",
@@ -52,6 +52,7 @@ class AutoPlan:
     problem: Problem
     costs: ModelCosts
     baselines: dict = field(default_factory=dict)
+    skipped: tuple = ()       # other containers of same-class modules, left out ("decoder.block (3)")
 
     @property
     def predicted_peak_bytes(self) -> int:
@@ -76,7 +77,7 @@ class AutoPlan:
 
 
 def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimizer_state_bytes: int | None = None,
-                  host_limit_bytes: int | None = None, meta: dict | None = None) -> Problem:
+                  host_limit_bytes: int | None = None, meta: dict | None = None, reserve_bytes: int = 0) -> Problem:
     """The planner's problem of a measured model (module docstring); bytes are ints. ``optimizer_state_bytes``
     None = 2 × the trainable parameters' bytes (Adam)."""
     grads = [b.grad_bytes for b in costs.blocks]
@@ -94,8 +95,12 @@ def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimi
                                   offload_bytes=c.offload_bytes))
         layers.append(Layer(i, tuple(options), block.name))
     optimizer = 2 * costs.trainable_bytes if optimizer_state_bytes is None else optimizer_state_bytes
-    fixed = {"parameters and buffers": costs.params_bytes, "optimizer state": optimizer,
+    fixed = {"parameters and buffers": costs.params_bytes,
+             f"optimizer state ({'Adam m, v in ' + costs.dtype if optimizer_state_bytes is None else 'given'})":
+                 optimizer,
              "held outside the blocks (measured)": max(0, costs.held_bytes)}
+    if reserve_bytes:
+        fixed["workspace reserve"] = reserve_bytes
     return Problem(tuple(layers), fixed, budget_bytes, host_limit_bytes, fixed_time_s=costs.outside_time_s,
                    transient_floor_bytes=costs.floor_bytes, prefix=True,
                    meta={"cost_source": COST_SOURCE, "memory_model": "prefix", "dtype": costs.dtype,
@@ -115,7 +120,7 @@ def solve_blocks(problem: Problem, blocks: Blocks, costs: ModelCosts) -> AutoPla
             from None
     baselines = {name: plan_from_policies(problem, [p] * len(problem.layers)) if p in offered else None
                  for name, p in BASELINES.items()}
-    return AutoPlan(best.policies, blocks.names, blocks.name, best, problem, costs, baselines)
+    return AutoPlan(best.policies, blocks.names, blocks.name, best, problem, costs, baselines, blocks.skipped)
 
 
 def block_rows(result: AutoPlan) -> list[dict]:
@@ -145,11 +150,14 @@ def to_text(result: AutoPlan) -> str:
         extra = "—" if run[0]["extra_s"] is None else f"{run[0]['extra_s'] * 1e3:+.3f} ms"
         lines.append(f"{span:<24} {key[0]:<10} {format_bytes(key[1]):>15} {extra:>21}")
     fits = "fits" if plan.feasible else "does NOT fit"
-    lines += ["", f"predicted peak {format_bytes(plan.peak_bytes)} ({plan.peak_bytes / GiB:.3f} GiB) {fits} the "
+    lines += ["", f"predicted peak {format_bytes(plan.peak_bytes)} ({plan.peak_bytes} bytes) {fits} the "
                   f"budget {format_bytes(problem.budget_bytes)}; predicted step time {plan.step_time_s * 1e3:.2f} ms "
                   f"({problem.meta.get('time_source', 'roofline model')})"]
     for name, base in result.baselines.items():
         if base is not None:
             lines.append(f"  {name}: peak {format_bytes(base.peak_bytes)}, step {base.step_time_s * 1e3:.2f} ms"
                          f"{'' if base.feasible else ' (over budget)'}")
+    if result.skipped:
+        lines.append(f"not planned (other block containers; pass blocks= a list to plan them too): "
+                     f"{', '.join(result.skipped)}")
     return "\n".join(lines)

@@ -12,7 +12,7 @@ def add_explain(sub):
                                 "checkpointing kept vs a plain block, the recompute FLOPs, and the known traps",
                 ["remat explain --model llama3-8b --checkpointing hf --seq 4096",
                  "remat explain --model path/to/config.json --checkpointing hf-reentrant --device fake --json",
-                 "remat explain --model tiny-llama --checkpointing full,full,none,none --device cpu"],
+                 "remat explain --model llama-tiny --checkpointing full,none --device cpu"],
                 "traps named: no-saving, last-segment, reentrant-no-grad, per-child, caller-keeps "
                 "(remat.auto.diagnose). A config.json or model folder needs transformers (pip install -e '.[hf]')")
     p.add_argument("--model", required=True, help=model_help())

@@ -37,8 +37,10 @@ def add_plan(sub):
     p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0,
                    help="ZeRO stage sharding model state over --dp (needs --dp > 1): 1 optimizer, 2 +gradients, "
                         "3 +weights")
-    p.add_argument("--weight-bytes", type=nonnegative_int, default=2, help="bytes per parameter (default 2)")
-    p.add_argument("--grad-bytes", type=nonnegative_int, default=4, help="bytes per gradient (default 4)")
+    p.add_argument("--weight-bytes", type=nonnegative_int,
+                   help="bytes per parameter (default 2; with --hf measured from the model's dtype)")
+    p.add_argument("--grad-bytes", type=nonnegative_int,
+                   help="bytes per gradient (default 4; with --hf measured: the parameters' dtype)")
     p.add_argument("--optimizer-bytes", type=nonnegative_int,
                    help="optimizer bytes per parameter (default 12: fp32 master + Adam m, v; with a transformers "
                         "model (--hf) Adam's m, v in the parameters' dtype)")
@@ -141,7 +143,11 @@ def _use_hf(args) -> bool:
 
 
 _HF_UNSUPPORTED = {"tp": "--tp", "sp": "--sp", "pp": "--pp", "interleave": "--interleave", "zero": "--zero",
-                   "global_batch": "--global-batch", "calibrate": "--calibrate"}
+                   "global_batch": "--global-batch", "calibrate": "--calibrate", "weight_bytes": "--weight-bytes",
+                   "grad_bytes": "--grad-bytes", "peak_tflops": "--peak-tflops", "achievable": "--achievable",
+                   "link_gbps": "--link-gbps", "link_t0_us": "--link-t0-us",
+                   "gpus_per_host_link": "--gpus-per-host-link"}
+"""Flags the transformers path (remat.auto: t = p = 1, measured bytes, the GPU preset's rates) cannot honour."""
 
 
 def _hf_plan_text(args) -> str:
@@ -152,27 +158,40 @@ def _hf_plan_text(args) -> str:
     from remat.errors import UsageError
     from remat.planner import render
     from remat.units import parse_bytes
+    from remat.planner.problem import POLICIES
     for name, flag in _HF_UNSUPPORTED.items():
         value = getattr(args, name)
-        if value not in (None, False, 0, 1) or (name == "sp" and value) or (name == "calibrate" and value):
-            raise UsageError(flag, f"not available with a transformers model (remat.auto plans t = p = 1 on one "
-                                   f"GPU); drop {flag}")
+        if value not in (None, False, 0, 1) or (name in ("sp", "calibrate", "weight_bytes", "grad_bytes")
+                                                 and value not in (None, False)):
+            raise UsageError(flag, "not available with a transformers model (remat.auto plans t = p = 1 on one "
+                                   f"GPU, measures the bytes, prices time at the --gpu preset); drop {flag}")
+    choices = tuple(x.strip() for x in args.policies.split(","))
+    unknown = [c for c in choices if c not in POLICIES]
+    if unknown:
+        raise UsageError("--policies", f"unknown policy {unknown[0]!r} (known: {', '.join(POLICIES)})")
+    budget = None if args.memory is None else parse_bytes(args.memory, "--memory")
+    reserve = parse_bytes(args.reserve, "--reserve")
     built = build(args.model, "fake", layers=args.layers, seq=args.seq, micro_batch=args.micro_batch)
     with built.mode:
         params = sum(p.numel() for p in built.model.parameters())
-        result = auto.plan(built.model, (), built.kwargs,
-                           budget=None if args.memory is None else parse_bytes(args.memory, "--memory"),
-                           gpu=args.gpu, choices=tuple(x.strip() for x in args.policies.split(",")),
-                           optimizer_state_bytes=None if args.optimizer_bytes is None else args.optimizer_bytes * params,
+        optimizer = None if args.optimizer_bytes is None else args.optimizer_bytes * params
+        result = auto.plan(built.model, (), built.kwargs, budget=budget, gpu=args.gpu, choices=choices,
+                           optimizer_state_bytes=optimizer, reserve=reserve,
                            host_memory=None if args.host_memory is None else
                            parse_bytes(args.host_memory, "--host-memory"))
     meta = result.problem.meta
+    extra = "".join(f", {k}={v}" for k, v in (("optimizer_state_bytes", optimizer), ("reserve", reserve))
+                    if v not in (None, 0))
     meta.update(model=built.source, s=built.seq, b=built.micro_batch, L=len(result.policies),
                 s_from="--seq" if args.seq else "the config's context length; set --seq to your training length",
                 b_from="--micro-batch" if args.micro_batch else "default; set --micro-batch",
-                transformers_class=type(built.model).__name__)
+                transformers_class=type(built.model).__name__,
+                auto_call=[f"# batch: input_ids and labels, int64 [b, s] = [{built.micro_batch}, {built.seq}]",
+                           f"result = auto.plan(model, (), batch, budget={result.problem.budget_bytes}, "
+                           f'gpu="{args.gpu}"{extra})  # budget in bytes'])
     baselines = {name: {"peak_bytes": b.peak_bytes, "step_time_s": b.step_time_s, "feasible": b.feasible}
                  for name, b in result.baselines.items() if b is not None}
+    _warn_budget_above_gpu(args, parse_bytes)
     if args.format == "json":
         return json.dumps(render.to_json(result.problem, result.plan, baselines), indent=2, default=str)
     return render.to_markdown(result.problem, result.plan, baselines)
@@ -222,7 +241,8 @@ def _plan_text(args, cfg, gpu_overrides, plan_model, parse_bytes) -> str:
         memory=None if args.memory is None else parse_bytes(args.memory, "--memory"),
         host_memory=None if args.host_memory is None else parse_bytes(args.host_memory, "--host-memory"),
         reserve=parse_bytes(args.reserve, "--reserve"), sp=args.sp, dp=args.dp, zero=args.zero,
-        weight_bytes=args.weight_bytes, grad_bytes=args.grad_bytes,
+        weight_bytes=2 if args.weight_bytes is None else args.weight_bytes,
+        grad_bytes=4 if args.grad_bytes is None else args.grad_bytes,
         optimizer_bytes=12 if args.optimizer_bytes is None else args.optimizer_bytes,
         policies=tuple(x.strip() for x in args.policies.split(",")), calibrate=args.calibrate,
         baselines=not args.no_baselines, sac_time_limit_s=args.sac_time_limit, fmt=args.format,

@@ -165,8 +165,8 @@ def how_to_apply(problem: Problem, plan: Plan) -> dict:
 
     Keys: layers (how many layers the plan covers: this GPU's, the first pipeline stage's), policies (one per
     layer), python_list (``python_list``), auto (the remat.auto calls: plan-and-apply, and apply of this
-    plan's list), runtime_spec and runtime (``remat.policies.apply_plan`` with ``runtime_spec``), megatron
-    {flags (list or None), command (flags joined, "" for none), why_not (None or a sentence), scope (what the
+    plan's list), runtime_spec and runtime (``remat.policies.apply_plan`` with ``runtime_spec``; None for a
+    plan remat.auto measured, whose selective is op-level), megatron {flags (list or None), command (flags joined, "" for none), why_not (None or a sentence), scope (what the
     flags count), source}, notes (caveats a user must know, a list of sentences).
     Sources: remat.auto.apply (an AutoPlan or one policy name per block), remat.policies.parse_plan,
     remat.planner.megatron (Megatron-LM TransformerConfig recompute_* and cpu_offloading_num_layers).
@@ -176,7 +176,8 @@ def how_to_apply(problem: Problem, plan: Plan) -> dict:
     pp, m = int(meta.get("p", 1) or 1), int(meta.get("m", 1) or 1)
     flags = megatron.megatron_flags(policies, pp)
     why_not = megatron.why_not(policies, pp)
-    if "selective" in policies and meta.get("selective") == "op-level":
+    op_level = meta.get("selective") == "op-level"     # measured by remat.auto: torch SAC, not core attention
+    if "selective" in policies and op_level:
         flags, why_not = None, ("this plan's selective is op-level (torch selective checkpointing), which "
                                 "Megatron-LM has no flag for: its selective recomputes core attention")
     spec = runtime_spec(policies)
@@ -205,11 +206,12 @@ def how_to_apply(problem: Problem, plan: Plan) -> dict:
         "policies": policies,
         "python_list": python_list(policies),
         "auto": ["from remat import auto",
-                 f"result = auto.plan(model, example_args, {budget}, {gpu})  # budget in bytes",
+                 *meta.get("auto_call", [f"result = auto.plan(model, example_args, {budget}, {gpu})  # budget in "
+                                         "bytes"]),
                  "auto.apply(model, result)",
                  f"auto.apply(model, {python_list(policies)})  # or this plan, one policy per block"],
-        "runtime_spec": spec,
-        "runtime": f'remat.policies.apply_plan(model, "{spec}")',
+        "runtime_spec": None if op_level else spec,
+        "runtime": None if op_level else f'remat.policies.apply_plan(model, "{spec}")',
         "megatron": {"flags": flags, "command": " ".join(flags) if flags is not None else None,
                      "why_not": why_not, "scope": scope,
                      "source": megatron.OFFLOAD_SOURCE if "offload" in policies else megatron.RECOMPUTE_SOURCE},
@@ -221,9 +223,11 @@ def _apply_lines(apply: dict) -> list[str]:
     """Markdown of ``how_to_apply``: code blocks for remat.auto, remat.policies and the Megatron-LM flags."""
     mega = apply["megatron"]
     lines = ["PyTorch / HuggingFace (remat.auto plans and applies on the live model; or apply this plan, one "
-             "policy per block):", "", "```python", *apply["auto"], "```", "",
-             "remat's own models (``model.layers``):", "", "```python", "import remat.policies",
-             apply["runtime"], "```", "", "Megatron-LM:", ""]
+             "policy per block):", "", "```python", *apply["auto"], "```", ""]
+    if apply["runtime"] is not None:
+        lines += ["remat's own models (``model.layers``):", "", "```python", "import remat.policies",
+                  apply["runtime"], "```", ""]
+    lines += ["Megatron-LM:", ""]
     if mega["flags"] is None:
         lines.append(f"Not expressible as Megatron-LM flags: {mega['why_not']}.")
     elif not mega["flags"]:
