@@ -398,6 +398,14 @@ class _Step:
             if s in excess:
                 key = name.split("[")[0] or "output"
                 by_field[key] = by_field.get(key, 0) + excess.pop(s)
+        pool = getattr(getattr(getattr(self.model, "remat_offload", None), "hooks", None), "pool", None)
+        if pool is not None and excess and not pool.pin:      # a CPU stand-in: the "host" is this memory
+            host = min(pool.live_bytes, sum(excess.values()))
+            accounted["offload host buffers (simulated: host memcpy)"] = host
+            for s in sorted(excess, key=excess.get, reverse=True):
+                if host <= 0:
+                    break
+                host -= excess.pop(s)
         if excess:
             by_field["elsewhere (hooks, globals, closures)"] = sum(excess.values())
         return {"live_bytes": sum(live.values()), "accounted": accounted, "excess": by_field,
