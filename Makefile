@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: all test pipeline clean
+.PHONY: all test pipeline clean gpu gpu-smoke
 
 all: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores all
@@ -19,6 +19,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,hf]'
 	touch $@
+
+# The GPU half in one command (remat.gpu_run): on a GPU node with Python, torch (CUDA), numpy, pandas, scipy,
+# matplotlib — no install, no Snakemake. QUICK=1: the 2-minute subset. gpu-smoke: the same path on this CPU.
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+gpu:
+	PYTHONPATH="$(CURDIR)/src" $(GPU_PYTHON) -m remat.gpu_run $(if $(QUICK),--quick)
+
+gpu-smoke:
+	PYTHONPATH="$(CURDIR)/src" $(GPU_PYTHON) -m remat.gpu_run --smoke
 
 clean:
 	rm -rf results figures/*.png figures/*.svg reports/*.html .snakemake/metadata

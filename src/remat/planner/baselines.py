@@ -191,7 +191,10 @@ def sac_milp_baseline(problem: Problem, time_limit_s: float = SAC_TIME_LIMIT_S) 
     """
     if any(layer.option("none") is None or layer.option("full") is None for layer in problem.layers):
         return _entry(None, problem, note="needs none and full options on every layer")
-    from torch.distributed._tools import sac_ilp
+    try:
+        from torch.distributed._tools import sac_ilp
+    except ImportError as exc:    # torch's module needs PuLP (absent on a bare GPU node): no entry, a reason
+        return _entry(None, problem, note=f"not run: {exc}")
 
     graph, r_sel = sac_graph(problem)
     logger = logging.getLogger(sac_ilp.__name__)
