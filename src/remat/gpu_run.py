@@ -19,7 +19,9 @@ never an overrun, never a half-written table (``remat experiment`` writes atomic
                   both directions, the t0 + bytes/BW fit): ``offload-bandwidth``.
 2. ``tests``    — ``pytest -m gpu`` (skipped with a reason where pytest is missing).
 3. ``table4``   — Korthikanti Table 4's 22B layer on one GPU (t = 1): forward and backward ms per policy,
-                  median and IQR, and the CUDA peak per policy: ``sweep-layer-timing``.
+                  median and IQR, and the CUDA peak per policy: ``sweep-layer-timing``; the time model's
+                  constants measured (bf16 matmul FLOP/s, device-memory bandwidth) and its predictions beside
+                  measured layer times: ``sweep-time-model``.
 4. ``sweeps``   — segments, depth, s and h around s* (``sweep-segments``, ``sweep-depth``,
                   ``sweep-seq-hidden``): an out-of-memory point is a row with status oom.
 5. ``offload``  — offload steps on the real link and the break-even points: ``offload-steps``,
@@ -27,7 +29,7 @@ never an overrun, never a half-written table (``remat experiment`` writes atomic
 6. ``planner``  — applied plans at real budgets, measured peak and step time vs predicted: ``planner-validate``.
 
 Tables land where the pipeline reads them (``results/sweeps/<sweep>/cuda.csv``, ``results/offload/cuda/…``,
-``results/planner/validate.csv``), and a copy with ``provenance.json`` and ``steps.csv`` (what ran, seconds, what
+``results/planner/validate/cuda.csv``), and a copy with ``provenance.json`` and ``steps.csv`` (what ran, seconds, what
 was skipped and why) under ``results-reference/gpu/<gpu>-<date>/`` to commit. ``--smoke`` runs every step on
 the CPU at tiny sizes into a temporary folder (≤ 60 s; a test runs it). Without a CUDA device (and without
 ``--smoke``): one line, exit 2, nothing written.
@@ -64,13 +66,14 @@ class Step:
 STEPS = (
     Step("facts", 40, 15, (("offload-bandwidth", ("offload", "bandwidth"), "offload/{device}/bandwidth.csv"),)),
     Step("tests", 60, 20, ()),
-    Step("table4", 60, 25, (("sweep-layer-timing", ("sweeps", "layer-timing"), "sweeps/layer-timing/{device}.csv"),)),
-    Step("sweeps", 150, 25, (("sweep-segments", ("sweeps", "segments"), "sweeps/segments/{device}.csv"),
+    Step("table4", 90, 25, (("sweep-layer-timing", ("sweeps", "layer-timing"), "sweeps/layer-timing/{device}.csv"),
+                            ("sweep-time-model", ("sweeps", "time-model"), "sweeps/time-model/{device}.csv"))),
+    Step("sweeps", 120, 25, (("sweep-segments", ("sweeps", "segments"), "sweeps/segments/{device}.csv"),
                              ("sweep-depth", ("sweeps", "depth"), "sweeps/depth/{device}.csv"),
                              ("sweep-seq-hidden", ("sweeps", "seq-hidden"), "sweeps/seq-hidden/{device}.csv"))),
     Step("offload", 90, 20, (("offload-steps", ("offload", "steps"), "offload/{device}/steps.csv"),
                              ("offload-breakeven", ("offload", "breakeven"), "offload/{device}/breakeven.csv"))),
-    Step("planner", 60, 15, (("planner-validate", ("planner", "validate"), "planner/validate.csv"),)),
+    Step("planner", 60, 15, (("planner-validate", ("planner", "validate"), "planner/validate/{device}.csv"),)),
 )
 """The steps and their budgets: 460 s in all (≤ 8 min), 120 s with --quick."""
 
@@ -78,6 +81,7 @@ QUICK = {  # --quick: fewer points of the same experiments
     ("sweeps", "segments"): {"layers": 8, "repeats": 5},
     ("sweeps", "depth"): {"depths": [1, 2, 4, 8]},
     ("sweeps", "seq-hidden"): {"seqs": [512, 1024, 2048], "hiddens": [4096, 8192]},
+    ("sweeps", "time-model"): {"hiddens": [6144], "rounds": 2},
     ("offload", "steps"): {"seqs": [1024], "hiddens": [1024]},
 }
 
@@ -85,6 +89,8 @@ SMOKE = {  # --smoke: the pipeline test's tiny sizes (tests/test_pipeline.py TIN
     ("offload", "bandwidth"): {"max_size": "1MiB", "repeats": 3},
     ("sweeps", "layer-timing"): {"model": "gpt-tiny", "hidden": 64, "heads": 4, "seq": 32, "rounds": 1,
                                  "warmup": 1, "repeats": 5, "dtype": "float32", "max_bytes": None},
+    ("sweeps", "time-model"): {"model": "gpt-tiny", "hiddens": [64], "heads": 4, "seq": 32, "rounds": 1,
+                               "dtype": "float32", "max_bytes": None},
     ("sweeps", "segments"): {"model": "gpt-tiny", "layers": 4, "timing": False, "hidden": 64, "dtype": "float32"},
     ("sweeps", "depth"): {"model": "gpt-tiny", "depths": [2, 4], "hidden": 64, "dtype": "float32"},
     ("sweeps", "seq-hidden"): {"model": "gpt-tiny", "seqs": [32, 64], "hiddens": [32, 64], "hiddens_seq": 32,

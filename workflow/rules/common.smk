@@ -40,10 +40,18 @@ def chen_speed_tables():
     return sorted(tables)
 
 
+def validate_tables():
+    """This device's planner-validate table plus any other device's on disk (e.g. copied from a GPU node), the
+    GPU's first: the planner figures and report show it when it exists (remat.experiments.planner_summary)."""
+    tables = {f"results/planner/validate/{config['device']}.csv"}
+    tables.update(str(p) for p in Path("results/planner/validate").glob("*.csv"))
+    return sorted(tables, key=lambda t: (Path(t).stem != "cuda", t))
+
+
 def all_targets():
     """Every configured report, the index page, and this device's measured tables (the default target): naming the
     tables makes a GPU config run its sweeps even where CPU reports already exist."""
     device_tables = expand("results/sweeps/{sweep}/{device}.csv", sweep=SWEEPS, device=config["device"])
     device_tables += expand("results/offload/{device}/breakeven.csv", device=config["device"])
-    device_tables += [f"results/chen/speed/{config['device']}.csv"]
+    device_tables += [f"results/chen/speed/{config['device']}.csv", f"results/planner/validate/{config['device']}.csv"]
     return expand("reports/{name}.html", name=config["reports"]) + ["reports/index.html"] + device_tables

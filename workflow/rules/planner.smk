@@ -1,6 +1,6 @@
 # Planner: exact per-layer policies (none / selective / full / offload) for the paper's models on 80 GB GPUs,
 # the Pareto frontier against the baselines (incl. torch's sac_milp), and plans applied to tiny models on
-# config.device and measured.
+# config.device and measured: one table per device (results/planner/validate/<device>.csv).
 
 
 rule planner_plans:
@@ -20,15 +20,17 @@ rule planner_plans:
 
 rule planner_validate:
     output:
-        "results/planner/validate.csv",
+        "results/planner/validate/{device}.csv",
+    wildcard_constraints:
+        device=config["device"],  # another device's table is an input only (like the sweeps)
     params:
-        p=params_json("planner", "validate", device=config["device"]),
+        p=lambda wc: params_json("planner", "validate", device=wc.device),
     threads: 1
     resources:
-        gpu=int(config["device"] == "cuda"),
+        gpu=lambda wc: int(wc.device == "cuda"),
         timing=1,
     log:
-        "logs/planner/validate.log",
+        "logs/planner/validate/{device}.log",
     conda:
         TORCH_ENV
     shell:
@@ -37,7 +39,7 @@ rule planner_validate:
 
 rule planner_figure:
     input:
-        lambda wc: "results/planner/frontier.csv" if wc.name == "frontier" else "results/planner/validate.csv",
+        lambda wc: ["results/planner/frontier.csv"] if wc.name == "frontier" else validate_tables(),
     output:
         png="figures/planner_{name}.png",
         svg="figures/planner_{name}.svg",

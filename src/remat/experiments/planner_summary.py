@@ -11,6 +11,8 @@ Bytes are shown in GiB (2^30) or MiB (2^20) as the column names say; times in se
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -19,6 +21,20 @@ from remat.units import GiB, MiB, format_bytes
 
 TIE = 1e-12
 """Relative margin below which a baseline's time counts as equal to the plan's (float round-off)."""
+
+
+def validate_path(folder: str | Path = "results/planner/validate") -> Path:
+    """The planner-validate table the report shows: the GPU's (``cuda.csv``) when one was measured, else this
+    machine's (``cpu.csv``), else the first device's there. One table per device (the pipeline's rule and
+    ``make gpu`` write <device>.csv; none overwrites another)."""
+    folder = Path(folder)
+    for name in ("cuda.csv", "cpu.csv"):
+        if (folder / name).exists():
+            return folder / name
+    found = sorted(folder.glob("*.csv"))
+    if not found:
+        raise FileNotFoundError(f"no planner-validate table in {folder}")
+    return found[0]
 
 
 def _feasible(frame: pd.DataFrame) -> pd.Series:

@@ -1,8 +1,8 @@
 """Figures of the planner experiments (tables in, one figure out; nothing is measured here).
 
     remat figure planner-frontier   --inputs results/planner/frontier.csv --out figures/planner_frontier.png
-    remat figure planner-measured   --inputs results/planner/validate.csv --out figures/planner_measured.png
-    remat figure planner-peak       --inputs results/planner/validate.csv --out figures/planner_peak.png
+    remat figure planner-measured   --inputs results/planner/validate/cpu.csv --out figures/planner_measured.png
+    remat figure planner-peak       --inputs results/planner/validate/cpu.csv --out figures/planner_peak.png
 """
 
 from __future__ import annotations
