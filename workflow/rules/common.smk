@@ -26,18 +26,31 @@ SWEEPS = ["segments", "depth", "seq-hidden", "layer-timing", "time-model"]
 OFFLOAD_DEVICE = config["offload"].get("report_device") or config["device"]
 
 
+def reference_gpu_table(rel):
+    """[the newest committed reference GPU run's table at ``rel``] when this run makes or has no GPU table
+    there, else []: the figures then draw the GPU rows the reports show (remat.report.reference picks the same
+    run: the folder with the latest -YYYY-MM-DD suffix)."""
+    if config["device"] == "cuda" or Path("results", rel).exists():
+        return []
+    runs = sorted((p for p in Path("results-reference/gpu").glob("*") if p.is_dir()),
+                  key=lambda p: (p.name[-10:], p.name))
+    return [str(runs[-1] / rel)] if runs and (runs[-1] / rel).exists() else []
+
+
 def sweep_tables(sweep):
-    """This device's table of ``sweep`` plus any other device's already on disk (e.g. copied from a GPU node)."""
+    """This device's table of ``sweep`` plus any other device's already on disk (e.g. copied from a GPU node),
+    or the reference GPU run's."""
     tables = {f"results/sweeps/{sweep}/{config['device']}.csv"}
     tables.update(str(p) for p in Path("results/sweeps", sweep).glob("*.csv"))
-    return sorted(tables)
+    return sorted(tables) + reference_gpu_table(f"sweeps/{sweep}/cuda.csv")
 
 
 def chen_speed_tables():
-    """This device's chen-speed table plus any other device's already on disk (e.g. from a GPU node)."""
+    """This device's chen-speed table plus any other device's already on disk (e.g. from a GPU node), or the
+    reference GPU run's."""
     tables = {f"results/chen/speed/{config['device']}.csv"}
     tables.update(str(p) for p in Path("results/chen/speed").glob("*.csv"))
-    return sorted(tables)
+    return sorted(tables) + reference_gpu_table("chen/speed/cuda.csv")
 
 
 def validate_tables():
@@ -45,6 +58,7 @@ def validate_tables():
     GPU's first: the planner figures and report show it when it exists (remat.experiments.planner_summary)."""
     tables = {f"results/planner/validate/{config['device']}.csv"}
     tables.update(str(p) for p in Path("results/planner/validate").glob("*.csv"))
+    tables.update(reference_gpu_table("planner/validate/cuda.csv"))
     return sorted(tables, key=lambda t: (Path(t).stem != "cuda", t))
 
 

@@ -24,13 +24,17 @@ TIE = 1e-12
 
 
 def validate_path(folder: str | Path = "results/planner/validate") -> Path:
-    """The planner-validate table the report shows: the GPU's (``cuda.csv``) when one was measured, else this
-    machine's (``cpu.csv``), else the first device's there. One table per device (the pipeline's rule and
+    """The planner-validate table the report shows: the GPU's (``cuda.csv``) when one was measured — by this
+    run, else by the committed reference GPU run (remat.report.reference) —, else this machine's
+    (``cpu.csv``), else the first device's there. One table per device (the pipeline's rule and
     ``make gpu`` write <device>.csv; none overwrites another)."""
+    from remat.report.reference import gpu_table
     folder = Path(folder)
-    for name in ("cuda.csv", "cpu.csv"):
-        if (folder / name).exists():
-            return folder / name
+    gpu = gpu_table(f"{folder.parent.name}/{folder.name}/cuda.csv", results=folder.parent.parent)
+    if gpu is not None:
+        return gpu
+    if (folder / "cpu.csv").exists():
+        return folder / "cpu.csv"
     found = sorted(folder.glob("*.csv"))
     if not found:
         raise FileNotFoundError(f"no planner-validate table in {folder}")
