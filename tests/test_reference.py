@@ -47,7 +47,8 @@ def test_labels_and_notes(tmp_path):
     assert "NVIDIA H200" in text and "2026-12-01" in text and "0123456789ab" in text
     assert "committed reference run" in reference.note([path], root=ref)
     missing = reference.note([None], root=ref)
-    assert "No GPU results yet" in missing and "make gpu" in missing
+    assert "No GPU results yet" in missing and "make gpu" in missing and "has none" in missing
+    assert "holds no reference run yet" in reference.note([None], root=tmp_path / "empty")
     (results / "x").mkdir(parents=True)
     (results / "x" / "cuda.csv").write_text("device\ncuda\n")
     assert reference.note([results / "x" / "cuda.csv"], root=ref) == ""

@@ -75,6 +75,9 @@ def note(paths, what: str = "GPU measurements", root: str | Path = REFERENCE) ->
     if found:
         return (f"::: {{.callout-note title=\"GPU rows from the committed reference run\"}}\n{what} on this page "
                 f"come from {label(found[0], root)}: this run measured no GPU.\n:::\n")
+    run = latest(root)
+    where = (f"{Path(root).as_posix()}/ holds no reference run yet" if run is None else
+             f"the newest reference run ({run.as_posix()}) has none")
     return (f"::: {{.callout-note title=\"No GPU results yet\"}}\nThis page shows no {what}: this run had no GPU "
-            f"and {Path(root).as_posix()}/ holds no reference run yet. `make gpu` on a GPU node measures them "
-            "(README, On a GPU node) and the reports then show them here.\n:::\n")
+            f"and {where}. `make gpu` on a GPU node measures them (README, On a GPU node) and the reports then "
+            "show them here.\n:::\n")
