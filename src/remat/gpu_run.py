@@ -85,15 +85,16 @@ QUICK = {  # --quick: fewer points of the same experiments
     ("offload", "steps"): {"seqs": [1024], "hiddens": [1024]},
 }
 
-SMOKE = {  # --smoke: the pipeline test's tiny sizes (tests/test_pipeline.py TINY), on the CPU
+SMOKE = {  # --smoke: tiny sizes (smaller than tests/test_pipeline.py TINY), on the CPU: ≤ 60 s, most of it the
+          # experiments' process starts (torch's import)
     ("offload", "bandwidth"): {"max_size": "1MiB", "repeats": 3},
     ("sweeps", "layer-timing"): {"model": "gpt-tiny", "hidden": 64, "heads": 4, "seq": 32, "rounds": 1,
                                  "warmup": 1, "repeats": 5, "dtype": "float32", "max_bytes": None},
     ("sweeps", "time-model"): {"model": "gpt-tiny", "hiddens": [64], "heads": 4, "seq": 32, "rounds": 1,
                                "dtype": "float32", "max_bytes": None},
     ("sweeps", "segments"): {"model": "gpt-tiny", "layers": 4, "timing": False, "hidden": 64, "dtype": "float32"},
-    ("sweeps", "depth"): {"model": "gpt-tiny", "depths": [2, 4], "hidden": 64, "dtype": "float32"},
-    ("sweeps", "seq-hidden"): {"model": "gpt-tiny", "seqs": [32, 64], "hiddens": [32, 64], "hiddens_seq": 32,
+    ("sweeps", "depth"): {"model": "gpt-tiny", "depths": [2], "hidden": 64, "dtype": "float32"},
+    ("sweeps", "seq-hidden"): {"model": "gpt-tiny", "seqs": [32], "hiddens": [32, 64], "hiddens_seq": 32,
                                "dtype": "float32", "layers": 1},
     ("offload", "steps"): {"seqs": [32], "hiddens": [32], "layers": 2, "rounds": 1, "dtype": "float32"},
     ("offload", "breakeven"): {"gpus": ["a100-80gb"], "seqs": [1024], "hiddens": [4096]},
