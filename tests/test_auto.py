@@ -259,12 +259,13 @@ def test_cli_plans_a_model_type_only_transformers_knows(capsys, tmp_path):
     assert plan["settings"]["cost_source"].startswith("measured per block") and plan["apply"]["layers"] == 3
 
 
-def test_cli_hf_refuses_tensor_parallel(capsys, tmp_path):
+@pytest.mark.parametrize("flag", [["--tp", "2"], ["--dp", "2"], ["--weight-bytes", "4"], ["--sp"]])
+def test_cli_hf_refuses_flags_it_cannot_honour(capsys, tmp_path, flag):
     pytest.importorskip("transformers")
     out_file = tmp_path / "plan.md"
-    code, out, err = run(capsys, "plan", "--model", write(tmp_path, FAMILIES["llama"]), "--hf", "--tp", "2",
+    code, out, err = run(capsys, "plan", "--model", write(tmp_path, FAMILIES["llama"]), "--hf", *flag,
                          "--out", str(out_file))
-    assert code == 2 and "--tp" in err and len(err.strip().splitlines()) == 1 and not out_file.exists()
+    assert code == 2 and f"{flag[0]}:" in err and len(err.strip().splitlines()) == 1 and not out_file.exists()
 
 
 def test_cli_check_small_reports_predicted_and_measured(capsys, tmp_path):

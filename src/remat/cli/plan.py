@@ -142,12 +142,15 @@ def _use_hf(args) -> bool:
     return model_type not in SUPPORTED and isinstance(model_type, str) and available()
 
 
-_HF_UNSUPPORTED = {"tp": "--tp", "sp": "--sp", "pp": "--pp", "interleave": "--interleave", "zero": "--zero",
-                   "global_batch": "--global-batch", "calibrate": "--calibrate", "weight_bytes": "--weight-bytes",
-                   "grad_bytes": "--grad-bytes", "peak_tflops": "--peak-tflops", "achievable": "--achievable",
-                   "link_gbps": "--link-gbps", "link_t0_us": "--link-t0-us",
-                   "gpus_per_host_link": "--gpus-per-host-link"}
-"""Flags the transformers path (remat.auto: t = p = 1, measured bytes, the GPU preset's rates) cannot honour."""
+_HF_UNSUPPORTED = {"tp": ("--tp", (None, 1)), "sp": ("--sp", (False,)), "pp": ("--pp", (None, 1)),
+                   "interleave": ("--interleave", (None, 1)), "dp": ("--dp", (1,)), "zero": ("--zero", (0,)),
+                   "global_batch": ("--global-batch", (None,)), "calibrate": ("--calibrate", (False,)),
+                   "weight_bytes": ("--weight-bytes", (None,)), "grad_bytes": ("--grad-bytes", (None,)),
+                   "peak_tflops": ("--peak-tflops", (None,)), "achievable": ("--achievable", (None,)),
+                   "link_gbps": ("--link-gbps", (None,)), "link_t0_us": ("--link-t0-us", (None,)),
+                   "gpus_per_host_link": ("--gpus-per-host-link", (None,))}
+"""Flags the transformers path (remat.auto: t = p = 1, measured bytes, the GPU preset's rates) cannot honour:
+argument name -> (flag, the values that mean "not set")."""
 
 
 def _hf_plan_text(args) -> str:
@@ -159,10 +162,8 @@ def _hf_plan_text(args) -> str:
     from remat.planner import render
     from remat.units import parse_bytes
     from remat.planner.problem import POLICIES
-    for name, flag in _HF_UNSUPPORTED.items():
-        value = getattr(args, name)
-        if value not in (None, False, 0, 1) or (name in ("sp", "calibrate", "weight_bytes", "grad_bytes")
-                                                 and value not in (None, False)):
+    for name, (flag, unset) in _HF_UNSUPPORTED.items():
+        if not any(getattr(args, name) is v or getattr(args, name) == v for v in unset):
             raise UsageError(flag, "not available with a transformers model (remat.auto plans t = p = 1 on one "
                                    f"GPU, measures the bytes, prices time at the --gpu preset); drop {flag}")
     choices = tuple(x.strip() for x in args.policies.split(","))
