@@ -65,6 +65,8 @@ class LayerRunner:
     forward: Callable[[], object]
     combined: Callable[[], object]
     flops: StepFlops
+    peak_bytes: int = 0       # measured peak of the first combined step (remat.measure.peak.PeakMemory)
+    peak_method: str = ""
 
 
 def layer_runner(cfg: ModelConfig, mode: str, p: LayerTimingParams) -> LayerRunner:
@@ -86,8 +88,11 @@ def layer_runner(cfg: ModelConfig, mode: str, p: LayerTimingParams) -> LayerRunn
         x.grad = None
         model.run_layers(x).backward(grad)
 
-    combined()
-    return LayerRunner(forward, combined, count_step_flops(lambda: (model.run_layers(x) * grad).sum()))
+    from remat.measure.peak import PeakMemory
+    with PeakMemory(p.device, model, x, grad) as mem:
+        combined()
+    return LayerRunner(forward, combined, count_step_flops(lambda: (model.run_layers(x) * grad).sum()),
+                       mem.peak_bytes, mem.method)
 
 
 def time_runners(runners: dict[str, LayerRunner], p: LayerTimingParams) -> dict[str, dict]:
@@ -110,7 +115,10 @@ def layer_timing_sweep(p: LayerTimingParams) -> pd.DataFrame:
     forward, medians) and combined seconds per layer, and the time overhead (combined / combined of none − 1,
     same run, interleaved rounds) beside the FLOP-predicted overhead: recompute / (forward + backward),
     counted (FlopCounterMode) and from Korthikanti Appendix A (``korthikanti.recompute_flops`` /
-    3·``layer_forward_flops``). Times and FLOPs are per layer (totals / L).
+    3·``layer_forward_flops``). Times and FLOPs are per layer (totals / L). Memory: the measured peak of one
+    combined step of the L layers (``peak_bytes``: torch.cuda.max_memory_allocated on a GPU, MemTracker on a
+    CPU; ``peak_method``) beside the accounting's (``peak_bytes_accounted``: model state +
+    ``torch_gpt.live_peak_bytes``, the budget ``guarded`` checks).
     """
     cfg = p.model_config(layers=p.layers)
     sz, L = sizes(cfg, p.device), p.layers
@@ -126,8 +134,10 @@ def layer_timing_sweep(p: LayerTimingParams) -> pd.DataFrame:
             row = {"mode": mode, "layers": L, "seq": s, "micro_batch": b, "hidden": h, "heads": cfg.heads,
                    "model": cfg.name, "vocab": cfg.vocab, "dropout": cfg.dropout, **built,
                    "flop_overhead_formula": korthikanti.recompute_flops(s, b, h, mode) / (3 * korthikanti.layer_forward_flops(s, b, h))}
+            row["peak_bytes_accounted"] = state + live
             if runner is not None:
                 runners[mode] = runner
+                row.update(peak_bytes=runner.peak_bytes, peak_method=runner.peak_method)
                 f = runner.flops
                 row.update(flops_forward=f.forward // L, flops_backward=f.backward // L,
                            flops_recompute=f.recompute // L, flop_overhead=f.recompute / (f.forward + f.backward))
