@@ -163,3 +163,14 @@ def test_rejects_front_matter(name, doc, expected):
 def test_problems_name_the_line():
     problems = lint_qmd(FRONT + "Text.\n\nSee @fig-none.\n")
     assert problems == ["line 7: @fig-none refers to an undefined label"]
+
+
+@pytest.mark.parametrize("caption", [
+    "```{python}\n#| label: fig-a\n#| fig-cap: \"the GPU's peak at t = 8, the paper's\"\nx = 1\n```\n",
+    "![the GPU's peak at t = 8, the paper's](/figures/a.png){#fig-a}\n",
+    "| a |\n|---|\n| 1 |\n\n: the GPU's peak at t = 8, the paper's {#tbl-a}\n",
+])
+def test_rejects_straight_apostrophes_around_equals_in_captions(caption):
+    """Quarto 1.7 renders "the GPU's … t = 8, the paper's" in a caption as "t=8"."""
+    assert any("apostrophes" in p for p in lint_qmd(FRONT + caption))
+    assert not any("apostrophes" in p for p in lint_qmd(FRONT + caption.replace("'", "\u2019")))

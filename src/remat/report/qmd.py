@@ -190,7 +190,19 @@ def lint_qmd(text: str) -> list[str]:
     for block in qmd.blocks:
         if isinstance(block, Prose):
             problems += _lint_refs(block, labels)
-    return problems
+    return problems + _lint_captions(text)
+
+
+_CAPTION = re.compile(r"^\s*(#\|\s*(fig|tbl)-cap:|!\[|: )")
+_QUOTED_EQUALS = re.compile(r"'[^'\n]*=[^'\n]*'")
+
+
+def _lint_captions(text: str) -> list[str]:
+    """A caption (``#| fig-cap:``, ``#| tbl-cap:``, an image's ``![…]``, a table's ``: …``) with two straight
+    apostrophes and an "=" between them: Quarto 1.7 drops the spaces around that "=" (write ’ instead)."""
+    return [f"line {n}: two straight apostrophes around '=' in a caption lose the spaces around it under Quarto; "
+            "write ’ (U+2019) for the apostrophes" for n, line in enumerate(text.splitlines(), 1)
+            if _CAPTION.match(line) and _QUOTED_EQUALS.search(line)]
 
 
 def _lint_front(front: dict) -> list[str]:
