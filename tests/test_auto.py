@@ -245,7 +245,8 @@ def test_hf_fake_model_plans_an_8b_shape_without_memory():
     result = auto.plan(built.model, (), built.kwargs, budget="80GiB", gpu="h100-80gb")
     assert result.costs.param_count > 1_000_000_000 and result.plan.feasible
     per_block = result.problem.layers[1].option("full").stored_bytes
-    assert per_block == 4096 * 4096 * 2       # full keeps the block's input: s·h bf16 (b = 1)
+    itemsize = next(built.model.parameters()).element_size()
+    assert per_block == built.micro_batch * built.seq * built.config.hidden_size * itemsize   # full keeps b·s·h
 
 
 # --- CLI ------------------------------------------------------------------------------------------------------------

@@ -165,13 +165,8 @@ def saved_bytes(model: nn.Module, forward: Callable[[], torch.Tensor]) -> tuple[
 def cache_bytes(log, kept: "KeptLog") -> int:
     """Bytes of the selective-checkpoint cache (``kept``) in storages the SavedTensorLog ``log`` did not
     already count: what SAC keeps beyond autograd's saved tensors."""
-    autograd = {_storage_address(r.storage_key) for r in log.activations()}
+    autograd = {r.address for r in log.activations()}
     return sum(r.nbytes for r in kept.records if r.storage not in autograd)
-
-
-def _storage_address(key: str) -> int:
-    """The StorageImpl address of a SavedRecord.storage_key ("<hex address>.<generation>")."""
-    return int(key.split(".")[0], 16) if "." in key else -1
 
 
 # --- recomputed cheap work -------------------------------------------------------------------------------------

@@ -366,14 +366,13 @@ class _Step:
     def _live(self, alive: dict, log, kept, loss, output, inputs) -> dict:
         """Live bytes at backward start, what explains them, and the rest by output field. ``alive``: the
         tracker's storages when the forward ended; those freed since were held by explain's captures only."""
-        from remat.drop_cheap import _storage_address
         live = {s: nbytes for s, (nbytes, ref) in alive.items() if not ref.expired()}
         parts = {
             "parameters": {_address(p) for p in self.model.parameters()},
             "buffers": {_address(b) for b in self.model.buffers()},
             "gradients": {_address(p.grad) for p in self.model.parameters() if p.grad is not None},
             "inputs": {_address(t) for t in inputs},
-            "saved": {_storage_address(r.storage_key) for r in log.activations()},
+            "saved": {r.address for r in log.activations()},
             "cache": {r.storage for r in kept.records},
             "loss": {_address(loss)},
         }
@@ -413,10 +412,9 @@ class _Step:
 
     # --- rows and traps ------------------------------------------------------------------------------------
     def _explain(self, log, kept, live: dict, got: list, backward_ran: bool) -> Explanation:
-        from remat.drop_cheap import _storage_address
         names = self.found.names
         autograd = self._attribute(log)
-        autograd_storages = {_storage_address(r.storage_key) for r in log.activations()}
+        autograd_storages = {r.address for r in log.activations()}
         policies = _declared(self.model, self.found)
         predicted = _predicted(self.result, names)
         rows = []
@@ -468,8 +466,7 @@ class _Step:
         return out
 
     def _taker(self, k: int, record) -> int | None:
-        from remat.drop_cheap import _storage_address
-        storage = _storage_address(record.storage_key)
+        storage = record.address
         entered = [(st.entry, i) for i, st in enumerate(self.steps) if st.calls]
         after = [i for e, i in sorted(entered) if e > k]       # entry = len(records) when the block began
         before = [i for e, i in sorted(entered, reverse=True) if e <= k]

@@ -18,7 +18,6 @@ tensors, for the small instances that check a plan by measurement.
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,20 +77,17 @@ def available() -> bool:
 def read_config(source: str | Path):
     """A transformers config from a config.json path or a folder holding one (transformers' AutoConfig).
 
-    Raises UsageError("model") when the file is missing, not a JSON object, or transformers is not installed;
-    UsageError("model_type") for a model_type transformers does not know."""
+    Raises UsageError("model") when the file is missing or transformers is not installed, UsageError
+    ("config.json") when it is not a JSON object, UsageError("model_type") for a model_type transformers does
+    not know."""
     if not available():
         raise UsageError("model", f"reading a HuggingFace config needs transformers: {EXTRA}")
     from transformers import AutoConfig
+    from remat.models.hf_config import read_json_object
     path = Path(source)
     path = path / "config.json" if path.is_dir() else path
-    if not path.is_file():
-        raise UsageError("model", f"no such config.json: {path}")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError("model", f"{path} is not valid JSON ({exc})") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("model_type"), str):
+    raw = read_json_object(path)
+    if not isinstance(raw.get("model_type"), str):
         raise UsageError("model_type", f"{path} has no model_type")
     model_type = raw.pop("model_type")
     try:

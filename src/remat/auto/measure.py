@@ -61,7 +61,6 @@ class PolicyCost:
     transient_bytes: int
     forward_s: float
     backward_s: float       # gradient work + recompute
-    recompute_s: float
     recompute_flops: int
     offload_bytes: int = 0
     saved_tensors: int = 0  # tensors saved for backward (the per-copy latency of offload)
@@ -77,7 +76,6 @@ class BlockCost:
     """A block's costs per policy; grad_bytes: its parameters' gradients (bytes, one per parameter storage)."""
 
     name: str
-    kind: str
     grad_bytes: int
     costs: dict
 
@@ -95,7 +93,6 @@ class ModelCosts:
     end_bytes: int
     outside_time_s: float
     dtype: str
-    whole_peak_bytes: int     # the whole step's measured peak with every block plain (a check of the sum)
 
 
 def fake_model(model: nn.Module) -> tuple:
@@ -146,7 +143,7 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
                 key = _signature(module, captured)
                 if key not in cache:
                     cache[key] = _block_costs(module, captured, rates, gpu, policies)
-                block_costs.append(BlockCost(name, type(module).__name__, _grad_bytes(module), cache[key]))
+                block_costs.append(BlockCost(name, _grad_bytes(module), cache[key]))
             outside_s = _whole_seconds(model, args, kwargs, loss_fn, rates) - sum(
                 b.costs["none"].time_s for b in block_costs)
     finally:
@@ -159,7 +156,7 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
         held_bytes=whole["live_last"] - whole["params"] - stored,
         floor_bytes=max(0, whole["peak_head"] - whole["live_last"]),
         end_bytes=0 if whole["peak_end"] is None else whole["peak_end"] - whole["live_last"] + stored,
-        outside_time_s=max(0.0, outside_s), dtype=dtype, whole_peak_bytes=whole["peak"])
+        outside_time_s=max(0.0, outside_s), dtype=dtype)
 
 
 def default_loss(output) -> torch.Tensor:
@@ -199,15 +196,13 @@ def _whole_step(model, args, kwargs, blocks, loss_fn) -> dict:
             loss.backward()
             # after the first block's backward (when its input needs a gradient): the embedding's backward
             marks["peak_end"] = mem.peak_so_far() if "hooked_end" in marks else None
-        whole_peak = mem.peak_bytes
     finally:
         for h in handles:
             h.remove()
     for p in model.parameters():
         p.grad = None
     return {"inputs": captured, "params": params, "param_count": sum(p.numel() for p in model.parameters()),
-            "live_last": marks["live_last"], "peak_head": marks["peak_head"], "peak_end": marks["peak_end"],
-            "peak": max(whole_peak, marks["peak_head"], marks["peak_end"] or 0)}
+            "live_last": marks["live_last"], "peak_head": marks["peak_head"], "peak_end": marks["peak_end"]}
 
 
 def _check_inputs(blocks, inputs) -> None:
@@ -284,7 +279,7 @@ def _block_costs(module, captured, rates, gpu, policies) -> dict:
         exposed = offload_formulas.exposed_offload_s(none.stored_bytes, max(1, none.saved_tensors), none.forward_s,
                                                      none.backward_s, gpu.link)
         out["offload"] = PolicyCost(0, none.transient_bytes + 2 * none.stored_bytes, none.forward_s,
-                                    none.backward_s + exposed, 0.0, 0, offload_bytes=none.stored_bytes,
+                                    none.backward_s + exposed, 0, offload_bytes=none.stored_bytes,
                                     saved_tensors=none.saved_tensors)
     return {p: out[p] for p in POLICIES if p in out and (p in policies or p == "none")}
 
@@ -311,8 +306,8 @@ def _run_block(module, captured, policy, rates) -> PolicyCost:
         with PeakMemory(_device(module), module, *inputs) as mem, RecomputeTally() as tally, amp():
             with SavedTensorLog(module) as log, KeptLog() as kept:
                 out = module(*args, **kwargs)
-            records = [r for r in log.activations() if _address(r.storage_key) not in shared]
-            saved = {_address(r.storage_key) for r in log.activations()}
+            records = [r for r in log.activations() if r.address not in shared]
+            saved = {r.address for r in log.activations()}
             stored = sum(r.storage_nbytes for r in records) + sum(
                 r.nbytes for r in kept.records if r.storage not in saved and r.storage not in shared)
             outputs, grads = _backward_args(out)
@@ -331,7 +326,7 @@ def _run_block(module, captured, policy, rates) -> PolicyCost:
     finally:
         module.__dict__.pop("forward", None)
     times = layer_times(LayerTrace(tuple(recorder.ops), type(module).__name__, policy, 1, False, False), rates)
-    return PolicyCost(stored, transient, times.forward_s, times.backward_s, times.recompute_s, tally.total,
+    return PolicyCost(stored, transient, times.forward_s, times.backward_s, tally.total,
                       saved_tensors=len(records))
 
 
@@ -368,10 +363,6 @@ def _signature(module, captured) -> tuple:
 def _real(x) -> bool:
     from torch._subclasses.fake_tensor import FakeTensor
     return isinstance(x, torch.Tensor) and not isinstance(x, FakeTensor)
-
-
-def _address(key: str) -> int:
-    return int(key.split(".")[0], 16) if "." in key else -1
 
 
 def _unique_bytes(tensors) -> int:

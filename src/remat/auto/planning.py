@@ -40,12 +40,12 @@ BASELINES = {"no recompute": "none", "every block full (HF gradient_checkpointin
 class AutoPlan:
     """The plan for a model's blocks (``auto.apply`` takes it).
 
-    policies: one of POLICIES per block; block_names: the blocks' qualified names; blocks: their container's
-    name ("" when given as a list); plan: the solved remat.planner.Plan (peak_bytes, step_time_s, …);
-    problem: the planner's problem (per block the options' bytes and seconds); costs: the measurement;
-    baselines: name -> Plan of uniform policies at the same budget (None where a choice is not offered)."""
+    block_names: the blocks' qualified names; blocks: their container's name ("" when given as a list); plan:
+    the solved remat.planner.Plan (policies, peak_bytes, step_time_s, …); problem: the planner's problem (per
+    block the options' bytes and seconds); costs: the measurement; baselines: name -> uniform policies at the
+    same budget, those among the choices, as remat.planner.baselines.entry dicts (what render.to_markdown /
+    to_json take)."""
 
-    policies: tuple
     block_names: tuple
     blocks: str
     plan: Plan
@@ -55,25 +55,18 @@ class AutoPlan:
     skipped: tuple = ()       # other containers of same-class modules, left out ("decoder.block (3)")
 
     @property
-    def predicted_peak_bytes(self) -> int:
-        return self.plan.peak_bytes
+    def policies(self) -> tuple:
+        """One of POLICIES per block (the plan's)."""
+        return self.plan.policies
 
     def __str__(self) -> str:
         return to_text(self)
 
     def to_json(self) -> dict:
-        """JSON-ready: blocks [{name, policy, stored_bytes, extra_s}], predicted {peak_bytes, step_time_s},
-        budget_bytes, memory {part: bytes}, baselines {name: {peak_bytes, step_time_s, feasible}}, settings."""
-        from remat.planner.render import memory_breakdown
-        return {"blocks": block_rows(self), "budget_bytes": self.problem.budget_bytes,
-                "predicted": {"peak_bytes": self.plan.peak_bytes, "step_time_s": self.plan.step_time_s,
-                              "recompute_flops": self.plan.recompute_flops,
-                              "offload_bytes": self.plan.offload_bytes},
-                "memory": memory_breakdown(self.problem, self.plan),
-                "baselines": {k: None if b is None else {"peak_bytes": b.peak_bytes, "step_time_s": b.step_time_s,
-                                                         "feasible": b.feasible}
-                              for k, b in self.baselines.items()},
-                "settings": self.problem.meta}
+        """JSON-ready: every plan's keys (remat.planner.render.to_json: predicted, memory, baselines, apply,
+        settings, …) plus blocks [{name, policy, stored_bytes, offload_bytes, extra_s}]."""
+        from remat.planner.render import to_json
+        return {**to_json(self.problem, self.plan, self.baselines), "blocks": block_rows(self)}
 
 
 def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimizer_state_bytes: int | None = None,
@@ -111,6 +104,7 @@ def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimi
 def solve_blocks(problem: Problem, blocks: Blocks, costs: ModelCosts) -> AutoPlan:
     """Solve ``problem`` exactly (remat.planner.solve) and score the uniform baselines. Raises
     InfeasibleError naming the smallest budget that works."""
+    from remat.planner.baselines import entry
     from remat.planner.solve import solve
     offered = {o.policy for o in problem.layers[0].options}
     try:
@@ -118,9 +112,9 @@ def solve_blocks(problem: Problem, blocks: Blocks, costs: ModelCosts) -> AutoPla
     except InfeasibleError as exc:
         raise InfeasibleError(f"{exc}. Measured per block under fake tensors (remat.auto)", exc.minimum_bytes) \
             from None
-    baselines = {name: plan_from_policies(problem, [p] * len(problem.layers)) if p in offered else None
-                 for name, p in BASELINES.items()}
-    return AutoPlan(best.policies, blocks.names, blocks.name, best, problem, costs, baselines, blocks.skipped)
+    baselines = {name: entry(plan_from_policies(problem, [p] * len(problem.layers)), problem)
+                 for name, p in BASELINES.items() if p in offered}
+    return AutoPlan(blocks.names, blocks.name, best, problem, costs, baselines, blocks.skipped)
 
 
 def block_rows(result: AutoPlan) -> list[dict]:
@@ -154,9 +148,8 @@ def to_text(result: AutoPlan) -> str:
                   f"budget {format_bytes(problem.budget_bytes)}; predicted step time {plan.step_time_s * 1e3:.2f} ms "
                   f"({problem.meta.get('time_source', 'roofline model')})"]
     for name, base in result.baselines.items():
-        if base is not None:
-            lines.append(f"  {name}: peak {format_bytes(base.peak_bytes)}, step {base.step_time_s * 1e3:.2f} ms"
-                         f"{'' if base.feasible else ' (over budget)'}")
+        lines.append(f"  {name}: peak {format_bytes(base['peak_bytes'])}, step {base['step_time_s'] * 1e3:.2f} "
+                     f"ms{'' if base['feasible'] else ' (over budget)'}")
     if result.skipped:
         lines.append(f"not planned (other block containers; pass blocks= a list to plan them too): "
                      f"{', '.join(result.skipped)}")

@@ -190,12 +190,10 @@ def _hf_plan_text(args) -> str:
                 auto_call=[f"# batch: input_ids and labels, int64 [b, s] = [{built.micro_batch}, {built.seq}]",
                            f"result = auto.plan(model, (), batch, budget={result.problem.budget_bytes}, "
                            f'gpu="{args.gpu}"{extra})  # budget in bytes'])
-    baselines = {name: {"peak_bytes": b.peak_bytes, "step_time_s": b.step_time_s, "feasible": b.feasible}
-                 for name, b in result.baselines.items() if b is not None}
     _warn_budget_above_gpu(args, parse_bytes)
     if args.format == "json":
-        return json.dumps(render.to_json(result.problem, result.plan, baselines), indent=2, default=str)
-    return render.to_markdown(result.problem, result.plan, baselines)
+        return json.dumps(result.to_json(), indent=2, default=str)
+    return render.to_markdown(result.problem, result.plan, result.baselines)
 
 
 def _check_text(args) -> str:

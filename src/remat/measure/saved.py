@@ -60,6 +60,12 @@ class SavedRecord:
     duplicate: bool
     device: str
 
+    @property
+    def address(self) -> int:
+        """The StorageImpl address in ``storage_key`` (what ``untyped_storage()._cdata`` gives; -1 for a
+        tensor without a storage)."""
+        return int(self.storage_key.split(".")[0], 16) if "." in self.storage_key else -1
+
     def to_dict(self) -> dict:
         """Plain dict (JSON-ready; shape as a list)."""
         d = asdict(self)

@@ -191,6 +191,21 @@ def check_rejected(raw: dict, model_type: str) -> None:
                                   f"with {key} {refused}")
 
 
+def read_json_object(path: str | Path) -> dict:
+    """The JSON object in ``path`` (a config.json). Raises UsageError("model") if the file is missing,
+    UsageError("config.json") if it is not valid JSON or not an object."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError("model", f"no such config.json: {path}")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError("config.json", f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise UsageError("config.json", f"{path} must hold a JSON object")
+    return raw
+
+
 def read_hf_config(path: str | Path, warn: bool = True) -> ModelConfig:
     """Parse ``path`` (a config.json) into a validated ModelConfig.
 
@@ -201,14 +216,7 @@ def read_hf_config(path: str | Path, warn: bool = True) -> ModelConfig:
     With ``warn``, keys in none of READ / REJECTED / IGNORED are named in one line on stderr (not fatal).
     """
     path = Path(path)
-    if not path.is_file():
-        raise UsageError("model", f"no such config.json: {path}")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError("config.json", f"{path} is not valid JSON ({exc})") from None
-    if not isinstance(raw, dict):
-        raise UsageError("config.json", f"{path} must hold a JSON object")
+    raw = read_json_object(path)
     model_type = raw.get("model_type")
     if model_type not in SUPPORTED:
         raise UsageError("model_type", f"unsupported {model_type!r} (supported: {', '.join(SUPPORTED)})")

@@ -82,7 +82,9 @@ def uniform_units(L: int, n: int) -> list[tuple[int, int, bool]]:
     return [(s, min(s + n, L), True) for s in range(0, L, n)]
 
 
-def _entry(plan: Plan | None, problem: Problem, **extra) -> dict:
+def entry(plan: Plan | None, problem: Problem, **extra) -> dict:
+    """A baseline as the renderers take it: {peak_bytes, step_time_s, feasible, recompute_flops, **extra}
+    (bytes, seconds; None values and feasible False for ``plan`` None)."""
     if plan is None:
         return {"peak_bytes": None, "step_time_s": None, "feasible": False, **extra}
     return {"peak_bytes": plan.peak_bytes, "step_time_s": plan.step_time_s,
@@ -98,21 +100,21 @@ def _smallest_fitting(problem: Problem, make, what: str) -> dict:
         plan = make(n)
         if plan is None:
             continue
-        entry = _entry(plan, problem, N=n)
-        if entry["feasible"]:
-            return entry
+        scored = entry(plan, problem, N=n)
+        if scored["feasible"]:
+            return scored
         if best is None or plan.peak_bytes < best["peak_bytes"]:
-            best = entry
-    return best or _entry(None, problem)
+            best = scored
+    return best or entry(None, problem)
 
 
 def baselines(problem: Problem, sac: bool = True, sac_time_limit_s: float = SAC_TIME_LIMIT_S) -> dict[str, dict]:
     """name -> {peak_bytes, step_time_s, feasible, ...} for every baseline at ``problem.budget_bytes``."""
     L = len(problem.layers)
-    out = {name: _entry(plan_from_policies(problem, [name] * L), problem)
+    out = {name: entry(plan_from_policies(problem, [name] * L), problem)
            for name in UNIFORM}
     k = max(1, min(L, round(math.sqrt(L))))
-    out["sqrt-segments"] = _entry(score_units(problem, segments_units(L, k)), problem, k=k)
+    out["sqrt-segments"] = entry(score_units(problem, segments_units(L, k)), problem, k=k)
     out["megatron-uniform"] = _smallest_fitting(problem, lambda n: score_units(problem, uniform_units(L, n)),
                                                 "uniform")
     out["megatron-block"] = _smallest_fitting(
@@ -190,11 +192,11 @@ def sac_milp_baseline(problem: Problem, time_limit_s: float = SAC_TIME_LIMIT_S) 
     Source: torch.distributed._tools.sac_ilp.sac_milp.
     """
     if any(layer.option("none") is None or layer.option("full") is None for layer in problem.layers):
-        return _entry(None, problem, note="needs none and full options on every layer")
+        return entry(None, problem, note="needs none and full options on every layer")
     try:
         from torch.distributed._tools import sac_ilp
     except ImportError as exc:    # torch's module needs PuLP (absent on a bare GPU node): no entry, a reason
-        return _entry(None, problem, note=f"not run: {exc}")
+        return entry(None, problem, note=f"not run: {exc}")
 
     graph, r_sel = sac_graph(problem)
     logger = logging.getLogger(sac_ilp.__name__)
@@ -211,11 +213,11 @@ def sac_milp_baseline(problem: Problem, time_limit_s: float = SAC_TIME_LIMIT_S) 
         logger.setLevel(level)
         sac_ilp.PULP_CBC_CMD = cbc
     if peak == -1:
-        return _entry(None, problem, note="sac_milp found no solution")
+        return entry(None, problem, note="sac_milp found no solution")
     policies = []
     for i in range(len(problem.layers)):
         r = decisions.get(f"model.layers.{i}", 0.0)
         policies.append("none" if r <= 1e-6 else
                         "selective" if r_sel[i] is not None and r <= r_sel[i] + 1e-6 else "full")
     plan = plan_from_policies(problem, policies)
-    return _entry(plan, problem, sac_peak_bytes=int(peak), policies=policies, time_limit_s=time_limit_s)
+    return entry(plan, problem, sac_peak_bytes=int(peak), policies=policies, time_limit_s=time_limit_s)
