@@ -68,6 +68,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from remat.auto.measure import default_loss
 from remat.auto.blocks import Blocks, find_blocks
 from remat.units import format_bytes
 
@@ -156,18 +157,6 @@ def explain(model: nn.Module, example_args=(), example_kwargs: dict | None = Non
     found = _blocks(model, blocks, result)
     with _fake_mode_of(model):
         return _Step(model, found, result, loss_fn or default_loss).run(args, kwargs)
-
-
-def default_loss(output) -> torch.Tensor:
-    """``output.loss`` (or ``output["loss"]``) when it is a tensor, else the first tensor of ``output``
-    summed. Raises UsageError("loss_fn") when there is none."""
-    loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
-    if isinstance(loss, torch.Tensor):
-        return loss
-    for _, t in _named_tensors(output):
-        return t.sum()
-    from remat.errors import UsageError
-    raise UsageError("loss_fn", f"the model's output ({type(output).__name__}) holds no tensor; pass loss_fn")
 
 
 def _blocks(model: nn.Module, blocks, result) -> Blocks:

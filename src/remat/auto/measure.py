@@ -39,6 +39,7 @@ holds its gradients, is larger in every model we measured).
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -160,18 +161,19 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
 
 
 def default_loss(output) -> torch.Tensor:
-    """The scalar to call backward on: ``output.loss`` (HF with labels) or ``output["loss"]`` when present,
-    else the sum of the first floating tensor of the output."""
-    loss = getattr(output, "loss", None)
-    if loss is None and isinstance(output, dict):
-        loss = output.get("loss")
-    if loss is not None:
+    """The scalar to call backward on: ``output.loss`` / ``output["loss"]`` when it is a tensor (HF with
+    labels), else the sum of the first floating tensor of the output (a mapping's values in order — HF's
+    ModelOutput is one). Raises UsageError("loss_fn") when there is none."""
+    loss = output.get("loss") if isinstance(output, Mapping) else getattr(output, "loss", None)
+    if isinstance(loss, torch.Tensor):
         return loss
-    first = next((t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.is_floating_point()),
+    values = list(output.values()) if isinstance(output, Mapping) else output
+    first = next((t for t in tree_flatten(values)[0] if isinstance(t, torch.Tensor) and t.is_floating_point()),
                  None)
     if first is None:
         from remat.errors import UsageError
-        raise UsageError("loss_fn", "the model's output has no floating tensor: pass loss_fn=")
+        raise UsageError("loss_fn", f"the model's output ({type(output).__name__}) has no floating tensor: pass "
+                                    "loss_fn=")
     return first.sum()
 
 
