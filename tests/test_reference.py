@@ -15,7 +15,7 @@ def make_run(root, name, date, tables, gpu="NVIDIA H200", commit="0123456789abcd
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text("device,value\ncuda,1\n")
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "provenance.json").write_text(json.dumps({"gpu": gpu, "date": date, "commit": commit}))
+    (folder / "provenance.json").write_text(json.dumps({"device_name": gpu, "date": date, "git_commit": commit}))
     return folder
 
 

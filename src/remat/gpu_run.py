@@ -218,16 +218,16 @@ def _env() -> dict:
 
 
 def provenance(device: str) -> dict:
-    """GPU name, memory, driver, torch and CUDA versions, commit, host, date (what the reference folder
-    says of itself)."""
+    """What the reference folder says of itself: the columns every results row carries
+    (remat.measure.provenance.provenance: device_name, torch_version, git_commit, host, timestamp, …) plus
+    the date, Python and CUDA versions, and on a GPU its memory (bytes) and driver."""
     import platform
     import torch
-    from remat.measure.provenance import git_commit
-    info = {"device": device, "torch": torch.__version__, "cuda": torch.version.cuda, "commit": git_commit(),
-            "host": platform.node(), "date": time.strftime("%Y-%m-%d"), "python": platform.python_version()}
+    from remat.measure.provenance import provenance as row_provenance
+    info = {**row_provenance(device), "date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
+            "cuda": torch.version.cuda}
     if device == "cuda":
-        props = torch.cuda.get_device_properties(0)
-        info.update(gpu=props.name, memory_bytes=int(props.total_memory), driver=_driver())
+        info.update(memory_bytes=int(torch.cuda.get_device_properties(0).total_memory), driver=_driver())
     return info
 
 
@@ -241,8 +241,8 @@ def _driver() -> str | None:
 
 
 def reference_folder(root: Path, prov: dict) -> Path:
-    """``<root>/<gpu>-<date>``: the GPU's name lower-cased with non-alphanumerics as dashes."""
-    name = "".join(c if c.isalnum() else "-" for c in str(prov.get("gpu") or prov["device"]).lower()).strip("-")
+    """``<root>/<device name>-<date>``: the GPU's name lower-cased with non-alphanumerics as dashes."""
+    name = "".join(c if c.isalnum() else "-" for c in str(prov["device_name"]).lower()).strip("-")
     return root / f"{'-'.join(filter(None, name.split('-')))}-{prov['date']}"
 
 

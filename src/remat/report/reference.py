@@ -60,8 +60,8 @@ def label(path: Path, root: str | Path = REFERENCE) -> str:
     folder = next(p for p in Path(path).parents if p.parent.resolve() == Path(root).resolve())
     prov_file = folder / "provenance.json"
     prov = json.loads(prov_file.read_text(encoding="utf-8")) if prov_file.exists() else {}
-    gpu = prov.get("gpu") or folder.name
-    return (f"{gpu}, {prov.get('date', folder.name[-10:])}, commit {str(prov.get('commit', '?'))[:12]} "
+    gpu = prov.get("device_name") or folder.name
+    return (f"{gpu}, {prov.get('date', folder.name[-10:])}, commit {str(prov.get('git_commit', '?'))[:12]} "
             f"({folder.as_posix()})")
 
 
