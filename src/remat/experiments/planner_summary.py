@@ -23,22 +23,16 @@ TIE = 1e-12
 """Relative margin below which a baseline's time counts as equal to the plan's (float round-off)."""
 
 
-def validate_path(folder: str | Path = "results/planner/validate") -> Path:
+def validate_path(results: str | Path = "results") -> Path:
     """The planner-validate table the report shows: the GPU's (``cuda.csv``) when one was measured — by this
-    run, else by the committed reference GPU run (remat.report.reference) —, else this machine's
-    (``cpu.csv``), else the first device's there. One table per device (the pipeline's rule and
-    ``make gpu`` write <device>.csv; none overwrites another)."""
-    from remat.report.reference import gpu_table
-    folder = Path(folder)
-    gpu = gpu_table(f"{folder.parent.name}/{folder.name}/cuda.csv", results=folder.parent.parent)
-    if gpu is not None:
-        return gpu
-    if (folder / "cpu.csv").exists():
-        return folder / "cpu.csv"
-    found = sorted(folder.glob("*.csv"))
-    if not found:
-        raise FileNotFoundError(f"no planner-validate table in {folder}")
-    return found[0]
+    run, else by the committed reference GPU run (remat.report.reference.device_tables) —, else this
+    machine's (``cpu.csv``), else the first device's. One table per device (the pipeline's rule and
+    ``make gpu`` write <device>.csv; none overwrites another). Raises FileNotFoundError when there is none."""
+    from remat.report.reference import device_tables
+    tables = device_tables("planner/validate", results)
+    if not tables:
+        raise FileNotFoundError(f"no planner-validate table in {Path(results, 'planner', 'validate')}")
+    return min(tables, key=lambda p: (p.stem != "cuda", p.stem != "cpu", p.name))
 
 
 def _feasible(frame: pd.DataFrame) -> pd.Series:
