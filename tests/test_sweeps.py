@@ -300,8 +300,8 @@ def test_crossing_interpolates_linearly_and_in_reciprocal():
 
 
 def test_read_sweep_orders_devices(tmp_path):
-    folder = tmp_path / "depth"
-    folder.mkdir()
+    folder = tmp_path / "sweeps" / "depth"
+    folder.mkdir(parents=True)
     for device in ("cuda", "cpu"):
         pd.DataFrame({"device": [device], "status": ["ok"]}).to_csv(folder / f"{device}.csv", index=False)
     assert list(sweeps_summary.read_sweep("depth", tmp_path)["device"]) == ["cpu", "cuda"]

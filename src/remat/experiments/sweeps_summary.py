@@ -21,14 +21,14 @@ SWEEPS = ("segments", "depth", "seq-hidden", "layer-timing", "time-model")
 DEVICE_ORDER = ("cpu", "cuda")
 
 
-def read_sweep(sweep: str, root: str | Path = "results/sweeps") -> pd.DataFrame:
+def read_sweep(sweep: str, results: str | Path = "results") -> pd.DataFrame:
     """All device tables of ``sweep`` (results/sweeps/<sweep>/<device>.csv, plus the committed reference GPU
     run's when this run has no GPU table: remat.report.reference) as one frame, CPU first; an empty frame if
     none exists. Raises ValueError for an unknown sweep name."""
     if sweep not in SWEEPS:
         raise ValueError(f"unknown sweep {sweep!r} (sweeps: {', '.join(SWEEPS)})")
     from remat.report.reference import device_tables
-    found = device_tables(f"{Path(root).name}/{sweep}", results=Path(root).parent)
+    found = device_tables(f"sweeps/{sweep}", results)
     paths = sorted(found, key=lambda p: (_rank(p.stem), p.stem))
     return pd.concat([pd.read_csv(p) for p in paths], ignore_index=True) if paths else pd.DataFrame()
 
