@@ -127,16 +127,16 @@ def _use_hf(args) -> bool:
     """--hf, or a config.json whose model_type remat's reader does not cover (transformers then reads it)."""
     if args.hf:
         return True
-    import json
     from pathlib import Path
-    from remat.models.hf_config import SUPPORTED
+    from remat.errors import UsageError
+    from remat.models.hf_config import SUPPORTED, read_json_object
     path = Path(args.model)
     path = path / "config.json" if path.is_dir() else path
-    if path.suffix != ".json" or not path.is_file():
+    if path.suffix != ".json":
         return False
     try:
-        model_type = json.loads(path.read_text(encoding="utf-8")).get("model_type")
-    except (ValueError, UnicodeDecodeError, AttributeError):
+        model_type = read_json_object(path).get("model_type")
+    except UsageError:          # remat's own reader reports it, naming the field
         return False
     from remat.auto.hf import available
     return model_type not in SUPPORTED and isinstance(model_type, str) and available()
