@@ -22,6 +22,7 @@ VALID = FRONT + textwrap.dedent('''\
     ```{python}
     #| label: fig-a
     #| fig-cap: "A figure, $x^2$."
+    #| fig-alt: A rising line.
     #| echo: false
     #| warning: false
     import matplotlib.pyplot as plt
@@ -44,19 +45,19 @@ VALID = FRONT + textwrap.dedent('''\
 
     Value `{python} x`; see @fig-a, @tbl-a, @fig-b, @tbl-b, @sec-setup and [-@sec-two].
     Inline code `@torch.compile` and `{{< not-a-shortcode >}}` is literal; mail a@b.com.
-    Math $a_{i}$ and $$\\begin{aligned} x &= 1 \\end{aligned}$$ and prices like $5 and $6.
+    Math $a_{i}$ and $$\\begin{aligned} x &= 1 \\end{aligned}$$ and prices like [$5 and $6]{.paper}.
 
     ```python
     # a static listing is not run: matplotlib.use("Agg"), {{< x >}}, @decorator, ::: {.panel-tabset}
     ```
 
-    ![Static figure.](../figures/x.png){#fig-b width=80%}
+    ![Static figure.](../figures/x.png){#fig-b width=80% fig-alt="A static figure, alt text with = and spaces"}
 
     ![Unlabelled, from the project root.](/figures/y.svg)
 
     | a | b |
     |---|---|
-    | 1 | 2 |
+    | x | y |
 
     : Caption {#tbl-b}
 
@@ -128,6 +129,8 @@ FORBIDDEN = [
     ("heading-class", "## Intro {.tabset}\n", "attribute '.tabset'"),
     ("table-caption-class", "| a |\n|---|\n| 1 |\n\n: cap {#tbl-x .striped}\n", "attribute '.striped'"),
     ("span", "Some [aside text]{.aside} here.\n", "bracketed span"),
+    ("figure-cell-without-alt", cell("#| label: fig-a", "#| fig-cap: A", "x = 1"), "fig-alt"),
+    ("figure-image-without-alt", "![c](../figures/x.png){#fig-x}\n", "needs alt text"),
     ("link-attrs", "A [link](https://x.org){target=_blank}.\n", "attributes on a link"),
     ("inline-r", "Value `{r} x`.\n", "inline `{r}"),
     ("duplicate-label", "## A {#sec-a}\n\n## B {#sec-a}\n", "already defined"),
@@ -174,3 +177,28 @@ def test_rejects_straight_apostrophes_around_equals_in_captions(caption):
     """Quarto 1.7 renders "the GPU's … t = 8, the paper's" in a caption as "t=8"."""
     assert any("apostrophes" in p for p in lint_qmd(FRONT + caption))
     assert not any("apostrophes" in p for p in lint_qmd(FRONT + caption.replace("'", "\u2019")))
+
+
+@pytest.mark.parametrize("prose,number", [
+    ("Recompute costs 33% more than the model FLOPs.\n", "33"),
+    ("The fit is within 10 % in 0 of 2 groups.\n", "10"),
+    ("Measured on up to 2240 A100s.\n", "2240"),
+    ("A run keeps every tensor at 4 bytes.\n", "4"),
+    ("| a | b |\n|---|---|\n| 1.5 | 2 |\n", "1.5"),
+    ("![Band is ±25 %.](../figures/x.png){#fig-x fig-alt=\"x\"}\n", "25"),
+])
+def test_rejects_numbers_typed_in_prose(prose, number):
+    """Every number a reader sees is computed at render time or a labelled paper value (issue 16)."""
+    problems = [p for p in lint_qmd(FRONT + prose) if "typed in the prose" in p]
+    assert any(f"the number {number} " in p for p in problems), problems
+
+
+@pytest.mark.parametrize("prose", [
+    "Paper Table 4, Figure 7, Eq. 5 and 6, Eqs. 2, 3 and 4, §4.1, Algorithm 3, Appendix A.\n",
+    "GPT-3, ResNet-200, Llama 3 8B, the 22B model, fp32, bf16, 2sbh, 1F1B, 16-bit masks, Chen et al. 2016.\n",
+    "Measured `{python} value`% with $s = 2048$ and $$24 + 5as/h$$.\n",
+    "The paper trains a [1,000-layer]{.paper} ResNet on a [12 GB]{.paper} GPU.\n",
+    "![Alt.](../figures/x.png){#fig-x width=80% fig-alt=\"x\"}\n",
+])
+def test_accepts_references_names_math_and_paper_values(prose):
+    assert lint_qmd(FRONT + prose) == []

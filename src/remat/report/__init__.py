@@ -12,16 +12,20 @@ report outside it, so a report that renders in the fallback renders the same way
   format (``html`` with toc / toc-depth), execute (echo / warning / output).
 - Code cells are ```` ```{python} ```` only; ``#|`` options at the top of a cell, only label, echo, output
   (true / false / asis), fig-cap, tbl-cap, include, warning. A cell with fig-cap is labelled ``fig-…``, one
-  with tbl-cap ``tbl-…``. No ``matplotlib.use(`` (it hides figures under Quarto's Jupyter engine).
+  with tbl-cap ``tbl-…`` (and fig-alt, its alt text: every figure has one). No ``matplotlib.use(`` (it hides
+  figures under Quarto's Jupyter engine).
 - Inline values `` `{python} expr` `` (a str shows without quotes). Math ``$…$`` / ``$$…$$``.
 - Cross references ``@fig-x``, ``@tbl-x``, ``@sec-x`` (also ``[-@fig-x]``) to labels defined in the file:
   headings ``## Title {#sec-x}``; images ``![caption](path){#fig-x}``; markdown tables with a caption line
   ``: caption {#tbl-x}``; cells with ``#| label: fig-x`` + ``#| fig-cap:`` or ``tbl-x`` + ``tbl-cap``.
+- No number typed in the prose: a number a reader sees is an inline value, inside ``$math$``, a labelled
+  paper value ``[12 GB]{.paper}``, or a reference or name (Table 4, Eq. 5, §4.1, GPT-3, fp32, 2sbh, 2016).
 - Image paths are relative to the .qmd (``../figures/x.png``) or to the project root (``/figures/x.png``),
-  as in Quarto; never remote.
+  as in Quarto; never remote. A labelled figure image carries ``fig-alt="…"``.
 - Fenced divs only ``::: {.callout-note}`` / ``-warning`` / ``-tip`` (optional ``title="…"``).
 - No shortcodes (``{{< >}}``), no raw LaTeX (``{=latex}`` blocks, ``\\begin{…}`` outside math), no spans
-  ``[x]{…}``, no other attributes (``{.panel-tabset}``, ``layout-ncol``, ``fig-align``, …), no citations.
+  ``[x]{…}`` but ``[a paper value]{.paper}``, no other attributes (``{.panel-tabset}``, ``layout-ncol``,
+  ``fig-align``, …), no citations.
 
 The fallback mirrors Quarto's Jupyter engine: cells run in order in one ipykernel (this interpreter) and each
 inline expression is evaluated as a Jupyter ``user_expressions`` request after the cells above it, as

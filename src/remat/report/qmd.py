@@ -18,7 +18,7 @@ REPORT_ORDER = ("chen2016", "korthikanti2022", "sweeps", "offload", "planner")
 FRONT_MATTER_KEYS = {"title", "subtitle", "author", "date", "jupyter", "format", "execute"}
 HTML_FORMAT_KEYS = {"toc", "toc-depth"}
 EXECUTE_KEYS = {"echo", "warning", "output"}
-CELL_OPTIONS = {"label", "echo", "output", "fig-cap", "tbl-cap", "include", "warning"}
+CELL_OPTIONS = {"label", "echo", "output", "fig-cap", "fig-alt", "tbl-cap", "include", "warning"}
 CALLOUTS = {"callout-note", "callout-warning", "callout-tip"}
 CROSSREF_KINDS = ("fig", "tbl", "sec")
 
@@ -271,6 +271,8 @@ def _lint_cell_label(cell: Cell, labels: dict[str, int]) -> list[str]:
             problems.append(f"{at}: a cell with {cap} needs '#| label: {prefix}...'")
         if isinstance(label, str) and label.startswith(prefix) and cap not in opts:
             problems.append(f"{at}: cell label {label} needs '#| {cap}: ...'")
+    if "fig-cap" in opts and not (isinstance(opts.get("fig-alt"), str) and opts["fig-alt"].strip()):
+        problems.append(f"{at}: a figure cell needs alt text: '#| fig-alt: what it shows'")
     if label is None:
         return problems
     if not isinstance(label, str) or not re.fullmatch(r"[A-Za-z][\w-]*", label):
@@ -293,8 +295,10 @@ _DIV = re.compile(r"^:{3,}[ \t]*(?P<attrs>\S.*?)?[ \t]*:*[ \t]*$", re.M)
 _HEADING = re.compile(r"^#{1,6}[ \t].*?\{(?P<attrs>[^{}]*)\}[ \t]*$", re.M)
 _IMAGE = re.compile(r"!\[(?P<cap>(?:[^\[\]]|\[[^\]]*\])*)\]\((?P<src>[^)\s]*)[^)]*\)(?:\{(?P<attrs>[^{}]*)\})?")
 _LINK_ATTRS = re.compile(r"(?<!!)\[[^\]]*\]\([^)]*\)\{")
-_SPAN = re.compile(r"\]\{")
+_SPAN = re.compile(r"\]\{(?!\.paper\})")
+_PAPER_SPAN = re.compile(r"\[[^\[\]]*\]\{\.paper\}")
 _TABLE_CAPTION = re.compile(r"^(?:Table)?:[ \t].*?\{(?P<attrs>[^{}]*)\}[ \t]*$", re.M)
+_ATTR_TOKEN = re.compile(r'[^\s"=]+="[^"]*"|\S+')
 _ANY_ID = re.compile(r"\{[^{}]*?#(?P<id>[A-Za-z][\w-]*)")
 _REF = re.compile(r"(?<![\w@.\\])@(?P<key>[A-Za-z0-9_](?:[\w-]|[:.#$%&+?<>~/](?=\w))*)")
 
@@ -325,12 +329,33 @@ def _lint_prose(block: Prose, labels: dict[str, int]) -> list[str]:
     checks = ((_SHORTCODE, "shortcodes {{< >}} are Quarto-only"),
               (_TEX_ENV, "raw LaTeX (\\begin{...}) outside math"),
               (_LINK_ATTRS, "attributes on a link"),
-              (_SPAN, "bracketed span [text]{...}"))
+              (_SPAN, "bracketed span [text]{...} (only [a paper value]{.paper})"))
     for pattern, why in checks:
         problems += [f"{_line_of(block, text, m.start())}: {why}" for m in pattern.finditer(text)]
     problems += _lint_divs(block, text) + _lint_images(block, text, labels)
     problems += _lint_headings_tables(block, text, labels)
-    return problems
+    return problems + _lint_numbers(block, text)
+
+
+# Numbers a reader sees must come from the result tables (inline values) or be labelled paper values
+# ([1,000-layer]{.paper}). Allowed as they stand: references (Table 4, Eq. 5 and 6, §4.1, Algorithm 3,
+# ResNet-200, GPT-3, Llama 3), tokens that mix digits and letters (fp32, 2sbh, 22B, 1F1B), years, 16-bit.
+_ATTRS = re.compile(r"\{[^{}\n]*\}")   # {#fig-x width=80%}: attributes, not prose
+_NUMBER = re.compile(r"(?<![\w.])\d(?:[\d,.]*\d)?")
+_NUMBER_ALLOWED = re.compile(r"""
+    (?:\b(?:Tables?|Figures?|Eqs?\.|Equations?|Algorithms?|Appendix|Sections?|Llama|Titan)[ \t]|§|GPT-|ResNet-)
+        \d+(?:\.\d+)*[a-z]?(?:[ \t]*(?:,|and|or|–|to)[ \t]*\d+(?:\.\d+)*[a-z]?)*
+    | \b\d+[A-Za-z]\w* | \w*[A-Za-z]\d+\w* | \b(?:19|20)\d\d\b | \b\d+-(?:bit|byte)\b
+""", re.X)
+
+
+def _lint_numbers(block: Prose, text: str) -> list[str]:
+    """Digits typed in prose (outside code, math, inline values, [..]{.paper} spans and the references and
+    names of ``_NUMBER_ALLOWED``): a number a reader sees is computed at render time or a labelled paper value."""
+    text = _NUMBER_ALLOWED.sub(_blank, _ATTRS.sub(_blank, _PAPER_SPAN.sub(_blank, text)))
+    return [f"{_line_of(block, text, m.start())}: the number {m.group(0)} is typed in the prose: compute it "
+            "(`{python} ...`), put a formula in $math$, or mark a paper value [..]{.paper}"
+            for m in _NUMBER.finditer(text)]
 
 
 def _lint_divs(block: Prose, text: str) -> list[str]:
@@ -358,11 +383,14 @@ def _lint_images(block: Prose, text: str, labels: dict[str, int]) -> list[str]:
         elif re.match(r"^(figures|results)/", src):
             problems.append(f"{at}: image path {src} is relative to reports/ under Quarto: "
                             f"write ../{src} (or /{src}, from the project root)")
-        for token in (m["attrs"] or "").split():
+        tokens = _ATTR_TOKEN.findall(m["attrs"] or "")
+        for token in tokens:
             if token.startswith("#fig-"):
                 problems += _define(token[1:], _lineno(block, text, m.start()), labels)
-            elif not re.match(r"^(width|height)=\S+$", token):
-                problems.append(f"{at}: image attribute {token!r} (only #fig-..., width=, height=)")
+            elif not re.match(r'^(width|height)=\S+$|^fig-alt="[^"]+"$', token):
+                problems.append(f"{at}: image attribute {token!r} (only #fig-..., width=, height=, fig-alt=\"...\")")
+        if any(t.startswith("#fig-") for t in tokens) and not any(t.startswith("fig-alt=") for t in tokens):
+            problems.append(f'{at}: figure image needs alt text: {{#fig-... fig-alt="what it shows"}}')
     return problems
 
 
