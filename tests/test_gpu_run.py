@@ -59,3 +59,20 @@ def test_smoke_runs_every_step_and_writes_the_reference_copy(tmp_path, monkeypat
     folder = gpu_run.save_reference(tmp_path / "results", rows, gpu_run.provenance("cpu"), tmp_path / "ref")
     assert json.loads((folder / "provenance.json").read_text())["device"] == "cpu"
     assert (folder / "sweeps" / "segments" / "cpu.csv").exists() and (folder / "steps.csv").exists()
+
+
+def test_gpu_tests_collect_on_a_bare_node(tmp_path):
+    """Step 2 runs `pytest -m gpu` on the modules holding GPU tests; none of them may need PyYAML, jsonschema,
+    PuLP or Snakemake to be collected (a bare GPU node has none; collecting every module failed the step)."""
+    files = gpu_run.gpu_test_files()
+    assert ROOT / "tests" / "test_policies.py" in files and ROOT / "tests" / "test_pipeline.py" not in files
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("yaml", "jsonschema", "pulp", "snakemake"):
+        (bare / f"{name}.py").write_text(f"raise ImportError('{name} is not installed on this node')\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu", "-p",
+                           "no:cacheprovider", *map(str, files)], capture_output=True, text=True, cwd=ROOT,
+                          env={**__import__("os").environ, "PYTHONPATH": str(bare)})
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    collected = dict(line.rsplit(": ", 1) for line in proc.stdout.splitlines() if ": " in line)
+    assert {Path(k).name for k in collected} == {f.name for f in files} and all(int(n) > 0 for n in collected.values())
