@@ -298,3 +298,198 @@ def _check(device: str, name: str, value: float, target: str, met: bool, percent
     shown = "n/a" if value != value else (f"{100 * value:.3f}%" if percent else f"{value:.3f}")
     return {"device": device, "check": name, "value": shown, "target": target,
             "met": "yes" if met else "NO"}
+
+
+# --- wording: sentences the report prints, chosen from the data -------------------------------------------------------
+# Every verdict word ("equal", "within", "every", "grows") is picked here from the numbers, so the report's prose
+# is true for whatever the tables hold. Each function returns non-empty text (an inline value may not be empty).
+
+def how_many(n: int, total: int, noun: str, plural: str | None = None) -> str:
+    """``n`` of ``total`` things as words a sentence can use after "in" / "at": "both groups", "neither
+    group", "one of the two groups", "all 3 groups", "none of the 3 groups", "2 of the 3 groups", "the only
+    group", "no group". Raises ValueError unless 0 ≤ n ≤ total."""
+    if not 0 <= n <= total:
+        raise ValueError(f"how_many: need 0 <= n <= total, got {n} of {total}")
+    many = plural or f"{noun}s"
+    if total == 0 or (total == 1 and n == 0):
+        return f"no {noun}"
+    if total == 1:
+        return f"the only {noun}"
+    if total == 2:
+        return (f"neither {noun}", f"one of the two {many}", f"both {many}")[n]
+    if n == total:
+        return f"all {total} {many}"
+    return f"none of the {total} {many}" if n == 0 else f"{n} of the {total} {many}"
+
+
+def how_many_are(n: int, total: int, noun: str, plural: str | None = None) -> str:
+    """``how_many`` with its verb: "neither row is", "1 of the 3 rows is", "all 3 rows are"."""
+    singular = n == 1 or (n == 0 and total <= 2)
+    return f"{how_many(n, total, noun, plural)} {'is' if singular else 'are'}"
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """"1 thread", "4 threads"."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def span(lo: str, hi: str) -> str:
+    """"lo–hi", or one value when both read the same."""
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def percent(x: float, digits: int = 1) -> str:
+    """A fraction as a percentage: 0.1234 -> "12.3%"."""
+    return f"{100 * x:.{digits}f}%"
+
+
+def not_run_text(not_run: int, points: int) -> str:
+    """How many sweep points did not run (oom or too large): "every point ran", "2 of the 8 points did not run
+    (oom or too large)"."""
+    if not_run == 0:
+        return "every point ran"
+    if not_run == points:
+        return f"no point ran (all {count(points, 'point')}: oom or too large)"
+    return f"{not_run} of the {count(points, 'point')} did not run (oom or too large)"
+
+
+def saved_text(error: float, measured: int, points: int, tolerance: float = SAVED_TOLERANCE,
+               where: str = "$k$", wheres: str | None = None) -> str:
+    """The measured saved bytes against the closed form over a sweep's measured points (``error``: the largest
+    |measured / closed form − 1|): "equal … at every $k$" only when the error is zero, "within" when under
+    ``tolerance``, otherwise how far they deviate; says so when some points did not run. ``where`` / ``wheres``:
+    what a point is called, singular and plural (default: ``where`` for both, as "$k$")."""
+    if measured == 0 or error != error:
+        return f"no {where} was measured, so the saved bytes are not compared with the closed form"
+    at = f"at every {where}" if measured == points else f"at each of the {measured} {wheres or where} that ran"
+    if error == 0:
+        return f"the saved bytes equal the closed form {at}"
+    if error <= tolerance:
+        return (f"the saved bytes match the closed form within {percent(error, 3)} {at} (the acceptance allows "
+                f"{percent(tolerance, 0)})")
+    return (f"the saved bytes deviate from the closed form by up to {percent(error, 3)} {at}, more than the "
+            f"{percent(tolerance, 0)} the acceptance allows")
+
+
+def optimum_text(k_measured: int, k_formula: int, k_sqrt: int, peak_sqrt: str, peak_k1: str, peak_opt: str) -> str:
+    """Where the measured peak of the segment sweep is lowest, against the closed form's optimum and Chen's
+    k = √L (Markdown with TeX: wrap in IPython.display.Markdown inline). Peaks are formatted sizes."""
+    agree = "the closed form agrees" if k_measured == k_formula else f"closed form: {k_formula}"
+    if k_measured == k_sqrt:
+        return (f"The measured peak is lowest at Chen's $k = \\sqrt L$ itself, $k$ = {k_measured} ({agree}; peak "
+                f"{peak_opt}, against {peak_k1} without checkpoints).")
+    return (f"The measured peak is lowest at $k$ = {k_measured} ({agree}), not at Chen's $k = \\sqrt L$ "
+            f"({k_sqrt}, peak {peak_sqrt}; no checkpoints: {peak_k1}; optimum: {peak_opt}).")
+
+
+def residual_text(lo: float, hi: float, fmt, where: str = "$k$") -> str:
+    """The peak's residual over the live saved bytes (measured − closed-form live peak) across the measured
+    points of a sweep, ``lo`` to ``hi`` bytes: "exceeds … at every $k$" only when every residual is positive.
+    ``fmt`` formats bytes."""
+    if lo != lo:
+        return "is not compared with the live saved bytes (no point was measured)"
+    if lo > 0:
+        return f"exceeds the live saved bytes by {_range(fmt(lo), fmt(hi))} at every {where}"
+    if hi < 0:
+        return f"stays below the live saved bytes, by {_range(fmt(-hi), fmt(-lo))}, at every {where}"
+    return (f"differs from the live saved bytes by {fmt(lo)} to {fmt(hi)} (measured − closed form; its sign "
+            f"changes across {where})")
+
+
+def _range(lo: str, hi: str) -> str:
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
+def time_flop_text(ratio: float) -> str:
+    """Recomputation's step-time overhead per FLOP overhead (median over the segment sweep): "more", "less" or
+    "as much" time than its FLOPs predict, with the ratio."""
+    if ratio != ratio:
+        return "The segment sweep was not timed, so its time overhead is not set against its FLOPs"
+    verdict = "more" if ratio > 1.005 else "less" if ratio < 0.995 else "as much"
+    return (f"Recomputation costs {verdict} time than its FLOPs predict: the median ratio of step-time overhead to "
+            f"FLOP overhead is {ratio:.2f}")
+
+
+def growth_text(first: float, last: float, fmt) -> str:
+    """"grows from A … to B …" / "shrinks …" / "stays at …" between the first and last point of a sweep."""
+    if last > first:
+        return f"grows from {fmt(first)} to {fmt(last)}"
+    if last < first:
+        return f"shrinks from {fmt(first)} to {fmt(last)}"
+    return f"stays at {fmt(first)}"
+
+
+def overhead_text(mode: str, time_overhead: float, flop_overhead: float, time_per_flop: float,
+                  flop_digits: int = 1) -> str:
+    """One recompute mode's layer-time overhead against no recompute, beside its FLOP overhead: "selective
+    recompute adds 22.1% to the layer's time for 2.56% more FLOPs (8.63× the FLOP prediction)"."""
+    flops = f"{percent(flop_overhead, flop_digits)} more FLOPs"
+    if time_overhead > 0:
+        ratio = f" ({time_per_flop:.2f}× the FLOP prediction)" if time_per_flop == time_per_flop else ""
+        return f"{mode} recompute adds {percent(time_overhead)} to the layer's time for {flops}{ratio}"
+    if time_overhead < 0:
+        return (f"{mode} recompute measured {percent(-time_overhead)} faster than none despite {flops} (timing "
+                "noise: see the IQR)")
+    return f"{mode} recompute took the same time as none despite {flops}"
+
+
+def intercept_text(c0: float, exponent_none: float, fmt) -> str:
+    """The depth fit's intercept c0 and what it does to the log–log slopes (they sit below their asymptote of 1
+    while c0 > 0 and the no-recompute exponent is under 1)."""
+    if c0 > 0 and exponent_none < 1:
+        return (f"The intercept $c_0$ = {fmt(c0)} (head, loss, the backward working set) does not grow with $L$ "
+                "and pulls the log–log slopes below their asymptotes at small $L$.")
+    return f"The intercept is $c_0$ = {fmt(c0)} (head, loss, the backward working set)."
+
+
+def gap_text(gap: pd.Series, extras: pd.Series, modes: pd.Series) -> str:
+    """What the torch layer keeps beyond the paper's count, per point of the seq/hidden sweep (gap_bytes,
+    extras_per_layer_bytes — LayerNorm mean and rstd —, mode): which modes keep more, and whether the
+    difference is the LayerNorm statistics alone."""
+    more = sorted(set(modes[gap > 0]), key=lambda m: ("none", "selective", "full").index(m)
+                  if m in ("none", "selective", "full") else 9)
+    if not more:
+        return "The torch layer keeps exactly what the paper counts at every point."
+    which = "every mode" if set(more) == set(modes) else " and ".join(more)
+    if bool((gap == extras).all()):
+        return (f"The torch layer keeps more than the paper counts under {which}; the difference is LayerNorm mean "
+                "and rstd alone ($4sb$ elements per layer) at every point.")
+    return (f"The torch layer keeps more than the paper counts under {which}; the difference is itemized by the "
+            "accounting module in the table's gap_items column (LayerNorm statistics, element sizes).")
+
+
+def within_band(frame: pd.DataFrame, band: float) -> tuple[int, int]:
+    """Rows of a sweep-time-model table whose |predicted / measured − 1| (``error``) is at most ``band``:
+    (rows within, rows)."""
+    return int((frame["error"].abs() <= band).sum()), len(frame)
+
+
+def selective_model_text(selective: list[tuple[int, float, float]]) -> str:
+    """The time model's selective-recompute overhead against the measured one per size ((h, predicted,
+    measured) as time_summary.validation_checks gives): whether it is under-predicted at every size."""
+    if not selective:
+        return "No selective overhead was measured."
+    under = sum(m > p for _, p, m in selective)
+    pairs = "; ".join(f"$h$ = {h}: predicted {percent(p)}, measured {percent(m)}" for h, p, m in selective)
+    if under == len(selective):
+        verdict = ("the measured selective overhead is larger than predicted at "
+                   f"{'every size' if len(selective) > 1 else 'the one size'}")
+    elif under == 0:
+        verdict = (f"the measured selective overhead is at most the prediction at "
+                   f"{'every size' if len(selective) > 1 else 'the one size'}")
+    else:
+        verdict = (f"the measured selective overhead is larger than predicted at "
+                   f"{how_many(under, len(selective), 'size')}")
+    return f"{verdict} ({pairs})"
+
+
+def acceptance_text(acc: pd.DataFrame) -> str:
+    """The acceptance callout's verdict: "all 7 checks are met", "2 of the 7 checks are NOT met (…)"."""
+    if not len(acc):
+        return "there are no checks yet (no sweep table)"
+    missed = acc[acc["met"] != "yes"]
+    total = len(acc)
+    if not len(missed):
+        return f"{how_many_are(total, total, 'check')} met"
+    names = "; ".join(f"{r.device}: {r.check}" for r in missed.itertuples())
+    return f"{how_many_are(len(missed), total, 'check')} NOT met ({names})"

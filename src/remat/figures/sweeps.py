@@ -21,6 +21,10 @@ from matplotlib.ticker import NullFormatter
 from remat.experiments.sweeps_summary import depth_fits, devices, ok
 from remat.units import MiB  # axis unit: 2**20 bytes
 
+TIME_MODEL_BAND = 0.25
+"""Half-width of the grey band around predicted = measured in the time-model figure (±25 %, relative); the
+sweeps report quotes it and counts the rows inside it (sweeps_summary.within_band)."""
+
 
 def _grid(frames: list[pd.DataFrame], columns: int, width: float = 4.2, height: float = 3.4):
     """(frame of all inputs, its devices, Figure, axes[device row][column])."""
@@ -164,7 +168,7 @@ def layer_timing(frames: list[pd.DataFrame]) -> Figure:
 
 def time_model(frames: list[pd.DataFrame]) -> Figure:
     """sweep-time-model: the roofline time model's predicted ms per layer against the measured ms, per phase
-    (marker) and mode (colour), with the y = x line and a ±25 % band; one panel per device."""
+    (marker) and mode (colour), with the y = x line and a ±TIME_MODEL_BAND band; one panel per device."""
     frame, found, fig, axes = _grid(frames, 1, width=5.5, height=4.6)
     markers = {"forward": "o", "backward": "s", "combined": "^"}
     colors = {"none": "C0", "selective": "C1", "full": "C3"}
@@ -175,8 +179,9 @@ def time_model(frames: list[pd.DataFrame]) -> Figure:
                     label=f"{mode} {phase}", ms=6, alpha=0.85)
         lo, hi = 0.5 * part["measured_s"].min() * 1e3, 2 * part["measured_s"].max() * 1e3
         ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, label="predicted = measured")
-        ax.fill_between([lo, hi], [0.75 * lo, 0.75 * hi], [1.25 * lo, 1.25 * hi], color="grey", alpha=0.15,
-                        label="±25 %")
+        low, high = 1 - TIME_MODEL_BAND, 1 + TIME_MODEL_BAND
+        ax.fill_between([lo, hi], [low * lo, low * hi], [high * lo, high * hi], color="grey", alpha=0.15,
+                        label=f"±{100 * TIME_MODEL_BAND:g} %")
         ax.set(xscale="log", yscale="log", xlabel="measured ms per layer (median)", ylabel="predicted ms (roofline)",
                title=f"{device}: roofline at measured rates, h = "
                      f"{', '.join(str(int(h)) for h in sorted(part['hidden'].unique()))}")
