@@ -10,6 +10,8 @@ Naming: "paper Table N" / "paper Figure N" is the paper's; a column computed fro
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from remat.formulas import korthikanti
@@ -215,3 +217,112 @@ def modern_summary(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame.assign(MiB=(frame["bytes"] / MiB).round(2))
     out["module/op"] = out["module"] + out["op"].map(lambda o: f" ({o})" if o else "")
     return out[["variant", "module/op", "tensors", "MiB"]]
+
+
+# --- wording for the report's prose (tables in, words out; every verdict follows the data) ---------------------------
+
+TABLE2_TOLERANCE = 0.005
+"""Relative error (fraction) within which a measured point counts as agreeing with the paper Table 2 formula."""
+
+
+def count_of(k: int, n: int, noun: str) -> str:
+    """``k`` of ``n`` things in words: "all 36 points", "none of the 36 points", "30 of the 36 points"
+    (``noun`` plural); for n = 1, "the one point" / "not the one point" (``noun`` with a trailing "s" dropped)."""
+    if n == 1:
+        one = noun[:-1] if noun.endswith("s") else noun
+        return f"the one {one}" if k else f"not the one {one}"
+    if k == n:
+        return f"both {noun}" if n == 2 else f"all {n} {noun}"
+    if k == 0:
+        return f"neither of the two {noun}" if n == 2 else f"none of the {n} {noun}"
+    return f"{k} of the {n} {noun}"
+
+
+def span_text(values, digits: int = 0, unit: str = "%") -> str:
+    """The range of ``values`` as shown: "58%" when its ends round alike, else "58–62%" (``digits`` decimals)."""
+    values = [float(v) for v in values]
+    lo, hi = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return f"{lo}{unit}" if lo == hi else f"{lo}–{hi}{unit}"
+
+
+def ceil_text(x: float, digits: int = 1) -> str:
+    """``x`` rounded up to ``digits`` decimals, as text: a bound that stays true once shown ("within 3.3" for
+    3.24 at one decimal, never "within 3.2")."""
+    scale = 10 ** digits
+    return f"{math.ceil(round(x * scale, 9)) / scale:.{digits}f}"
+
+
+def join_words(words) -> str:
+    """"a", "a and b", "a, b and c"."""
+    words = [str(w) for w in words]
+    return " and ".join(words) if len(words) <= 2 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def table2_agreement_text(table: pd.DataFrame, tolerance: float = TABLE2_TOLERANCE) -> str:
+    """One sentence: how the paper-faithful bytes of a ``korthikanti-table2`` table compare with the paper
+    Table 2 formula — all equal byte for byte; all within ``tolerance`` (a fraction); or how many are within
+    it and which point is worst."""
+    n = len(table)
+    exact = int((table["bytes_measured"] == table["bytes_formula"]).sum())
+    within = int((table["rel_error"].abs() <= tolerance).sum())
+    error = table["rel_error"].abs()
+    worst = table.loc[error.idxmax()]
+    points = "model × technique points"
+    if exact == n:
+        return f"The paper-faithful bytes of {count_of(n, n, points)} equal the paper Table 2 formula byte for byte."
+    exact_words = "none of them" if exact == 0 else f"{exact} of them"
+    if within == n:
+        return (f"The paper-faithful bytes of {count_of(n, n, points)} are within {tolerance:.1%} of the paper "
+                f"Table 2 formula, {exact_words} byte for byte; the largest relative error is {error.max():.1e} "
+                f"({worst['model']}, {worst['technique']}).")
+    return (f"The paper-faithful bytes of {count_of(within, n, points)} are within {tolerance:.1%} of the paper "
+            f"Table 2 formula ({exact} byte for byte); the largest relative error is {error.max():.1e} "
+            f"({worst['model']}, {worst['technique']}).")
+
+
+def uncounted(table: pd.DataFrame, items_table: pd.DataFrame) -> dict:
+    """What separates actual from paper-faithful bytes in a ``korthikanti-table2`` table, from the matching
+    ``korthikanti-items`` table: ``gap_max`` (bytes per layer, int), ``notes`` (the reasons given for tensors the
+    paper does not count, in order of appearance), ``explained`` (the uncounted tensors add up to
+    the gap at every point), ``norm_only`` (explained, every counted tensor kept at the paper's element size,
+    and every uncounted one a norm statistic)."""
+    keys = ["model", "technique", "tp"]
+    gap = table.set_index(keys)["bytes_actual"] - table.set_index(keys)["bytes_measured"]
+    apart = items_table[items_table["paper_term"].isna()]
+    apart_bytes = apart.groupby(keys)["bytes"].sum().reindex(gap.index).fillna(0)
+    counted = items_table.dropna(subset=["paper_term"])
+    same_size = bool((counted["bytes"] == counted["paper_bytes"]).all())
+    notes = list(dict.fromkeys(apart["note"].dropna()))
+    explained = bool((apart_bytes == gap).all())
+    return {"gap_max": int(gap.max()), "notes": notes, "explained": explained,
+            "norm_only": explained and same_size and all(n.startswith("norm statistics") for n in notes)}
+
+
+def uncounted_text(table: pd.DataFrame, items_table: pd.DataFrame) -> str:
+    """One sentence on the actual bytes against the paper-faithful ones (``uncounted``): equal, or larger by at
+    most N bytes per layer, and what makes up the difference."""
+    u = uncounted(table, items_table)
+    if u["gap_max"] == 0 and u["explained"]:
+        return "The actual bytes PyTorch keeps equal the paper-faithful bytes at every point."
+    what = ("LayerNorm's mean and 1/σ, which the paper ignores" if u["norm_only"]
+            else "; ".join(u["notes"]) if u["notes"] else "storage the saved tensors do not account for")
+    rest = "" if u["explained"] else " (the uncounted tensors do not add up to the whole difference)"
+    return (f"PyTorch keeps at most {u['gap_max']:,} bytes per layer more than that (the actual bytes): "
+            f"{what}{rest}.")
+
+
+def fit_text(frame: pd.DataFrame, technique: str, name_gpu: bool = True) -> str:
+    """Whether ``technique`` fits the GPU preset's memory on the first pipeline stage, across the models of a
+    ``korthikanti-memory`` table: "fits in the a100-80gb's 80.0 GiB for all 4 models" / "for 2 of the 4
+    models (a and b)" / "does not fit ... for any of the 4 models" (GiB = 2**30 bytes); without
+    "in the ...'s ... GiB" when ``name_gpu`` is false."""
+    rows = frame[frame["technique"] == technique]
+    fits = list(rows.loc[rows["fits_gpu"].astype(bool), "model"])
+    n = len(rows)
+    gpu, capacity = frame["gpu"].iloc[0], int(frame["gpu_memory_bytes"].iloc[0])
+    where = f" in the {gpu}'s {capacity / GiB:.1f} GiB" if name_gpu else ""
+    if not fits:
+        models = "the one model" if n == 1 else "either model" if n == 2 else f"any of the {n} models"
+        return f"does not fit{where} for {models}"
+    which = f" ({join_words(fits)})" if len(fits) < n else ""
+    return f"fits{where} for {count_of(len(fits), n, 'models')}{which}"

@@ -5,6 +5,8 @@ machine's measurement (``sweep-time-model``), with the numbers the prose quotes.
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 
@@ -101,3 +103,55 @@ def validation_checks(frame: pd.DataFrame) -> dict:
             "op_overhead_s": float(frame["op_overhead_s"].iloc[0]),
             "selective": [(int(r.hidden), float(r.predicted_overhead), float(r.measured_overhead))
                           for r in combined.itertuples()]}
+
+
+# --- wording for the report's prose (tables in, words out; every verdict follows the data) ---------------------------
+
+_PHASES = ("forward", "backward", "combined")
+
+
+def table4_ratios(frame: pd.DataFrame) -> pd.DataFrame:
+    """Predicted / paper ms per experiment (rows) and phase (columns forward, backward, combined).
+    Input: a ``korthikanti-table4`` table."""
+    return pd.DataFrame({p: (frame[f"{p}_ms"] / frame[f"paper_{p}_ms"]).to_numpy() for p in _PHASES},
+                        index=frame["experiment"])
+
+
+def table4_bias_text(frame: pd.DataFrame) -> str:
+    """Which way the model misses paper Table 4, as a clause: "every phase is predicted low, at 86–93% of the
+    paper's time", "... high, at ...", or "phases are predicted both low and high, at ..." (percent of the
+    paper's ms, rounded). Input: a ``korthikanti-table4`` table."""
+    r = 100 * table4_ratios(frame).to_numpy().ravel()
+    lo, hi = f"{r.min():.0f}", f"{r.max():.0f}"
+    span = f"{lo}%" if lo == hi else f"{lo}–{hi}%"
+    if (r < 100).all():
+        return f"every phase is predicted low, at {span} of the paper's time"
+    if (r > 100).all():
+        return f"every phase is predicted high, at {span} of the paper's time"
+    return f"phases are predicted both low and high, at {span} of the paper's time"
+
+
+def figure8_agreement_text(frame: pd.DataFrame) -> str:
+    """The recompute share against paper Figure 8, as a clause: "the recompute share of every bar is within
+    1.2 percentage points of paper Figure 8 (largest difference: gpt3-175b, full)" (the bound rounded up to a
+    tenth), or "matches paper Figure 8 to the
+    rounding of its bars" when no bar differs by more than 0.05 points. Input: a ``korthikanti-figure8`` table."""
+    delta = (frame["recompute_pct"] - frame["paper_recompute_pct"]).abs()
+    if delta.max() < 0.05:
+        return "the recompute share of every bar matches paper Figure 8 to a tenth of a percentage point"
+    worst = frame.loc[delta.idxmax()]
+    bound = math.ceil(round(10 * delta.max(), 9)) / 10   # rounded up: "within" stays true
+    return (f"the recompute share of every bar is within {bound:.1f} percentage points of paper Figure 8 "
+            f"(largest difference: {worst['model']}, {worst['variant']})")
+
+
+def falls_with(values: dict, keys: dict) -> str:
+    """"falls", "rises" or "does not move one way" as ``keys`` (e.g. the hidden size per model) grows: how the
+    ``values`` (same keys, e.g. a percent per model) change when ordered by ``keys``."""
+    ordered = [values[m] for m in sorted(values, key=lambda m: keys[m])]
+    steps = [b - a for a, b in zip(ordered, ordered[1:])]
+    if steps and all(s < 0 for s in steps):
+        return "falls"
+    if steps and all(s > 0 for s in steps):
+        return "rises"
+    return "does not move one way"

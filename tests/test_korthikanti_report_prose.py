@@ -1,0 +1,133 @@
+"""The words the Korthikanti report's prose is built from (korthikanti_summary / time_summary wording helpers):
+each verdict follows the data in every case — all, none, some (issue 16)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from remat.experiments import korthikanti_summary as tables
+from remat.experiments import time_summary
+
+
+@pytest.mark.parametrize("k,n,expected", [
+    (36, 36, "all 36 points"), (0, 36, "none of the 36 points"), (30, 36, "30 of the 36 points"),
+    (2, 2, "both points"), (0, 2, "neither of the two points"), (1, 2, "1 of the 2 points"),
+    (1, 1, "the one point"), (0, 1, "not the one point")])
+def test_count_of(k, n, expected):
+    assert tables.count_of(k, n, "points") == expected
+
+
+def test_span_ceil_and_join():
+    assert tables.span_text([58.3, 66.8]) == "58–67%"
+    assert tables.span_text([33.33, 33.34]) == "33%"
+    assert tables.span_text([0.44, 1.75], 1) == "0.4–1.8%"
+    assert tables.span_text([1.0, 1.0], 3, "") == "1.000"
+    assert tables.ceil_text(3.24, 1) == "3.3" and tables.ceil_text(14.5, 1) == "14.5"
+    assert tables.ceil_text(0.1, 1) == "0.1"   # no float noise pushing it to 0.2
+    assert tables.join_words(["a"]) == "a" and tables.join_words(["a", "b"]) == "a and b"
+    assert tables.join_words(["a", "b", "c"]) == "a, b and c"
+
+
+def _table2(measured, formula):
+    rows = [{"model": f"m{i}", "technique": "TP baseline", "tp": 8, "bytes_measured": m, "bytes_formula": f,
+             "bytes_actual": m, "rel_error": m / f - 1} for i, (m, f) in enumerate(zip(measured, formula))]
+    return pd.DataFrame(rows)
+
+
+def test_table2_agreement_all_exact():
+    text = tables.table2_agreement_text(_table2([100, 200, 300], [100, 200, 300]))
+    assert text == "The paper-faithful bytes of all 3 model × technique points equal the paper Table 2 formula byte for byte."
+
+
+def test_table2_agreement_all_within_some_or_none_exact():
+    text = tables.table2_agreement_text(_table2([100, 1001], [100, 1000]))
+    assert "both model × technique points are within 0.5%" in text and "1 of them byte for byte" in text
+    assert "1.0e-03 (m1, TP baseline)" in text
+    none = tables.table2_agreement_text(_table2([1001, 2001], [1000, 2000]))
+    assert "none of them byte for byte" in none
+
+
+def test_table2_agreement_some_outside():
+    text = tables.table2_agreement_text(_table2([100, 110, 300], [100, 100, 300]))
+    assert text.startswith("The paper-faithful bytes of 2 of the 3 model × technique points are within 0.5%")
+    assert "(2 byte for byte)" in text and "1.0e-01 (m1, TP baseline)" in text
+    assert "none of the 3" in tables.table2_agreement_text(_table2([110, 220, 330], [100, 200, 300]))
+
+
+def _items(rows):
+    cols = ["model", "technique", "tp", "paper_term", "bytes", "paper_bytes", "note"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+NORM = "norm statistics (mean/rstd): the paper ignores them"
+
+
+def test_uncounted_equal_norm_only_other_and_unexplained():
+    table = _table2([100], [100])
+    counted = ("m0", "TP baseline", 8, "qkv_input", 100, 100, None)
+    assert tables.uncounted_text(table, _items([counted])) == (
+        "The actual bytes PyTorch keeps equal the paper-faithful bytes at every point.")
+    table = table.assign(bytes_actual=[164])
+    norm = tables.uncounted_text(table, _items([counted, ("m0", "TP baseline", 8, None, 64, 0, NORM)]))
+    assert norm == ("PyTorch keeps at most 64 bytes per layer more than that (the actual bytes): LayerNorm's mean "
+                    "and 1/σ, which the paper ignores.")
+    other = tables.uncounted_text(table, _items([counted, ("m0", "TP baseline", 8, None, 64, 0, "causal mask")]))
+    assert other.endswith(": causal mask.")
+    short = tables.uncounted(table, _items([counted, ("m0", "TP baseline", 8, None, 32, 0, NORM)]))
+    assert not short["explained"] and not short["norm_only"]
+    assert "do not add up" in tables.uncounted_text(table, _items([counted, ("m0", "TP baseline", 8, None, 32, 0,
+                                                                             NORM)]))
+
+
+def _memory(fits):
+    return pd.DataFrame({"model": [f"m{i}" for i in range(len(fits))], "technique": "TP+SP+selective",
+                         "fits_gpu": fits, "gpu": "a100-80gb", "gpu_memory_bytes": 80 * 2 ** 30})
+
+
+@pytest.mark.parametrize("fits,expected", [
+    ([True] * 4, "fits in the a100-80gb's 80.0 GiB for all 4 models"),
+    ([True, False, True, False], "fits in the a100-80gb's 80.0 GiB for 2 of the 4 models (m0 and m2)"),
+    ([False] * 4, "does not fit in the a100-80gb's 80.0 GiB for any of the 4 models"),
+    ([False, False], "does not fit in the a100-80gb's 80.0 GiB for either model"),
+    ([True], "fits in the a100-80gb's 80.0 GiB for the one model")])
+def test_fit_text(fits, expected):
+    assert tables.fit_text(_memory(fits), "TP+SP+selective") == expected
+
+
+def test_fit_text_without_gpu():
+    assert tables.fit_text(_memory([False] * 3), "TP+SP+selective", name_gpu=False) == (
+        "does not fit for any of the 3 models")
+
+
+def _table4(scale):
+    frame = pd.DataFrame({"experiment": ["baseline", "full recompute"]})
+    for i, phase in enumerate(("forward", "backward", "combined")):
+        frame[f"paper_{phase}_ms"] = [10.0, 20.0]
+        frame[f"{phase}_ms"] = [10.0 * scale[0], 20.0 * scale[1]]
+    return frame
+
+
+@pytest.mark.parametrize("scale,expected", [
+    ((0.9, 0.86), "every phase is predicted low, at 86–90% of the paper's time"),
+    ((1.1, 1.1), "every phase is predicted high, at 110% of the paper's time"),
+    ((0.9, 1.1), "phases are predicted both low and high, at 90–110% of the paper's time")])
+def test_table4_bias_text(scale, expected):
+    assert time_summary.table4_bias_text(_table4(scale)) == expected
+
+
+def test_figure8_agreement_text():
+    frame = pd.DataFrame({"model": ["a", "b"], "variant": ["full", "present"], "recompute_pct": [40.0, 6.0],
+                          "paper_recompute_pct": [41.0, 7.04]})
+    assert time_summary.figure8_agreement_text(frame) == (
+        "the recompute share of every bar is within 1.1 percentage points of paper Figure 8 "
+        "(largest difference: b, present)")
+    same = frame.assign(paper_recompute_pct=[40.0, 6.01])
+    assert "matches paper Figure 8 to a tenth of a percentage point" in time_summary.figure8_agreement_text(same)
+
+
+@pytest.mark.parametrize("values,expected", [
+    ({"a": 6.0, "b": 2.8, "c": 1.3}, "falls"), ({"a": 1.0, "b": 2.0, "c": 3.0}, "rises"),
+    ({"a": 1.0, "b": 3.0, "c": 2.0}, "does not move one way")])
+def test_falls_with(values, expected):
+    assert time_summary.falls_with(values, {"c": 30, "a": 10, "b": 20}) == expected
