@@ -57,17 +57,37 @@ def test_link_facts_and_the_overlap_sentence():
     assert facts["h2d_gib_s"] == pytest.approx(9.313225746)
     assert facts["overlap_ratio_min"] == pytest.approx(0.8)  # h2d 8 / 10
     assert facts["overlap_ratio_max"] == pytest.approx(0.9)  # d2h 4.5 / 5
+    assert (facts["d2h_gb_s"], facts["h2d_memory"], facts["d2h_memory"]) == (5.0, "pageable", "pageable")
+    assert (facts["alone_worst"], facts["overlap_worst"]) == pytest.approx((0.12, 0.3))
     assert facts["overlap_noisiest"] is True  # 0.3 > 0.12
-    assert summary.overlap_sentence(facts) == ("With the matmul running, the fitted bandwidth is 0.80–0.90 of "
-                                               "the copy alone; on a shared CPU the overlapped copies are the "
-                                               "noisiest points")
+    assert summary.overlap_sentence(facts) == ("With the matmul running, the fitted bandwidth is 0.80–0.90× that "
+                                               "of the copy alone; on a shared CPU the overlapped copies are the "
+                                               "noisier (largest error 30.0% with the matmul, 12.0% alone)")
+    assert summary.alone_fit_sentence(facts) == (
+        "Alone, the fit is within 10% of every copy of 1.00 MiB or more in one of the two groups (direction × "
+        "memory kind); the largest error is 12.0%")
+
+
+@pytest.mark.parametrize("errors, groups", [((0.01, 0.02), "in both groups"), ((0.2, 0.3), "in neither group")])
+def test_alone_fit_sentence_reads_for_both_and_neither(errors, groups):
+    facts = {"alone_ok": sum(e < summary.NOISE_THRESHOLD for e in errors), "alone_groups": 2,
+             "alone_worst": max(errors)}
+    assert groups in summary.alone_fit_sentence(facts)
+    facts = {"alone_ok": 3, "alone_groups": 4, "alone_worst": 0.2}
+    assert "in 3 of the 4 groups" in summary.alone_fit_sentence(facts)
+    facts = {"alone_ok": 0, "alone_groups": 2, "alone_worst": float("nan")}
+    assert summary.alone_fit_sentence(facts).endswith("so the fits are not judged")
 
 
 def test_overlap_sentence_when_overlapped_copies_are_not_the_noisiest_or_absent():
     bw = _bandwidth(overlap_errors=(0.01, 0.02, 0.03, 0.04))  # worst overlapped 0.04 < 0.12 alone
     facts = summary.link_facts(bw, summary.fit_table(bw))
     assert facts["overlap_noisiest"] is False
-    assert summary.overlap_sentence(facts).endswith("the overlapped copies are not the noisiest points")
+    assert summary.overlap_sentence(facts).endswith(
+        "the copies alone are the noisier (largest error 4.0% with the matmul, 12.0% alone)")
+    assert "scatter as much as those alone" in summary.overlap_sentence({**facts, "overlap_worst": 0.12})
+    real = summary.link_facts(bw.assign(simulated=False), summary.fit_table(bw))
+    assert "on a shared CPU" not in summary.overlap_sentence({**real, "overlap_noisiest": True})
     bw = _bandwidth(overlap_errors=(0.13, 0.0, 0.01, 0.0))  # one overlapped group worst (0.13 > 0.12), the other best
     assert summary.link_facts(bw, summary.fit_table(bw))["overlap_noisiest"] is True
     alone = bw[~bw["overlap"]]
@@ -100,7 +120,7 @@ def _steps() -> pd.DataFrame:
 
 def test_steps_facts():
     facts = summary.steps_facts(_steps())
-    assert facts["sizes"] == "(s, h) = (32, 64), (s, h) = (64, 64)"
+    assert facts["sizes"] == "(s, h) = (32, 64) and (64, 64)"
     assert (facts["a"], facts["b"], facts["L"], facts["threads"], facts["all_equal"]) == (4, 2, 2, 1, True)
     assert (facts["held_ratio_min"], facts["held_ratio_max"]) == (0.125, 0.25)  # 1/8 and 1/4
     assert (facts["host_live_after_step"], facts["host_reserved"], facts["reserved_is_peak"]) == (0, 8192, True)
@@ -108,6 +128,25 @@ def test_steps_facts():
     gpu.loc[gpu["variant"] == "offload", "host_peak_bytes"] = 100
     facts = summary.steps_facts(gpu)
     assert (facts["threads"], facts["all_equal"], facts["reserved_is_peak"]) == (None, False, False)
+    assert facts["unequal"] == ["full"] and facts["variants"] == ["selective", "full", "offload", "save_on_cpu"]
+
+
+def test_steps_sentences_for_equal_and_unequal_gradients_and_the_host_pool():
+    facts = summary.steps_facts(_steps())
+    assert summary.equal_sentence(facts) == ("loss and every gradient are bitwise equal to those of `none` for every "
+                                             "variant (`selective`, `full`, `offload`, `save_on_cpu`)")
+    assert summary.equal_sentence({**facts, "unequal": ["full"]}) == (
+        "the gradients are NOT bitwise equal to those of `none` for `full` (they are for `selective`, `offload`, "
+        "`save_on_cpu`)")
+    assert summary.held_text(facts) == "12.5%–25.0%"
+    assert summary.held_text({**facts, "held_ratio_max": 0.125}) == "12.5%"
+    assert summary.host_pool_sentence(facts) == (
+        "After every step the host pool holds no live bytes: it is back at its baseline. It reserves 8.00 KiB at "
+        "most (pageable), exactly the peak host bytes of one step, so it does not grow past what a step needs")
+    other = summary.host_pool_sentence({**facts, "host_live_after_step": 4096, "reserved_is_peak": False,
+                                        "host_pinned": True})
+    assert other.startswith("After a step the host pool still holds up to 4.00 KiB live: it is not back")
+    assert "(pinned), not exactly the peak host bytes of one step at every size" in other
 
 
 def test_step_time_and_memory_tables():
@@ -188,8 +227,30 @@ def test_grid_example_at_equal_freed_bytes():
     assert "over the 12.8 GB/s one GPU gets exposes 25.0 ms; it breaks even at 44.8 GB/s, 3.5× that link" in text
     assert "Full recomputation frees 504 MiB for 5.00 ms; offloading those bytes exposes 70.0 ms and breaks even " \
            "at 64.0 GB/s (5.0× the link)" in text
-    assert text.endswith("offload is the cheaper at equal bytes at 2 points against selective and 0 against full "
-                         "recomputation.")
+    assert text.endswith("Over the whole grid (8 points on a100-80gb, h100-80gb), offload is the cheaper at equal "
+                         "bytes at 2 of the 8 points against selective recomputation and at none of the 8 points "
+                         "against full.")
+
+
+def test_wins_sentence_for_none_all_and_some():
+    ex = {"points": 2, "gpus": "a100-80gb", "offload_wins_selective": 0, "offload_wins_full": 0}
+    assert summary.wins_sentence(ex) == ("Over the whole grid (2 points on a100-80gb), recomputation is the cheaper "
+                                         "at equal bytes everywhere, selective and full alike.")
+    assert "offload is the cheaper at equal bytes everywhere" in summary.wins_sentence(
+        {**ex, "offload_wins_selective": 2, "offload_wins_full": 2})
+    assert summary.wins_sentence({**ex, "offload_wins_selective": 1}).endswith(
+        "at one of the two points against selective recomputation and at neither point against full.")
+
+
+def test_breakeven_summary_names_the_cheaper_choice():
+    ex = summary.grid_example(_breakeven())
+    text = summary.breakeven_summary(ex)
+    assert text.startswith("At $s$ = 2048, $h$ = 12288 on the NVIDIA A100 SXM4 80GB, offloading what selective "
+                           "recomputation frees breaks even at 44.8 GB/s and offloading what full recomputation "
+                           "frees at 64.0 GB/s, against the 12.8 GB/s of host link one GPU gets")
+    assert text.endswith("selective recomputation is the cheaper against selective, and full recomputation is the "
+                         "cheaper against full")
+    assert "offload is the cheaper against selective" in summary.breakeven_summary({**ex, "cheaper_selective": "offload"})
 
 
 def test_grid_table_one_row_per_gpu_in_display_units():
@@ -219,7 +280,8 @@ def test_measured_facts_and_sentences():
     assert facts["freed_ratio_min"] == pytest.approx(1.05) and facts["freed_ratio_max"] == pytest.approx(1.05)
     assert facts["bytes_per_flop"] == pytest.approx(1.5e9 / 2.5e9)
     assert summary.overlap_model_sentence(facts, simulated=True).endswith(
-        "hides every copy at 1 of 2 sizes, describes a GPU.")
+        "hides every copy at one of the two sizes, describes a GPU.")
+    assert (facts["model_hidden_min"], facts["model_hidden_max"]) == pytest.approx((0.75, 1.0))  # 1 − 1/4, 1 − 0/3
     assert summary.overlap_model_sentence(facts, simulated=False) == ("The copies run on a side stream: the "
                                                                        "overlapped model applies.")
     assert summary.extra_sentence(facts).startswith("The measured offload overhead exceeds the serial model by "
@@ -236,10 +298,10 @@ def test_measured_comparison_is_qualified_on_a_simulated_link():
     facts, ex = summary.measured_facts(table), summary.grid_example(table)
     text = summary.measured_comparison_sentence(facts, True, ex)
     assert text.startswith("On this simulated link the measured offload overhead was below full recomputation's "
-                           "at 1 of 2 sizes, offload freeing 1.05× the bytes full recompute freed")
+                           "at one of the two sizes, offload freeing 1.05× the bytes full recompute freed")
     assert "host memcpy" in text and "no PCIe" in text and "cheapest" not in text
-    assert "moves 0.6 bytes per FLOP of achieved compute, where the NVIDIA A100 SXM4 80GB's per-GPU link moves " \
-           "5.1e-05 (11,700× fewer)" in text
+    assert "moves 0.6 bytes per FLOP of achieved compute, 11,700× as many as the NVIDIA A100 SXM4 80GB's " \
+           "per-GPU link (5.1e-05)" in text
     assert text.endswith("It says nothing about which choice wins on a GPU; the equal-bytes break-even above does.")
     real = summary.measured_comparison_sentence(facts, False, ex)
     assert real.startswith("Over the measured host link (one GPU copying alone), the measured offload overhead")
@@ -264,3 +326,24 @@ def test_measured_table_converts_seconds_to_ms_and_bytes_to_mib():
     assert first["offload sel. bytes, serial (model)"] == pytest.approx(0.1)
     assert first["break-even vs full (GB/s)"] == 3.5 and first["break-even vs sel. (GB/s)"] == 0.25  # not scaled
     assert "cheapest measured" not in t.columns and len(t) == 2
+
+
+def test_opening_summary_labels_a_cpu_link_a_stand_in_and_quotes_the_hidden_share():
+    bw = _bandwidth()
+    facts = summary.link_facts(bw, summary.fit_table(bw))
+    text = summary.link_summary(facts)
+    assert text.startswith("Copies alone reach 10.0 GB/s host-to-device (pageable) and 5.0 GB/s device-to-host")
+    assert "a CPU stand-in" in text and "not PCIe" in text
+    real = summary.link_summary({**facts, "simulated": False, "link": "PCIe 4.0 x16"})
+    assert real.endswith("over PCIe 4.0 x16") and "stand-in" not in real
+    run = summary.steps_facts(_steps())
+    measured = summary.measured_facts(_breakeven())
+    cpu = summary.overlap_summary(run, measured, simulated=True)
+    assert cpu == ("On the CPU nothing overlaps (no copy engine, no streams), so no hidden share is measured here; "
+                   "on a GPU the overlapped model hides 75%–100% of the copy time at the measured sizes")
+    every = {**measured, "model_hidden_min": 1.0, "model_hidden_max": 1.0}
+    assert summary.overlap_summary(run, every, True).endswith("the overlapped model hides all of the copy time at "
+                                                              "the measured sizes")
+    gpu = summary.overlap_summary({**run, "hidden_share_min": 0.6, "hidden_share_max": 0.9}, measured, False)
+    assert gpu.startswith("The hooks hide 60%–90% of the copy time that the synchronous save_on_cpu exposes")
+    assert "not measurable" in summary.overlap_summary({**run, "hidden_share_min": None}, measured, False)

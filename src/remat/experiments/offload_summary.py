@@ -17,12 +17,14 @@ from typing import Mapping
 import pandas as pd
 
 from remat.errors import UsageError
+from remat.experiments.sweeps_summary import count, how_many, how_many_are, percent, span
 from remat.units import GiB, MiB, format_bytes
 
 REPORT_DEVICE_VARIABLE = "REMAT_OFFLOAD_DEVICE"
 GROUP = ["direction", "memory", "overlap"]
 VARIANT_ORDER = ["none", "selective", "full", "offload", "save_on_cpu"]
-NOISE_THRESHOLD = 0.10  # a fit "predicts" a group when every copy ≥ 1 MiB is within 10 %
+NOISE_THRESHOLD = 0.10  # a fit "predicts" a group when every copy ≥ FIT_CHECK_BYTES is within 10 %
+FIT_CHECK_BYTES = MiB   # the fits are judged on copies of at least this many bytes (smaller ones: t0 and noise)
 
 
 def report_device(environ: Mapping[str, str] = os.environ) -> str:
@@ -40,52 +42,78 @@ def report_device(environ: Mapping[str, str] = os.environ) -> str:
 def fit_table(bw: pd.DataFrame) -> pd.DataFrame:
     """One row per (direction, memory, overlap) of an offload-bandwidth table, sorted: t0_us (µs), bw_gb_s,
     bw_gib_s (the group's fit), points (sizes measured) and abs_err = max |predicted/measured − 1| over the
-    sizes ≥ 1 MiB (NaN when the group has none)."""
+    sizes ≥ FIT_CHECK_BYTES (1 MiB; NaN when the group has none)."""
     fits = (bw.groupby(GROUP, sort=True)
               .agg(t0_us=("fit_t0_s", "first"), bw_gb_s=("fit_bw_gb_s", "first"),
                    bw_gib_s=("fit_bw_gib_s", "first"), points=("bytes", "size"))
               .reset_index())
     fits["t0_us"] = fits["t0_us"] * 1e6
-    big = bw[bw["bytes"] >= MiB].assign(abs_err=lambda d: d["rel_error"].abs())
+    big = bw[bw["bytes"] >= FIT_CHECK_BYTES].assign(abs_err=lambda d: d["rel_error"].abs())
     worst = big.groupby(GROUP, sort=True)["abs_err"].max().reset_index()
     return fits.merge(worst, on=GROUP, how="left")
 
 
 def link_facts(bw: pd.DataFrame, fits: pd.DataFrame) -> dict:
     """What the bandwidth section quotes: simulated (bool), device, link, kinds (memory kinds), smallest and
-    largest copy (formatted), alone_ok / alone_groups (groups copied alone whose fit is within 10 % at
-    every size ≥ 1 MiB), the fastest host-to-device group alone (h2d_gb_s, h2d_gib_s, h2d_t0_us),
-    overlap_ratio_min / _max (fitted BW with a matmul ÷ alone, per direction and memory; None without
-    overlapped runs) and overlap_noisiest (the largest error is an overlapped group's; None without)."""
+    largest copy (formatted), alone_ok / alone_groups (groups copied alone whose fit is within NOISE_THRESHOLD
+    at every size ≥ FIT_CHECK_BYTES), alone_worst (the largest such error of a group copied alone), the
+    fastest host-to-device group alone (h2d_gb_s, h2d_gib_s, h2d_t0_us, h2d_memory) and device-to-host
+    (d2h_gb_s, d2h_memory), overlap_ratio_min / _max (fitted BW with a matmul ÷ alone, per direction and
+    memory; None without overlapped runs), overlap_worst (the largest error of an overlapped group; None
+    without) and overlap_noisiest (overlap_worst > alone_worst; None without)."""
     alone = fits[~fits["overlap"].astype(bool)]
     over = fits[fits["overlap"].astype(bool)]
     h2d = alone[alone["direction"] == "h2d"].sort_values("bw_gb_s").iloc[-1]
+    d2h = alone[alone["direction"] == "d2h"].sort_values("bw_gb_s").iloc[-1]
     facts = {"simulated": bool(bw["simulated"].all()), "device": str(bw["device"].iloc[0]),
              "link": str(bw["link"].iloc[0]), "kinds": ", ".join(sorted(bw["memory"].unique())),
              "smallest": format_bytes(int(bw["bytes"].min())), "largest": format_bytes(int(bw["bytes"].max())),
              "alone_ok": int((alone["abs_err"] < NOISE_THRESHOLD).sum()), "alone_groups": len(alone),
              "h2d_gb_s": float(h2d["bw_gb_s"]), "h2d_gib_s": float(h2d["bw_gib_s"]),
-             "h2d_t0_us": float(h2d["t0_us"]),
-             "overlap_ratio_min": None, "overlap_ratio_max": None, "overlap_noisiest": None}
+             "h2d_t0_us": float(h2d["t0_us"]), "h2d_memory": str(h2d["memory"]),
+             "d2h_gb_s": float(d2h["bw_gb_s"]), "d2h_memory": str(d2h["memory"]),
+             "alone_worst": float(alone["abs_err"].max()),
+             "overlap_ratio_min": None, "overlap_ratio_max": None, "overlap_worst": None, "overlap_noisiest": None}
     if len(over):
         ratio = (over.set_index(["direction", "memory"])["bw_gb_s"]
                  / alone.set_index(["direction", "memory"])["bw_gb_s"]).dropna()
         facts.update(overlap_ratio_min=float(ratio.min()), overlap_ratio_max=float(ratio.max()),
+                     overlap_worst=float(over["abs_err"].max()),
                      overlap_noisiest=bool(over["abs_err"].max() > alone["abs_err"].max()))
     return facts
 
 
+def alone_fit_sentence(facts: dict) -> str:
+    """How well t = t0 + bytes/BW fits the copies measured alone (``link_facts``), in words that fit every
+    case: "Alone, the fit is within 10% of every copy of 1 MiB or more in both groups (direction × memory
+    kind); the largest error is 4.2%." Plain text, never empty."""
+    n, total = facts["alone_ok"], facts["alone_groups"]
+    limit = f"{percent(NOISE_THRESHOLD, 0)} of every copy of {format_bytes(FIT_CHECK_BYTES)} or more"
+    worst = facts["alone_worst"]
+    if worst != worst:
+        return f"Alone, no copy of {format_bytes(FIT_CHECK_BYTES)} or more was measured, so the fits are not judged"
+    groups = how_many(n, total, "group")
+    return (f"Alone, the fit is within {limit} in {groups} (direction × memory kind); the largest error is "
+            f"{percent(worst)}")
+
+
 def overlap_sentence(facts: dict) -> str:
-    """The bandwidth section's sentence on the overlapped copies, from ``link_facts``: plain text, never
-    empty (the report follows it with a pointer to the fit table's error column)."""
+    """The bandwidth section's sentence on the overlapped copies, from ``link_facts``: how much bandwidth a
+    concurrent matmul leaves, and which copies scatter more about their fit — the overlapped ones or those
+    alone, chosen from the largest errors (never "noisiest" unless they are). Plain text, never empty (the
+    report follows it with a pointer to the fit table's error column)."""
     if facts["overlap_ratio_min"] is None:
         return "The copies were measured alone only (overlap off)"
-    text = (f"With the matmul running, the fitted bandwidth is {facts['overlap_ratio_min']:.2f}–"
-            f"{facts['overlap_ratio_max']:.2f} of the copy alone; ")
+    ratio = span(f"{facts['overlap_ratio_min']:.2f}", f"{facts['overlap_ratio_max']:.2f}")
+    text = f"With the matmul running, the fitted bandwidth is {ratio}× that of the copy alone; "
+    over, alone = facts["overlap_worst"], facts["alone_worst"]
+    errors = f"largest error {percent(over)} with the matmul, {percent(alone)} alone"
     if facts["overlap_noisiest"]:
         where = "on a shared CPU " if facts["simulated"] else ""
-        return text + f"{where}the overlapped copies are the noisiest points"
-    return text + "the overlapped copies are not the noisiest points"
+        return text + f"{where}the overlapped copies are the noisier ({errors})"
+    if over == alone:
+        return text + f"the overlapped copies scatter as much as those alone ({errors})"
+    return text + f"the copies alone are the noisier ({errors})"
 
 
 # --- steps -------------------------------------------------------------------------------------------------------
@@ -97,24 +125,68 @@ def held_ratio(steps: pd.DataFrame) -> pd.Series:
 
 
 def steps_facts(steps: pd.DataFrame) -> dict:
-    """What the hooks and memory sections quote from an offload-steps table: sizes ("(s, h) = (64, 64), …"),
+    """What the hooks and memory sections quote from an offload-steps table: sizes ("(s, h) = (64, 64), (64,
+    128) and (128, 64)"),
     a, b, L of the first size, all_equal (every variant's gradients bitwise equal to none), threads (CPU
     intra-op threads; None on a GPU), held_ratio_min / _max (``held_ratio``), host_live_after_step (max
-    bytes live in the offload pool after a step), host_reserved (max bytes the pool holds) and
-    reserved_is_peak (the pool holds exactly a step's peak host bytes, at every size)."""
+    bytes live in the offload pool after a step), host_reserved (max bytes the pool holds),
+    reserved_is_peak (the pool holds exactly a step's peak host bytes, at every size), host_pinned (the pool
+    is page-locked; False on a CPU), variants (compared with none), unequal (those whose gradients differ
+    from none's somewhere) and hidden_share_min / _max (copy_hidden_share of the offload rows: the share
+    of save_on_cpu's copy time the hooks hide; None where not measurable)."""
     sizes = steps[["s", "h", "a", "b", "L"]].drop_duplicates()
     first = sizes.iloc[0]
     ratio = held_ratio(steps)
     host = steps[steps["variant"] == "offload"]
     threads = steps["threads"].iloc[0] if "threads" in steps else None
-    return {"sizes": ", ".join(f"(s, h) = ({r.s}, {r.h})" for r in sizes.itertuples()),
+    others = steps[steps["variant"] != "none"]
+    unequal = [v for v in VARIANT_ORDER if v in set(others.loc[~others["grads_bitwise_equal"].astype(bool), "variant"])]
+    hidden = host["copy_hidden_share"].dropna() if "copy_hidden_share" in host else pd.Series(dtype=float)
+    pinned = host["host_pinned"].dropna() if "host_pinned" in host else pd.Series(dtype=bool)
+    pairs = [f"({r.s}, {r.h})" for r in sizes.itertuples()]
+    return {"sizes": "(s, h) = " + (pairs[0] if len(pairs) == 1 else f"{', '.join(pairs[:-1])} and {pairs[-1]}"),
             "a": int(first["a"]), "b": int(first["b"]), "L": int(first["L"]),
             "all_equal": bool(steps["grads_bitwise_equal"].all()),
             "threads": None if threads is None or pd.isna(threads) else int(threads),
             "held_ratio_min": float(ratio.min()), "held_ratio_max": float(ratio.max()),
             "host_live_after_step": int(host["host_live_after_step_bytes"].max()),
             "host_reserved": int(host["host_reserved_bytes"].max()),
-            "reserved_is_peak": bool((host["host_reserved_bytes"] == host["host_peak_bytes"]).all())}
+            "reserved_is_peak": bool((host["host_reserved_bytes"] == host["host_peak_bytes"]).all()),
+            "host_pinned": bool(pinned.astype(bool).all()) if len(pinned) else False,
+            "variants": [v for v in VARIANT_ORDER if v in set(others["variant"])], "unequal": unequal,
+            "hidden_share_min": float(hidden.min()) if len(hidden) else None,
+            "hidden_share_max": float(hidden.max()) if len(hidden) else None}
+
+
+def equal_sentence(facts: dict) -> str:
+    """Whether every variant's loss and gradients are bitwise equal to none's (``steps_facts``), naming the
+    ones that are not. Markdown (variant names as code: wrap in IPython.display.Markdown inline), never empty."""
+    variants, unequal = facts["variants"], facts["unequal"]
+    names = lambda vs: ", ".join(f"`{v}`" for v in vs)
+    if not unequal:
+        return f"loss and every gradient are bitwise equal to those of `none` for every variant ({names(variants)})"
+    same = [v for v in variants if v not in unequal]
+    return (f"the gradients are NOT bitwise equal to those of `none` for {names(unequal)}"
+            + (f" (they are for {names(same)})" if same else ""))
+
+
+def held_text(facts: dict) -> str:
+    """The device bytes held after forward with offload, as a share of none's: "4.0%" or "4.0%–6.1%"."""
+    return span(f"{facts['held_ratio_min']:.1%}", f"{facts['held_ratio_max']:.1%}")
+
+
+def host_pool_sentence(facts: dict) -> str:
+    """What the host pool holds after each step and at most (``steps_facts``): whether it is back at its
+    baseline, how much it reserves (pinned or pageable) and whether that is exactly a step's peak host bytes.
+    Plain text, never empty."""
+    kind = "pinned" if facts["host_pinned"] else "pageable"
+    live = facts["host_live_after_step"]
+    after = ("After every step the host pool holds no live bytes: it is back at its baseline" if live == 0 else
+             f"After a step the host pool still holds up to {format_bytes(live)} live: it is not back at its "
+             "baseline")
+    peak = ("exactly the peak host bytes of one step, so it does not grow past what a step needs"
+            if facts["reserved_is_peak"] else "not exactly the peak host bytes of one step at every size")
+    return f"{after}. It reserves {format_bytes(facts['host_reserved'])} at most ({kind}), {peak}"
 
 
 def step_time_table(steps: pd.DataFrame) -> pd.DataFrame:
@@ -233,10 +305,22 @@ def grid_sentences(ex: dict) -> str:
             f"it breaks even at {ex['breakeven_selective_gb_s']:.1f} GB/s, {ex['over_link_selective']:.1f}× that "
             f"link. Full recomputation frees {ex['freed_full_mib']:.0f} MiB for {ex['full_recompute_ms']:.2f} ms; "
             f"offloading those bytes exposes {ex['offload_full_exposed_ms']:.1f} ms and breaks even at "
-            f"{ex['breakeven_full_gb_s']:.1f} GB/s ({ex['over_link_full']:.1f}× the link). Over the whole grid "
-            f"({ex['points']} points on {ex['gpus']}), offload is the cheaper at equal bytes at "
-            f"{ex['offload_wins_selective']} points against selective and {ex['offload_wins_full']} against full "
-            "recomputation.")
+            f"{ex['breakeven_full_gb_s']:.1f} GB/s ({ex['over_link_full']:.1f}× the link). "
+            + wins_sentence(ex))
+
+
+def wins_sentence(ex: dict) -> str:
+    """Over the whole grid (``grid_example``): at how many points offload is the cheaper at equal freed bytes,
+    against selective and against full recomputation, in words for all / none / some."""
+    total = ex["points"]
+    sel, full = ex["offload_wins_selective"], ex["offload_wins_full"]
+    grid = f"Over the whole grid ({count(total, 'point')} on {ex['gpus']})"
+    if sel == full == 0:
+        return f"{grid}, recomputation is the cheaper at equal bytes everywhere, selective and full alike."
+    if sel == full == total:
+        return f"{grid}, offload is the cheaper at equal bytes everywhere, against selective and full alike."
+    return (f"{grid}, offload is the cheaper at equal bytes at {how_many(sel, total, 'point')} against selective "
+            f"recomputation and at {how_many(full, total, 'point')} against full.")
 
 
 def measured_facts(breakeven: pd.DataFrame) -> dict:
@@ -244,18 +328,23 @@ def measured_facts(breakeven: pd.DataFrame) -> dict:
     (the measured link, GB/s), hidden (sizes where the overlapped model hides every copy), sizes,
     extra_per_copy_us (mean of (measured offload overhead − serial model) / (L · 2 · copies per layer), µs),
     offload_below_full (sizes where the measured offload overhead was below full recompute's),
-    freed_ratio_min / _max (bytes offload freed ÷ bytes full freed, per size) and bytes_per_flop (the
-    measured link's bytes/s ÷ the mean achieved FLOP/s)."""
+    freed_ratio_min / _max (bytes offload freed ÷ bytes full freed, per size), bytes_per_flop (the
+    measured link's bytes/s ÷ the mean achieved FLOP/s) and model_hidden_min / _max (the share of the serial
+    copy time the overlapped model hides, 1 − overlapped / serial, per size)."""
     m = breakeven[breakeven["kind"] == "measured"]
     extra = (m["measured_offload_s"] - m["predicted_offload_serial_s"]) / (m["L"] * 2 * m["tensors"])
     ratio = m["freed_offload_bytes"] / m["freed_full_bytes"]
     link = float(m["bw_gb_s"].iloc[0])
+    serial = m["predicted_offload_serial_s"]
+    model_hidden = (1 - m["predicted_offload_overlap_s"] / serial)[serial > 0]
     return {"gflops_min": float(m["flops_per_s"].min()) / 1e9, "gflops_max": float(m["flops_per_s"].max()) / 1e9,
             "link_gb_s": link, "hidden": int((m["predicted_offload_overlap_s"] == 0).sum()),
             "sizes": len(m), "extra_per_copy_us": float(extra.mean()) * 1e6,
             "offload_below_full": int((m["measured_offload_s"] < m["measured_full_s"]).sum()),
             "freed_ratio_min": float(ratio.min()), "freed_ratio_max": float(ratio.max()),
-            "bytes_per_flop": link * 1e9 / float(m["flops_per_s"].mean())}
+            "bytes_per_flop": link * 1e9 / float(m["flops_per_s"].mean()),
+            "model_hidden_min": float(model_hidden.min()) if len(model_hidden) else None,
+            "model_hidden_max": float(model_hidden.max()) if len(model_hidden) else None}
 
 
 def measured_comparison_sentence(facts: dict, simulated: bool, example: dict) -> str:
@@ -264,26 +353,29 @@ def measured_comparison_sentence(facts: dict, simulated: bool, example: dict) ->
     ``grid_example`` (its per-GPU link ÷ its achievable FLOP/s). Never empty."""
     lo, hi = f"{facts['freed_ratio_min']:.2f}", f"{facts['freed_ratio_max']:.2f}"
     ratio = f"{lo}×" if lo == hi else f"{lo}–{hi}×"
-    below = (f"the measured offload overhead was below full recomputation's at {facts['offload_below_full']} of "
-             f"{facts['sizes']} sizes, offload freeing {ratio} the bytes full recompute freed (it also moves the "
-             "layer input, which full recompute keeps)")
+    below = (f"the measured offload overhead was below full recomputation's at "
+             f"{how_many(facts['offload_below_full'], facts['sizes'], 'size')}, offload freeing {ratio} the bytes "
+             "full recompute freed (it also moves the layer input, which full recompute keeps)")
     if not simulated:
         return (f"Over the measured host link (one GPU copying alone), {below}; where GPUs share an uplink each "
                 "gets its share of it, as in the break-even above.")
     gpu_bpf = example["link_per_gpu_gb_s"] * 1e9 / example["flops_per_s"]
+    times = facts["bytes_per_flop"] / gpu_bpf
+    than = (f"{times:,.0f}× as many as" if times >= 1.5 else f"{1 / times:,.0f}× fewer than" if times <= 1 / 1.5
+            else "about as many as")
     return (f"On this simulated link {below}. That is a host memcpy between two buffers of the same DRAM (no "
             "PCIe, no copy engine, no other GPU on the link) timed against CPU matmuls: it moves "
-            f"{facts['bytes_per_flop']:.2g} bytes per FLOP of achieved compute, where the {example['gpu_name']}'s "
-            f"per-GPU link moves {gpu_bpf:.2g} ({facts['bytes_per_flop'] / gpu_bpf:,.0f}× fewer). It says nothing "
-            "about which choice wins on a GPU; the equal-bytes break-even above does.")
+            f"{facts['bytes_per_flop']:.2g} bytes per FLOP of achieved compute, {than} the "
+            f"{example['gpu_name']}'s per-GPU link ({gpu_bpf:.2g}). It says nothing about which choice wins on a "
+            "GPU; the equal-bytes break-even above does.")
 
 
 def overlap_model_sentence(facts: dict, simulated: bool) -> str:
     """Which offload model applies (``measured_facts``; ``simulated``: the CPU run) — never empty."""
     if simulated:
         return ("Without a copy engine the CPU copies in line with the compute, so the serial model is the one "
-                f"that applies here; the overlapped model, which hides every copy at {facts['hidden']} of "
-                f"{facts['sizes']} sizes, describes a GPU.")
+                f"that applies here; the overlapped model, which hides every copy at "
+                f"{how_many(facts['hidden'], facts['sizes'], 'size')}, describes a GPU.")
     return "The copies run on a side stream: the overlapped model applies."
 
 
@@ -321,3 +413,46 @@ def measured_table(breakeven: pd.DataFrame) -> pd.DataFrame:
     t[mib] = t[mib] / MiB
     t[["s", "h", "tensors"]] = t[["s", "h", "tensors"]].astype(int).astype(str)  # counts: no float format
     return t.rename(columns=MEASURED_COLUMNS).reset_index(drop=True)
+
+
+# --- the opening summary ---------------------------------------------------------------------------------------
+
+def link_summary(facts: dict) -> str:
+    """The measured link in one sentence, without its full stop (``link_facts``), labelled a CPU stand-in on a
+    simulated run: "Copies alone reach 9.4 GB/s host-to-device (pageable) and 10.2 GB/s device-to-host
+    (pageable): a CPU stand-in (simulated: host memcpy between two buffers of the same DRAM), not PCIe …"."""
+    rates = (f"Copies alone reach {facts['h2d_gb_s']:.1f} GB/s host-to-device ({facts['h2d_memory']}) and "
+             f"{facts['d2h_gb_s']:.1f} GB/s device-to-host ({facts['d2h_memory']})")
+    if facts["simulated"]:
+        return (f"{rates}: a CPU stand-in ({facts['link']} between two buffers of the same DRAM), not PCIe or any "
+                "other host link")
+    return f"{rates} over {facts['link']}"
+
+
+def overlap_summary(run: dict, measured: dict, simulated: bool) -> str:
+    """How much copy time is hidden under compute: measured on a GPU (``steps_facts`` hidden_share: 1 − the
+    hooks' overhead ÷ save_on_cpu's), and what the overlapped model hides (``measured_facts``). On a CPU
+    nothing overlaps, so only the model's share is quoted, as a GPU's. Plain text, never empty."""
+    lo, hi = measured["model_hidden_min"], measured["model_hidden_max"]
+    share = "all" if lo == hi == 1 else span(percent(lo, 0), percent(hi, 0))
+    model = (f"the overlapped model hides {share} of the copy time at the measured sizes" if lo is not None
+             else "the overlapped model has no measured size to price")
+    if simulated:
+        return ("On the CPU nothing overlaps (no copy engine, no streams), so no hidden share is measured here; "
+                f"on a GPU {model}")
+    if run["hidden_share_min"] is None:
+        return f"The hidden share was not measurable (save_on_cpu cost nothing measurable); {model}"
+    measured_share = span(percent(run["hidden_share_min"], 0), percent(run["hidden_share_max"], 0))
+    return (f"The hooks hide {measured_share} of the copy time that the synchronous save_on_cpu exposes "
+            f"(measured); {model}")
+
+
+def breakeven_summary(ex: dict) -> str:
+    """The break-even at the quoted grid point in one sentence (``grid_example``): both break-even bandwidths
+    against the link one GPU gets, and which choice is the cheaper there. Markdown with TeX math."""
+    def verdict(k: str) -> str:
+        return "offload is the cheaper" if ex[f"cheaper_{k}"] == "offload" else f"{k} recomputation is the cheaper"
+    return (f"At $s$ = {ex['s']}, $h$ = {ex['h']} on the {ex['gpu_name']}, offloading what selective recomputation "
+            f"frees breaks even at {ex['breakeven_selective_gb_s']:.1f} GB/s and offloading what full recomputation "
+            f"frees at {ex['breakeven_full_gb_s']:.1f} GB/s, against the {ex['link_per_gpu_gb_s']:.1f} GB/s of host "
+            f"link one GPU gets: {verdict('selective')} against selective, and {verdict('full')} against full")
