@@ -59,6 +59,7 @@ DEMO = textwrap.dedent('''\
     ```{python}
     #| label: fig-plot
     #| fig-cap: "A line, $y = x$."
+    #| fig-alt: 'A straight "rising" line.'
     import matplotlib.pyplot as plt
     plt.plot([0, 1], [0, 1])
     plt.show()
@@ -70,11 +71,11 @@ DEMO = textwrap.dedent('''\
     df
     ```
 
-    ![A static figure from a rule.](../figures/line.png){#fig-static}
+    ![A static figure from a rule.](../figures/line.png){#fig-static fig-alt="A short line from the figure rule."}
 
-    | x | y |
-    |---|---|
-    | 1 | 2 |
+    | x   | y   |
+    |-----|-----|
+    | one | two |
 
     : Markdown table {#tbl-md}
 

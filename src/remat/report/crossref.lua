@@ -13,6 +13,11 @@ Pass 2: section numbers as pandoc's --number-sections assigns them (pandoc.struc
 Pass 3: @fig-x, @tbl-x, @sec-x become links "Figure N" / "Table N" / "Section N" with a non-breaking space
   (Quarto's text); [-@fig-x] gives the number only. An undefined label is a warning (remat runs pandoc
   with --fail-if-warnings, so it fails the render).
+Pass 4 (the page): an image's fig-alt="..." attribute becomes its alt text, as Quarto writes it (markdown
+  images {#fig-x fig-alt="..."}; fallback.py gives a cell's images its '#| fig-alt:' the same way); every
+  table (a pandoc Table, or a raw HTML block holding one) goes in a <div class="table-wrap">, which page.css
+  lets scroll sideways when the table is wider than the text; a body cell of one short word gets class
+  nowrap (page.css keeps "gpt3-175b" on one line).
 ]]
 
 local NBSP = "\u{00A0}"
@@ -162,4 +167,35 @@ local refs = {
   end,
 }
 
-return { floats, sections, refs }
+local function wrapped(block)
+  return pandoc.Div({ block }, pandoc.Attr("", { "table-wrap" }))
+end
+
+-- a body cell that is one short word ("gpt3-175b", "12.5") gets class nowrap: not broken at its hyphen
+local function table_wrapped(tbl)
+  for _, body in ipairs(tbl.bodies) do
+    for _, row in ipairs(body.body) do
+      for _, cell in ipairs(row.cells) do
+        local text = pandoc.utils.stringify(cell.contents)
+        if #text > 0 and #text <= 40 and not text:find("%s") then cell.attr.classes:insert("nowrap") end
+      end
+    end
+  end
+  return wrapped(tbl)
+end
+
+local page = {
+  Image = function(img)
+    local alt = img.attributes["fig-alt"]
+    if alt == nil then return nil end
+    img.attributes["fig-alt"] = nil
+    img.caption = pandoc.Inlines { pandoc.Str(alt) }
+    return img
+  end,
+  Table = table_wrapped,
+  RawBlock = function(raw)
+    if raw.format == "html" and raw.text:find("<table", 1, true) then return wrapped(raw) end
+  end,
+}
+
+return { floats, sections, refs, page }

@@ -1,5 +1,6 @@
 """Render one .qmd without Quarto: cells and inline expressions in one ipykernel (nbclient), outputs to
-markdown, pandoc (pypandoc-binary) + crossref.lua to one self-contained HTML file."""
+markdown, pandoc (pypandoc-binary) + crossref.lua + footer.lua to one self-contained HTML file on remat's
+page (page.html + page.css: title block, table of contents column, scrolling tables, as a Quarto page)."""
 
 from __future__ import annotations
 
@@ -127,24 +128,42 @@ def _substitute_inline(client, block: Prose, rel: Path) -> str:
 
 
 def _inline_value(result: dict, match: re.Match, block: Prose, rel: Path) -> str:
-    """Markdown for one user_expressions result: text/markdown as is, else text/plain (a str without its
-    quotes, as Quarto shows it). Raises RenderError for an error, a value with no text form, or an empty value
-    (which Quarto would print as the expression's source)."""
+    """Markdown for one user_expressions result, as Quarto's Jupyter engine writes it for HTML (its
+    ``resolveUserExpressions``): text/html as raw HTML, text/markdown as is, else text/plain — a str without
+    its quotes and with markdown's characters escaped (``quarto_escaped``). Raises RenderError for an error, a
+    value with no text form, or an empty value (which Quarto would print as the expression's source)."""
     where = f"{rel}: {_line_of(block, block.text, match.start())}: `{{python}} {match['expr']}`"
     if result.get("status") != "ok":
         raise RenderError(f"{where} raised {result.get('ename')}: {result.get('evalue')}")
     data = result.get("data", {})
+    if "text/html" in data:
+        text = data["text/html"]
+        tick = "`" * (max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
+        return f"{tick}{text}{tick}{{=html}}"
     if "text/markdown" in data:
         return data["text/markdown"]
     if "text/plain" not in data:
         raise RenderError(f"{where}: the value has no text/plain or text/markdown form")
-    text = data["text/plain"]
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        text = text[1:-1]
+    text = quarto_escaped(data["text/plain"])
     if not text.strip():  # Quarto would print the expression's source instead of nothing
         raise RenderError(f"{where}: the value is empty (Quarto prints the source then); put optional text in "
                           "an `#| output: asis` cell")
     return text
+
+
+_QUARTO_ESCAPES = re.compile(r"([\\`*_{}\[\]()>#+,\-.!])")
+
+
+def quarto_escaped(text: str) -> str:
+    """An inline value's text/plain as Quarto writes it into the markdown (``asEscapedMarkdown`` in Quarto's
+    jupyter-inline.ts): a quoted repr (a str) loses its quotes, its backslashes are doubled and then each of
+    ``\\ ` * _ { } [ ] ( ) > # + , - . !`` gets a backslash (so one backslash in the str shows as four, as
+    under Quarto; ``+-.`` in Quarto's character class is a range, hence the comma). ``$ ~ ^ @ < |`` are not
+    escaped (math, sub/superscripts and citations still parse, as under Quarto). Other values stay as they are
+    (numbers; a list's markdown is parsed)."""
+    if not (text[:1] in ("'", '"') and text.startswith(text[0]) and text.endswith(text[0])):
+        return text
+    return _QUARTO_ESCAPES.sub(r"\\\1", text[1:-1].replace("\\", "\\\\"))
 
 
 # --- outputs -> markdown ----------------------------------------------------------------------------------
@@ -159,17 +178,22 @@ def _fenced(text: str, info: str) -> str:
     return f"{fence}{info}\n{text.rstrip(chr(10))}\n{fence}"
 
 
-def _image_markdown(mime: str, data, metadata: dict) -> str:
+def _image_markdown(mime: str, data, metadata: dict, alt: str | None = None) -> str:
+    """An image output as an embedded data URI; ``alt`` (a cell's fig-alt) goes in a fig-alt attribute,
+    which crossref.lua makes the <img>'s alt text (an empty ![] keeps pandoc from making it a figure)."""
     payload = data.encode() if mime == "image/svg+xml" else None
     b64 = base64.b64encode(payload).decode() if payload is not None else "".join(str(data).split())
     size = metadata.get(mime, {}) if isinstance(metadata, dict) else {}
-    attrs = " ".join(f"{k}={int(size[k])}" for k in ("width", "height") if k in size)
-    return f"![](data:{mime};base64,{b64})" + (f"{{{attrs}}}" if attrs else "")
+    attrs = [f"{k}={int(size[k])}" for k in ("width", "height") if k in size]
+    if alt:
+        quoted = " ".join(str(alt).split()).replace("\\", "\\\\").replace('"', '\\"')
+        attrs.insert(0, f'fig-alt="{quoted}"')
+    return f"![](data:{mime};base64,{b64})" + (f"{{{' '.join(attrs)}}}" if attrs else "")
 
 
-def output_markdown(output, asis: bool = False) -> str:
-    """Markdown for one Jupyter output: images as embedded data URIs, text/markdown as markdown,
-    text/html raw, text/plain and streams in code blocks (raw markdown when ``asis``)."""
+def output_markdown(output, asis: bool = False, alt: str | None = None) -> str:
+    """Markdown for one Jupyter output: images as embedded data URIs (alt text ``alt``), text/markdown as
+    markdown, text/html raw, text/plain and streams in code blocks (raw markdown when ``asis``)."""
     if output["output_type"] == "stream":
         return output["text"] if asis else _fenced(output["text"], " {.cell-output}")
     data = output.get("data", {})
@@ -177,7 +201,7 @@ def output_markdown(output, asis: bool = False) -> str:
     if mime is None:
         return ""
     if mime.startswith("image/"):
-        return _image_markdown(mime, data[mime], output.get("metadata", {}))
+        return _image_markdown(mime, data[mime], output.get("metadata", {}), alt)
     if mime == "text/markdown" or asis:
         return data[mime]
     if mime == "text/html":
@@ -191,8 +215,9 @@ def _is_image(output) -> bool:
 
 def cell_markdown(cell: Cell, outputs: list, opts: dict) -> str:
     """Markdown for an executed cell under its options (echo, output, include, warning, label + fig-cap /
-    tbl-cap): a labelled figure cell's images go in a ``::: {#fig-x}`` div, a table cell's outputs in
-    ``::: {#tbl-x}``, the caption as the div's last paragraph (crossref.lua numbers them)."""
+    tbl-cap, fig-alt): a labelled figure cell's images go in a ``::: {#fig-x}`` div with fig-alt as their alt
+    text, a table cell's outputs in ``::: {#tbl-x}``, the caption as the div's last paragraph (crossref.lua
+    numbers them)."""
     if not opts["include"]:
         return ""
     parts = [_fenced(cell.code, " {.python .cell-code}")] if opts["echo"] and cell.code.strip() else []
@@ -202,7 +227,7 @@ def cell_markdown(cell: Cell, outputs: list, opts: dict) -> str:
     asis = opts["output"] == "asis"
     label = opts.get("label", "")
     if "fig-cap" in opts:
-        images = [output_markdown(o) for o in kept if _is_image(o)]
+        images = [output_markdown(o, alt=opts.get("fig-alt")) for o in kept if _is_image(o)]
         if not images:
             raise RenderError(f"line {cell.line}: cell {label} has a fig-cap but made no figure")
         parts += [output_markdown(o, asis) for o in kept if not _is_image(o)]
@@ -222,45 +247,46 @@ def _float(label: str, body: list[str], caption: str) -> str:
 
 # --- pandoc ------------------------------------------------------------------------------------------------
 
-_CSS = """<style>
-body { max-width: 50em; }
-figure { margin: 1.5em 0; }
-figure img, figure svg { max-width: 100%; height: auto; display: block; margin: 0 auto; }
-figcaption, table caption, .table-caption { font-size: 0.92em; color: #333; text-align: left; margin: .4em 0; }
-.cell-output { background: #f6f8fa; border-left: 3px solid #d0d7de; }
-div.sourceCode.cell-code { border-left: 3px solid #9ab; }
-table { border-collapse: collapse; margin: 1em 0; font-variant-numeric: tabular-nums; font-size: 0.92em; }
-th, td { padding: 0.25em 0.7em; border-bottom: 1px solid #d8dde3; }
-thead th { border-bottom: 2px solid #999; }
-.header-section-number { margin-right: 0.4em; color: #666; }
-.callout { border-left: 5px solid #6c757d; background: #f8f9fa; padding: 0.4em 1em; margin: 1.2em 0;
-           border-radius: 4px; }
-.callout-title { font-weight: 600; margin-bottom: 0.2em; }
-.callout-note { border-left-color: #0d6efd; } .callout-warning { border-left-color: #e0a800; }
-.callout-tip { border-left-color: #198754; }
-a.quarto-xref { text-decoration: none; }
-</style>"""
-
-
 def _title_block(front: dict) -> str:
-    """Front matter for pandoc: title, subtitle, author, date (date: today -> the ISO date)."""
+    """Front matter for pandoc: title, subtitle, author, date. A date (today / now / last-modified: today's)
+    shows as Quarto shows it by default (date-format: long, "January 5, 2025"); one that is not an ISO date
+    stays as written."""
     meta = {k: front[k] for k in ("title", "subtitle", "author", "date") if k in front}
-    if str(meta.get("date", "")).lower() in ("today", "now", "last-modified"):
-        meta["date"] = _dt.date.today().isoformat()
+    if "date" in meta:
+        meta["date"] = _long_date(meta["date"])
     meta = {k: v if isinstance(v, (str, list)) else str(v) for k, v in meta.items()}
+    if isinstance(meta.get("author"), list) and len(meta["author"]) > 1:
+        meta["remat-authors"] = True    # page.html: "Authors"
     return f"---\n{yaml.safe_dump(meta, allow_unicode=True, sort_keys=False)}---\n\n" if meta else ""
 
 
+def _long_date(value) -> str:
+    if str(value).lower() in ("today", "now", "last-modified"):
+        day = _dt.date.today()
+    elif isinstance(value, _dt.date):
+        day = value
+    else:
+        try:
+            day = _dt.date.fromisoformat(str(value).strip())
+        except ValueError:
+            return str(value)
+    return f"{day:%B} {day.day}, {day.year}"
+
+
+_PAGE = files("remat.report")
+
+
 def _pandoc(markdown: str, out: Path, doc_dir: Path, root: Path, settings: dict, rel: Path) -> None:
-    """markdown -> standalone, self-contained HTML at ``out`` (atomic). Relative resources resolve from the
-    .qmd's folder (pandoc runs there, as under Quarto), ``/x`` from the project root. Warnings (e.g. a
-    missing image) are errors. Raises RenderError."""
+    """markdown -> standalone, self-contained HTML at ``out`` (atomic), on remat's page (page.html +
+    page.css: laid out like Quarto's), with crossref.lua and footer.lua. Relative resources resolve from the
+    .qmd's folder (pandoc runs there, as under Quarto), ``/x`` from the project root. Warnings (e.g. a missing
+    image) are errors. Raises RenderError."""
     import pypandoc
 
     args = ["--standalone", "--embed-resources", "--mathml", "--number-sections", "--fail-if-warnings",
-            f"--resource-path={doc_dir}", f"--lua-filter={files('remat.report') / 'crossref.lua'}",
-            f"--metadata=remat-project-root:{root}", f"--variable=header-includes:{_CSS}",
-            "--variable=lang:en"]
+            f"--resource-path={doc_dir}", f"--template={_PAGE / 'page.html'}", f"--css={_PAGE / 'page.css'}",
+            f"--lua-filter={_PAGE / 'crossref.lua'}", f"--lua-filter={_PAGE / 'footer.lua'}",
+            f"--metadata=remat-project-root:{root}", "--variable=lang:en"]
     if settings.get("toc"):
         args += ["--toc", f"--toc-depth={int(settings.get('toc-depth', 3))}"]
     with atomic_path(out) as tmp:
@@ -269,5 +295,3 @@ def _pandoc(markdown: str, out: Path, doc_dir: Path, root: Path, settings: dict,
                                   cworkdir=str(doc_dir))
         except RuntimeError as exc:
             raise RenderError(f"{rel}: pandoc failed: {exc}") from None
-
-
