@@ -171,13 +171,27 @@ def depth_at(frame: pd.DataFrame, size: str, strategy: str, limit_bytes: float) 
 
 
 def is_linear(fit) -> bool:
-    """O(n): a + b·n fits (r² ≥ 0.99) better than a + b·√n."""
-    return fit["r2_linear"] >= 0.99 and fit["r2_linear"] > fit["r2_sqrt"]
+    """O(n): a + b·n fits (r² ≥ LAW_R2_MIN) better than a + b·√n."""
+    return fit["r2_linear"] >= LAW_R2_MIN and fit["r2_linear"] > fit["r2_sqrt"]
 
 
 def is_sqrt_law(fit) -> bool:
-    """O(√n): a + b·√n fits (r² ≥ 0.99) better than a + b·n."""
-    return fit["r2_sqrt"] >= 0.99 and fit["r2_sqrt"] > fit["r2_linear"]
+    """O(√n): a + b·√n fits (r² ≥ LAW_R2_MIN) better than a + b·n."""
+    return fit["r2_sqrt"] >= LAW_R2_MIN and fit["r2_sqrt"] > fit["r2_linear"]
+
+
+SQRT_EXPONENT_TOL = 0.1
+"""A chain's √L schedule reproduces Chen's O(√n) when its log–log exponent is within this of 0.5."""
+LOG_R2_MIN = 0.95
+"""The recursion's memory is logarithmic when a fit linear in log₂ L has at least this r²."""
+LAW_R2_MIN = 0.99
+"""A law (a + b·n, a + b·√n) fits a memory sweep when its r² is at least this (``is_linear``, ``is_sqrt_law``)."""
+BEFORE_FACTOR = 1.5
+"""The 1,000-layer ResNet's memory before the plan matches the paper's within this factor either way."""
+DEPTH_TOL = 0.25
+"""The depth a 12 GB GPU holds without the plan matches the paper's within this fraction either way."""
+SPEED_TOL = 0.15
+"""The sublinear plan's measured overhead matches the paper's within this many (fraction) points, on a GPU."""
 
 
 def _status(ok: bool, why: str = "") -> str:
@@ -191,7 +205,7 @@ def speed_claim(speed: pd.DataFrame) -> tuple:
     part = speed[(speed["device"] == dev) & (speed["strategy"] == "sublinear")].set_index("net")["overhead"]
     ours = ", ".join(f"{net} {value * 100:.0f} %" for net, value in part.items()) or "no sublinear rows"
     paper = PAPER["speed_overhead"]
-    rule = "within 15 points of the paper, on a GPU"
+    rule = f"within {SPEED_TOL * 100:.0f} points of the paper, on a GPU"
     row = ("Sublinear plan: extra runtime", f"about {paper * 100:.0f} % (Titan X)", f"{ours} ({dev})",
            "step time, interleaved rounds, median", rule)
     if part.empty:
@@ -199,7 +213,7 @@ def speed_claim(speed: pd.DataFrame) -> tuple:
     if dev != "cuda":
         return (*row, "not reproducible here: CPU stand-in at small sizes (no GPU); config/gpu.yaml has the "
                       "paper's sizes")
-    return (*row, _status(bool((abs(part - paper) <= 0.15).all()), "see the speed section"))
+    return (*row, _status(bool((abs(part - paper) <= SPEED_TOL).all()), "see the speed section"))
 
 
 NOT_MEASURED = "not measured: not in the sweep"
@@ -223,21 +237,24 @@ def _resnet_claims(r: pd.DataFrame, resnet: pd.DataFrame) -> list[tuple]:
     return [
         _claim("In-place + sharing cut memory, still linear in depth", f"{lo}–{hi}× less, linear",
                f"{ratio:.1f}× less at depth {deep}; a + b·depth: r² = {r.loc['sharing', 'r2_linear']:.4f}", sizes,
-               f"{lo}–{hi}× and a line fits (r² ≥ 0.99, above a + b·√depth)", lo <= ratio <= hi and linear,
+               f"{lo}–{hi}× and a line fits (r² ≥ {LAW_R2_MIN}, above a + b·√depth)",
+               lo <= ratio <= hi and linear,
                "more than 2–3× (see the text)" if linear else "not linear"),
         _claim(f"{PAPER['resnet_depth']}-layer ResNet: memory before → with the sublinear plan",
                f"{paper_before} GB → {paper_after} GB",
                f"{before:.1f} GB → {after:.1f} GB" if before else f"deepest swept: {deep}",
                "sharing → sublinear, planned bytes (GB = 10⁹ B)",
-               f"after < {paper_after} GB, before within 1.5× of {paper_before} GB",
-               None if before is None else after < paper_after and 1 / 1.5 <= before / paper_before <= 1.5),
+               f"after < {paper_after} GB, before within {BEFORE_FACTOR}× of {paper_before} GB",
+               None if before is None else after < paper_after
+               and 1 / BEFORE_FACTOR <= before / paper_before <= BEFORE_FACTOR),
         _claim(f"Without the plan, a {PAPER['gpu_memory_gb']} GB GPU holds a ResNet of about",
                f"{PAPER['deepest_without']} layers", f"{at_limit:.0f} layers" if at_limit else "outside the sweep",
-               "sharing, log–log interpolation between swept depths", "within ±25 %",
-               None if at_limit is None else 0.75 <= at_limit / PAPER["deepest_without"] <= 1.25, "see the text"),
+               "sharing, log–log interpolation between swept depths", f"within ±{DEPTH_TOL:.0%}",
+               None if at_limit is None else 1 - DEPTH_TOL <= at_limit / PAPER["deepest_without"] <= 1 + DEPTH_TOL,
+               "see the text"),
         _claim("Sublinear plan: memory O(√depth)", "O(√n)",
                f"a + b·√depth: r² = {r.loc['sublinear', 'r2_sqrt']:.4f} (line: {r.loc['sublinear', 'r2_linear']:.4f})",
-               "ResNet, fits over the depth sweep", "a + b·√n fits (r² ≥ 0.99), above a line",
+               "ResNet, fits over the depth sweep", f"a + b·√n fits (r² ≥ {LAW_R2_MIN}), above a line",
                is_sqrt_law(r.loc["sublinear"]), "not a √ law over this sweep"),
         _claim("Dropping cheap ops (BN, ReLU) saves memory", "below sharing in paper Figure 5",
                f"{r.loc['drop-cheap', 'vs_sharing']:.2f}× less than sharing", "ResNet, same plan",
@@ -255,7 +272,7 @@ def _lstm_claims(l: pd.DataFrame, lstm: pd.DataFrame) -> list[tuple]:
                None if ratio is None else ratio > PAPER["lstm_reduction"]),
         _claim("Sublinear plan: memory O(√length) (LSTM)", "O(√n)",
                f"a + b·√length: r² = {l.loc['sublinear', 'r2_sqrt']:.4f} (line: {l.loc['sublinear', 'r2_linear']:.4f})",
-               "LSTM, fits over the length sweep", "a + b·√n fits (r² ≥ 0.99), above a line",
+               "LSTM, fits over the length sweep", f"a + b·√n fits (r² ≥ {LAW_R2_MIN}), above a line",
                is_sqrt_law(l.loc["sublinear"]), "not a √ law over this sweep"),
     ]
 
@@ -270,11 +287,12 @@ def claims(chain_fits: pd.DataFrame, resnet: pd.DataFrame, lstm: pd.DataFrame,
     rows = [
         _claim("Algorithm 1, k = √n: memory O(√n) for one extra forward", "exponent 0.5",
                f"exponent {chain.loc['sqrt', 'exponent']:.2f}", "numpy chain, counted store peak vs L",
-               "exponent within 0.1 of 0.5", abs(chain.loc["sqrt", "exponent"] - 0.5) < 0.1),
+               f"exponent within {SQRT_EXPONENT_TOL} of 0.5",
+               abs(chain.loc["sqrt", "exponent"] - 0.5) < SQRT_EXPONENT_TOL),
         _claim("§4.4 recursion: O(log n) memory", "log₂ n checkpoints",
                f"{chain.loc['recursive', 'bytes_per_doubling']:.0f} B per doubling, "
                f"r² = {chain.loc['recursive', 'r2_log2']:.3f}", "numpy chain, peak linear in log₂ L",
-               "r² > 0.95", chain.loc["recursive", "r2_log2"] > 0.95),
+               f"r² > {LOG_R2_MIN}", chain.loc["recursive", "r2_log2"] > LOG_R2_MIN),
         *_resnet_claims(strategy_fits(resnet, "depth").set_index("strategy"), resnet),
         *_lstm_claims(strategy_fits(lstm, "length").set_index("strategy"), lstm),
     ]
@@ -323,3 +341,92 @@ def speed_table(frame: pd.DataFrame) -> pd.DataFrame:
         "step (ms)": (frame["step_time_s"] * 1e3).round(1), "IQR (ms)": (frame["step_time_iqr_s"] * 1e3).round(1),
         "overhead": percent("overhead"), "FLOP-predicted": percent("overhead_flops"),
         "saved (MiB)": (frame["saved_bytes"] / MiB).round(1)}).reset_index(drop=True)
+
+
+# --- wording: sentences that read right for every outcome (all, none, some) ------------------------------------
+
+def count_of(k: int, n: int, noun: str, plural: str | None = None, verb: tuple[str, str] | None = None) -> str:
+    """``k`` of ``n`` things as words that read right in every case: "all 12 plans", "none of the 12 plans",
+    "3 of the 12 plans", "both plans", "neither plan", "one of the two plans", "the one plan", "no plan".
+    ``verb`` (singular, plural), e.g. ("is", "are"), is appended in the number the phrase takes.
+    Raises ValueError unless 0 ≤ k ≤ n."""
+    k, n = int(k), int(n)
+    if not 0 <= k <= n:
+        raise ValueError(f"count_of: need 0 <= k <= n, got k={k}, n={n}")
+    plural = plural or f"{noun}s"
+    if n <= 1:
+        phrase, many = (f"the one {noun}" if k else f"no {noun}"), False
+    elif n == 2:
+        phrase, many = {0: (f"neither {noun}", False), 1: (f"one of the two {plural}", False),
+                        2: (f"both {plural}", True)}[k]
+    elif k == n:
+        phrase, many = f"all {n} {plural}", True
+    elif k == 0:
+        phrase, many = f"none of the {n} {plural}", False
+    else:
+        phrase, many = f"{k} of the {n} {plural}", k > 1
+    return phrase if verb is None else f"{phrase} {verb[1] if many else verb[0]}"
+
+
+def capitalized(text: str) -> str:
+    """``text`` with its first letter upper-case (the rest as it is)."""
+    return text[:1].upper() + text[1:]
+
+
+def check_text(check: pd.DataFrame) -> str:
+    """The chain's correctness in one sentence from a ``chen-check`` table: how many schedules passed, and
+    whether every gradient equals the plain backward's bit for bit (then why) or the largest difference."""
+    n, passed = len(check), int(check["passed"].astype(bool).sum())
+    bitwise = int(check["bitwise_equal"].astype(bool).sum())
+    diff = float(check["max_abs_diff_vs_naive"].max())
+    head = f"{capitalized(count_of(passed, n, 'schedule'))} passed"
+    if bitwise == n and diff == 0:
+        return (f"{head}, and every gradient equals the plain backward's bit for bit: recomputation in numpy "
+                "repeats the same operations on the same inputs, so the gradients are the same, not merely close")
+    return (f"{head}; {count_of(bitwise, n, 'schedule', verb=('gives', 'give'))} gradients bitwise equal to the "
+            f"plain backward's, and the largest difference from it is {diff:.1e}")
+
+
+def segments_exact(frame: pd.DataFrame) -> int:
+    """Rows of a ``chen-segments`` table whose counted peak bytes and forwards both equal the closed forms."""
+    return int(((frame["peak_bytes"] == frame["peak_bytes_formula"])
+                & (frame["forwards"] == frame["forwards_formula"])).sum())
+
+
+def agree_text(k: int, n: int, noun: str, plural: str | None = None) -> str:
+    """Where counts agree with a closed form: "at all 30 values", "only at 28 of the 30 values", "at none of
+    the 30 values" (``count_of`` wording; "only" when some but not all)."""
+    return ("only " if 0 < k < n else "") + f"at {count_of(k, n, noun, plural)}"
+
+
+def graph_check_text(frame: pd.DataFrame) -> str:
+    """The executed memory plans of a ``chen-graph-check`` table: "all 45 plans give" / "40 of the 45 plans
+    give" (the loss and every gradient bitwise equal to the naive backward): the subject and its verb."""
+    n, ok = len(frame), int(frame["bitwise_equal"].astype(bool).sum())
+    return count_of(ok, n, "plan", verb=("gives", "give"))
+
+
+def unknown_ops_text(count: int) -> str:
+    """Ops of both traced nets outside the known kinds: "no op of either net fell" / "3 ops of the two nets
+    fell" outside the known kinds (subject and verb)."""
+    count = int(count)
+    return ("no op of either net fell" if count == 0 else
+            f"{count} op{'s' if count != 1 else ''} of the two nets fell")
+
+
+def above_text(n_above: int, n: int) -> str:
+    """The sublinear plan's measured overhead against the FLOP prediction over ``n`` nets."""
+    if n_above == 0:
+        return ("the measured overhead stays at or below it" if n else "no net was measured with the sublinear plan")
+    return (f"the measured overhead is above it for {count_of(n_above, n, 'net')} — per-op Python, checkpoint "
+            "bookkeeping and memory traffic weigh on small ops")
+
+
+def xy_text(worse: list[str]) -> str:
+    """Algorithm 3's objective x + y against the grid's best plan: on which nets its optimum plans more bytes."""
+    if not worse:
+        return "Here the optimum of x + y plans no more bytes than the grid's best."
+    return (f"On the {' and the '.join(worse)} the optimum of x + y plans more bytes than the grid's best: x + y "
+            "counts every kept value through the whole backward, while the allocator frees them segment by "
+            "segment and pays for fragmentation — which is why the paper searches a grid with the real planner "
+            "rather than trusting the model.")
