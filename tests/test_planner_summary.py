@@ -171,3 +171,159 @@ def test_error_by_kind_groups_the_predicted_plans():
     assert table.loc["none and full layers", "largest under"] == 0
     assert table.loc["with selective layers", "largest under"] == pytest.approx(-0.0625)
     assert table.loc["multi-layer checkpoint units", "largest under"] == pytest.approx(195 / 201 - 1)
+
+
+# --- wording: each sentence reads right for all, none and some ---------------------------------------------------
+
+def test_paper_text_names_each_outcome_in_plain_words():
+    # a: faster (gain 0.1); b: the plan does not fit; c: no baseline fits
+    assert planner_summary.paper_text(paper_rows()) == (
+        "the plan recomputes core attention (selective) in 1, runs full recompute in 1 and offloads in 1; "
+        "it is faster than the fastest baseline that fits in 1 of them, no baseline fits in 1 and the plan "
+        "does not fit in the other 1")
+    one = paper_rows().iloc[:4]
+    assert planner_summary.paper_text(one) == (
+        "the plan recomputes core attention (selective) in 1, runs full recompute in none and offloads in none; "
+        "it is faster than the fastest baseline that fits in the one setting")
+
+
+def two_settings(plan_s: float, base_s: float) -> pd.DataFrame:
+    layout = {"tp": 1, "pp": 1, "interleave": 1, "micro_batch": 1, "peak_bytes": GiB,
+              "n_none": 1, "n_selective": 1, "n_full": 0, "n_offload": 0}
+    rows = []
+    for model in ("a", "b"):
+        rows += [{"model": model, "gpu": "g", "sp": True, "method": "plan", "feasible": True,
+                  "step_time_s": plan_s, **layout},
+                 {"model": model, "gpu": "g", "sp": True, "method": "full", "feasible": True,
+                  "step_time_s": base_s, **layout}]
+    return pd.DataFrame(rows)
+
+
+def test_paper_text_all_ties_and_all_faster():
+    assert planner_summary.paper_text(two_settings(1.0, 1.0)) == (
+        "the plan recomputes core attention (selective) in both, runs full recompute in neither and offloads in "
+        "neither; it is as fast as the fastest baseline that fits in both")
+    assert planner_summary.paper_text(two_settings(1.0, 1.5)).endswith(
+        "it is faster than the fastest baseline that fits in both")
+
+
+def test_uniform_gain_and_its_wording():
+    gain = planner_summary.uniform_gain(paper_rows())      # a: selective 2.2 / 2.0; b, c: nothing to compare
+    assert gain["settings"] == 1 and gain["largest"] == pytest.approx(0.1) and gain["slower"] == 0
+    assert planner_summary.uniform_text(gain) == (
+        "up to 10.0% faster (median 10.0%) than the fastest uniform policy that fits, over the one setting "
+        "where both fit; never slower")
+    ties = planner_summary.uniform_gain(two_settings(1.0, 1.0))
+    assert planner_summary.uniform_text(ties).endswith("; never slower, and as fast in both settings")
+    slower = {"settings": 3, "largest": 0.2, "median": 0.1, "slower": 1, "ties": 0}
+    assert planner_summary.uniform_text(slower).endswith("; the uniform policy is faster in 1 of the 3 settings")
+    assert planner_summary.uniform_text({"settings": 0}).startswith("never compared")
+
+
+@pytest.mark.parametrize("n, worse, text", [
+    (24, 0, "No baseline is predicted faster than the plan at any of the 24 budgets."),
+    (2, 0, "No baseline is predicted faster than the plan at either budget."),
+    (1, 0, "No baseline is predicted faster than the plan at the one budget."),
+    (24, 3, "A baseline is predicted faster than the plan at 3 of the 24 budgets."),
+    (0, 0, "The plan fits at no budget."),
+])
+def test_beaten_text(n, worse, text):
+    assert planner_summary.beaten_text(n, worse) == text
+
+
+def test_validation_text_by_hand():
+    v = planner_summary.validation_numbers(validate_rows())
+    assert planner_summary.plans_text(v) == (
+        "All 3 plans stay within budget when applied, and 1 is predicted to the byte; the largest error is "
+        "10.00%.")
+    assert planner_summary.baselines_text(v) == (
+        "Of the feasible baselines applied, 2 of the 3 rows fit within budget, and 1 is predicted to the byte; "
+        "the largest error is 25.00% (megatron-block).")
+    assert planner_summary.under_text(v) == "2 of the 6 rows are predicted below the measured peak."
+
+
+@pytest.mark.parametrize("k, n, text", [
+    (36, 36, "All 36 plans stay within budget when applied, and every one is predicted to the byte."),
+    (2, 2, "Both plans stay within budget when applied, and both are predicted to the byte."),
+    (1, 1, "The one plan stays within budget when applied, and it is predicted to the byte."),
+])
+def test_plans_text_when_all_are_exact(k, n, text):
+    v = {"plans": n, "plans_in_budget": k, "plans_exact": k, "plan_peak_error": 0.0}
+    assert planner_summary.plans_text(v) == text
+
+
+@pytest.mark.parametrize("exact, n, who", [(0, 5, "none is"), (0, 2, "neither is"), (0, 1, "it is not"),
+                                            (1, 5, "1 is"), (3, 5, "3 are")])
+def test_plans_text_when_some_or_none_are_exact(exact, n, who):
+    v = {"plans": n, "plans_in_budget": n, "plans_exact": exact, "plan_peak_error": 0.0123}
+    assert planner_summary.plans_text(v).endswith(f"{who} predicted to the byte; the largest error is 1.23%.")
+    assert planner_summary.plans_text({"plans": 0}) == "No plan was applied."
+    assert planner_summary.baselines_text({"baselines": 0}) == "No feasible baseline was applied."
+
+
+def test_kinds_text_and_small_sentences():
+    kinds = planner_summary.error_by_kind(validate_rows())
+    assert planner_summary.kinds_text(kinds) == (
+        "none and full layers: 1 of the 3 plans exact to the byte, over-predicted by up to 25.00%; "
+        "with selective layers: not exact to the byte, under-predicted by up to 6.25%; "
+        f"multi-layer checkpoint units: not exact to the byte, under-predicted by up to {1 - 195 / 201:.2%}")
+    assert planner_summary.kinds_text(kinds.iloc[:0]) == "no plan was applied"
+    assert planner_summary.under_text({"plans": 3, "baselines": 0, "under": 0}) == \
+        "No row is predicted below its measured peak."
+    assert planner_summary.base_text(0) == "to the byte"
+    assert planner_summary.base_text(1) == "within 1 byte"
+    assert planner_summary.base_text(4096) == "within 4,096 bytes"
+
+
+def test_references_and_timing_text():
+    assert planner_summary.references_text(validate_rows()) == (
+        "Applied rows that are a calibration step after all (2 here, chosen by plan, full) are left out of the "
+        "errors below.")
+    frame = validate_rows()
+    frame = frame[frame["spec"] != "full"].assign(reference=False)
+    assert planner_summary.references_text(frame).startswith("No applied row is a calibration step")
+    setup = planner_summary.validate_settings(validate_rows())
+    assert planner_summary.timing_text(setup) == "3 interleaved rounds of 5 timed steps per plan, on 1 intra-op " \
+                                                 "thread of the CPU"
+    assert planner_summary.timing_text({**setup, "device": "cuda", "rounds": 1}) == \
+        "1 interleaved round of 5 timed steps per plan, on cuda"
+
+
+def table5_rows(ratios=(1.39, 1.38), paper=(1.29, 1.32), present=(0.8, 11.0)):
+    return pd.DataFrame({"model": ["a", "b"], "ratio": ratios, "paper_ratio": paper,
+                         "difference_s": [0.34, 4.27], "paper_difference_s": [0.32, 4.38],
+                         "present_s": present, "paper_present_s": [1.0, 13.75]})
+
+
+def test_table5_text_follows_the_data():
+    text = planner_summary.table5_text(table5_rows())
+    assert "a 1.39 (paper 1.29), b 1.38 (paper 1.32)" in text
+    assert f"{0.34 / 0.32 - 1:.1%} from the paper's at most" in text
+    assert "80%, 80% of the paper's, below them because" in text
+    assert "so the predicted ratio is above it for every model" in text
+    assert "not above the paper's for any model" in planner_summary.table5_text(table5_rows(ratios=(1.2, 1.3)))
+    assert "above the paper's for one of the two models" in planner_summary.table5_text(table5_rows(ratios=(1.2, 1.4)))
+    assert "although the model leaves out" in planner_summary.table5_text(table5_rows(present=(1.1, 11.0)))
+    assert planner_summary.table5_range(table5_rows()) == "1.38–1.39× (paper 1.29–1.32×)"
+    assert planner_summary.table5_range(table5_rows(ratios=(1.3, 1.3), paper=(1.3, 1.3))) == "1.30× (paper 1.30×)"
+
+
+def test_code_constants_are_read_from_the_code(tmp_path):
+    script = tmp_path / "bench.py"
+    script.write_text("import argparse\np = argparse.ArgumentParser()\np.add_argument('--layers', type=int, "
+                      "default=1000)\np.add_argument('--seeds', default=2)\n")
+    assert planner_summary.script_default(script, "--layers") == 1000
+    assert planner_summary.script_default(script, "--hosts") is None
+    solver = planner_summary.torch_sac_solver()
+    assert solver is None or {"gapRel", "timeLimit"} <= set(solver)
+
+
+def test_a_spec_that_means_the_fitted_full_step_is_a_calibration_point():
+    # the table's reference column compares spec strings: "full,full,full,full" (a plan) is the fitted full step
+    frame = validate_rows()
+    frame.loc[2, ["spec", "reference"]] = ["full,full,full,full", False]
+    frame.loc[5, ["spec", "reference"]] = ["uniform:1", False]
+    assert list(planner_summary.calibration(frame)) == [False, False, True, False, True, True, True, False, False]
+    v = planner_summary.validation_numbers(frame)
+    assert (v["plans"], v["baselines"], v["references"]) == (3, 2, 3)
+    assert list(planner_summary.validate_table(frame)["calibration point"]) == [False, False, True, False]

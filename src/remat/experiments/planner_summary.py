@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from remat.experiments.chen_summary import capitalized, count_of
 from remat.policies import POLICIES
 from remat.units import GiB, MiB, format_bytes
 
@@ -136,11 +137,33 @@ def validate_settings(validate: pd.DataFrame) -> dict:
                        for _, r in models.iterrows()]}
 
 
+def calibration(validate: pd.DataFrame) -> pd.Series:
+    """Per row of a planner-validate table: whether its plan is a calibration point — the none or the full
+    step whose measured peak the calibration fits. The ``reference`` column, or any spec that parses to the
+    same plan (``remat.policies.parse_plan``: "full,full,full" and "uniform:1" are "full"), which the table's
+    ``reference`` column, a comparison of spec strings, can miss."""
+    from remat.errors import UsageError
+    from remat.policies import parse_plan
+
+    def same_as_reference(spec, layers) -> bool:
+        if not isinstance(spec, str):
+            return False
+        try:
+            plan = parse_plan(spec, int(layers))
+        except UsageError:      # a spec this version cannot parse: not a calibration point by this test
+            return False
+        return any((plan.policies, plan.groups) == (ref.policies, ref.groups)
+                   for ref in (parse_plan(name, int(layers)) for name in ("none", "full")))
+
+    by_spec = [same_as_reference(s, n) for s, n in zip(validate["spec"], validate["layers"])]
+    return validate["reference"].astype(bool) | pd.Series(by_spec, index=validate.index, dtype=bool)
+
+
 def _predictions(validate: pd.DataFrame) -> pd.DataFrame:
-    """The applied (measured) rows that are predictions: not a calibration point (``reference``: the none
+    """The applied (measured) rows that are predictions: not a calibration point (``calibration``: the none
     and full steps whose measured peaks the calibration fits)."""
     applied = validate[validate["measured_peak_bytes"].notna()]
-    return applied[~applied["reference"].astype(bool)]
+    return applied[~calibration(applied)]
 
 
 def validation_numbers(validate: pd.DataFrame) -> dict:
@@ -173,7 +196,7 @@ def validation_numbers(validate: pd.DataFrame) -> dict:
         "over": (len(over), np.nan if top is None else float(top["peak_rel_error"]),
                  None if top is None else str(top["spec"])),
         "under": int((both["peak_error_bytes"] < 0).sum()),
-        "references": int(applied["reference"].astype(bool).sum()),
+        "references": int(calibration(applied).sum()),
         "base_error_bytes": int((validate["predicted_base_bytes"] - validate["measured_base_bytes"]).abs().max()),
         "slowdown_error": (float(slow.median()), float(slow.max())),
         "time_error": (float(abs_.median()), float(abs_.max())),
@@ -192,7 +215,7 @@ def peak_errors(validate: pd.DataFrame) -> pd.DataFrame:
                      "predicted peak (bytes)": int(first["predicted_peak_bytes"]),
                      "measured peak (bytes)": int(first["measured_peak_bytes"]),
                      "error (bytes)": int(first["peak_error_bytes"]), "error": float(first["peak_rel_error"]),
-                     "calibration point": bool(first["reference"])})
+                     "calibration point": bool(calibration(g).iloc[0])})
     columns = ["layers", "plan", "chosen by", "predicted peak (bytes)", "measured peak (bytes)", "error (bytes)",
                "error", "calibration point"]
     table = pd.DataFrame(rows, columns=columns)
@@ -244,9 +267,260 @@ def validate_table(validate: pd.DataFrame) -> pd.DataFrame:
         "measured peak (MiB)": plans["measured_peak_bytes"] / MiB,
         "peak error (bytes)": plans["peak_error_bytes"].astype(int),
         "peak error": plans["peak_rel_error"],
-        "calibration point": plans["reference"].astype(bool),
+        "calibration point": calibration(plans),
         "predicted slowdown": plans["predicted_slowdown"],
         "measured slowdown": plans["measured_slowdown"],
         "predicted step (s)": plans["predicted_step_time_s"],
         "measured step (s)": plans["measured_step_time_s"],
     }).reset_index(drop=True)
+
+
+# --- wording: sentences that read right for every outcome (all, none, some) ------------------------------------
+
+def _in_each(parts: list[tuple[int, str, str]], n: int) -> str:
+    """Clauses (k, full text, short text) "X in k" over ``n`` settings, zero counts left out: one clause reads
+    "X in all 16" ("in both", "in the one setting"); several read "X in 10 of them, Y in 4 and Z in the other 2"
+    (the first in full, the rest short)."""
+    parts = [(k, full if i == 0 else short) for i, (k, full, short) in enumerate(p for p in parts if p[0])]
+    if len(parts) == 1:
+        return f"{parts[0][1]} in {'all ' + str(n) if n > 2 else 'both' if n == 2 else 'the one setting'}"
+    out = [f"{text} in {k}" + (" of them" if i == 0 else "") if i < len(parts) - 1 else f"{text} in the other {k}"
+           for i, (k, text) in enumerate(parts)]
+    return ", ".join(out[:-1]) + " and " + out[-1]
+
+
+def _uses(k: int, n: int) -> str:
+    """How many of ``n`` settings, as the object of "in": "all", "both", "none", "neither" or the count."""
+    if n == 2 and k in (0, 2):
+        return "neither" if k == 0 else "both"
+    return "all" if k == n and n > 1 else "none" if k == 0 else str(k)
+
+
+def paper_text(paper: pd.DataFrame) -> str:
+    """The plans of a planner-paper table in one clause (after "Across the N settings"): where the plan uses
+    each policy, and whether it is faster than, as fast as or slower than the fastest baseline that fits
+    (within TIE), with the settings where no baseline or no plan fits named. Never empty."""
+    rows = paper_table(paper)
+    n = len(rows)
+    uses = policy_use(paper)
+    policies = {"selective": "recomputes core attention (selective)", "full": "runs full recompute",
+                "offload": "offloads"}
+    use = [f"{text} in {_uses(uses[p], n)}" for p, text in policies.items()]
+    use = ", ".join(use[:-1]) + " and " + use[-1]
+    gain = pd.to_numeric(rows["plan gain"], errors="coerce")
+    fits = rows["plan"] != "does not fit"
+    best = "the fastest baseline that fits"
+    parts = [(int((gain > TIE).sum()), f"it is faster than {best}", "faster"),
+             (int((gain.abs() <= TIE).sum()), f"it is as fast as {best}", "as fast as it"),
+             (int((gain < -TIE).sum()), f"it is slower than {best}", "slower"),
+             (int((fits & gain.isna()).sum()), "no baseline fits", "no baseline fits"),
+             (int((~fits).sum()), "the plan does not fit", "the plan does not fit")]
+    return f"the plan {use}; {_in_each(parts, n)}" if n else "no setting was planned"
+
+
+def uniform_gain(paper: pd.DataFrame) -> dict:
+    """The plan against the fastest uniform policy that fits (``remat.planner.baselines.UNIFORM``: none, full
+    or selective on every layer), over the settings of a planner-paper table where both fit: settings, the
+    largest and the median gain (uniform / plan − 1) and how many settings the uniform policy is faster
+    (by more than TIE) or as fast (within TIE)."""
+    from remat.planner.baselines import UNIFORM
+    gains = []
+    for _, g in paper.groupby(["model", "gpu", "sp"], sort=False):
+        plan = g[(g["method"] == "plan") & _feasible(g)]
+        uniform = g[g["method"].isin(UNIFORM) & _feasible(g)]
+        if len(plan) and len(uniform):
+            gains.append(uniform["step_time_s"].min() / plan["step_time_s"].iloc[0] - 1)
+    gains = np.array(gains)
+    return {"settings": len(gains), "largest": float(gains.max()) if len(gains) else np.nan,
+            "median": float(np.median(gains)) if len(gains) else np.nan,
+            "slower": int((gains < -TIE).sum()), "ties": int((np.abs(gains) <= TIE).sum())}
+
+
+def uniform_text(gain: dict) -> str:
+    """``uniform_gain`` as a clause: "up to 6.7 % faster (median 1.2 %) than the best uniform policy that fits,
+    in all 16 settings where both fit; as fast in 4 of them"."""
+    n = gain["settings"]
+    if n == 0:
+        return "never compared with a uniform policy: in no setting do both fit"
+    head = (f"up to {gain['largest']:.1%} faster (median {gain['median']:.1%}) than the fastest uniform policy "
+            f"that fits, over {count_of(n, n, 'setting')} where both fit")
+    if gain["slower"]:
+        return head + f"; the uniform policy is faster in {count_of(gain['slower'], n, 'setting')}"
+    if gain["ties"]:
+        return head + f"; never slower, and as fast in {count_of(gain['ties'], n, 'setting')}"
+    return head + "; never slower"
+
+
+def beaten_text(n: int, worse: int) -> str:
+    """``beaten``'s (budgets, budgets where a baseline is faster) as a sentence."""
+    if n == 0:
+        return "The plan fits at no budget."
+    if worse == 0:
+        where = "the one budget" if n == 1 else "either budget" if n == 2 else f"any of the {n} budgets"
+        return f"No baseline is predicted faster than the plan at {where}."
+    return f"A baseline is predicted faster than the plan at {count_of(worse, n, 'budget')}."
+
+
+def _exact(k: int, n: int, largest: float) -> str:
+    """How many of ``n`` predictions are exact to the byte, and the largest error when not all are."""
+    if k == n:
+        return ("it is predicted to the byte" if n == 1 else "both are predicted to the byte" if n == 2 else
+                "every one is predicted to the byte")
+    who = ("it is not" if n == 1 else "neither is" if n == 2 and k == 0 else "none is" if k == 0 else
+           f"{k} {'is' if k == 1 else 'are'}")
+    return f"{who} predicted to the byte; the largest error is {largest:.2%}"
+
+
+def plans_text(val: dict) -> str:
+    """The plans' peaks of ``validation_numbers`` as a sentence: how many stay within budget, how many are
+    predicted to the byte, and the largest error when not all are."""
+    n = val["plans"]
+    if not n:
+        return "No plan was applied."
+    return (f"{capitalized(count_of(val['plans_in_budget'], n, 'plan', verb=('stays', 'stay')))} within budget "
+            f"when applied, and {_exact(val['plans_exact'], n, val['plan_peak_error'])}.")
+
+
+def baselines_text(val: dict) -> str:
+    """The feasible baselines' peaks of ``validation_numbers`` as a sentence, as ``plans_text``, naming the
+    baseline with the largest error when not all are exact."""
+    b = val["baselines"]
+    if not b:
+        return "No feasible baseline was applied."
+    fit = count_of(val["baselines_in_budget"], b, "row", verb=("fits", "fit"))
+    exact = _exact(val["baselines_exact"], b, val["baseline_peak_error"])
+    worst = f" ({val['worst_baseline']})" if val["baselines_exact"] < b and val["worst_baseline"] else ""
+    return f"Of the feasible baselines applied, {fit} within budget, and {exact}{worst}."
+
+
+def validation_text(val: dict) -> str:
+    """``plans_text`` and ``baselines_text`` together."""
+    return f"{plans_text(val)} {baselines_text(val)}"
+
+
+def kinds_text(kinds: pd.DataFrame) -> str:
+    """``error_by_kind`` as "none and full layers: all 5 exact to the byte; with selective layers: 1 of 3,
+    over-predicted by up to 1.20 %"; "no plan was applied" for an empty table."""
+    parts = []
+    for _, r in kinds.iterrows():
+        n, k = int(r["applied"]), int(r["exact to the byte"])
+        exact = ("exact to the byte" if k == n == 1 else "not exact to the byte" if n == 1 else
+                 f"{count_of(k, n, 'plan')} exact to the byte")
+        over = f", over-predicted by up to {r['largest over']:.2%}" if r["largest over"] > 0 else ""
+        under = f", under-predicted by up to {-r['largest under']:.2%}" if r["largest under"] < 0 else ""
+        parts.append(f"{r['plans']}: {exact}{over}{under}")
+    return "; ".join(parts) or "no plan was applied"
+
+
+def under_text(val: dict) -> str:
+    """How many predicted rows (plans and feasible baselines) are below their measured peak, as a sentence."""
+    n, k = val["plans"] + val["baselines"], val["under"]
+    if k == 0:
+        return "No row is predicted below its measured peak." if n else "No row was predicted."
+    return f"{capitalized(count_of(k, n, 'row', verb=('is', 'are')))} predicted below the measured peak."
+
+
+def base_text(error_bytes: int) -> str:
+    """The bytes alive before the step, predicted against measured: "to the byte" or "within N bytes"."""
+    return "to the byte" if error_bytes == 0 else f"within {error_bytes:,} byte{'s' if error_bytes != 1 else ''}"
+
+
+def references_text(validate: pd.DataFrame) -> str:
+    """Which applied rows of a planner-validate table are calibration steps after all (left out of the errors)."""
+    applied = validate[validate["measured_peak_bytes"].notna()]
+    ref = applied[calibration(applied)]
+    if ref.empty:
+        return "No applied row is a calibration step, so every one counts in the errors below."
+    methods = ", ".join(dict.fromkeys(ref["method"]))
+    return (f"Applied rows that are a calibration step after all ({len(ref)} here, chosen by {methods}) are left "
+            "out of the errors below.")
+
+
+def timing_text(setup: dict) -> str:
+    """The timing protocol of ``validate_settings``: rounds, repeats and, on a CPU, the intra-op threads."""
+    threads = setup["threads"]
+    where = (f"on {threads} intra-op thread{'s' if threads != 1 else ''} of the CPU" if setup["device"] == "cpu"
+             else f"on {setup['device']}")
+    return (f"{setup['rounds']} interleaved round{'s' if setup['rounds'] != 1 else ''} of {setup['repeats']} timed "
+            f"step{'s' if setup['repeats'] != 1 else ''} per plan, {where}")
+
+
+# --- code constants the report quotes (read from the code, not retyped) --------------------------------------
+
+def script_default(path: str | Path, flag: str):
+    """The ``default=`` of ``parser.add_argument(flag, ...)`` in a script (read with ast; nothing runs), or
+    None when the script has no such argument."""
+    import ast
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument" and node.args
+                and isinstance(node.args[0], ast.Constant) and node.args[0].value == flag):
+            for kw in node.keywords:
+                if kw.arg == "default":
+                    return ast.literal_eval(kw.value)
+    return None
+
+
+def torch_sac_solver() -> dict | None:
+    """The CBC settings torch's own ``sac_milp`` passes (``gapRel``, ``timeLimit``), read from the installed
+    torch's source (ast; nothing runs); None when torch's module or the call is not there."""
+    import ast
+    import inspect
+    try:
+        from torch.distributed._tools import sac_ilp
+        source = inspect.getsource(sac_ilp.sac_milp)
+    except (ImportError, OSError, TypeError):
+        return None
+    import textwrap
+    for node in ast.walk(ast.parse(textwrap.dedent(source))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "PULP_CBC_CMD":
+            return {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords
+                    if isinstance(kw.value, ast.Constant)}
+    return None
+
+
+# --- paper Table 5, predicted (results/korthikanti/table5.csv) ----------------------------------------------------
+
+_LEFT_OUT = "the optimizer step, the embedding, pipeline sends and receives between stages and the data loader"
+
+
+def table5_text(table5: pd.DataFrame) -> str:
+    """Sentences on a predicted paper Table 5 (korthikanti table5 rows): the ratio full / (SP + selective) and
+    the difference per model beside the paper's, the largest gap between the differences, the absolute times
+    as a share of the paper's and why, and whether the ratio sits above the paper's (the shared time the
+    model leaves out dilutes the paper's). Wording follows the data."""
+    t5 = table5.set_index("model")
+    ratios = ", ".join(f"{m} {r['ratio']:.2f} (paper {r['paper_ratio']:.2f})" for m, r in t5.iterrows())
+    diffs = ", ".join(f"{r['difference_s']:.2f} s (paper {r['paper_difference_s']:.2f} s)" for m, r in t5.iterrows())
+    gap = float((t5["difference_s"] / t5["paper_difference_s"] - 1).abs().max())
+    share = t5["present_s"] / t5["paper_present_s"]
+    shares = ", ".join(f"{s:.0%}" for s in share)
+    text = (f"Full recompute over SP + selective: {ratios}. The difference between the two, which the layers "
+            f"alone make, is {diffs}: {gap:.1%} from the paper's at most. ")
+    if bool((share < 1).all()):
+        text += (f"The absolute times are {shares} of the paper's, below them because the model leaves out what "
+                 f"both variants pay alike: {_LEFT_OUT}. ")
+    else:
+        text += (f"The absolute times are {shares} of the paper's, although the model leaves out what both "
+                 f"variants pay alike ({_LEFT_OUT}): where they are not below the paper's, the layers cost more "
+                 "here than in the paper. ")
+    above = t5["ratio"] > t5["paper_ratio"]
+    if bool(above.all()):
+        text += "That shared time dilutes the paper's ratio, so the predicted ratio is above it for every model"
+    elif not above.any():
+        text += ("The predicted ratio is not above the paper's for any model, although the shared time the model "
+                 "leaves out dilutes the paper's ratio: what the layers pay differs too")
+    else:
+        text += (f"The predicted ratio is above the paper's for {count_of(int(above.sum()), len(above), 'model')}; "
+                 "the shared time the model leaves out dilutes the paper's ratio, so where it is not above, what "
+                 "the layers pay differs too")
+    return text + "; the absolute times scale with the assumed achievable fraction of peak FLOP/s."
+
+
+def table5_range(table5: pd.DataFrame) -> str:
+    """The predicted full / (SP + selective) ratios against the paper's as "1.36–1.39× (paper 1.29–1.32×)"."""
+    def span(s: pd.Series) -> str:
+        low, high = f"{s.min():.2f}", f"{s.max():.2f}"
+        return f"{low}×" if low == high else f"{low}–{high}×"
+
+    return f"{span(table5['ratio'])} (paper {span(table5['paper_ratio'])})"

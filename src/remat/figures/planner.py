@@ -13,6 +13,9 @@ from matplotlib.figure import Figure
 
 from remat.units import GiB, MiB
 
+PEAK_BAND = 0.05
+"""Half-width of the grey band around y = x in ``peak``: predicted within ±5 % of measured (a fraction)."""
+
 _STYLE = {"plan": dict(color="black", lw=2.2, marker="o", zorder=5)}
 
 
@@ -67,7 +70,7 @@ def _budget_panels(frame: pd.DataFrame, y: str, unit: int, unit_name: str, measu
 
 
 def peak(frames: list[pd.DataFrame]) -> Figure:
-    """Predicted vs measured peak bytes (MiB) of every applied plan, with y = x and a ±5 % band.
+    """Predicted vs measured peak bytes (MiB) of every applied plan, with y = x and a ±PEAK_BAND band.
     Input: one ``planner-validate`` table."""
     frame = frames[0]
     frame = frame[frame["measured_peak_bytes"].notna()].drop_duplicates(["model", "layers", "spec"])
@@ -77,7 +80,8 @@ def peak(frames: list[pd.DataFrame]) -> Figure:
         frame[["predicted_peak_bytes", "measured_peak_bytes"]].max().max() / MiB
     grid = np.linspace(lo * 0.9, hi * 1.05, 50)
     ax.plot(grid, grid, color="gray", lw=1)
-    ax.fill_between(grid, grid * 0.95, grid * 1.05, color="gray", alpha=0.15, label="±5 %")
+    ax.fill_between(grid, grid * (1 - PEAK_BAND), grid * (1 + PEAK_BAND), color="gray", alpha=0.15,
+                    label=f"±{PEAK_BAND * 100:g} %")
     for i, method in enumerate(_methods(frame)):
         rows = frame[frame["method"] == method]
         ax.scatter(rows["measured_peak_bytes"] / MiB, rows["predicted_peak_bytes"] / MiB, s=22,
