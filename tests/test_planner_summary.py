@@ -306,24 +306,3 @@ def test_table5_text_follows_the_data():
     assert "although the model leaves out" in planner_summary.table5_text(table5_rows(present=(1.1, 11.0)))
     assert planner_summary.table5_range(table5_rows()) == "1.38–1.39× (paper 1.29–1.32×)"
     assert planner_summary.table5_range(table5_rows(ratios=(1.3, 1.3), paper=(1.3, 1.3))) == "1.30× (paper 1.30×)"
-
-
-def test_code_constants_are_read_from_the_code(tmp_path):
-    script = tmp_path / "bench.py"
-    script.write_text("import argparse\np = argparse.ArgumentParser()\np.add_argument('--layers', type=int, "
-                      "default=1000)\np.add_argument('--seeds', default=2)\n")
-    assert planner_summary.script_default(script, "--layers") == 1000
-    assert planner_summary.script_default(script, "--hosts") is None
-    solver = planner_summary.torch_sac_solver()
-    assert solver is None or {"gapRel", "timeLimit"} <= set(solver)
-
-
-def test_a_spec_that_means_the_fitted_full_step_is_a_calibration_point():
-    # the table's reference column compares spec strings: "full,full,full,full" (a plan) is the fitted full step
-    frame = validate_rows()
-    frame.loc[2, ["spec", "reference"]] = ["full,full,full,full", False]
-    frame.loc[5, ["spec", "reference"]] = ["uniform:1", False]
-    assert list(planner_summary.calibration(frame)) == [False, False, True, False, True, True, True, False, False]
-    v = planner_summary.validation_numbers(frame)
-    assert (v["plans"], v["baselines"], v["references"]) == (3, 2, 3)
-    assert list(planner_summary.validate_table(frame)["calibration point"]) == [False, False, True, False]

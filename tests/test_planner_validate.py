@@ -167,3 +167,12 @@ def test_calibration_times_every_policy_under_its_own_plan(monkeypatch):
     out = layer_seconds(from_name("gpt-tiny"), ["none", "full", "selective"], device="cpu", rounds=1)
     assert out == {"none": 0.5, "full": 1.5, "selective": 2.5}
     assert seen == [("none", ("none",)), ("full", ("full",)), ("selective", ("selective",))]
+
+
+def test_a_plan_that_means_a_calibration_step_is_marked_a_reference():
+    """A plan "full,full,full,full" is the fitted full step: it carries the spec "full" and is a reference."""
+    from remat.experiments.planner import _share_specs
+    entries = [(1, "plan", {"spec": "full,full,full,full"}), (1, "uniform", {"spec": "uniform:1"}),
+               (1, "block", {"spec": "block:0"}), (2, "plan", {"spec": "none,full,none,full"})]
+    _share_specs(entries, 4)
+    assert [e["spec"] for _, _, e in entries] == ["full", "full", "none", "none,full,none,full"]

@@ -307,11 +307,15 @@ def validate(p: ValidateParams) -> pd.DataFrame:
     return frame
 
 
-def _share_specs(entries: list[tuple[int, str, dict]], layers: int) -> None:
-    """Give every entry whose spec means the same plan ("none" = "block:0") the first such spec, so each
-    distinct plan is measured once."""
+def _share_specs(entries: list[tuple[int, str, dict]], layers: int, first: tuple[str, ...] = ("none", "full")) -> None:
+    """Give every entry whose spec means the same plan ("none" = "block:0", "full,full,full" = "uniform:1" =
+    "full") one spec: one of ``first`` (the calibration steps, so such a plan is marked a reference and
+    reuses their measurement), else the first such spec. Each distinct plan is then measured once."""
     from remat.policies import parse_plan
     seen: dict = {}
+    for spec in first:
+        plan = parse_plan(spec, layers)
+        seen[(plan.policies, plan.groups)] = spec
     for _, _, entry in entries:
         if entry["spec"] is not None:
             plan = parse_plan(entry["spec"], layers)

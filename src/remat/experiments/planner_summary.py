@@ -139,24 +139,9 @@ def validate_settings(validate: pd.DataFrame) -> dict:
 
 def calibration(validate: pd.DataFrame) -> pd.Series:
     """Per row of a planner-validate table: whether its plan is a calibration point — the none or the full
-    step whose measured peak the calibration fits. The ``reference`` column, or any spec that parses to the
-    same plan (``remat.policies.parse_plan``: "full,full,full" and "uniform:1" are "full"), which the table's
-    ``reference`` column, a comparison of spec strings, can miss."""
-    from remat.errors import UsageError
-    from remat.policies import parse_plan
-
-    def same_as_reference(spec, layers) -> bool:
-        if not isinstance(spec, str):
-            return False
-        try:
-            plan = parse_plan(spec, int(layers))
-        except UsageError:      # a spec this version cannot parse: not a calibration point by this test
-            return False
-        return any((plan.policies, plan.groups) == (ref.policies, ref.groups)
-                   for ref in (parse_plan(name, int(layers)) for name in ("none", "full")))
-
-    by_spec = [same_as_reference(s, n) for s, n in zip(validate["spec"], validate["layers"])]
-    return validate["reference"].astype(bool) | pd.Series(by_spec, index=validate.index, dtype=bool)
+    step whose measured peak the calibration fits (the ``reference`` column; a plan that means the same as
+    either, "full,full,full" say, carries its spec and is marked too)."""
+    return validate["reference"].astype(bool)
 
 
 def _predictions(validate: pd.DataFrame) -> pd.DataFrame:
@@ -443,40 +428,6 @@ def timing_text(setup: dict) -> str:
              else f"on {setup['device']}")
     return (f"{setup['rounds']} interleaved round{'s' if setup['rounds'] != 1 else ''} of {setup['repeats']} timed "
             f"step{'s' if setup['repeats'] != 1 else ''} per plan, {where}")
-
-
-# --- code constants the report quotes (read from the code, not retyped) --------------------------------------
-
-def script_default(path: str | Path, flag: str):
-    """The ``default=`` of ``parser.add_argument(flag, ...)`` in a script (read with ast; nothing runs), or
-    None when the script has no such argument."""
-    import ast
-    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument" and node.args
-                and isinstance(node.args[0], ast.Constant) and node.args[0].value == flag):
-            for kw in node.keywords:
-                if kw.arg == "default":
-                    return ast.literal_eval(kw.value)
-    return None
-
-
-def torch_sac_solver() -> dict | None:
-    """The CBC settings torch's own ``sac_milp`` passes (``gapRel``, ``timeLimit``), read from the installed
-    torch's source (ast; nothing runs); None when torch's module or the call is not there."""
-    import ast
-    import inspect
-    try:
-        from torch.distributed._tools import sac_ilp
-        source = inspect.getsource(sac_ilp.sac_milp)
-    except (ImportError, OSError, TypeError):
-        return None
-    import textwrap
-    for node in ast.walk(ast.parse(textwrap.dedent(source))):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "PULP_CBC_CMD":
-            return {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords
-                    if isinstance(kw.value, ast.Constant)}
-    return None
 
 
 # --- paper Table 5, predicted (results/korthikanti/table5.csv) ----------------------------------------------------
