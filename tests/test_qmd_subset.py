@@ -186,6 +186,8 @@ def test_rejects_straight_apostrophes_around_equals_in_captions(caption):
     ("A run keeps every tensor at 4 bytes.\n", "4"),
     ("| a | b |\n|---|---|\n| 1.5 | 2 |\n", "1.5"),
     ("![Band is ±25 %.](../figures/x.png){#fig-x fig-alt=\"x\"}\n", "25"),
+    (cell("#| label: tbl-a", "#| tbl-cap: Rows within 10 % of it.", "x = 1"), "10"),
+    (cell("#| label: fig-a", "#| fig-cap: A.", "#| fig-alt: Three lines.", "#| fig-alt: Bars of 4 sizes.", "x"), "4"),
 ])
 def test_rejects_numbers_typed_in_prose(prose, number):
     """Every number a reader sees is computed at render time or a labelled paper value (issue 16)."""
@@ -199,6 +201,8 @@ def test_rejects_numbers_typed_in_prose(prose, number):
     "Measured `{python} value`% with $s = 2048$ and $$24 + 5as/h$$.\n",
     "The paper trains a [1,000-layer]{.paper} ResNet on a [12 GB]{.paper} GPU.\n",
     "![Alt.](../figures/x.png){#fig-x width=80% fig-alt=\"x\"}\n",
+    "Sizes in MiB (2^20 bytes), rates in GB/s (10^9 B/s), as the paper prints GB = 10⁹ bytes.\n",
+    cell("#| label: tbl-a", "#| tbl-cap: \"Within $10$ percent (MiB = 2^20 bytes).\"", "x = 1"),
 ])
 def test_accepts_references_names_math_and_paper_values(prose):
     assert lint_qmd(FRONT + prose) == []

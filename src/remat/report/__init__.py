@@ -18,8 +18,9 @@ report outside it, so a report that renders in the fallback renders the same way
 - Cross references ``@fig-x``, ``@tbl-x``, ``@sec-x`` (also ``[-@fig-x]``) to labels defined in the file:
   headings ``## Title {#sec-x}``; images ``![caption](path){#fig-x}``; markdown tables with a caption line
   ``: caption {#tbl-x}``; cells with ``#| label: fig-x`` + ``#| fig-cap:`` or ``tbl-x`` + ``tbl-cap``.
-- No number typed in the prose: a number a reader sees is an inline value, inside ``$math$``, a labelled
-  paper value ``[12 GB]{.paper}``, or a reference or name (Table 4, Eq. 5, §4.1, GPT-3, fp32, 2sbh, 2016).
+- No number typed in the prose, captions or alt text: a number a reader sees is an inline value, inside
+  ``$math$``, a labelled paper value ``[12 GB]{.paper}``, a reference or name (Table 4, Eq. 5, §4.1, GPT-3,
+  fp32, 2sbh, 2016) or a unit's definition (2^20, 10⁹).
 - Image paths are relative to the .qmd (``../figures/x.png``) or to the project root (``/figures/x.png``),
   as in Quarto; never remote. A labelled figure image carries ``fig-alt="…"``.
 - Fenced divs only ``::: {.callout-note}`` / ``-warning`` / ``-tip`` (optional ``title="…"``).
@@ -30,7 +31,10 @@ report outside it, so a report that renders in the fallback renders the same way
 The fallback mirrors Quarto's Jupyter engine: cells run in order in one ipykernel (this interpreter) and each
 inline expression is evaluated as a Jupyter ``user_expressions`` request after the cells above it, as
 Quarto's ``notebook.py`` does; outputs become markdown; pandoc (pypandoc-binary) writes standalone HTML with
-``--embed-resources --mathml --toc --number-sections`` and ``crossref.lua`` (Quarto-style "Figure N" refs).
+``--embed-resources --mathml --toc --number-sections``, ``crossref.lua`` (Quarto-style "Figure N" refs, alt
+text from fig-alt) and its own page (``page.html`` + ``page.css``: a Quarto-like layout, table of contents in a
+side column, wide tables scrolling). ``footer.lua`` runs under both engines (``_quarto.yml`` filters): each
+page's footer names the renderer that made it, Quarto's version or the fallback with pandoc's.
 """
 
 from __future__ import annotations

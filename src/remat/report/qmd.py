@@ -255,6 +255,11 @@ def _lint_cell(cell: Cell, labels: dict[str, int]) -> list[str]:
     if "output" in opts and opts["output"] not in (True, False, "asis"):
         problems.append(f"{at}: cell option output must be true, false or asis")
     problems += _lint_cell_label(cell, labels)
+    for key in ("fig-cap", "tbl-cap", "fig-alt"):
+        if isinstance(opts.get(key), str):
+            text = opts[key]
+            problems += [f"{at}: {key}: {p.split(': ', 1)[1]}" for p in _lint_numbers(Prose(cell.line, text),
+                                                                                 _plain_prose(text))]
     if "matplotlib.use(" in cell.code:
         problems.append(f"{at}: matplotlib.use( in a cell hides figures under Quarto; leave the backend alone")
     return problems
@@ -339,13 +344,15 @@ def _lint_prose(block: Prose, labels: dict[str, int]) -> list[str]:
 
 # Numbers a reader sees must come from the result tables (inline values) or be labelled paper values
 # ([1,000-layer]{.paper}). Allowed as they stand: references (Table 4, Eq. 5 and 6, §4.1, Algorithm 3,
-# ResNet-200, GPT-3, Llama 3), tokens that mix digits and letters (fp32, 2sbh, 22B, 1F1B), years, 16-bit.
+# ResNet-200, GPT-3, Llama 3), tokens that mix digits and letters (fp32, 2sbh, 22B, 1F1B), years, 16-bit,
+# unit definitions (MiB = 2^20 bytes, GB = 10⁹). Cells' captions and alt texts are prose too.
 _ATTRS = re.compile(r"\{[^{}\n]*\}")   # {#fig-x width=80%}: attributes, not prose
 _NUMBER = re.compile(r"(?<![\w.])\d(?:[\d,.]*\d)?")
 _NUMBER_ALLOWED = re.compile(r"""
     (?:\b(?:Tables?|Figures?|Eqs?\.|Equations?|Algorithms?|Appendix|Sections?|Llama|Titan)[ \t]|§|GPT-|ResNet-)
         \d+(?:\.\d+)*[a-z]?(?:[ \t]*(?:,|and|or|–|to)[ \t]*\d+(?:\.\d+)*[a-z]?)*
     | \b\d+[A-Za-z]\w* | \w*[A-Za-z]\d+\w* | \b(?:19|20)\d\d\b | \b\d+-(?:bit|byte)\b
+    | \b(?:2|10)\^\d+\b | \b10[⁰¹²³⁴⁵⁶⁷⁸⁹]+                                  # units: 2^20, 10^9, 10⁹
 """, re.X)
 
 
