@@ -70,7 +70,7 @@ def main() -> None:
     print(validation_display(frame).to_string(index=False))
     v = validation_checks(frame)
     print("largest |error| per phase: " + ", ".join(f"{p} {100 * e:.1f} %" for p, e in v["max_error"].items())
-          + f"; {100 * v['within_25']:.0f} % of rows within 25 %")
+          + f"; {100 * v['within_band']:.0f} % of rows within ±{100 * v['band']:g} %")
     for h, predicted, measured in v["selective"]:
         print(f"selective overhead at h = {h}: predicted {100 * predicted:.1f} %, measured {100 * measured:.1f} %")
 

@@ -4,25 +4,8 @@ none or some of the things counted agree (small hand-made tables)."""
 from __future__ import annotations
 
 import pandas as pd
-import pytest
 
 from remat.experiments import chen_summary as chen
-
-
-@pytest.mark.parametrize("k, n, text", [
-    (12, 12, "all 12 plans are"), (0, 12, "none of the 12 plans is"), (1, 12, "1 of the 12 plans is"),
-    (3, 12, "3 of the 12 plans are"), (2, 2, "both plans are"), (1, 2, "one of the two plans is"),
-    (0, 2, "neither plan is"), (1, 1, "the one plan is"), (0, 1, "no plan is"), (0, 0, "no plan is"),
-])
-def test_count_of_reads_right_in_every_case(k, n, text):
-    assert chen.count_of(k, n, "plan", verb=("is", "are")) == text
-
-
-def test_count_of_plural_and_bounds():
-    assert chen.count_of(3, 3, "analysis", "analyses") == "all 3 analyses"
-    with pytest.raises(ValueError):
-        chen.count_of(4, 3, "plan")
-    assert chen.capitalized("all 3 plans") == "All 3 plans"
 
 
 def check_rows(bitwise=(True, True, True), diff=0.0, passed=(True, True, True)):

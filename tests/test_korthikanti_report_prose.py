@@ -10,25 +10,6 @@ from remat.experiments import korthikanti_summary as tables
 from remat.experiments import time_summary
 
 
-@pytest.mark.parametrize("k,n,expected", [
-    (36, 36, "all 36 points"), (0, 36, "none of the 36 points"), (30, 36, "30 of the 36 points"),
-    (2, 2, "both points"), (0, 2, "neither of the two points"), (1, 2, "1 of the 2 points"),
-    (1, 1, "the one point"), (0, 1, "not the one point")])
-def test_count_of(k, n, expected):
-    assert tables.count_of(k, n, "points") == expected
-
-
-def test_span_ceil_and_join():
-    assert tables.span_text([58.3, 66.8]) == "58–67%"
-    assert tables.span_text([33.33, 33.34]) == "33%"
-    assert tables.span_text([0.44, 1.75], 1) == "0.4–1.8%"
-    assert tables.span_text([1.0, 1.0], 3, "") == "1.000"
-    assert tables.ceil_text(3.24, 1) == "3.3" and tables.ceil_text(14.5, 1) == "14.5"
-    assert tables.ceil_text(0.1, 1) == "0.1"   # no float noise pushing it to 0.2
-    assert tables.join_words(["a"]) == "a" and tables.join_words(["a", "b"]) == "a and b"
-    assert tables.join_words(["a", "b", "c"]) == "a, b and c"
-
-
 def _table2(measured, formula):
     rows = [{"model": f"m{i}", "technique": "TP baseline", "tp": 8, "bytes_measured": m, "bytes_formula": f,
              "bytes_actual": m, "rel_error": m / f - 1} for i, (m, f) in enumerate(zip(measured, formula))]

@@ -4,37 +4,14 @@ word follows the numbers, and every case (all / none / some, equal / within / be
 from __future__ import annotations
 
 import pandas as pd
-import pytest
 
 from remat.experiments import sweeps_summary as s
+from remat.experiments import time_summary
+from remat.experiments.time_summary import TIME_MODEL_BAND
 
 
 def kib(n: float) -> str:
     return f"{n / 1024:.0f} KiB"
-
-
-@pytest.mark.parametrize("n, total, expected", [
-    (0, 0, "no group"), (0, 1, "no group"), (1, 1, "the only group"),
-    (0, 2, "neither group"), (1, 2, "one of the two groups"), (2, 2, "both groups"),
-    (0, 3, "none of the 3 groups"), (2, 3, "2 of the 3 groups"), (3, 3, "all 3 groups")])
-def test_how_many_reads_naturally_for_none_some_and_all(n, total, expected):
-    assert s.how_many(n, total, "group") == expected
-
-
-def test_how_many_with_its_verb_and_an_irregular_plural():
-    assert s.how_many_are(1, 3, "row") == "1 of the 3 rows is"
-    assert s.how_many_are(0, 2, "row") == "neither row is"
-    assert s.how_many_are(0, 3, "row") == "none of the 3 rows are"
-    assert s.how_many_are(3, 3, "row") == "all 3 rows are"
-    assert s.how_many(2, 2, "copy", "copies") == "both copies"
-    with pytest.raises(ValueError):
-        s.how_many(3, 2, "group")
-
-
-def test_count_span_percent():
-    assert (s.count(1, "thread"), s.count(4, "thread")) == ("1 thread", "4 threads")
-    assert (s.span("0.80", "0.80"), s.span("0.80", "0.90")) == ("0.80", "0.80–0.90")
-    assert s.percent(0.1234) == "12.3%"
 
 
 def test_not_run_text():
@@ -119,10 +96,22 @@ def test_within_band_and_selective_model_text():
     assert s.selective_model_text([]) == "No selective overhead was measured."
 
 
+def test_validation_checks_share_within_the_time_model_band():
+    frame = pd.DataFrame({"phase": ["forward", "backward", "combined", "combined"],
+                          "mode": ["none"] * 3 + ["selective"],
+                          "error": [0.1, -0.3, 0.25, -0.2], "flops_per_s": 1e9, "memory_bytes_per_s": 1e9,
+                          "op_overhead_s": 1e-6, "hidden": 64, "predicted_overhead": 0.1, "measured_overhead": 0.2})
+    checks = time_summary.validation_checks(frame)
+    assert checks["band"] == TIME_MODEL_BAND == 0.25 and checks["within_band"] == 0.75
+    assert checks["within_band"] == s.within_band(frame, TIME_MODEL_BAND)[0] / len(frame)
+    assert time_summary.validation_checks(frame, band=0.1)["within_band"] == 0.25
+    assert checks["selective"] == [(64, 0.1, 0.2)]
+
+
 def test_acceptance_text():
     acc = pd.DataFrame({"device": ["cpu"] * 3, "check": ["a", "b", "c"], "met": ["yes", "yes", "yes"]})
     assert s.acceptance_text(acc) == "all 3 checks are met"
-    assert s.acceptance_text(acc.iloc[:1]) == "the only check is met"
+    assert s.acceptance_text(acc.iloc[:1]) == "the one check is met"
     acc.loc[1, "met"] = "NO"
     assert s.acceptance_text(acc) == "1 of the 3 checks is NOT met (cpu: b)"
     assert s.acceptance_text(acc.iloc[:2]) == "one of the two checks is NOT met (cpu: b)"

@@ -7,6 +7,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from remat.report.wording import capitalized, count, count_of
+
 
 # --- fits shared by the figures, the report and the tests ------------------------------------------------------
 
@@ -345,34 +347,6 @@ def speed_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 # --- wording: sentences that read right for every outcome (all, none, some) ------------------------------------
 
-def count_of(k: int, n: int, noun: str, plural: str | None = None, verb: tuple[str, str] | None = None) -> str:
-    """``k`` of ``n`` things as words that read right in every case: "all 12 plans", "none of the 12 plans",
-    "3 of the 12 plans", "both plans", "neither plan", "one of the two plans", "the one plan", "no plan".
-    ``verb`` (singular, plural), e.g. ("is", "are"), is appended in the number the phrase takes.
-    Raises ValueError unless 0 ≤ k ≤ n."""
-    k, n = int(k), int(n)
-    if not 0 <= k <= n:
-        raise ValueError(f"count_of: need 0 <= k <= n, got k={k}, n={n}")
-    plural = plural or f"{noun}s"
-    if n <= 1:
-        phrase, many = (f"the one {noun}" if k else f"no {noun}"), False
-    elif n == 2:
-        phrase, many = {0: (f"neither {noun}", False), 1: (f"one of the two {plural}", False),
-                        2: (f"both {plural}", True)}[k]
-    elif k == n:
-        phrase, many = f"all {n} {plural}", True
-    elif k == 0:
-        phrase, many = f"none of the {n} {plural}", False
-    else:
-        phrase, many = f"{k} of the {n} {plural}", k > 1
-    return phrase if verb is None else f"{phrase} {verb[1] if many else verb[0]}"
-
-
-def capitalized(text: str) -> str:
-    """``text`` with its first letter upper-case (the rest as it is)."""
-    return text[:1].upper() + text[1:]
-
-
 def check_text(check: pd.DataFrame) -> str:
     """The chain's correctness in one sentence from a ``chen-check`` table: how many schedules passed, and
     whether every gradient equals the plain backward's bit for bit (then why) or the largest difference."""
@@ -406,12 +380,11 @@ def graph_check_text(frame: pd.DataFrame) -> str:
     return count_of(ok, n, "plan", verb=("gives", "give"))
 
 
-def unknown_ops_text(count: int) -> str:
+def unknown_ops_text(ops: int) -> str:
     """Ops of both traced nets outside the known kinds: "no op of either net fell" / "3 ops of the two nets
     fell" outside the known kinds (subject and verb)."""
-    count = int(count)
-    return ("no op of either net fell" if count == 0 else
-            f"{count} op{'s' if count != 1 else ''} of the two nets fell")
+    ops = int(ops)
+    return "no op of either net fell" if ops == 0 else f"{count(ops, 'op')} of the two nets fell"
 
 
 def above_text(n_above: int, n: int) -> str:

@@ -10,12 +10,11 @@ Naming: "paper Table N" / "paper Figure N" is the paper's; a column computed fro
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from remat.formulas import korthikanti
 from remat.models.presets import from_name
+from remat.report.wording import count_of, join_words
 from remat.timemodel.gpus import GPUS
 from remat.timemodel.paper import PAPER_TABLE5_S
 from remat.units import GiB, MiB
@@ -225,39 +224,6 @@ TABLE2_TOLERANCE = 0.005
 """Relative error (fraction) within which a measured point counts as agreeing with the paper Table 2 formula."""
 
 
-def count_of(k: int, n: int, noun: str) -> str:
-    """``k`` of ``n`` things in words: "all 36 points", "none of the 36 points", "30 of the 36 points"
-    (``noun`` plural); for n = 1, "the one point" / "not the one point" (``noun`` with a trailing "s" dropped)."""
-    if n == 1:
-        one = noun[:-1] if noun.endswith("s") else noun
-        return f"the one {one}" if k else f"not the one {one}"
-    if k == n:
-        return f"both {noun}" if n == 2 else f"all {n} {noun}"
-    if k == 0:
-        return f"neither of the two {noun}" if n == 2 else f"none of the {n} {noun}"
-    return f"{k} of the {n} {noun}"
-
-
-def span_text(values, digits: int = 0, unit: str = "%") -> str:
-    """The range of ``values`` as shown: "58%" when its ends round alike, else "58–62%" (``digits`` decimals)."""
-    values = [float(v) for v in values]
-    lo, hi = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
-    return f"{lo}{unit}" if lo == hi else f"{lo}–{hi}{unit}"
-
-
-def ceil_text(x: float, digits: int = 1) -> str:
-    """``x`` rounded up to ``digits`` decimals, as text: a bound that stays true once shown ("within 3.3" for
-    3.24 at one decimal, never "within 3.2")."""
-    scale = 10 ** digits
-    return f"{math.ceil(round(x * scale, 9)) / scale:.{digits}f}"
-
-
-def join_words(words) -> str:
-    """"a", "a and b", "a, b and c"."""
-    words = [str(w) for w in words]
-    return " and ".join(words) if len(words) <= 2 else ", ".join(words[:-1]) + " and " + words[-1]
-
-
 def table2_agreement_text(table: pd.DataFrame, tolerance: float = TABLE2_TOLERANCE) -> str:
     """One sentence: how the paper-faithful bytes of a ``korthikanti-table2`` table compare with the paper
     Table 2 formula — all equal byte for byte; all within ``tolerance`` (a fraction); or how many are within
@@ -267,15 +233,15 @@ def table2_agreement_text(table: pd.DataFrame, tolerance: float = TABLE2_TOLERAN
     within = int((table["rel_error"].abs() <= tolerance).sum())
     error = table["rel_error"].abs()
     worst = table.loc[error.idxmax()]
-    points = "model × technique points"
+    point = "model × technique point"
     if exact == n:
-        return f"The paper-faithful bytes of {count_of(n, n, points)} equal the paper Table 2 formula byte for byte."
+        return f"The paper-faithful bytes of {count_of(n, n, point)} equal the paper Table 2 formula byte for byte."
     exact_words = "none of them" if exact == 0 else f"{exact} of them"
     if within == n:
-        return (f"The paper-faithful bytes of {count_of(n, n, points)} are within {tolerance:.1%} of the paper "
+        return (f"The paper-faithful bytes of {count_of(n, n, point)} are within {tolerance:.1%} of the paper "
                 f"Table 2 formula, {exact_words} byte for byte; the largest relative error is {error.max():.1e} "
                 f"({worst['model']}, {worst['technique']}).")
-    return (f"The paper-faithful bytes of {count_of(within, n, points)} are within {tolerance:.1%} of the paper "
+    return (f"The paper-faithful bytes of {count_of(within, n, point)} are within {tolerance:.1%} of the paper "
             f"Table 2 formula ({exact} byte for byte); the largest relative error is {error.max():.1e} "
             f"({worst['model']}, {worst['technique']}).")
 
@@ -325,4 +291,4 @@ def fit_text(frame: pd.DataFrame, technique: str, name_gpu: bool = True) -> str:
         models = "the one model" if n == 1 else "either model" if n == 2 else f"any of the {n} models"
         return f"does not fit{where} for {models}"
     which = f" ({join_words(fits)})" if len(fits) < n else ""
-    return f"fits{where} for {count_of(len(fits), n, 'models')}{which}"
+    return f"fits{where} for {count_of(len(fits), n, 'model')}{which}"

@@ -17,7 +17,7 @@ from typing import Mapping
 import pandas as pd
 
 from remat.errors import UsageError
-from remat.experiments.sweeps_summary import count, how_many, how_many_are, percent, span
+from remat.report.wording import count, count_of, join_words, percent, span, span_text
 from remat.units import GiB, MiB, format_bytes
 
 REPORT_DEVICE_VARIABLE = "REMAT_OFFLOAD_DEVICE"
@@ -92,7 +92,7 @@ def alone_fit_sentence(facts: dict) -> str:
     worst = facts["alone_worst"]
     if worst != worst:
         return f"Alone, no copy of {format_bytes(FIT_CHECK_BYTES)} or more was measured, so the fits are not judged"
-    groups = how_many(n, total, "group")
+    groups = count_of(n, total, "group")
     return (f"Alone, the fit is within {limit} in {groups} (direction × memory kind); the largest error is "
             f"{percent(worst)}")
 
@@ -144,7 +144,7 @@ def steps_facts(steps: pd.DataFrame) -> dict:
     hidden = host["copy_hidden_share"].dropna() if "copy_hidden_share" in host else pd.Series(dtype=float)
     pinned = host["host_pinned"].dropna() if "host_pinned" in host else pd.Series(dtype=bool)
     pairs = [f"({r.s}, {r.h})" for r in sizes.itertuples()]
-    return {"sizes": "(s, h) = " + (pairs[0] if len(pairs) == 1 else f"{', '.join(pairs[:-1])} and {pairs[-1]}"),
+    return {"sizes": "(s, h) = " + join_words(pairs),
             "a": int(first["a"]), "b": int(first["b"]), "L": int(first["L"]),
             "all_equal": bool(steps["grads_bitwise_equal"].all()),
             "threads": None if threads is None or pd.isna(threads) else int(threads),
@@ -264,7 +264,7 @@ def host_assumptions(breakeven: pd.DataFrame) -> str:
     grid = breakeven[breakeven["kind"] == "grid"].drop_duplicates("gpu")
     return "\n".join(
         f"- {r.gpu_name} (`{r.gpu}`): host link {r.link_gb_s:.1f} GB/s per direction shared by "
-        f"{int(r.gpus_per_host_link)} GPU{'s' if r.gpus_per_host_link > 1 else ''} → {r.link_per_gpu_gb_s:.1f} GB/s "
+        f"{count(r.gpus_per_host_link, 'GPU')} → {r.link_per_gpu_gb_s:.1f} GB/s "
         f"per GPU, $t_0$ = {r.t0_s * 1e6:g} µs; host memory {r.host_memory_bytes / GiB:g} GiB per GPU. "
         f"Source: {r.host_source}." for r in grid.itertuples())
 
@@ -319,8 +319,8 @@ def wins_sentence(ex: dict) -> str:
         return f"{grid}, recomputation is the cheaper at equal bytes everywhere, selective and full alike."
     if sel == full == total:
         return f"{grid}, offload is the cheaper at equal bytes everywhere, against selective and full alike."
-    return (f"{grid}, offload is the cheaper at equal bytes at {how_many(sel, total, 'point')} against selective "
-            f"recomputation and at {how_many(full, total, 'point')} against full.")
+    return (f"{grid}, offload is the cheaper at equal bytes at {count_of(sel, total, 'point')} against selective "
+            f"recomputation and at {count_of(full, total, 'point')} against full.")
 
 
 def measured_facts(breakeven: pd.DataFrame) -> dict:
@@ -351,10 +351,9 @@ def measured_comparison_sentence(facts: dict, simulated: bool, example: dict) ->
     """The measured offload against full recompute (``measured_facts``), qualified: on a CPU run the link is
     a host memcpy, so the sentence says so and sets its bytes per FLOP beside the GPU preset's of
     ``grid_example`` (its per-GPU link ÷ its achievable FLOP/s). Never empty."""
-    lo, hi = f"{facts['freed_ratio_min']:.2f}", f"{facts['freed_ratio_max']:.2f}"
-    ratio = f"{lo}×" if lo == hi else f"{lo}–{hi}×"
+    ratio = span_text([facts["freed_ratio_min"], facts["freed_ratio_max"]], 2, "×")
     below = (f"the measured offload overhead was below full recomputation's at "
-             f"{how_many(facts['offload_below_full'], facts['sizes'], 'size')}, offload freeing {ratio} the bytes "
+             f"{count_of(facts['offload_below_full'], facts['sizes'], 'size')}, offload freeing {ratio} the bytes "
              "full recompute freed (it also moves the layer input, which full recompute keeps)")
     if not simulated:
         return (f"Over the measured host link (one GPU copying alone), {below}; where GPUs share an uplink each "
@@ -375,7 +374,7 @@ def overlap_model_sentence(facts: dict, simulated: bool) -> str:
     if simulated:
         return ("Without a copy engine the CPU copies in line with the compute, so the serial model is the one "
                 f"that applies here; the overlapped model, which hides every copy at "
-                f"{how_many(facts['hidden'], facts['sizes'], 'size')}, describes a GPU.")
+                f"{count_of(facts['hidden'], facts['sizes'], 'size')}, describes a GPU.")
     return "The copies run on a side stream: the overlapped model applies."
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from remat.experiments.chen_summary import capitalized, count_of
 from remat.policies import POLICIES
+from remat.report.wording import capitalized, count, count_of, join_words, span_text
 from remat.units import GiB, MiB, format_bytes
 
 TIE = 1e-12
@@ -271,7 +271,7 @@ def _in_each(parts: list[tuple[int, str, str]], n: int) -> str:
         return f"{parts[0][1]} in {'all ' + str(n) if n > 2 else 'both' if n == 2 else 'the one setting'}"
     out = [f"{text} in {k}" + (" of them" if i == 0 else "") if i < len(parts) - 1 else f"{text} in the other {k}"
            for i, (k, text) in enumerate(parts)]
-    return ", ".join(out[:-1]) + " and " + out[-1]
+    return join_words(out)
 
 
 def _uses(k: int, n: int) -> str:
@@ -291,7 +291,7 @@ def paper_text(paper: pd.DataFrame) -> str:
     policies = {"selective": "recomputes core attention (selective)", "full": "runs full recompute",
                 "offload": "offloads"}
     use = [f"{text} in {_uses(uses[p], n)}" for p, text in policies.items()]
-    use = ", ".join(use[:-1]) + " and " + use[-1]
+    use = join_words(use)
     gain = pd.to_numeric(rows["plan gain"], errors="coerce")
     fits = rows["plan"] != "does not fit"
     best = "the fastest baseline that fits"
@@ -407,7 +407,7 @@ def under_text(val: dict) -> str:
 
 def base_text(error_bytes: int) -> str:
     """The bytes alive before the step, predicted against measured: "to the byte" or "within N bytes"."""
-    return "to the byte" if error_bytes == 0 else f"within {error_bytes:,} byte{'s' if error_bytes != 1 else ''}"
+    return "to the byte" if error_bytes == 0 else f"within {count(error_bytes, 'byte')}"
 
 
 def references_text(validate: pd.DataFrame) -> str:
@@ -424,10 +424,10 @@ def references_text(validate: pd.DataFrame) -> str:
 def timing_text(setup: dict) -> str:
     """The timing protocol of ``validate_settings``: rounds, repeats and, on a CPU, the intra-op threads."""
     threads = setup["threads"]
-    where = (f"on {threads} intra-op thread{'s' if threads != 1 else ''} of the CPU" if setup["device"] == "cpu"
+    where = (f"on {count(threads, 'intra-op thread')} of the CPU" if setup["device"] == "cpu"
              else f"on {setup['device']}")
-    return (f"{setup['rounds']} interleaved round{'s' if setup['rounds'] != 1 else ''} of {setup['repeats']} timed "
-            f"step{'s' if setup['repeats'] != 1 else ''} per plan, {where}")
+    return (f"{count(setup['rounds'], 'interleaved round')} of {count(setup['repeats'], 'timed step')} per plan, "
+            f"{where}")
 
 
 # --- paper Table 5, predicted (results/korthikanti/table5.csv) ----------------------------------------------------
@@ -470,8 +470,4 @@ def table5_text(table5: pd.DataFrame) -> str:
 
 def table5_range(table5: pd.DataFrame) -> str:
     """The predicted full / (SP + selective) ratios against the paper's as "1.36–1.39× (paper 1.29–1.32×)"."""
-    def span(s: pd.Series) -> str:
-        low, high = f"{s.min():.2f}", f"{s.max():.2f}"
-        return f"{low}×" if low == high else f"{low}–{high}×"
-
-    return f"{span(table5['ratio'])} (paper {span(table5['paper_ratio'])})"
+    return f"{span_text(table5['ratio'], 2, '×')} (paper {span_text(table5['paper_ratio'], 2, '×')})"

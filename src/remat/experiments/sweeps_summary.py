@@ -16,6 +16,7 @@ import pandas as pd
 from scipy import stats
 
 from remat.experiments.chen_summary import fit_loglog_exponent
+from remat.report.wording import count, count_of, percent
 
 SWEEPS = ("segments", "depth", "seq-hidden", "layer-timing", "time-model")
 DEVICE_ORDER = ("cpu", "cuda")
@@ -304,45 +305,6 @@ def _check(device: str, name: str, value: float, target: str, met: bool, percent
 # Every verdict word ("equal", "within", "every", "grows") is picked here from the numbers, so the report's prose
 # is true for whatever the tables hold. Each function returns non-empty text (an inline value may not be empty).
 
-def how_many(n: int, total: int, noun: str, plural: str | None = None) -> str:
-    """``n`` of ``total`` things as words a sentence can use after "in" / "at": "both groups", "neither
-    group", "one of the two groups", "all 3 groups", "none of the 3 groups", "2 of the 3 groups", "the only
-    group", "no group". Raises ValueError unless 0 ≤ n ≤ total."""
-    if not 0 <= n <= total:
-        raise ValueError(f"how_many: need 0 <= n <= total, got {n} of {total}")
-    many = plural or f"{noun}s"
-    if total == 0 or (total == 1 and n == 0):
-        return f"no {noun}"
-    if total == 1:
-        return f"the only {noun}"
-    if total == 2:
-        return (f"neither {noun}", f"one of the two {many}", f"both {many}")[n]
-    if n == total:
-        return f"all {total} {many}"
-    return f"none of the {total} {many}" if n == 0 else f"{n} of the {total} {many}"
-
-
-def how_many_are(n: int, total: int, noun: str, plural: str | None = None) -> str:
-    """``how_many`` with its verb: "neither row is", "1 of the 3 rows is", "all 3 rows are"."""
-    singular = n == 1 or (n == 0 and total <= 2)
-    return f"{how_many(n, total, noun, plural)} {'is' if singular else 'are'}"
-
-
-def count(n: int, noun: str, plural: str | None = None) -> str:
-    """"1 thread", "4 threads"."""
-    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
-
-
-def span(lo: str, hi: str) -> str:
-    """"lo–hi", or one value when both read the same."""
-    return lo if lo == hi else f"{lo}–{hi}"
-
-
-def percent(x: float, digits: int = 1) -> str:
-    """A fraction as a percentage: 0.1234 -> "12.3%"."""
-    return f"{100 * x:.{digits}f}%"
-
-
 def not_run_text(not_run: int, points: int) -> str:
     """How many sweep points did not run (oom or too large): "every point ran", "2 of the 8 points did not run
     (oom or too large)"."""
@@ -479,7 +441,7 @@ def selective_model_text(selective: list[tuple[int, float, float]]) -> str:
                    f"{'every size' if len(selective) > 1 else 'the one size'}")
     else:
         verdict = (f"the measured selective overhead is larger than predicted at "
-                   f"{how_many(under, len(selective), 'size')}")
+                   f"{count_of(under, len(selective), 'size')}")
     return f"{verdict} ({pairs})"
 
 
@@ -490,6 +452,6 @@ def acceptance_text(acc: pd.DataFrame) -> str:
     missed = acc[acc["met"] != "yes"]
     total = len(acc)
     if not len(missed):
-        return f"{how_many_are(total, total, 'check')} met"
+        return f"{count_of(total, total, 'check', verb=('is', 'are'))} met"
     names = "; ".join(f"{r.device}: {r.check}" for r in missed.itertuples())
-    return f"{how_many_are(len(missed), total, 'check')} NOT met ({names})"
+    return f"{count_of(len(missed), total, 'check', verb=('is', 'are'))} NOT met ({names})"

@@ -5,9 +5,9 @@ machine's measurement (``sweep-time-model``), with the numbers the prose quotes.
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
+
+from remat.report.wording import ceil_text, span_text
 
 
 def _pair(model, paper, digits: int = 2) -> pd.Series:
@@ -91,13 +91,20 @@ def validation_display(frame: pd.DataFrame) -> pd.DataFrame:
     return out.fillna("")
 
 
-def validation_checks(frame: pd.DataFrame) -> dict:
-    """The CPU validation's numbers: |error| per phase (largest, fraction), the share of rows within 25 %, the
-    measured rates (first row), and per size the selective overhead predicted and measured."""
+TIME_MODEL_BAND = 0.25
+"""Half-width (relative) of the band around predicted = measured that the time model's validation is judged by
+(±25 %): the grey band of the time-model figure (figures.sweeps), the rows the sweeps report counts inside it
+(sweeps_summary.within_band) and ``validation_checks``' share."""
+
+
+def validation_checks(frame: pd.DataFrame, band: float = TIME_MODEL_BAND) -> dict:
+    """The CPU validation's numbers: |error| per phase (largest, fraction), the share of rows with |error| at
+    most ``band`` (``within_band``, with ``band``), the measured rates (first row), and per size the selective
+    overhead predicted and measured."""
     combined = frame[(frame["phase"] == "combined") & (frame["mode"] == "selective")]
     return {"max_error": {p: float(frame.loc[frame["phase"] == p, "error"].abs().max())
                           for p in ("forward", "backward", "combined")},
-            "within_25": float((frame["error"].abs() <= 0.25).mean()),
+            "band": band, "within_band": float((frame["error"].abs() <= band).mean()),
             "flops_per_s": float(frame["flops_per_s"].iloc[0]),
             "memory_bytes_per_s": float(frame["memory_bytes_per_s"].iloc[0]),
             "op_overhead_s": float(frame["op_overhead_s"].iloc[0]),
@@ -122,8 +129,7 @@ def table4_bias_text(frame: pd.DataFrame) -> str:
     paper's time", "... high, at ...", or "phases are predicted both low and high, at ..." (percent of the
     paper's ms, rounded). Input: a ``korthikanti-table4`` table."""
     r = 100 * table4_ratios(frame).to_numpy().ravel()
-    lo, hi = f"{r.min():.0f}", f"{r.max():.0f}"
-    span = f"{lo}%" if lo == hi else f"{lo}–{hi}%"
+    span = span_text(r, 0, "%")
     if (r < 100).all():
         return f"every phase is predicted low, at {span} of the paper's time"
     if (r > 100).all():
@@ -140,9 +146,8 @@ def figure8_agreement_text(frame: pd.DataFrame) -> str:
     if delta.max() < 0.05:
         return "the recompute share of every bar matches paper Figure 8 to a tenth of a percentage point"
     worst = frame.loc[delta.idxmax()]
-    bound = math.ceil(round(10 * delta.max(), 9)) / 10   # rounded up: "within" stays true
-    return (f"the recompute share of every bar is within {bound:.1f} percentage points of paper Figure 8 "
-            f"(largest difference: {worst['model']}, {worst['variant']})")
+    return (f"the recompute share of every bar is within {ceil_text(delta.max(), 1)} percentage points of paper "
+            f"Figure 8 (largest difference: {worst['model']}, {worst['variant']})")
 
 
 def falls_with(values: dict, keys: dict) -> str:

@@ -19,11 +19,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from remat.experiments.sweeps_summary import depth_fits, devices, ok
+from remat.experiments.time_summary import TIME_MODEL_BAND  # the grey band of the time-model figure
 from remat.units import MiB  # axis unit: 2**20 bytes
-
-TIME_MODEL_BAND = 0.25
-"""Half-width of the grey band around predicted = measured in the time-model figure (±25 %, relative); the
-sweeps report quotes it and counts the rows inside it (sweeps_summary.within_band)."""
 
 
 def _grid(frames: list[pd.DataFrame], columns: int, width: float = 4.2, height: float = 3.4):

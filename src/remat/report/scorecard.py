@@ -27,6 +27,7 @@ import pandas as pd
 
 from remat.experiments import chen_summary, korthikanti_summary, time_summary
 from remat.report import reference
+from remat.report.wording import count, join_words, span_text
 from remat.timemodel.paper import (PAPER_FIGURE8_PERCENT, PAPER_TABLE4_OVERHEAD, PAPER_TABLE5_S,
                                    TABLE3_MODELS)
 
@@ -38,27 +39,29 @@ CHEN, KORTHIKANTI = "Chen et al. 2016", "Korthikanti et al. 2022"
 
 # --- thresholds for "reproduced", each with its reason ----------------------------------------------------------
 
-SQRT_EXPONENT_TOL = 0.1
+# Chen's are chen_summary's constants (the chen2016 claims table's), not copies, so the two pages cannot disagree.
+
+SQRT_EXPONENT_TOL = chen_summary.SQRT_EXPONENT_TOL
 """|log–log exponent − 0.5| of the √L schedule's peak against depth. ⌈√L⌉ rounding and the live segment bend
 the slope by a few hundredths over L = 2…512; the alternatives it must be told from — logarithmic memory
 (exponent ≈ 0.2 over that range) and linear (1) — are at least 0.3 away. Same rule as chen2016's claims table."""
 
-LOG_R2_MIN = 0.95
+LOG_R2_MIN = chen_summary.LOG_R2_MIN
 """r² of peak bytes ≈ a + b·log₂ L for Chen's §4.4 recursion: logarithmic memory. A √L schedule fits this line
 with r² ≈ 0.87 over the same depths, so 0.95 tells them apart. Same rule as chen2016's claims table."""
 
-RESNET_BEFORE_FACTOR = 1.5
+RESNET_BEFORE_FACTOR = chen_summary.BEFORE_FACTOR
 """The 1,000-layer ResNet's memory without the sublinear plan may be within this factor of the paper's 48 GB
 (and with it must be below 7 GB, the paper's own bound). The paper does not print its exact layer layout or
 what MXNet's baseline shares, so a factor of 1.5 allows those while excluding another scale. Same rule as
 chen2016's claims table."""
 
-RESNET_DEPTH_TOL = 0.25
+RESNET_DEPTH_TOL = chen_summary.DEPTH_TOL
 """The depth at which the sharing plan reaches the Titan X's 12 GB may be within ±25 % of the paper's
 "200 layers": the paper's limit is what trained on the card, ours counts feature maps only (parameters,
 their gradients, optimizer state and cuDNN workspace are unprinted). Same rule as chen2016's claims table."""
 
-SPEED_PP = 15.0
+SPEED_PP = round(100 * chen_summary.SPEED_TOL, 9)
 """Chen's "about 30 %" extra runtime: a GPU measurement within 15 percentage points. A different GPU,
 framework and kernels change the cost of a recomputed forward; 15 points keep "about a third" apart from
 "none" and from "double". Same rule as chen2016's claims table."""
@@ -159,12 +162,6 @@ def _device_frame(root: Path, folder: str, default: str) -> tuple[pd.DataFrame, 
 def _gpu_where(gpu: Path | None, root: Path) -> str:
     ref = root / reference.REFERENCE
     return "GPU" if gpu is None or not reference.is_reference(gpu, ref) else f"GPU ({reference.label(gpu, ref)})"
-
-
-def _span(values, fmt: str = "{:.1f}", unit: str = "") -> str:
-    """"a–b unit" over the values (one value when all round alike)."""
-    lo, hi = fmt.format(min(values)), fmt.format(max(values))
-    return (lo if lo == hi else f"{lo}–{hi}") + unit
 
 
 def _judge(ok: bool, why: str) -> tuple[str, str]:
@@ -298,7 +295,7 @@ def _figure7(root: Path) -> Outcome:
     t2 = _paper_models(_read(root, TABLE2_CSV))
     t2 = t2[t2["technique"].isin(TECHNIQUES)]
     delta = (t2["percent_of_baseline"] - t2["percent_of_baseline_formula"]).abs()
-    ours = "; ".join(f"{label} {_span(t2.loc[t2['technique'] == t, 'percent_of_baseline'], '{:.0f}', ' %')}"
+    ours = "; ".join(f"{label} {span_text(t2.loc[t2['technique'] == t, 'percent_of_baseline'], 0, ' %')}"
                      for t, label in TECHNIQUES.items())
     return Outcome(f"{ours} of the TP baseline; every bar within {delta.max():.2f} pp of the formula", "fake",
                    *_judge(delta.max() <= FIGURE7_PP, f"a bar is {delta.max():.1f} pp from the formula"))
@@ -310,7 +307,7 @@ def _five_x(root: Path) -> Outcome:
     factor = 100 / both
     median = statistics.median(factor)
     lo, hi = FIVE_X_ROUNDING
-    return Outcome(f"{median:.1f}× (median; {_span(factor, '{:.1f}', '×')} over the {len(factor)} Table 3 models)",
+    return Outcome(f"{median:.1f}× (median; {span_text(factor, 1, '×')} over the {len(factor)} Table 3 models)",
                    "fake", *_judge(lo <= median < hi, f"the median {median:.1f}× does not round to 5×"))
 
 
@@ -338,7 +335,7 @@ def _full_flops(root: Path) -> Outcome:
     flops = _read(root, FLOPS_CSV)
     full = 100 * flops.loc[flops["mode"] == "full", "overhead_measured"]
     worst = float(full.sub(PAPER_FULL_FLOPS_PCT).abs().max())
-    return Outcome(f"{_span(full, '{:.1f}', ' %')} for every model and t (FlopCounterMode)", "fake",
+    return Outcome(f"{span_text(full, 1, ' %')} for every model and t (FlopCounterMode)", "fake",
                    *_judge(worst <= FULL_FLOPS_PP, f"{worst:.1f} pp from {PAPER_FULL_FLOPS_PCT} %"))
 
 
@@ -370,7 +367,7 @@ def _over_ninety(root: Path) -> Outcome:
     judged = [m for m in models if paper[m] > OVER_NINETY]
     short = [m for m in judged if ours[m] <= OVER_NINETY]
     return Outcome(", ".join(f"{m} {100 * v:.0f} %" for m, v in ours.items())
-                   + f" (paper's bars: {_span([100 * paper[m] for m in models], '{:.0f}', ' %')})", "predicted",
+                   + f" (paper's bars: {span_text([100 * paper[m] for m in models], 0, ' %')})", "predicted",
                    *_judge(bool(judged) and not short,
                            f"{', '.join(short)} at or below {100 * OVER_NINETY:.0f} %" if short else
                            "no model where the paper's own bars exceed 90 %"))
@@ -421,8 +418,8 @@ def _figure8(root: Path) -> Outcome:
     delta = (f8["recompute_pct"] - f8["paper_recompute_pct"]).abs()
     worst = f8.loc[delta.idxmax()]
     by = {v: f8.loc[f8["variant"] == v, "recompute_pct"] for v in ("full", "present")}
-    return Outcome(f"recompute share: full {_span(by['full'], unit=' %')}, present {_span(by['present'], unit=' %')}; "
-                   f"every bar within {delta.max():.1f} pp", "predicted",
+    return Outcome(f"recompute share: full {span_text(by['full'], 1, ' %')}, "
+                   f"present {span_text(by['present'], 1, ' %')}; every bar within {delta.max():.1f} pp", "predicted",
                    *_judge(delta.max() <= TIME_PP, f"{worst['model']} {worst['variant']} {delta.max():.1f} pp off"))
 
 
@@ -434,8 +431,8 @@ def _table5(root: Path) -> Outcome:
     delta = (gain - paper_gain).abs()
     why = (f"up to {delta.max():.0f} pp above: the model leaves out time both variants pay (optimizer step, "
            f"embedding, pipeline sends, data loading), which dilutes the paper's gain; the seconds saved per "
-           f"iteration are {_span(saved, '{:.2f}', '×')} the paper's")
-    return Outcome(f"throughput gain {_span(gain, '{:.0f}', ' %')}", "predicted",
+           f"iteration are {span_text(saved, 2, '×')} the paper's")
+    return Outcome(f"throughput gain {span_text(gain, 0, ' %')}", "predicted",
                    *_judge(delta.max() <= TIME_PP, why))
 
 
@@ -449,7 +446,7 @@ def _mfu(root: Path) -> Outcome:
     where = "paper's times"
     t5 = root / "results/korthikanti/table5.csv"
     if t5.exists():
-        ours += f"; time model MFU {_span(pd.read_csv(t5)['mfu_pct'], '{:.0f}', ' %')}"
+        ours += f"; time model MFU {span_text(pd.read_csv(t5)['mfu_pct'], 0, ' %')}"
         where = "paper's times + predicted"
     return Outcome(ours, where, NOT_REPRODUCIBLE,
                    "needs a GPU cluster (the paper measured iteration times on 8 to 512 A100s)")
@@ -514,13 +511,13 @@ CLAIMS: tuple[Claim, ...] = (
           f"full {_pct(_T4['full recompute'])}, selective {_pct(_T4['selective recompute'])}", "Table 4",
           f"on a GPU, within {TIME_PP:.0f} pp", _table4_measured, "sweeps.html#sec-timing"),
     Claim(KORTHIKANTI, "Recompute share of the baseline layer time, four models",
-          f"full {_span(_F8['full'], unit=' %')}, present {_span(_F8['present'], unit=' %')}", "Figure 8",
+          f"full {span_text(_F8['full'], 1, ' %')}, present {span_text(_F8['present'], 1, ' %')}", "Figure 8",
           f"every bar within {TIME_PP:.0f} pp", _figure8, "korthikanti2022.html#sec-time"),
     Claim(KORTHIKANTI, "Iteration time: SP + selective over full recompute",
-          f"throughput gain {_span(_T5_GAIN, '{:.0f}', ' %')}", "Table 5",
+          f"throughput gain {span_text(_T5_GAIN, 0, ' %')}", "Table 5",
           f"every model within {TIME_PP:.0f} pp", _table5, "planner.html#sec-table5"),
     Claim(KORTHIKANTI, "Model and hardware FLOPs utilization",
-          f"MFU {_span(_T5_MFU, unit=' %')}, HFU {_span(_T5_HFU, unit=' %')}", "Table 5; Eq. 7, 8",
+          f"MFU {span_text(_T5_MFU, 1, ' %')}, HFU {span_text(_T5_HFU, 1, ' %')}", "Table 5; Eq. 7, 8",
           "measured iteration times", _mfu, "korthikanti2022.html#sec-flops"),
 )
 """Every claim the scorecard lists, Chen's first, in the order of the reports."""
@@ -563,9 +560,7 @@ def counts_sentence(outcomes) -> str:
              NOT_REPRODUCIBLE: ("is not reproducible here", "are not reproducible here"),
              NOT_MEASURED: ("is not measured yet", "are not measured yet")}
     parts = [f"{n[s]} {verbs[s][n[s] != 1]}" for s in STATUSES if n[s]]
-    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-    total = len(outcomes)
-    return f"Of the {total} claim{'s' if total != 1 else ''}, {listed}."
+    return f"Of the {count(len(outcomes), 'claim')}, {join_words(parts)}."
 
 
 def scorecard_markdown(root: str | Path = ".") -> str:
