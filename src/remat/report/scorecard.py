@@ -27,7 +27,7 @@ import pandas as pd
 
 from remat.experiments import chen_summary, korthikanti_summary, time_summary
 from remat.report import reference
-from remat.report.wording import count, join_words, span_text
+from remat.report.wording import ceil_text, count, join_words, span_text
 from remat.timemodel.paper import (PAPER_FIGURE8_PERCENT, PAPER_TABLE4_OVERHEAD, PAPER_TABLE5_S,
                                    TABLE3_MODELS)
 
@@ -66,8 +66,8 @@ SPEED_PP = round(100 * chen_summary.SPEED_TOL, 9)
 framework and kernels change the cost of a recomputed forward; 15 points keep "about a third" apart from
 "none" and from "double". Same rule as chen2016's claims table."""
 
-BYTES_REL_TOL = 0.005
-"""Table 2: counted paper-faithful bytes within 0.5 % of the formula (korthikanti2022 reports the same
+BYTES_REL_TOL = korthikanti_summary.TABLE2_TOLERANCE
+"""Table 2: counted paper-faithful bytes within this fraction of the formula (the korthikanti2022 report's
 threshold). Counting is exact, so any larger gap is a different tensor, not noise."""
 
 FIGURE7_PP = 0.5
@@ -178,7 +178,7 @@ def _chen_sqrt(root: Path) -> Outcome:
     fits = chen_summary.depth_fits(_read(root, DEPTH_CSV)).set_index("family")
     a = float(fits.loc["sqrt", "exponent"])
     return Outcome(f"exponent {a:.2f} (none: {fits.loc['none', 'exponent']:.2f})", "CPU",
-                   *_judge(abs(a - 0.5) <= SQRT_EXPONENT_TOL, f"exponent {a:.2f} is not within "
+                   *_judge(abs(a - 0.5) < SQRT_EXPONENT_TOL, f"exponent {a:.2f} is not within "
                                                               f"{SQRT_EXPONENT_TOL} of 0.5"))
 
 
@@ -200,7 +200,7 @@ def _chen_recursion(root: Path) -> Outcome:
     x = int(depth["x_bytes"].iloc[0])
     return Outcome(f"+{r['bytes_per_doubling'] / x:.2f} checkpoints per doubling of L (r² = {r['r2_log2']:.3f} "
                    f"for a line in log₂ L); forwards ∝ L^{r['forwards_exponent']:.2f}", "CPU",
-                   *_judge(r["r2_log2"] >= LOG_R2_MIN, f"r² = {r['r2_log2']:.3f} for a line in log₂ L"))
+                   *_judge(r["r2_log2"] > LOG_R2_MIN, f"r² = {r['r2_log2']:.3f} for a line in log₂ L"))
 
 
 def _chen_resnet(root: Path) -> Outcome:
@@ -297,7 +297,7 @@ def _figure7(root: Path) -> Outcome:
     delta = (t2["percent_of_baseline"] - t2["percent_of_baseline_formula"]).abs()
     ours = "; ".join(f"{label} {span_text(t2.loc[t2['technique'] == t, 'percent_of_baseline'], 0, ' %')}"
                      for t, label in TECHNIQUES.items())
-    return Outcome(f"{ours} of the TP baseline; every bar within {delta.max():.2f} pp of the formula", "fake",
+    return Outcome(f"{ours} of the TP baseline; every bar within {ceil_text(delta.max(), 2)} pp of the formula", "fake",
                    *_judge(delta.max() <= FIGURE7_PP, f"a bar is {delta.max():.1f} pp from the formula"))
 
 
@@ -419,7 +419,7 @@ def _figure8(root: Path) -> Outcome:
     worst = f8.loc[delta.idxmax()]
     by = {v: f8.loc[f8["variant"] == v, "recompute_pct"] for v in ("full", "present")}
     return Outcome(f"recompute share: full {span_text(by['full'], 1, ' %')}, "
-                   f"present {span_text(by['present'], 1, ' %')}; every bar within {delta.max():.1f} pp", "predicted",
+                   f"present {span_text(by['present'], 1, ' %')}; every bar within {ceil_text(delta.max(), 1)} pp", "predicted",
                    *_judge(delta.max() <= TIME_PP, f"{worst['model']} {worst['variant']} {delta.max():.1f} pp off"))
 
 
@@ -471,7 +471,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(CHEN, "…for one extra forward pass", "1 forward pass", "abstract",
           "recomputed layers ≤ one forward pass at every depth", _chen_extra_forward, "chen2016.html#sec-recompute"),
     Claim(CHEN, "Recursion: O(log n) memory", "log₂ n checkpoints (k = 1)", "§4.4",
-          f"r² ≥ {LOG_R2_MIN} for peak ≈ a + b·log₂ L", _chen_recursion, "chen2016.html#sec-depth"),
+          f"r² > {LOG_R2_MIN} for peak ≈ a + b·log₂ L", _chen_recursion, "chen2016.html#sec-depth"),
     Claim(CHEN, f"{PAPER_CHEN['resnet_depth']:,}-layer ResNet: memory without → with the sublinear plan",
           f"{PAPER_CHEN['resnet_before_gb']} GB → {PAPER_CHEN['resnet_after_gb']} GB", "abstract, §5.2",
           f"with < {PAPER_CHEN['resnet_after_gb']} GB; without within {RESNET_BEFORE_FACTOR}× of "
