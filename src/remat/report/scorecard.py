@@ -27,7 +27,7 @@ import pandas as pd
 
 from remat.experiments import chen_summary, korthikanti_summary, time_summary
 from remat.report import reference
-from remat.report.wording import ceil_text, count, join_words, span_text
+from remat.report.wording import capitalized, ceil_text, count, count_of, join_words, span_text
 from remat.timemodel.paper import (PAPER_FIGURE8_PERCENT, PAPER_TABLE4_OVERHEAD, PAPER_TABLE5_S,
                                    TABLE3_MODELS)
 
@@ -554,27 +554,34 @@ def _status_cell(outcome: Outcome) -> str:
 
 
 def counts_sentence(outcomes) -> str:
-    """"Of the 19 claims, 12 are reproduced, 4 differ, 2 are not reproducible here and 1 is not measured yet."."""
+    """"Of the 19 claims, 12 are reproduced, 4 differ, 2 are not reproducible here and 1 is not measured yet.";
+    "All 19 claims are reproduced." where every claim has one status."""
     n = {s: sum(o.status == s for o in outcomes) for s in STATUSES}
     verbs = {REPRODUCED: ("is reproduced", "are reproduced"), DIFFERS: ("differs", "differ"),
              NOT_REPRODUCIBLE: ("is not reproducible here", "are not reproducible here"),
              NOT_MEASURED: ("is not measured yet", "are not measured yet")}
-    parts = [f"{n[s]} {verbs[s][n[s] != 1]}" for s in STATUSES if n[s]]
+    present = [s for s in STATUSES if n[s]]
+    if len(present) == 1:   # "All 19 claims are reproduced.", "The one claim differs."
+        k = n[present[0]]
+        return f"{capitalized(count_of(k, k, 'claim'))} {verbs[present[0]][k != 1]}."
+    parts = [f"{n[s]} {verbs[s][n[s] != 1]}" for s in present]
     return f"Of the {count(len(outcomes), 'claim')}, {join_words(parts)}."
 
 
 def scorecard_markdown(root: str | Path = ".") -> str:
-    """The scorecard as Markdown: the counts per status in a sentence, then one table row per claim (paper,
-    claim, the paper's value and its source, ours, where, status with why, the rule, a link to the report
-    section). ``root``: the project root."""
+    """The scorecard as Markdown: the counts per status in a sentence, then per paper a table with one row per
+    claim (claim, the paper's value and its source, ours, where, status with why, the rule, a link to the
+    report section). ``root``: the project root."""
     rows = evaluate(root)
-    lines = [counts_sentence([o for _, o in rows]), "",
-             "| paper | claim | paper value (source) | ours | where | status | reproduced when | shown in |",
-             "|---|---|---|---|---|---|---|---|"]
-    for claim, outcome in rows:
-        page, _, label = claim.link.partition("#")
-        cells = (claim.paper, claim.claim, f"{claim.paper_value} ({claim.source})", outcome.ours, outcome.where,
-                 _status_cell(outcome), claim.rule)
-        lines.append("| " + " | ".join(_cell(c) for c in cells)
-                     + f" | [{page.removesuffix('.html')} › {label.removeprefix('sec-')}]({claim.link}) |")
+    lines = [counts_sentence([o for _, o in rows])]
+    for paper in dict.fromkeys(claim.paper for claim, _ in rows):
+        lines += ["", f"**{paper}**", "",
+                  "| claim | paper value (source) | ours | where | status | reproduced when | shown in |",
+                  "|---|---|---|---|---|---|---|"]
+        for claim, outcome in ((c, o) for c, o in rows if c.paper == paper):
+            page, _, label = claim.link.partition("#")
+            cells = (claim.claim, f"{claim.paper_value} ({claim.source})", outcome.ours, outcome.where,
+                     _status_cell(outcome), claim.rule)
+            lines.append("| " + " | ".join(_cell(c) for c in cells)
+                         + f" | [{page.removesuffix('.html')} › {label.removeprefix('sec-')}]({claim.link}) |")
     return "\n".join(lines) + "\n"
