@@ -320,10 +320,9 @@ def _figure1(root: Path) -> Outcome:
     baseline = int(fits.loc["TP baseline"].sum())
     gpu = str(memory["gpu"].iloc[0])
     ok = present == len(models) and baseline == 0
-    why = "; ".join(w for w, bad in ((f"SP + selective fits {present} of {len(models)}", present < len(models)),
-                                     (f"the TP baseline fits {baseline}", baseline > 0)) if bad)
-    return Outcome(f"SP + selective fits {present} of {len(models)} models, the TP baseline {baseline} "
-                   f"({gpu}, first pipeline stage; counted, not allocated)", "fake", *_judge(ok, why))
+    n = len(models)
+    fit = f"SP + selective fits {count_of(present, n, 'model')}, the TP baseline {count_of(baseline, n, 'model')}"
+    return Outcome(f"{fit} ({gpu}, first pipeline stage; counted, not allocated)", "fake", *_judge(ok, fit))
 
 
 FLOPS_CSV = "results/korthikanti/flops.csv"
@@ -386,7 +385,7 @@ def _table4(root: Path) -> Outcome:
     why = (f"{worst['experiment']}: {worst['overhead_pct']:.1f} % against {worst['paper_overhead_pct']:.0f} %"
            + ("; the model prices reduce-scatter + all-gather like one all-reduce, which the paper measured "
               "slower" if bool(worst["sp"]) else ""))
-    return Outcome(f"overhead {ours}; phase times within {100 * checks['max_phase_error']:.0f} % of the paper's "
+    return Outcome(f"overhead {ours}; phase times within {ceil_text(100 * checks['max_phase_error'], 1)} % of the paper's "
                    "(not judged)", "predicted", *_judge(delta.max() <= TIME_PP, why))
 
 
