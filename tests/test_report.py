@@ -242,6 +242,18 @@ def test_cli_failed_render_is_exit_1(project, monkeypatch, capsys):
     assert err.startswith("remat report: failed: reports/bad2.qmd") and "KeyError" in err
 
 
+def test_missing_result_table_is_one_line_exit_2(project, monkeypatch, capsys):
+    """A report rendered before the pipeline made its tables: one line naming the table and the command, exit 2."""
+    (project / "reports" / "early.qmd").write_text(
+        "---\ntitle: early\n---\n\n```{python}\nimport pandas as pd\npd.read_csv('results/x/y.csv')\n```\n")
+    monkeypatch.chdir(project)
+    assert main(["report", "--engine", "fallback", "early"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "results/x/y.csv does not exist yet" in err
+    assert "snakemake reports/early.html --cores all" in err
+    assert not (project / "reports" / "early.html").exists()
+
+
 def test_engine_choice(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))        # no quarto on PATH
     assert quarto_binary("auto") is None and quarto_binary("fallback") is None
@@ -288,8 +300,8 @@ def test_index_links_only_rendered_reports(tmp_path):
     (reports / "index.qmd").write_text("---\ntitle: Index\n---\n")
     assert index_markdown(tmp_path).splitlines() == [
         "- [Chen et al. 2016](chen2016.html)",
-        "- The planner — not rendered yet (`remat report planner`)",
-        "- Extra — not rendered yet (`remat report extra`)",
+        "- The planner — not rendered yet (`snakemake reports/planner.html --cores all`)",
+        "- Extra — not rendered yet (`snakemake reports/extra.html --cores all`)",
     ]
 
 
@@ -304,3 +316,11 @@ def test_provenance_markdown_summarises_result_rows():
     assert "- results measured: 2025-01-01T00:00:00+00:00 to 2025-01-03T00:00:00+00:00" in text
     assert re.search(r"- rendered: \d{4}-\d\d-\d\dT.* git commit `\w+", text)
     assert re.search(r"- versions: Python 3\.\d+\.\d+, torch \S+, numpy \S+, pandas \S+", text)
+    assert "come from" not in text                           # one clean commit: no warning
+
+
+@pytest.mark.parametrize("commits,warning", [(["abc123", "def456"], "2 commits"),
+                                             (["abc123+dirty"], "uncommitted changes")])
+def test_provenance_warns_when_results_mix_commits_or_dirty_trees(commits, warning):
+    text = provenance_markdown(pd.DataFrame({"git_commit": commits}))
+    assert text.splitlines()[0].startswith("**Provenance**") and warning in text

@@ -99,6 +99,10 @@ def test_gpu_table_is_judged_and_reference_labelled(synthetic):
 
 
 def test_markdown_one_row_per_claim_with_a_link(synthetic):
+    assert "(not rendered yet)" in scorecard_markdown(synthetic)    # no report pages: no links to them
+    (synthetic / "reports").mkdir(exist_ok=True)
+    for claim in CLAIMS:
+        (synthetic / "reports" / claim.link.partition("#")[0]).write_text("<html></html>")
     md = scorecard_markdown(synthetic)
     rows = [line for line in md.splitlines() if line.startswith("| ") and not line.startswith("| claim |")]
     assert len(rows) == len(CLAIMS)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from remat.errors import UsageError
 from remat.io import atomic_path
 from remat.report.qmd import (CELL_TIMEOUT_S, EXECUTE_KEYS, HTML_FORMAT_KEYS, Cell, Prose, RenderError, _line_of,
                               inline_exprs, parse_qmd)
@@ -104,8 +105,23 @@ def _execute_cell(client, cell: Cell, rel: Path) -> list:
     try:
         return client.execute_cell(node, len(client.nb.cells) - 1).outputs
     except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
+        missing = _missing_input(exc)
+        if missing:
+            raise UsageError(str(rel), f"{missing} does not exist yet: run `snakemake {rel.with_suffix('.html')} "
+                                       "--cores all` (or `make all`), which makes it and renders the report") from None
         label = f" ({cell.options['label']})" if "label" in cell.options else ""
         raise RenderError(f"{rel}: the cell at line {cell.line}{label} raised:\n{_ANSI.sub('', str(exc))}") from None
+
+
+_MISSING_FILE = re.compile(r"No such file or directory: '(?P<path>(?:\./)?(?:results|figures)/[^']+)'")
+
+
+def _missing_input(exc) -> str | None:
+    """The pipeline output (``results/…`` or ``figures/…``) whose absence made a cell raise, or None."""
+    if getattr(exc, "ename", None) != "FileNotFoundError":
+        return None
+    match = _MISSING_FILE.search(str(getattr(exc, "evalue", "")))
+    return match["path"] if match else None
 
 
 def _substitute_inline(client, block: Prose, rel: Path) -> str:

@@ -30,6 +30,7 @@ def provenance_markdown(*tables) -> str:
         values = sorted({str(v) for t in tables if column in t for v in t[column].dropna().unique()})
         if values:
             lines.append(f"- results, {name}: {', '.join(f'`{v}`' for v in values)}")
+    lines += _mixed_commits(tables)
     stamps = sorted(str(v) for t in tables if "timestamp" in t for v in t["timestamp"].dropna())
     if stamps:
         lines.append(f"- results measured: {stamps[0]} to {stamps[-1]}")
@@ -39,6 +40,18 @@ def provenance_markdown(*tables) -> str:
               f"- versions: Python {platform.python_version()}, torch {now['torch_version']},"
               f" numpy {now['numpy_version']}, {_versions('pandas', 'matplotlib')}"]
     return "\n".join(lines) + "\n"
+
+
+def _mixed_commits(tables) -> list[str]:
+    """A warning line where the results come from several commits or from a tree with uncommitted changes
+    (``+dirty``): their numbers may not be one version's."""
+    commits = sorted({str(v) for t in tables if "git_commit" in t for v in t["git_commit"].dropna()})
+    why = [f"{len(commits)} commits"] if len(commits) > 1 else []
+    why += ["a tree with uncommitted changes"] if any(c.endswith("+dirty") for c in commits) else []
+    if not why:
+        return []
+    return [f"- **note**: these results come from {' and from '.join(why)}; rerun the pipeline on one clean "
+            "commit (`make all`) for numbers of one version"]
 
 
 def _render_device() -> str:
@@ -63,7 +76,7 @@ def _versions(*modules: str) -> str:
 
 def index_markdown(root: str | Path = ".") -> str:
     """Markdown list of the reports in ``root/reports``: a link to NAME.html for each report rendered at
-    this moment, "not rendered yet" for the others; ``REPORT_ORDER`` first, then the rest alphabetically.
+    this moment, "not rendered yet" with the snakemake target that makes it for the others; ``REPORT_ORDER`` first, then the rest alphabetically.
     Titles come from each .qmd's front matter. (Used by reports/index.qmd.)"""
     folder = Path(root) / REPORTS_DIR
     names = sorted((p.stem for p in folder.glob("*.qmd") if p.stem != "index"),
@@ -74,7 +87,7 @@ def index_markdown(root: str | Path = ".") -> str:
         if (folder / f"{name}.html").exists():
             lines.append(f"- [{title}]({name}.html)")
         else:
-            lines.append(f"- {title} — not rendered yet (`remat report {name}`)")
+            lines.append(f"- {title} — not rendered yet (`snakemake {REPORTS_DIR}/{name}.html --cores all`)")
     return "\n".join(lines) + "\n" if lines else "No reports yet.\n"
 
 

@@ -576,11 +576,21 @@ def scorecard_markdown(root: str | Path = ".") -> str:
     for paper in dict.fromkeys(claim.paper for claim, _ in rows):
         lines += ["", f"**{paper}**", "",
                   "| claim | paper value (source) | ours | where | status | reproduced when | shown in |",
-                  "|---|---|---|---|---|---|---|"]
+                  "|" + "|".join("-" * w for w in _COLUMN_WIDTHS) + "|"]
         for claim, outcome in ((c, o) for c, o in rows if c.paper == paper):
-            page, _, label = claim.link.partition("#")
             cells = (claim.claim, f"{claim.paper_value} ({claim.source})", outcome.ours, outcome.where,
                      _status_cell(outcome), claim.rule)
-            lines.append("| " + " | ".join(_cell(c) for c in cells)
-                         + f" | [{page.removesuffix('.html')} › {label.removeprefix('sec-')}]({claim.link}) |")
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + f" | {_link(claim, Path(root))} |")
     return "\n".join(lines) + "\n"
+
+
+# Relative column widths (pandoc and Quarto read them from the dashes of a pipe table's rule line when rows are
+# long): the claim, the values and the status get the room; "where" is one word.
+_COLUMN_WIDTHS = (14, 14, 20, 7, 19, 14, 12)
+
+
+def _link(claim: Claim, root: Path) -> str:
+    """"[chen2016 › depth](chen2016.html#sec-depth)", without the link while that report is not rendered."""
+    page, _, label = claim.link.partition("#")
+    text = f"{page.removesuffix('.html')} › {label.removeprefix('sec-')}"
+    return f"[{text}]({claim.link})" if (root / "reports" / page).exists() else f"{text} (not rendered yet)"
