@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from importlib.resources import files
 from pathlib import Path
 
-import yaml
 
 from remat.errors import UsageError
 from remat.io import atomic_path
@@ -48,6 +47,7 @@ def render_fallback(qmd: Path, root: Path, timeout: int = CELL_TIMEOUT_S) -> Pat
 
 def _settings(root: Path, front: dict) -> dict:
     """Effective options: defaults < _quarto.yml (format.html, execute) < the document's front matter."""
+    import yaml   # here, not at the top: remat.report imports on a GPU node without PyYAML
     settings = {"toc": True, "toc-depth": 3, "echo": True, "warning": True, "output": True}
     project = root / "_quarto.yml"
     layers = [yaml.safe_load(project.read_text(encoding="utf-8")) or {}] if project.is_file() else []
@@ -273,6 +273,7 @@ def _title_block(front: dict) -> str:
     meta = {k: v if isinstance(v, (str, list)) else str(v) for k, v in meta.items()}
     if isinstance(meta.get("author"), list) and len(meta["author"]) > 1:
         meta["remat-authors"] = True    # page.html: "Authors"
+    import yaml  # noqa: E402 (lazy: see _settings)
     return f"---\n{yaml.safe_dump(meta, allow_unicode=True, sort_keys=False)}---\n\n" if meta else ""
 
 

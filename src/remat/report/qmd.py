@@ -6,8 +6,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-import yaml
-
 
 REPORTS_DIR = "reports"
 ENGINES = ("auto", "quarto", "fallback")
@@ -97,6 +95,7 @@ def parse_qmd(text: str) -> Qmd:
 
 def _front_matter(lines: list[str]) -> tuple[dict, int, list[str]]:
     """(front matter dict, index of the first body line, problems)."""
+    import yaml   # here, not at the top: remat.report.wording must import on a GPU node without PyYAML
     if not lines or lines[0].strip() != "---":
         return {}, 0, ["line 1: no YAML front matter (--- title: ... ---)"]
     for end in range(1, len(lines)):
@@ -121,6 +120,7 @@ def _closing_fence(lines: list[str], i: int, fence: str) -> int:
 
 def _read_cell(lines: list[str], i: int, fence: str, header: str) -> tuple[Cell, int]:
     """Parse the cell opening at ``lines[i]``; return it and the index after its closing fence."""
+    import yaml
     end = _closing_fence(lines, i + 1, fence)
     body = lines[i + 1:end]
     problems = [] if end < len(lines) else [f"line {i + 1}: cell is never closed ({fence})"]
