@@ -273,7 +273,7 @@ def _title_block(front: dict) -> str:
     meta = {k: v if isinstance(v, (str, list)) else str(v) for k, v in meta.items()}
     if isinstance(meta.get("author"), list) and len(meta["author"]) > 1:
         meta["remat-authors"] = True    # page.html: "Authors"
-    import yaml  # noqa: E402 (lazy: see _settings)
+    import yaml
     return f"---\n{yaml.safe_dump(meta, allow_unicode=True, sort_keys=False)}---\n\n" if meta else ""
 
 
