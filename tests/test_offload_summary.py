@@ -3,6 +3,8 @@ computed by hand from those tables."""
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 
@@ -64,17 +66,21 @@ def test_link_facts_and_the_overlap_sentence():
                                                "of the copy alone; on a shared CPU the overlapped copies are the "
                                                "noisier (largest error 30.0% with the matmul, 12.0% alone)")
     assert summary.alone_fit_sentence(facts) == (
-        "Alone, the fit is within 10% of every copy of 1.00 MiB or more in one of the two groups (direction × "
-        "memory kind); the largest error is 12.0%")
+        "One of the two groups (direction × memory kind) copied alone has every copy of 1 MiB or more within 10% "
+        "of the fit; the largest error is 12.0%")
 
 
-@pytest.mark.parametrize("errors, groups", [((0.01, 0.02), "in both groups"), ((0.2, 0.3), "in neither group")])
-def test_alone_fit_sentence_reads_for_both_and_neither(errors, groups):
-    facts = {"alone_ok": sum(e < summary.NOISE_THRESHOLD for e in errors), "alone_groups": 2,
-             "alone_worst": max(errors)}
-    assert groups in summary.alone_fit_sentence(facts)
-    facts = {"alone_ok": 3, "alone_groups": 4, "alone_worst": 0.2}
-    assert "in 3 of the 4 groups" in summary.alone_fit_sentence(facts)
+@pytest.mark.parametrize("ok, total, start", [
+    (2, 2, "Both groups (direction × memory kind) copied alone have every copy"),
+    (0, 2, "Neither group (direction × memory kind) copied alone has every copy"),
+    (3, 4, "3 of the 4 groups (direction × memory kind) copied alone have every copy"),
+    (4, 4, "All 4 groups (direction × memory kind) copied alone have every copy"),
+    (0, 4, "None of the 4 groups (direction × memory kind) copied alone has every copy"),
+    (1, 1, "The one group (direction × memory kind) copied alone has every copy")])
+def test_alone_fit_sentence_reads_for_all_none_and_some(ok, total, start):
+    text = summary.alone_fit_sentence({"alone_ok": ok, "alone_groups": total, "alone_worst": 0.2})
+    assert text.startswith(start)
+    assert text.endswith("of 1 MiB or more within 10% of the fit; the largest error is 20.0%")
     facts = {"alone_ok": 0, "alone_groups": 2, "alone_worst": float("nan")}
     assert summary.alone_fit_sentence(facts).endswith("so the fits are not judged")
 
@@ -149,16 +155,39 @@ def test_steps_sentences_for_equal_and_unequal_gradients_and_the_host_pool():
     assert "(pinned), not exactly the peak host bytes of one step at every size" in other
 
 
+def test_fit_display_table_reads_in_words_yes_no_and_percent():
+    t = summary.fit_display_table(summary.fit_table(_bandwidth()))
+    assert list(t.columns) == ["Direction", "Host memory", "With a matmul", "t0 (µs)", "BW (GB/s)", "BW (GiB/s)",
+                               "Sizes measured", "Largest error ≥ 1 MiB (%)"]
+    assert t["Direction"].tolist() == ["device → host", "device → host", "host → device", "host → device"]
+    assert t["With a matmul"].tolist() == ["no", "yes", "no", "yes"]
+    assert t["Largest error ≥ 1 MiB (%)"].tolist() == ["12.0", "8.0", "5.0", "30.0"]  # as the text quotes them
+    assert t.iloc[2, 3:7].tolist() == ["2.00", "10.00", "9.31", "3"]
+    markdown = summary.markdown_table(t).splitlines()
+    assert markdown[1].startswith("|:--") and markdown[1].endswith("--:|")  # words left, numbers right
+    assert markdown[2].rstrip(" |").endswith(" 12.0") and "12.000" not in markdown[2]  # not re-parsed
+    assert "True" not in "\n".join(markdown) and "False" not in "\n".join(markdown)
+
+
 def test_step_time_and_memory_tables():
     times = summary.step_time_table(_steps())
     assert list(times.columns) == ["s", "h", "none (ms)", "selective (ms)", "full (ms)", "offload (ms)",
                                    "save_on_cpu (ms)"]
     assert times.iloc[1, 2:].tolist() == pytest.approx([20, 22, 26, 24, 30])
+    shown = summary.step_time_display_table(_steps())
+    assert list(shown.columns) == list(times.columns)
+    assert shown.iloc[0].tolist() == ["32", "64", "10.00", "11.00 (+10%)", "13.00 (+30%)", "12.00 (+20%)",
+                                      "15.00 (+50%)"]
+    assert summary.signed_percent(-0.02) == "−2%" and summary.signed_percent(0.0) == "+0%"
     memory = summary.memory_table(_steps())
-    assert list(memory.columns) == ["s", "h", "held: none", "held: selective", "held: full", "held: offload",
-                                    "offload / none", "copied: hooks", "copied: save_on_cpu"]
-    assert memory.iloc[0, 2:].tolist() == pytest.approx([4, 3, 2, 1, 0.25, 2, 3])
-    assert memory.iloc[1, 2:].tolist() == pytest.approx([8, 6, 4, 1, 0.125, 2, 3])
+    assert list(memory.columns) == ["s", "h", "held: none (MiB)", "held: selective (MiB)", "held: full (MiB)",
+                                    "held: offload (MiB)", "offload ÷ none (%)", "copied: hooks (MiB)",
+                                    "copied: save_on_cpu (MiB)"]
+    assert memory.iloc[0, 2:].tolist() == pytest.approx([4, 3, 2, 1, 25, 2, 3])
+    assert memory.iloc[1, 2:].tolist() == pytest.approx([8, 6, 4, 1, 12.5, 2, 3])
+    shown = summary.memory_display_table(_steps())
+    assert shown.iloc[1].tolist() == ["64", "64", "8.000", "6.000", "4.000", "1.000", "12.5", "2.000", "3.000"]
+    assert re.search(r"\| +12\.5 \|", summary.markdown_table(shown))  # kept as shown: not re-parsed into 12.500
 
 
 GiB = 2**30
@@ -248,16 +277,22 @@ def test_breakeven_summary_names_the_cheaper_choice():
     assert text.startswith("At $s$ = 2048, $h$ = 12288 on the NVIDIA A100 SXM4 80GB, offloading what selective "
                            "recomputation frees breaks even at 44.8 GB/s and offloading what full recomputation "
                            "frees at 64.0 GB/s, against the 12.8 GB/s of host link one GPU gets")
-    assert text.endswith("selective recomputation is the cheaper against selective, and full recomputation is the "
-                         "cheaper against full")
-    assert "offload is the cheaper against selective" in summary.breakeven_summary({**ex, "cheaper_selective": "offload"})
+    assert text.endswith("against the 12.8 GB/s of host link one GPU gets: recomputation beats offload in both cases")
+    sel = {**ex, "cheaper_selective": "offload"}
+    assert summary.breakeven_summary(sel).endswith(
+        ": offload beats selective recomputation, but full recomputation beats offload")
+    assert summary.breakeven_summary({**ex, "cheaper_full": "offload"}).endswith(
+        ": selective recomputation beats offload, but offload beats full recomputation")
+    assert summary.breakeven_summary({**sel, "cheaper_full": "offload"}).endswith(
+        ": offload beats recomputation in both cases")
 
 
 def test_grid_table_one_row_per_gpu_in_display_units():
     t = summary.grid_table(_breakeven())
     assert t["GPU"].tolist() == ["a100-80gb", "h100-80gb"]
     a100 = t.iloc[0]
-    assert (a100["GPUs/link"], a100["per GPU (GB/s)"], a100["host/GPU (GiB)"]) == (2, 12.8, 256)
+    assert (a100["GPUs per link"], a100["link per GPU (GB/s)"], a100["host memory per GPU (GiB)"]) == (2, 12.8, 256)
+    assert not any("_" in c for c in t.columns)  # readable headers, no snake_case
     assert (a100["sel.: freed (MiB)"], a100["full: freed (MiB)"], a100["full: layers in host"]) == (240, 504, 520)
     assert a100["sel.: recompute (ms)"] == pytest.approx(0.4) and a100["sel.: offload (ms)"] == pytest.approx(25)
     assert (a100["sel.: cheaper"], a100["full: cheaper"]) == ("selective", "full")
@@ -279,8 +314,10 @@ def test_measured_facts_and_sentences():
     assert facts["extra_per_copy_us"] == pytest.approx(75.0)
     assert facts["freed_ratio_min"] == pytest.approx(1.05) and facts["freed_ratio_max"] == pytest.approx(1.05)
     assert facts["bytes_per_flop"] == pytest.approx(1.5e9 / 2.5e9)
-    assert summary.overlap_model_sentence(facts, simulated=True).endswith(
-        "hides every copy at one of the two sizes, describes a GPU.")
+    cpu = summary.overlap_model_sentence(facts, simulated=True)
+    assert "priced with this CPU's compute rates and memcpy link, hides every copy at one of the two sizes" in cpu
+    assert cpu.endswith("a CPU stand-in for copies beside the compute, not a measurement and not a GPU result.")
+    assert "describes a GPU" not in cpu
     assert (facts["model_hidden_min"], facts["model_hidden_max"]) == pytest.approx((0.75, 1.0))  # 1 − 1/4, 1 − 0/3
     assert summary.overlap_model_sentence(facts, simulated=False) == ("The copies run on a side stream: the "
                                                                        "overlapped model applies.")
@@ -301,7 +338,7 @@ def test_measured_comparison_is_qualified_on_a_simulated_link():
                            "at one of the two sizes, offload freeing 1.05× the bytes full recompute freed")
     assert "host memcpy" in text and "no PCIe" in text and "cheapest" not in text
     assert "moves 0.6 bytes per FLOP of achieved compute, 11,700× as many as the NVIDIA A100 SXM4 80GB's " \
-           "per-GPU link (5.1e-05)" in text
+           "per-GPU link (5.1e-05 bytes per FLOP)" in text
     assert text.endswith("It says nothing about which choice wins on a GPU; the equal-bytes break-even above does.")
     real = summary.measured_comparison_sentence(facts, False, ex)
     assert real.startswith("Over the measured host link (one GPU copying alone), the measured offload overhead")
@@ -317,13 +354,14 @@ def test_no_report_text_calls_a_simulated_offload_the_cheapest_choice(root):
 def test_measured_table_converts_seconds_to_ms_and_bytes_to_mib():
     t = summary.measured_table(_breakeven())
     first = t.iloc[0]
-    assert (first["s"], first["MiB/layer"], first["copies/layer"]) == ("32", 2.0, "10")
+    assert (first["s"], first["offloaded per layer (MiB)"], first["copies per layer"]) == ("32", 2.0, "10")
     assert (first["freed: offload (MiB)"], first["freed: full (MiB)"], first["freed: selective (MiB)"]) == \
         pytest.approx((2.1, 2.0, 1.0))
-    assert first["offload, serial (model)"] == pytest.approx(3.0)  # 0.003 s
-    assert first["offload (measured)"] == pytest.approx(5.0)
-    assert first["selective (model)"] == pytest.approx(0.5)
-    assert first["offload sel. bytes, serial (model)"] == pytest.approx(0.1)
+    assert first["offload, serial: model (ms)"] == pytest.approx(3.0)  # 0.003 s
+    assert first["offload: measured (ms)"] == pytest.approx(5.0)
+    assert first["selective: model (ms)"] == pytest.approx(0.5)
+    assert first["offload sel. bytes, serial: model (ms)"] == pytest.approx(0.1)
+    assert all(c in ("s", "h", "copies per layer") or "(" in c for c in t.columns)  # values say their unit
     assert first["break-even vs full (GB/s)"] == 3.5 and first["break-even vs sel. (GB/s)"] == 0.25  # not scaled
     assert "cheapest measured" not in t.columns and len(t) == 2
 
@@ -339,11 +377,15 @@ def test_opening_summary_labels_a_cpu_link_a_stand_in_and_quotes_the_hidden_shar
     run = summary.steps_facts(_steps())
     measured = summary.measured_facts(_breakeven())
     cpu = summary.overlap_summary(run, measured, simulated=True)
-    assert cpu == ("On the CPU nothing overlaps (no copy engine, no streams), so no hidden share is measured here; "
-                   "on a GPU the overlapped model hides 75%–100% of the copy time at the measured sizes")
+    assert cpu == ("On the CPU nothing overlaps (no copy engine, no streams), so no hidden share is measured here. "
+                   "As a CPU stand-in, not a GPU result: the overlapped model with this CPU's compute rates (2–3 "
+                   "GFLOP/s) and its memcpy link (1.5 GB/s) hides 75%–100% of the copy time at the measured sizes")
+    assert "on a GPU" not in cpu
     every = {**measured, "model_hidden_min": 1.0, "model_hidden_max": 1.0}
-    assert summary.overlap_summary(run, every, True).endswith("the overlapped model hides all of the copy time at "
+    assert summary.overlap_summary(run, every, True).endswith("memcpy link (1.5 GB/s) hides all of the copy time at "
                                                               "the measured sizes")
+    none = {**measured, "model_hidden_min": None, "model_hidden_max": None}
+    assert summary.overlap_summary(run, none, True).endswith("(1.5 GB/s) has no measured size to price")
     gpu = summary.overlap_summary({**run, "hidden_share_min": 0.6, "hidden_share_max": 0.9}, measured, False)
     assert gpu.startswith("The hooks hide 60%–90% of the copy time that the synchronous save_on_cpu exposes")
     assert "not measurable" in summary.overlap_summary({**run, "hidden_share_min": None}, measured, False)

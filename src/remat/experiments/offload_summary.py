@@ -17,7 +17,7 @@ from typing import Mapping
 import pandas as pd
 
 from remat.errors import UsageError
-from remat.report.wording import count, count_of, join_words, percent, span, span_text
+from remat.report.wording import capitalized, count, count_of, join_words, percent, span, span_text
 from remat.units import GiB, MiB, format_bytes
 
 REPORT_DEVICE_VARIABLE = "REMAT_OFFLOAD_DEVICE"
@@ -53,6 +53,31 @@ def fit_table(bw: pd.DataFrame) -> pd.DataFrame:
     return fits.merge(worst, on=GROUP, how="left")
 
 
+DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
+FIT_COLUMNS = {"direction": "Direction", "memory": "Host memory", "overlap": "With a matmul",
+               "t0_us": "t0 (µs)", "bw_gb_s": "BW (GB/s)", "bw_gib_s": "BW (GiB/s)", "points": "Sizes measured",
+               "abs_err": "Largest error ≥ 1 MiB (%)"}
+
+
+def yes_no(values: pd.Series) -> pd.Series:
+    """Booleans (or "True"/"False" text) as "yes" / "no" for a displayed table."""
+    return values.map(lambda v: "yes" if str(v).lower() == "true" else "no")
+
+
+def fit_display_table(fits: pd.DataFrame) -> pd.DataFrame:
+    """``fit_table`` for display (FIT_COLUMNS): directions in words, overlap as yes / no, t0 and the
+    bandwidths to 2 decimals, the sizes as text, and abs_err as a percentage with 1 decimal (as the text
+    quotes it; "–" where no copy ≥ FIT_CHECK_BYTES was measured)."""
+    t = fits[list(FIT_COLUMNS)].copy()
+    t["direction"] = t["direction"].map(lambda d: DIRECTIONS.get(d, d))
+    t["overlap"] = yes_no(t["overlap"])
+    for c in ("t0_us", "bw_gb_s", "bw_gib_s"):
+        t[c] = t[c].map(lambda v: f"{v:.2f}")
+    t["points"] = t["points"].astype(int).astype(str)
+    t["abs_err"] = t["abs_err"].map(lambda v: "–" if v != v else f"{100 * v:.1f}")
+    return t.rename(columns=FIT_COLUMNS)
+
+
 def link_facts(bw: pd.DataFrame, fits: pd.DataFrame) -> dict:
     """What the bandwidth section quotes: simulated (bool), device, link, kinds (memory kinds), smallest and
     largest copy (formatted), alone_ok / alone_groups (groups copied alone whose fit is within NOISE_THRESHOLD
@@ -84,17 +109,19 @@ def link_facts(bw: pd.DataFrame, fits: pd.DataFrame) -> dict:
 
 
 def alone_fit_sentence(facts: dict) -> str:
-    """How well t = t0 + bytes/BW fits the copies measured alone (``link_facts``), in words that fit every
-    case: "Alone, the fit is within 10% of every copy of 1 MiB or more in both groups (direction × memory
-    kind); the largest error is 4.2%." Plain text, never empty."""
+    """How well t = t0 + bytes/BW fits the copies measured alone (``link_facts``), in words that read right
+    for all, none and some groups: "Both groups (direction × memory kind) copied alone have every copy of 1
+    MiB or more within 10% of the fit; the largest error is 4.2%" ("Neither group … has", "One of the two
+    groups … has", "3 of the 4 groups … have", …). Plain text without its full stop, never empty."""
     n, total = facts["alone_ok"], facts["alone_groups"]
-    limit = f"{percent(NOISE_THRESHOLD, 0)} of every copy of {format_bytes(FIT_CHECK_BYTES)} or more"
+    size = f"{FIT_CHECK_BYTES / MiB:g} MiB"
     worst = facts["alone_worst"]
     if worst != worst:
-        return f"Alone, no copy of {format_bytes(FIT_CHECK_BYTES)} or more was measured, so the fits are not judged"
-    groups = count_of(n, total, "group")
-    return (f"Alone, the fit is within {limit} in {groups} (direction × memory kind); the largest error is "
-            f"{percent(worst)}")
+        return f"Alone, no copy of {size} or more was measured, so the fits are not judged"
+    groups = count_of(n, total, "group (direction × memory kind) copied alone",
+                      "groups (direction × memory kind) copied alone", verb=("has", "have"))
+    return (f"{capitalized(groups)} every copy of {size} or more within {percent(NOISE_THRESHOLD, 0)} of the "
+            f"fit; the largest error is {percent(worst)}")
 
 
 def overlap_sentence(facts: dict) -> str:
@@ -196,17 +223,62 @@ def step_time_table(steps: pd.DataFrame) -> pd.DataFrame:
     return (t[cols] * 1e3).rename(columns=lambda c: f"{c} (ms)").reset_index()
 
 
+def signed_percent(x: float, digits: int = 0) -> str:
+    """A relative change as a signed percentage: 0.464 -> "+46%", -0.02 -> "−2%" (a true minus sign)."""
+    text = percent(abs(x), digits)
+    return ("−" if round(100 * x, digits) < 0 else "+") + text
+
+
+def step_time_display_table(steps: pd.DataFrame) -> pd.DataFrame:
+    """``step_time_table`` for display: s and h as text, none's step time in ms (2 decimals) and every other
+    variant's as "14.65 (+46%)": its ms and, in parentheses, its overhead over none's (time ÷ none − 1)."""
+    t = step_time_table(steps)
+    none = t["none (ms)"]
+    out = t[["s", "h"]].astype(int).astype(str)
+    for c in [c for c in t.columns if c.endswith(" (ms)")]:
+        out[c] = ([f"{v:.2f}" for v in t[c]] if c == "none (ms)" else
+                  [f"{v:.2f} ({signed_percent(v / n - 1)})" for v, n in zip(t[c], none)])
+    return out
+
+
 def memory_table(steps: pd.DataFrame) -> pd.DataFrame:
-    """Per (s, h), in MiB: device bytes held after forward per variant ("held: <variant>"), offload ÷ none,
-    and host bytes copied per step by the hooks and by save_on_cpu."""
+    """Per (s, h): device bytes held after forward per variant ("held: <variant> (MiB)"), offload ÷ none as
+    a percentage ("offload ÷ none (%)"), and host bytes copied per step by the hooks and by save_on_cpu
+    ("copied: … (MiB)"); MiB = 2^20 bytes."""
     held = steps.pivot_table(index=["s", "h"], columns="variant", values="device_held_after_forward_bytes")
     copied = steps.pivot_table(index=["s", "h"], columns="variant", values="offloaded_bytes")
-    m = (held[["none", "selective", "full", "offload"]] / MiB).rename(columns=lambda c: f"held: {c}")
-    m["offload / none"] = held["offload"] / held["none"]
-    m["copied: hooks"] = copied["offload"] / MiB
-    m["copied: save_on_cpu"] = copied["save_on_cpu"] / MiB
+    m = (held[["none", "selective", "full", "offload"]] / MiB).rename(columns=lambda c: f"held: {c} (MiB)")
+    m["offload ÷ none (%)"] = 100 * held["offload"] / held["none"]
+    m["copied: hooks (MiB)"] = copied["offload"] / MiB
+    m["copied: save_on_cpu (MiB)"] = copied["save_on_cpu"] / MiB
     m.columns.name = None
     return m.reset_index()
+
+
+def memory_display_table(steps: pd.DataFrame) -> pd.DataFrame:
+    """``memory_table`` as text: s and h as integers, MiB to 3 decimals, the percentage to 1 decimal (as the
+    prose quotes it: "4.0")."""
+    m = memory_table(steps)
+    out = m[["s", "h"]].astype(int).astype(str)
+    for c in m.columns[2:]:
+        out[c] = [f"{v:.1f}" if c.endswith("(%)") else f"{v:.3f}" for v in m[c]]
+    return out
+
+
+def _numeric(cell: str) -> bool:
+    try:
+        float(str(cell).split(" ")[0].replace("−", "-"))
+        return True
+    except ValueError:
+        return str(cell) == "–"
+
+
+def markdown_table(t: pd.DataFrame) -> str:
+    """A display table (cells as text, formatted already) as a Markdown pipe table: cells kept exactly as they
+    are (no number re-parsing), columns whose every cell starts with a number right-aligned, the others
+    left-aligned."""
+    align = ["right" if len(t) and all(_numeric(v) for v in t[c]) else "left" for c in t.columns]
+    return t.astype(str).to_markdown(index=False, disable_numparse=True, colalign=align)
 
 
 # --- break-even --------------------------------------------------------------------------------------------------
@@ -215,8 +287,8 @@ EXAMPLE = (2048, 12288)
 """The (s, h) the text quotes when the grid has it: GPT-3 175B's layer (Korthikanti Table 3: a = 96 = h/128,
 b = 1, t = 8)."""
 GRID_COLUMNS = {
-    "gpu": "GPU", "link_gb_s": "link (GB/s)", "gpus_per_host_link": "GPUs/link", "link_per_gpu_gb_s": "per GPU (GB/s)",
-    "host_gib": "host/GPU (GiB)",
+    "gpu": "GPU", "link_gb_s": "host link (GB/s)", "gpus_per_host_link": "GPUs per link",
+    "link_per_gpu_gb_s": "link per GPU (GB/s)", "host_gib": "host memory per GPU (GiB)",
     "freed_selective_mib": "sel.: freed (MiB)", "selective_recompute_ms": "sel.: recompute (ms)",
     "offload_selective_exposed_ms": "sel.: offload (ms)", "breakeven_selective_gb_s": "sel.: break-even (GB/s)",
     "cheaper_selective": "sel.: cheaper",
@@ -365,7 +437,7 @@ def measured_comparison_sentence(facts: dict, simulated: bool, example: dict) ->
     return (f"On this simulated link {below}. That is a host memcpy between two buffers of the same DRAM (no "
             "PCIe, no copy engine, no other GPU on the link) timed against CPU matmuls: it moves "
             f"{facts['bytes_per_flop']:.2g} bytes per FLOP of achieved compute, {than} the "
-            f"{example['gpu_name']}'s per-GPU link ({gpu_bpf:.2g}). It says nothing about which choice wins on a "
+            f"{example['gpu_name']}'s per-GPU link ({gpu_bpf:.2g} bytes per FLOP). It says nothing about which choice wins on a "
             "GPU; the equal-bytes break-even above does.")
 
 
@@ -373,8 +445,9 @@ def overlap_model_sentence(facts: dict, simulated: bool) -> str:
     """Which offload model applies (``measured_facts``; ``simulated``: the CPU run) — never empty."""
     if simulated:
         return ("Without a copy engine the CPU copies in line with the compute, so the serial model is the one "
-                f"that applies here; the overlapped model, which hides every copy at "
-                f"{count_of(facts['hidden'], facts['sizes'], 'size')}, describes a GPU.")
+                "that applies here. The overlapped model, priced with this CPU's compute rates and memcpy link, "
+                f"hides every copy at {count_of(facts['hidden'], facts['sizes'], 'size')}: a CPU stand-in for "
+                "copies beside the compute, not a measurement and not a GPU result.")
     return "The copies run on a side stream: the overlapped model applies."
 
 
@@ -389,14 +462,14 @@ def extra_sentence(facts: dict) -> str:
 
 
 MEASURED_COLUMNS = {
-    "s": "s", "h": "h", "layer_bytes": "MiB/layer", "tensors": "copies/layer",
+    "s": "s", "h": "h", "layer_bytes": "offloaded per layer (MiB)", "tensors": "copies per layer",
     "freed_offload_bytes": "freed: offload (MiB)", "freed_full_bytes": "freed: full (MiB)",
     "freed_selective_bytes": "freed: selective (MiB)",
-    "predicted_offload_serial_s": "offload, serial (model)",
-    "predicted_offload_overlap_s": "offload, overlapped (model)", "measured_offload_s": "offload (measured)",
-    "predicted_full_s": "full (model)", "measured_full_s": "full (measured)",
-    "predicted_selective_s": "selective (model)", "measured_selective_s": "selective (measured)",
-    "predicted_offload_selective_bytes_serial_s": "offload sel. bytes, serial (model)",
+    "predicted_offload_serial_s": "offload, serial: model (ms)",
+    "predicted_offload_overlap_s": "offload, overlapped: model (ms)", "measured_offload_s": "offload: measured (ms)",
+    "predicted_full_s": "full: model (ms)", "measured_full_s": "full: measured (ms)",
+    "predicted_selective_s": "selective: model (ms)", "measured_selective_s": "selective: measured (ms)",
+    "predicted_offload_selective_bytes_serial_s": "offload sel. bytes, serial: model (ms)",
     "breakeven_full_gb_s": "break-even vs full (GB/s)", "breakeven_selective_gb_s": "break-even vs sel. (GB/s)"}
 
 
@@ -430,15 +503,22 @@ def link_summary(facts: dict) -> str:
 
 def overlap_summary(run: dict, measured: dict, simulated: bool) -> str:
     """How much copy time is hidden under compute: measured on a GPU (``steps_facts`` hidden_share: 1 − the
-    hooks' overhead ÷ save_on_cpu's), and what the overlapped model hides (``measured_facts``). On a CPU
-    nothing overlaps, so only the model's share is quoted, as a GPU's. Plain text, never empty."""
+    hooks' overhead ÷ save_on_cpu's), and what the overlapped model hides (``measured_facts``: the model at
+    the run's achieved FLOP/s and measured link). On a CPU nothing overlaps, so only the model's share is
+    quoted, labelled what it is: the model at the CPU's compute rates and memcpy link, a CPU stand-in, not a
+    GPU result. Plain text, never empty."""
     lo, hi = measured["model_hidden_min"], measured["model_hidden_max"]
-    share = "all" if lo == hi == 1 else span(percent(lo, 0), percent(hi, 0))
+    share = None if lo is None else "all" if lo == hi == 1 else span(percent(lo, 0), percent(hi, 0))
     model = (f"the overlapped model hides {share} of the copy time at the measured sizes" if lo is not None
              else "the overlapped model has no measured size to price")
     if simulated:
-        return ("On the CPU nothing overlaps (no copy engine, no streams), so no hidden share is measured here; "
-                f"on a GPU {model}")
+        rates = span(f"{measured['gflops_min']:.0f}", f"{measured['gflops_max']:.0f}")
+        stand_in = (f"the overlapped model with this CPU's compute rates ({rates} GFLOP/s) and its memcpy link "
+                    f"({measured['link_gb_s']:.1f} GB/s)")
+        computed = (f"{stand_in} hides {share} of the copy time at the measured sizes" if lo is not None
+                    else f"{stand_in} has no measured size to price")
+        return ("On the CPU nothing overlaps (no copy engine, no streams), so no hidden share is measured here. "
+                f"As a CPU stand-in, not a GPU result: {computed}")
     if run["hidden_share_min"] is None:
         return f"The hidden share was not measurable (save_on_cpu cost nothing measurable); {model}"
     measured_share = span(percent(run["hidden_share_min"], 0), percent(run["hidden_share_max"], 0))
@@ -448,10 +528,19 @@ def overlap_summary(run: dict, measured: dict, simulated: bool) -> str:
 
 def breakeven_summary(ex: dict) -> str:
     """The break-even at the quoted grid point in one sentence (``grid_example``): both break-even bandwidths
-    against the link one GPU gets, and which choice is the cheaper there. Markdown with TeX math."""
-    def verdict(k: str) -> str:
-        return "offload is the cheaper" if ex[f"cheaper_{k}"] == "offload" else f"{k} recomputation is the cheaper"
+    against the link one GPU gets, and which choice is the cheaper there ("recomputation beats offload in both
+    cases", "offload beats recomputation in both cases", or which wins against which). Markdown with TeX
+    math."""
+    sel, full = ex["cheaper_selective"] == "offload", ex["cheaper_full"] == "offload"
+    if sel and full:
+        verdict = "offload beats recomputation in both cases"
+    elif not sel and not full:
+        verdict = "recomputation beats offload in both cases"
+    elif sel:
+        verdict = "offload beats selective recomputation, but full recomputation beats offload"
+    else:
+        verdict = "selective recomputation beats offload, but offload beats full recomputation"
     return (f"At $s$ = {ex['s']}, $h$ = {ex['h']} on the {ex['gpu_name']}, offloading what selective recomputation "
             f"frees breaks even at {ex['breakeven_selective_gb_s']:.1f} GB/s and offloading what full recomputation "
             f"frees at {ex['breakeven_full_gb_s']:.1f} GB/s, against the {ex['link_per_gpu_gb_s']:.1f} GB/s of host "
-            f"link one GPU gets: {verdict('selective')} against selective, and {verdict('full')} against full")
+            f"link one GPU gets: {verdict}")

@@ -18,6 +18,11 @@ from remat.measure.bandwidth import FIT_KEYS, predicted_copy_s
 from remat.units import MiB
 
 
+LEGEND_SIZE = 9
+"""Legend text (pt): the figures are drawn 7.5–9 in wide and shown about 700 px wide in the report, where
+9 pt reads as about 10–12 px."""
+
+
 def _link_title(frame: pd.DataFrame) -> str:
     link = str(frame["link"].iloc[0])
     return f"{frame['device'].iloc[0]}: {link}"
@@ -30,7 +35,7 @@ def bandwidth(frames: list[pd.DataFrame]) -> Figure:
     Input: one ``offload-bandwidth`` table (with fit_t0_s, fit_bw_gb_s per row).
     """
     frame = frames[0]
-    fig = Figure(figsize=(11, 4.2))
+    fig = Figure(figsize=(9, 5.2), layout="constrained")   # shown about 700 px wide: legend below, 9 pt
     times, rates = fig.subplots(1, 2)
     for i, (key, part) in enumerate(frame.groupby(list(FIT_KEYS[1:]), sort=True)):
         direction, memory, overlap = key
@@ -50,9 +55,8 @@ def bandwidth(frames: list[pd.DataFrame]) -> Figure:
     for ax in (times, rates):
         ax.set_xlabel("copy size (MiB)")
         ax.grid(alpha=0.3, which="both")
-    times.legend(fontsize=7)
-    fig.suptitle(f"Host↔device copies — {_link_title(frame)} (markers: measured; lines: fit)", fontsize=10)
-    fig.tight_layout()
+    fig.legend(*times.get_legend_handles_labels(), fontsize=LEGEND_SIZE, ncol=2, loc="outside lower center")
+    fig.suptitle(f"Host↔device copies — {_link_title(frame)}\n(markers: measured; lines: fit)", fontsize=11)
     return fig
 
 
@@ -86,9 +90,9 @@ def _frontier(ax, grid: pd.DataFrame, against: str, measured_gb_s: float | None,
     ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_ylabel("break-even bandwidth (GB/s = 10⁹ B/s)")
-    ax.set_title(f"{_FREED[against]}: offload cheaper above the curve", fontsize=9)
+    ax.set_title(f"{_FREED[against]}: offload cheaper above the curve", fontsize=10)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=6, ncol=1, loc="upper left")
+    ax.legend(fontsize=LEGEND_SIZE, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.16))
 
 
 def _measured(ax, curve: pd.DataFrame, measured: pd.DataFrame, link: str) -> None:
@@ -111,20 +115,20 @@ def _measured(ax, curve: pd.DataFrame, measured: pd.DataFrame, link: str) -> Non
     ax.plot([], [], ":", color="grey", label="model full recompute")
     ax.set_xlabel("link bandwidth (GB/s = 10⁹ B/s)")
     ax.set_ylabel("extra time per step over none (ms)")
-    ax.set_title(f"measured sizes ({link}): model (lines), measured overheads (markers)", fontsize=9)
+    ax.set_title(f"measured sizes ({link}):\nmodel (lines), measured overheads (markers)", fontsize=10)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=6, ncol=2)
+    ax.legend(fontsize=LEGEND_SIZE, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.16))
 
 
 def breakeven(frames: list[pd.DataFrame]) -> Figure:
     """Offload against recompute at equal freed bytes (remat.formulas.offload) and the measured points.
 
-    Left: offloading what selective recompute frees (5as²b/t per layer and TP rank) against selective's
+    Top: offloading what selective recompute frees (5as²b/t per layer and TP rank) against selective's
     recompute; middle: offloading what full recompute frees (the layer less its input) against full's
     recompute — break-even link GB/s per direction against s, colour per h, line style per GPU preset
     (times from the roofline, remat.timemodel), each preset's per-GPU link as a horizontal line (its host
     link ÷ the GPUs sharing it); a measured CUDA link is drawn too (a simulated one is not: a host memcpy
-    is no GPU's link). Right: at each measured size, the model's extra seconds per step of offload over
+    is no GPU's link). Bottom: at each measured size, the model's extra seconds per step of offload over
     bandwidth (serial and overlapped copies) and of full recompute, with the measured overheads of offload,
     full and selective at the measured bandwidth. Input: one ``offload-breakeven`` table.
     """
@@ -134,15 +138,14 @@ def breakeven(frames: list[pd.DataFrame]) -> Figure:
     link = str(measured["link"].iloc[0]) if len(measured) else "no measured sizes"
     simulated = link.startswith("simulated")
     measured_gb_s = float(measured["bw_gb_s"].iloc[0]) if len(measured) and not simulated else None
-    fig = Figure(figsize=(16, 5.2))
-    sel_ax, full_ax, meas_ax = fig.subplots(1, 3)
+    fig = Figure(figsize=(7.5, 15), layout="constrained")   # one panel above the other: legible ~700 px wide
+    sel_ax, full_ax, meas_ax = fig.subplots(3, 1)
     _frontier(sel_ax, grid, "selective", measured_gb_s, link)
     _frontier(full_ax, grid, "full", measured_gb_s, link)
     if len(measured):
         _measured(meas_ax, curve, measured, link)
     first = grid.iloc[0]
-    fig.suptitle(f"Offload vs recompute at equal freed bytes (grid: b = {int(first['b'])}, t = {int(first['t'])}, "
-                 f"a = h/128, 16-bit, t0 = {first['t0_s'] * 1e6:g} µs, roofline times; line style = GPU) — "
-                 f"measured on {frame['device'].iloc[0]}: {link}", fontsize=10)
-    fig.tight_layout()
+    fig.suptitle(f"Offload vs recompute at equal freed bytes\n(grid: b = {int(first['b'])}, t = {int(first['t'])}, "
+                 f"a = h/128, 16-bit, t0 = {first['t0_s'] * 1e6:g} µs, roofline times; line style = GPU)\n"
+                 f"measured on {frame['device'].iloc[0]}: {link}", fontsize=11)
     return fig
