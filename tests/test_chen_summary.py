@@ -46,3 +46,32 @@ def test_above_and_xy_text():
     assert chen.above_text(1, 2).startswith("the measured overhead is above it for one of the two nets — ")
     assert chen.xy_text([]) == "Here the optimum of x + y plans no more bytes than the grid's best."
     assert chen.xy_text(["ResNet", "LSTM"]).startswith("On the ResNet and the LSTM the optimum of x + y plans more")
+
+
+def test_sqrt_extra_text_states_the_deepest_and_the_largest_share():
+    depth = pd.DataFrame({"family": ["sqrt"] * 3 + ["none"], "layers": [2, 64, 512, 512],
+                          "extra_forwards": [1, 56, 490, 0]})
+    assert chen.sqrt_extra_text(depth) == (
+        "490 extra layer forwards at L = 512, 0.96 of a forward pass, the most over the sweep (L = 2…512)")
+    higher = depth.assign(extra_forwards=[1, 62, 460, 0])
+    assert chen.sqrt_extra_text(higher) == (
+        "460 extra layer forwards at L = 512, 0.90 of a forward pass; at most 0.97 over the sweep "
+        "(L = 2…512, at L = 64)")
+
+
+def test_decimal_unit_and_size_text_one_unit_per_net():
+    assert chen.decimal_unit([134.6e9, 3.19e9]) == ("GB", 1e9)
+    assert chen.decimal_unit([3.52e9, 148.7e6, 0]) == ("MB", 1e6)
+    assert chen.decimal_unit([512]) == ("B", 1.0)
+    assert chen.size_text(37_166_000_000, ("GB", 1e9)) == "37.17 GB"
+    assert chen.size_text(148_710_000, ("MB", 1e6)) == "148.71 MB"
+
+
+def test_depth_fits_table_has_readable_headers():
+    fits = pd.DataFrame({"family": ["recursive"], "exponent": [0.19315], "bytes_per_doubling": [256.0],
+                         "r2_log2": [0.999994], "forwards_exponent": [1.2262]})
+    shown = chen.depth_fits_table(fits)
+    assert list(shown.columns) == ["schedule", "peak bytes: log–log exponent", "peak bytes per doubling of L",
+                                   "r² of peak ≈ a + b·log₂ L", "forwards: log–log exponent"]
+    assert shown.iloc[0].tolist() == ["recursive", 0.193, 256.0, 1.0, 1.226]
+    assert chen.depth_fits_table(fits.set_index("family")).equals(shown)

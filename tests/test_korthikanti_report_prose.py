@@ -112,3 +112,71 @@ def test_figure8_agreement_text():
     ({"a": 1.0, "b": 3.0, "c": 2.0}, "does not move one way")])
 def test_falls_with(values, expected):
     assert time_summary.falls_with(values, {"c": 30, "a": 10, "b": 20}) == expected
+
+
+def _flops(measured, recompute=(1.0, 1.0), text=(1.0, 1.0), models=("gpt3-175b", "mt-nlg-530b")):
+    """Selective rows of a korthikanti-flops table: measured overhead (fraction) per model, recompute FLOPs
+    counted and as the paper's text describes them."""
+    return pd.DataFrame({"model": list(models), "tp": 8, "mode": "selective", "overhead_eq8": 0.03,
+                         "overhead_measured": list(measured), "flops_recompute": list(recompute),
+                         "recompute_text": list(text)})
+
+
+def test_quoted_overhead_text_third_agree_other_and_none():
+    third = tables.quoted_overhead_text(_flops([0.00898, 0.00545]))
+    assert third == ("The paper's text quotes selective recompute's FLOPs overhead as 2.7% and 1.6% for gpt3-175b "
+                     "and mt-nlg-530b — Eq. 8 as printed; our counts (FlopCounterMode, per layer), 0.90% and "
+                     "0.55%, are about a third of them: they count the recompute the text describes, QKᵀ and ·V "
+                     "once, which Eq. 8 counts three times.")
+    agree = tables.quoted_overhead_text(_flops([0.027, 0.016]))
+    assert agree == "The paper's text quotes 2.7% and 1.6% for gpt3-175b and mt-nlg-530b; our counts agree (2.70% and 1.60%)."
+    other = tables.quoted_overhead_text(_flops([0.0135, 0.008], recompute=(2.0, 2.0)))
+    assert "are 0.50 times them." in other and "describes" not in other
+    assert tables.quoted_overhead_text(_flops([0.01, 0.01], models=("gpt-22b", "gpt-1t"))) == (
+        "The paper's text quotes selective recompute's FLOPs overhead for none of these models.")
+
+
+def test_reconciliation_display_orders_compared_columns_first_in_mib():
+    frame = pd.DataFrame({"term": ["LayerNorm 1 input [ln1_input]", "not counted: norm statistics (mean/rstd): "
+                                   "the paper ignores them"],
+                          "tensors": ["ln_1/native_layer_norm"] * 2, "shape": ["2048×12288", "2048×1"],
+                          "dtype": ["bfloat16"] * 2, "actual_bytes": [50331648, 4096],
+                          "measured_bytes": [50331648, 0], "formula_bytes": [3 * 2 ** 19, 0]})
+    shown = tables.reconciliation_display(frame)
+    assert list(shown.columns)[:4] == ["§4.1 term", "measured MiB", "formula MiB", "actual MiB"]
+    assert shown["§4.1 term"].tolist() == ["LayerNorm 1 input", "not counted: norm statistics (mean/rstd)"]
+    assert shown["measured MiB"].tolist() == ["48", "0"]
+    assert shown["formula MiB"].tolist() == ["1.5", "0"]
+    assert shown["actual MiB"].tolist() == ["48", "0.0039"]
+
+
+def test_memory_summary_fits_reads_yes_no():
+    frame = pd.DataFrame({"model": ["m0", "m1"], "technique": "TP+SP", "model_state_bytes": 2 ** 30,
+                          "model_state_even_bytes": 2 ** 30, "activations_layers": 2 ** 30,
+                          "activations_outside": 0, "total_gib": [2.0, 90.0], "fits_gpu": [True, False],
+                          "gpu": "a100-80gb", "gpu_memory_bytes": 80 * 2 ** 30})
+    assert tables.memory_summary(frame)["fits a100-80gb (80.0 GiB)"].tolist() == ["yes", "no"]
+
+
+def _overheads(model, paper, sp=(False, True, False, False, True)):
+    return pd.DataFrame({"experiment": ["baseline", "sequence parallel", "full recompute", "selective recompute",
+                                        "selective + sequence parallel"],
+                         "mode": ["none", "none", "full", "selective", "selective"], "sp": list(sp),
+                         "overhead_pct": model, "paper_overhead_pct": paper})
+
+
+def test_table4_overhead_text_all_some_none():
+    paper = [0.0, -3.0, 39.0, 7.0, 4.0]
+    text = time_summary.table4_overhead_text(_overheads([0.0, -5.2, 40.46, 5.96, 0.76], paper), 3.0)
+    assert text == (
+        "the overheads over the baseline, model against paper, are sequence parallel −5.2% against −3%, full "
+        "recompute 40.5% against 39%, selective recompute 6.0% against 7% and selective + sequence parallel 0.8% "
+        "against 4%: 3 of the 4 overheads are within the index scorecard's 3 percentage points; selective + "
+        "sequence parallel is not (“differs”) — the model prices a reduce-scatter plus an all-gather like one "
+        "all-reduce (the same bytes on the ring), while the paper's text says the pair is slower")
+    close = time_summary.table4_overhead_text(_overheads([0.0, -3.5, 39.5, 7.5, 3.5], paper), 3.0)
+    assert close.endswith(": all 4 overheads are within the index scorecard's 3 percentage points")
+    full_off = time_summary.table4_overhead_text(_overheads([0.0, -3.0, 50.0, 7.0, 4.0], paper), 3.0)
+    assert full_off.endswith("; full recompute is not (“differs”)")
+    none = time_summary.table4_overhead_text(_overheads([0.0, 10.0, 10.0, 20.0, 20.0], paper), 3.0)
+    assert ": none of the 4 overheads is within the index scorecard's 3 percentage points (“differs”) — " in none

@@ -35,6 +35,37 @@ def depth_fits(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def depth_fits_table(fits: pd.DataFrame) -> pd.DataFrame:
+    """``depth_fits`` (a column ``family``, or indexed by it) for display, with readable headers: the log–log
+    exponent of peak bytes against L, bytes per doubling of L and the r² of peak bytes linear in log₂ L, and
+    the log–log exponent of layer forwards."""
+    fits = fits.reset_index() if "family" not in fits.columns else fits
+    return pd.DataFrame({
+        "schedule": fits["family"].values,
+        "peak bytes: log–log exponent": fits["exponent"].round(3).values,
+        "peak bytes per doubling of L": fits["bytes_per_doubling"].round(1).values,
+        "r² of peak ≈ a + b·log₂ L": fits["r2_log2"].round(4).values,
+        "forwards: log–log exponent": fits["forwards_exponent"].round(3).values})
+
+
+def sqrt_extra_text(frame: pd.DataFrame) -> str:
+    """The √L schedule's recomputation on a ``chen-depth`` table, as the index scorecard states it: extra layer
+    forwards at the deepest L as a share of a forward pass, and the largest share over the sweep — "490 extra
+    layer forwards at L = 512, 0.96 of a forward pass, the most over the sweep (L = 2…512)" or "…, 0.90 of a
+    forward pass; at most 0.97 over the sweep (L = 2…512, at L = 64)"."""
+    sqrt = frame[frame["family"] == "sqrt"]
+    share = sqrt["extra_forwards"] / sqrt["layers"]
+    deepest = sqrt.loc[sqrt["layers"].idxmax()]
+    at, worst = float(deepest["extra_forwards"] / deepest["layers"]), float(share.max())
+    sweep = f"L = {int(sqrt['layers'].min())}…{int(sqrt['layers'].max())}"
+    head = (f"{count(int(deepest['extra_forwards']), 'extra layer forward')} at L = {int(deepest['layers'])}, "
+            f"{at:.2f} of a forward pass")
+    if f"{worst:.2f}" == f"{at:.2f}":
+        return f"{head}, the most over the sweep ({sweep})"
+    worst_at = int(sqrt.loc[share.idxmax(), "layers"])
+    return f"{head}; at most {worst:.2f} over the sweep ({sweep}, at L = {worst_at})"
+
+
 # --- summaries the report prints (from the loaded tables; nothing is re-measured) ------------------------------
 
 def check_summary(frame: pd.DataFrame) -> pd.DataFrame:
@@ -145,16 +176,35 @@ def byte_unit(values) -> tuple[str, int]:
                  if largest >= size), ("B", 1))
 
 
-def budget_table(frame: pd.DataFrame, size: str) -> pd.DataFrame:
+DECIMAL_UNITS = (("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
+"""The decimal units the report gives memory in — GB = 10⁹ bytes, as the paper prints it — largest first."""
+
+
+def decimal_unit(values) -> tuple[str, float]:
+    """The decimal unit ("GB", "MB", "kB" or "B") and its size that shows the smallest nonzero of ``values``
+    as ≥ 1 — one unit for a whole net's memory (its tables and the text about it)."""
+    positive = [float(v) for v in values if v == v and float(v) > 0]
+    smallest = min(positive, default=0.0)
+    return next(((name, size) for name, size in DECIMAL_UNITS if smallest >= size), ("B", 1.0))
+
+
+def size_text(n_bytes: float, unit: tuple[str, float], digits: int = 2) -> str:
+    """Bytes in ``unit`` (from ``decimal_unit``) as the report's tables show them: "37.16 GB"."""
+    name, scale = unit
+    return f"{float(n_bytes) / scale:.{digits}f} {name}"
+
+
+def budget_table(frame: pd.DataFrame, size: str, unit: tuple[str, float] | None = None) -> pd.DataFrame:
     """Algorithm 3 at the largest ``size`` of a ``chen-resnet``/``chen-lstm`` table: every budget B (B = 0,
     B₀ = √(x·y), the grid), the chosen sublinear plan, √n and the optimum of x + y — splits, x, y, planned and
-    live-peak bytes (in the unit of ``byte_unit``), recomputed FLOPs per forward FLOP."""
+    live-peak bytes (in ``unit``, default ``decimal_unit`` of the planned bytes; two decimals), recomputed
+    FLOPs per forward FLOP."""
     part = frame[(frame[size] == frame[size].max())
                  & frame["strategy"].isin(["budget", "sublinear", "sqrt", "optimal"])]
     order = {"budget": 0, "sublinear": 1, "sqrt": 2, "optimal": 3}
     part = part.assign(_o=part["strategy"].map(order)).sort_values(["_o", "budget_bytes"])
-    unit, scale = byte_unit(part["planned_bytes"])
-    shown = lambda column: (part[column] / scale).round(3)
+    unit, scale = unit or decimal_unit(part["planned_bytes"])
+    shown = lambda column: (part[column] / scale).round(2)
     return pd.DataFrame({"plan": part["strategy"],
                          f"B ({unit})": shown("budget_bytes").map(lambda v: "–" if v != v else v),
                          "splits": part["splits"], f"x ({unit})": shown("x_bytes"), f"y ({unit})": shown("y_bytes"),
@@ -244,7 +294,7 @@ def _resnet_claims(r: pd.DataFrame, resnet: pd.DataFrame) -> list[tuple]:
                "more than 2–3× (see the text)" if linear else "not linear"),
         _claim(f"{PAPER['resnet_depth']}-layer ResNet: memory before → with the sublinear plan",
                f"{paper_before} GB → {paper_after} GB",
-               f"{before:.1f} GB → {after:.1f} GB" if before else f"deepest swept: {deep}",
+               f"{before:.2f} GB → {after:.2f} GB" if before else f"deepest swept: {deep}",
                "sharing → sublinear, planned bytes (GB = 10⁹ B)",
                f"after < {paper_after} GB, before within {BEFORE_FACTOR}× of {paper_before} GB",
                None if before is None else after < paper_after
@@ -316,10 +366,11 @@ def graph_check_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index()
 
 
-def fits_table(fits: pd.DataFrame) -> pd.DataFrame:
-    """``strategy_fits`` (indexed by strategy) for display: bytes in the unit of ``byte_unit``, reductions,
-    recomputed share, the log–log exponent and the r² of a line and of a + b·√n."""
-    unit, scale = byte_unit(fits["planned_bytes"])
+def fits_table(fits: pd.DataFrame, unit: tuple[str, float] | None = None) -> pd.DataFrame:
+    """``strategy_fits`` (indexed by strategy) for display: bytes in ``unit`` (default ``decimal_unit`` of the
+    planned bytes; two decimals, as ``size_text``), reductions, recomputed share, the log–log exponent and the
+    r² of a line and of a + b·√n."""
+    unit, scale = unit or decimal_unit(fits["planned_bytes"])
     return pd.DataFrame({"strategy": fits.index,
                          f"planned ({unit})": (fits["planned_bytes"] / scale).round(2).values,
                          f"live peak ({unit})": (fits["live_peak_bytes"] / scale).round(2).values,
@@ -334,15 +385,14 @@ def fits_table(fits: pd.DataFrame) -> pd.DataFrame:
 def speed_table(frame: pd.DataFrame) -> pd.DataFrame:
     """A ``chen-speed`` table (one or more devices) for display: per device, net and strategy the median step
     and IQR (ms), the measured overhead over none, the overhead the FLOPs predict (recomputed / forward +
-    backward FLOPs; elementwise ops count none), and the saved activations (MiB, SAC cache included)."""
-    from remat.units import MiB
-
+    backward FLOPs; elementwise ops count none), and the saved activations (MB = 10⁶ bytes, SAC cache
+    included)."""
     percent = lambda column: (frame[column] * 100).round(0).astype(int).astype(str) + " %"
     return pd.DataFrame({
         "device": frame["device"], "net": frame["net"], "strategy": frame["strategy"], "plan": frame["plan"],
         "step (ms)": (frame["step_time_s"] * 1e3).round(1), "IQR (ms)": (frame["step_time_iqr_s"] * 1e3).round(1),
         "overhead": percent("overhead"), "FLOP-predicted": percent("overhead_flops"),
-        "saved (MiB)": (frame["saved_bytes"] / MiB).round(1)}).reset_index(drop=True)
+        "saved (MB)": (frame["saved_bytes"] / 1e6).round(1)}).reset_index(drop=True)
 
 
 # --- wording: sentences that read right for every outcome (all, none, some) ------------------------------------

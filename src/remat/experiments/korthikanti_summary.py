@@ -14,7 +14,7 @@ import pandas as pd
 
 from remat.formulas import korthikanti
 from remat.models.presets import from_name
-from remat.report.wording import count_of, join_words
+from remat.report.wording import count_of, join_words, span_text
 from remat.timemodel.gpus import GPUS
 from remat.timemodel.paper import PAPER_TABLE5_S
 from remat.units import GiB, MiB
@@ -72,6 +72,30 @@ def reconciliation(items_table: pd.DataFrame, model: str, technique: str, tp: in
     return pd.concat([terms, extra], ignore_index=True)
 
 
+def _mib_text(n_bytes: float) -> str:
+    """Bytes as MiB (2**20 bytes) with no more digits than the value needs: "48", "1.5", "0.0039"."""
+    value = float(n_bytes) / MiB
+    if value == round(value):
+        return f"{value:,.0f}"
+    if abs(value) >= 0.01:
+        return f"{value:,.2f}".rstrip("0").rstrip(".")
+    return f"{value:.2g}"
+
+
+def reconciliation_display(frame: pd.DataFrame) -> pd.DataFrame:
+    """``reconciliation`` for the report: the §4.1 term by its label (no internal key; an uncounted tensor by its
+    note up to the reason), then the columns that are compared — measured paper-faithful MiB, the term's
+    formula MiB, actual MiB kept by PyTorch — and then which tensors (module/op), their shape and dtype. MiB = 2**20 bytes, shown with as few digits as the
+    value needs (``_mib_text``); the exact bytes stay in ``reconciliation``."""
+    return pd.DataFrame({
+        "§4.1 term": frame["term"].str.replace(r" \[[^\]]*\]$", "", regex=True)
+                                   .str.replace(r"^(not counted: [^:]*):.*$", r"\1", regex=True),
+        "measured MiB": frame["measured_bytes"].map(_mib_text),
+        "formula MiB": frame["formula_bytes"].map(_mib_text),
+        "actual MiB": frame["actual_bytes"].map(_mib_text),
+        "saved by (module/op)": frame["tensors"], "shape": frame["shape"], "dtype": frame["dtype"]})
+
+
 def flops_summary(frame: pd.DataFrame) -> pd.DataFrame:
     """Per model (t as in the table), FLOPs per layer in TFLOP (10¹²): forward, backward and recompute
     measured; the recompute the paper's text describes and the one Eq. 8 implies; overheads in percent of
@@ -100,7 +124,7 @@ def _fits_column(frame: pd.DataFrame) -> str:
 def memory_summary(frame: pd.DataFrame) -> pd.DataFrame:
     """Paper Figure 1 as a table: GiB per GPU (2**30 bytes) of the first pipeline stage by component —
     parameters + optimizer state as held by that GPU and the paper's even share 18·P/(t·p) beside it —, the
-    total (first-stage model state + activations) and whether it fits the GPU preset's memory (``gpu``,
+    total (first-stage model state + activations) and whether it fits the GPU preset's memory ("yes"/"no"; ``gpu``,
     ``gpu_memory_bytes``: the A100 80GB's 81920 MiB = 80 GiB by default). Input: a ``korthikanti-memory``
     table."""
     return pd.DataFrame({
@@ -109,7 +133,8 @@ def memory_summary(frame: pd.DataFrame) -> pd.DataFrame:
         "params+optimizer GiB (paper: 18·P/(t·p))": (frame["model_state_even_bytes"] / GiB).round(1),
         "activations (layers) GiB": (frame["activations_layers"] / GiB).round(1),
         "outside layers GiB": (frame["activations_outside"] / GiB).round(2),
-        "total GiB": frame["total_gib"].round(1), _fits_column(frame): frame["fits_gpu"]})
+        "total GiB": frame["total_gib"].round(1),
+        _fits_column(frame): frame["fits_gpu"].astype(bool).map({True: "yes", False: "no"})})
 
 
 EXCESS_PARTS = {"word_embedding": "word embedding", "position_embedding": "position embedding",
@@ -187,6 +212,36 @@ def selective_overhead_summary(frame: pd.DataFrame) -> pd.DataFrame:
             "text 4Bs²h % (iteration)": 100 * float(korthikanti.recompute_overhead(B, s, h, L, v, "text")),
             "measured % (layer)": 100 * float(sel.loc[model, "overhead_measured"])})
     return pd.DataFrame(rows).round(3)
+
+
+def quoted_overhead_text(frame: pd.DataFrame) -> str:
+    """One sentence on the selective-recompute FLOPs overheads the paper's text quotes (2.7 % / 1.6 %,
+    ``PAPER_SELECTIVE_OVERHEAD_PCT``) against ours: which models, whether the quoted values are Eq. 8 as
+    printed (to the quote's one decimal), and our counts (FlopCounterMode, per layer) — equal to the quotes, a
+    third of them, or their ratio — and, when our recompute is the one the paper's text describes, why.
+    Input: a ``korthikanti-flops`` table."""
+    over = selective_overhead_summary(frame).set_index("model")
+    quoted = {m: q for m, q in PAPER_SELECTIVE_OVERHEAD_PCT.items() if m in over.index}
+    if not quoted:
+        return "The paper's text quotes selective recompute's FLOPs overhead for none of these models."
+    measured = {m: float(over.loc[m, "measured % (layer)"]) for m in quoted}
+    eq8 = {m: float(over.loc[m, "Eq. 8 % (iteration)"]) for m in quoted}
+    quotes = f"{join_words(f'{q}%' for q in quoted.values())} for {join_words(quoted)}"
+    ours = join_words(f"{v:.2f}%" for v in measured.values())
+    if all(round(measured[m], 1) == q for m, q in quoted.items()):
+        return f"The paper's text quotes {quotes}; our counts agree ({ours})."
+    eq8_is = all(round(eq8[m], 1) == q for m, q in quoted.items())
+    source = "Eq. 8 as printed" if eq8_is else "not Eq. 8 as printed either"
+    ratios = [measured[m] / q for m, q in quoted.items()]
+    share = ("about a third of them" if all(abs(r - 1 / 3) < 0.02 for r in ratios)
+             else f"{span_text(ratios, 2, '')} times them")
+    sel = frame[frame["mode"] == "selective"]
+    text_count = bool((sel["flops_recompute"] == sel["recompute_text"]).all())
+    why = (": they count the recompute the text describes, QKᵀ and ·V once, which Eq. 8 counts three times"
+           if text_count and eq8_is else
+           ": they count the recompute the text describes" if text_count else "")
+    return (f"The paper's text quotes selective recompute's FLOPs overhead as {quotes} — {source}; our counts "
+            f"(FlopCounterMode, per layer), {ours}, are {share}{why}.")
 
 
 def utilization_summary(models: list[str], gpu: str = PAPER_GPU) -> pd.DataFrame:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from remat.report.wording import ceil_text, span_text
+from remat.report.wording import ceil_text, count_of, join_words, span_text
 
 
 def _pair(model, paper, digits: int = 2) -> pd.Series:
@@ -135,6 +135,32 @@ def table4_bias_text(frame: pd.DataFrame) -> str:
     if (r > 100).all():
         return f"every phase is predicted high, at {span} of the paper's time"
     return f"phases are predicted both low and high, at {span} of the paper's time"
+
+
+def table4_overhead_text(frame: pd.DataFrame, tolerance_pp: float) -> str:
+    """The predicted overheads against paper Table 4's, as a clause: every experiment but the baseline as
+    "model% against paper%", then how many are within ``tolerance_pp`` percentage points (the index
+    scorecard's tolerance for paper Table 4), the others named with the scorecard's verdict (“differs”) and,
+    when one of those runs sequence parallelism, the reason the model gives for it. Input: a
+    ``korthikanti-table4`` table (columns experiment, mode, sp, overhead_pct, paper_overhead_pct)."""
+    rows = frame[(frame["mode"] != "none") | frame["sp"].astype(bool)]
+    if not len(rows):
+        return "paper Table 4 has no experiment besides its baseline here"
+    delta = (rows["overhead_pct"] - rows["paper_overhead_pct"]).abs()
+    pct = lambda value, spec: f"{value:{spec}}%".replace("-", "−")   # a minus sign, not a hyphen
+    pairs = join_words(f"{r.experiment} {pct(r.overhead_pct, '.1f')} against {pct(r.paper_overhead_pct, 'g')}"
+                       for r in rows.itertuples())
+    off = rows[delta > tolerance_pp]
+    n, k = len(rows), len(rows) - len(off)
+    head = (f"the overheads over the baseline, model against paper, are {pairs}: "
+            f"{count_of(k, n, 'overhead', verb=('is', 'are'))} within the index scorecard's {tolerance_pp:g} "
+            f"percentage points")
+    if not len(off):
+        return head
+    tail = "" if k == 0 else f"; {join_words(off['experiment'])} {'is' if len(off) == 1 else 'are'} not"
+    why = (" — the model prices a reduce-scatter plus an all-gather like one all-reduce (the same bytes on the "
+           "ring), while the paper's text says the pair is slower" if off["sp"].astype(bool).any() else "")
+    return f"{head}{tail} (“differs”){why}"  # typographic quotes: an inline value with both ' and " is escaped
 
 
 def figure8_agreement_text(frame: pd.DataFrame) -> str:
