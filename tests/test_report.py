@@ -216,6 +216,15 @@ def test_empty_inline_value_fails_the_render(project):
     assert not (project / "reports" / "emptyinline.html").exists()
 
 
+@pytest.mark.parametrize("value", ["'one\\\\two'", """'it\\'s "so"'"""])
+def test_str_value_shown_with_backslashes_fails_the_render(project, value):
+    """Both engines show a str's repr escapes (a backslash, or \\' when it holds both quotes) as backslashes."""
+    (project / "reports" / "slash.qmd").write_text(f"---\ntitle: t\n---\n\n```{{python}}\nv = {value}\n```\n\n"
+                                                   "Value: `{python} v`.\n")
+    with pytest.raises(RenderError, match="repr has a backslash"):
+        render(["slash"], engine="fallback", root=project)
+
+
 def test_missing_image_fails_the_render(project):
     (project / "reports" / "noimg.qmd").write_text("---\ntitle: t\n---\n\n![gone](../figures/missing.png)\n")
     with pytest.raises(RenderError, match="Could not fetch resource ../figures/missing.png"):

@@ -160,11 +160,14 @@ def _inline_value(result: dict, match: re.Match, block: Prose, rel: Path) -> str
         return data["text/markdown"]
     if "text/plain" not in data:
         raise RenderError(f"{where}: the value has no text/plain or text/markdown form")
-    text = quarto_escaped(data["text/plain"])
-    if not text.strip():  # Quarto would print the expression's source instead of nothing
+    plain = data["text/plain"]
+    if not quarto_escaped(plain).strip():  # Quarto would print the expression's source instead of nothing
         raise RenderError(f"{where}: the value is empty (Quarto prints the source then); put optional text in "
                           "an `#| output: asis` cell")
-    return text
+    if plain[:1] in "'\"" and "\\" in plain:   # the repr escapes something: Quarto shows the backslashes
+        raise RenderError(f"{where}: the str's repr has a backslash (a \\, or both ' and \" inside), which both "
+                          "engines show as backslashes; use ’ or “ ” instead, or return Markdown(...)")
+    return quarto_escaped(plain)
 
 
 _QUARTO_ESCAPES = re.compile(r"([\\`*_{}\[\]()>#+,\-.!])")
