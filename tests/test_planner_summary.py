@@ -210,14 +210,79 @@ def test_paper_text_all_ties_and_all_faster():
 def test_uniform_gain_and_its_wording():
     gain = planner_summary.uniform_gain(paper_rows())      # a: selective 2.2 / 2.0; b, c: nothing to compare
     assert gain["settings"] == 1 and gain["largest"] == pytest.approx(0.1) and gain["slower"] == 0
+    assert gain["faster"] == 1 and gain["ties"] == 0
     assert planner_summary.uniform_text(gain) == (
-        "up to 10.0% faster (median 10.0%) than the fastest uniform policy that fits, over the one setting "
-        "where both fit; never slower")
+        "faster than the fastest uniform policy (none, selective or full on every layer) in the one setting "
+        "where both fit (by 10.00%)")
     ties = planner_summary.uniform_gain(two_settings(1.0, 1.0))
-    assert planner_summary.uniform_text(ties).endswith("; never slower, and as fast in both settings")
-    slower = {"settings": 3, "largest": 0.2, "median": 0.1, "slower": 1, "ties": 0}
-    assert planner_summary.uniform_text(slower).endswith("; the uniform policy is faster in 1 of the 3 settings")
+    assert planner_summary.uniform_text(ties).startswith("as fast as the fastest uniform policy")
+    assert planner_summary.uniform_text(ties).endswith("in both settings where both fit")
     assert planner_summary.uniform_text({"settings": 0}).startswith("never compared")
+
+
+@pytest.mark.parametrize("gain, text", [
+    ({"settings": 16, "faster": 12, "ties": 4, "slower": 0, "largest": 0.244, "smallest": 0.0},
+     "faster than X in 12 of the 16 settings where both fit (by up to 24.40%) and as fast in the other 4"),
+    ({"settings": 16, "faster": 16, "ties": 0, "slower": 0, "largest": 0.0675, "smallest": 0.001},
+     "faster than X in all 16 settings where both fit (by up to 6.75%)"),
+    ({"settings": 5, "faster": 2, "ties": 1, "slower": 2, "largest": 0.1, "smallest": -0.05},
+     "faster than X in 2 of the 5 settings where both fit (by up to 10.00%), as fast in 1 and slower in the "
+     "other 2 (by up to 5.00%)"),
+    ({"settings": 3, "faster": 0, "ties": 2, "slower": 1, "largest": 0.0, "smallest": -0.02},
+     "as fast as X in 2 of the 3 settings where both fit and slower in the other 1 (by 2.00%)"),
+])
+def test_versus_text_reads_right_for_every_outcome(gain, text):
+    assert planner_summary.versus_text(gain, "X") == text
+
+
+def test_baseline_gain_counts_every_baseline_and_is_at_most_the_uniform_gain():
+    rows = paper_rows()
+    rows = pd.concat([rows, rows.iloc[[1]].assign(method="megatron-block", step_time_s=2.1)], ignore_index=True)
+    best, uniform = planner_summary.baseline_gain(rows), planner_summary.uniform_gain(rows)
+    assert best["largest"] == pytest.approx(0.05) and uniform["largest"] == pytest.approx(0.1)   # 2.1 / 2.0, 2.2 / 2.0
+    table = planner_summary.paper_table(rows).iloc[0]
+    assert (table["fastest uniform"], table["uniform step (s)"]) == ("selective", 2.2)
+    assert table["uniform gain"] == pytest.approx(0.1)
+    assert (table["best baseline"], table["plan gain"]) == ("megatron-block", pytest.approx(0.05))
+    assert planner_summary.baseline_names(rows) == (4, "the 3 uniform policies and Megatron block")
+
+
+def test_paper_display_words_and_units():
+    shown = planner_summary.paper_display(planner_summary.paper_table(paper_rows()))
+    assert list(shown["SP"]) == ["yes", "no", "no"]
+    a, b, c = (shown.iloc[i] for i in range(3))
+    assert (a["gain over uniform (%)"], a["gain over fastest baseline (%)"]) == ("10.00", "10.00")
+    assert (b["plan (layers per policy)"], b["step (s)"], b["fastest baseline"]) == ("does not fit", "—", "—")
+    assert (c["fastest uniform policy"], c["gain over uniform (%)"]) == ("—", "—")
+    assert not any("_" in h for h in shown.columns)
+
+
+def test_time_limit_text():
+    assert planner_summary.time_limit_text(10, "budget", 20, "setting", "paper-model plans") == (
+        "10 s per budget; the paper-model plans gave it 20 s per setting")
+    assert planner_summary.time_limit_text(20.0, "setting", 20, "budget", "frontier") == (
+        "20 s per setting, the same limit as the frontier")
+
+
+def test_validation_displays_use_yes_no_and_signed_percent():
+    frame = validate_rows()
+    shown = planner_summary.validate_display(planner_summary.validate_table(frame))
+    assert set(shown["calibration point"]) <= {"yes", "no"} and "yes" in set(shown["calibration point"])
+    assert list(shown["peak error (%)"])[:2] == ["+10.00", "0.00"]
+    assert list(shown["peak error (bytes)"])[:2] == [f"+{9 * MiB:,}", "0"]
+    errors = planner_summary.errors_display(planner_summary.peak_errors(frame))
+    assert set(errors["calibration point"]) == {"yes", "no"} and "0.00" in set(errors["error (%)"])
+    kinds = planner_summary.kinds_display(planner_summary.error_by_kind(frame))
+    assert kinds.iloc[0]["largest over-prediction (%)"] == "+25.00"
+    assert kinds.iloc[0]["largest under-prediction (%)"] == "0.00"
+    assert planner_summary.signed_percent(-0.0625) == "-6.25" and planner_summary.signed_percent(-1e-9) == "0.00"
+    for table in (shown, errors, kinds):
+        assert not any("_" in h for h in table.columns)
+
+
+def test_use_text():
+    assert planner_summary.use_text(paper_rows()) == (
+        "recomputes core attention (selective) in 1, runs full recompute in 1 and offloads in 1")
 
 
 @pytest.mark.parametrize("n, worse, text", [
@@ -306,3 +371,13 @@ def test_table5_text_follows_the_data():
     assert "although the model leaves out" in planner_summary.table5_text(table5_rows(present=(1.1, 11.0)))
     assert planner_summary.table5_range(table5_rows()) == "1.38–1.39× (paper 1.29–1.32×)"
     assert planner_summary.table5_range(table5_rows(ratios=(1.3, 1.3), paper=(1.3, 1.3))) == "1.30× (paper 1.30×)"
+
+
+def test_assumptions_display_headers_carry_units():
+    table = pd.DataFrame([{"gpu": "a", "peak_flops": 312e12, "achievable": 0.8, "memory_bytes_per_s": 1733e9,
+                           "nvlink_bytes_per_s": 210e9, "link_bytes_per_s": 25.6e9, "gpus_per_host_link": 2,
+                           "link_t0_s": 1e-5, "weight_bytes": 2, "grad_bytes": 4, "optimizer_bytes": 12,
+                           "reserve_bytes": 2 * GiB, "host_limit_bytes": 256 * GiB}])
+    shown = planner_summary.assumptions_display(planner_summary.assumptions(table))
+    assert shown.iloc[0]["GPU"] == "a" and shown.iloc[0]["latency per copy (µs)"] == pytest.approx(10)
+    assert shown.iloc[0]["model-state bytes / parameter"] == 18

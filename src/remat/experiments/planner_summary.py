@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from remat.policies import POLICIES
-from remat.report.wording import capitalized, count, count_of, join_words, span_text
+from remat.report.wording import capitalized, count, count_of, join_words, percent, span_text
 from remat.units import GiB, MiB, format_bytes
 
 TIE = 1e-12
@@ -70,8 +70,12 @@ def spec_counts(spec: str) -> str:
 
 def paper_table(paper: pd.DataFrame) -> pd.DataFrame:
     """Per (model, gpu, sp) of a planner-paper table: the layout (t, p, m, b), the plan's policy counts, its
-    peak (GiB) and step time (s), the fastest feasible baseline, its step time and the plan's gain
-    (baseline / plan − 1, a fraction). A plan that does not fit reads "does not fit", the rest empty."""
+    peak (GiB) and step time (s); the fastest uniform policy that fits (``remat.planner.baselines.UNIFORM``:
+    none, full or selective on every layer), its step time and the plan's gain over it ("uniform gain");
+    the fastest feasible baseline of all (uniform policies, √L segments, Megatron uniform and block, torch's
+    sac_milp), its step time and the plan's gain over it ("plan gain"). Gains are baseline / plan − 1, a
+    fraction. A plan that does not fit reads "does not fit", the rest empty."""
+    from remat.planner.baselines import UNIFORM
     rows = []
     for (model, gpu, sp), g in paper.groupby(["model", "gpu", "sp"], sort=False):
         plan = g[g["method"] == "plan"].iloc[0]
@@ -80,16 +84,61 @@ def paper_table(paper: pd.DataFrame) -> pd.DataFrame:
         if not bool(plan["feasible"]):
             rows.append({**row, "plan": "does not fit"})
             continue
-        base = g[(g["method"] != "plan") & _feasible(g)].sort_values("step_time_s")
-        best = base.iloc[0] if len(base) else None
-        rows.append({**row, "plan": policy_counts({p: plan[f"n_{p}"] for p in POLICIES}),
-                     "peak (GiB)": plan["peak_bytes"] / GiB, "step (s)": plan["step_time_s"],
-                     "best baseline": None if best is None else best["method"],
-                     "baseline step (s)": None if best is None else best["step_time_s"],
-                     "plan gain": None if best is None else best["step_time_s"] / plan["step_time_s"] - 1})
-    columns = ["model", "GPU", "SP", "t", "p", "m", "b", "plan", "peak (GiB)", "step (s)", "best baseline",
-               "baseline step (s)", "plan gain"]
+        base = g[(g["method"] != "plan") & _feasible(g)].sort_values("step_time_s", kind="stable")
+        uni = base[base["method"].isin(UNIFORM)]
+        row.update({"plan": policy_counts({p: plan[f"n_{p}"] for p in POLICIES}),
+                    "peak (GiB)": plan["peak_bytes"] / GiB, "step (s)": plan["step_time_s"]})
+        for (name, step, gain), fits in ((("fastest uniform", "uniform step (s)", "uniform gain"), uni),
+                                         (("best baseline", "baseline step (s)", "plan gain"), base)):
+            best = fits.iloc[0] if len(fits) else None
+            row.update({name: None if best is None else best["method"],
+                        step: None if best is None else best["step_time_s"],
+                        gain: None if best is None else best["step_time_s"] / plan["step_time_s"] - 1})
+        rows.append(row)
+    columns = ["model", "GPU", "SP", "t", "p", "m", "b", "plan", "peak (GiB)", "step (s)", "fastest uniform",
+               "uniform step (s)", "uniform gain", "best baseline", "baseline step (s)", "plan gain"]
     return pd.DataFrame(rows).reindex(columns=columns)
+
+
+def yes_no(flags) -> pd.Series:
+    """Booleans as the words a table shows: True -> "yes", False -> "no"."""
+    return pd.Series(flags).map(lambda f: "yes" if bool(f) else "no")
+
+
+def signed_percent(x: float, digits: int = 2) -> str:
+    """A fraction as a signed percentage number for a column headed "(%)": 0.0123 -> "+1.23", -0.05 ->
+    "-5.00", and "0.00" for what rounds to zero (no sign on nothing)."""
+    text = f"{100 * x:+.{digits}f}"
+    return text[1:] if float(text) == 0 else text
+
+
+def signed_bytes(n: int) -> str:
+    """A byte difference with its sign and thousands separators: 399872 -> "+399,872", 0 -> "0"."""
+    return f"{int(n):+,}" if int(n) else "0"
+
+
+def gain_percent(x: float, digits: int = 2) -> str:
+    """A plan gain (fraction) as the number a "(%)" column shows: 0.0675 -> "6.75"; "—" when there is none."""
+    return "—" if x is None or x != x else f"{100 * x:.{digits}f}"
+
+
+def paper_display(rows: pd.DataFrame) -> pd.DataFrame:
+    """``paper_table`` as the report shows it: SP as yes/no, the plan's policy counts, gains in percent under
+    headers with units, and the two baseline step times left out (the gain carries them); "—" where no plan
+    or no baseline fits."""
+    fits = rows["plan"] != "does not fit"
+    dash = lambda v: "—" if v is None or (isinstance(v, float) and v != v) else v
+    return pd.DataFrame({
+        "model": rows["model"], "GPU": rows["GPU"], "SP": yes_no(rows["SP"]).values,
+        "t": rows["t"], "p": rows["p"], "m": rows["m"], "b": rows["b"],
+        "plan (layers per policy)": rows["plan"],
+        "peak (GiB)": [f"{v:.1f}" if f else "—" for v, f in zip(rows["peak (GiB)"], fits)],
+        "step (s)": [f"{v:.3f}" if f else "—" for v, f in zip(rows["step (s)"], fits)],
+        "fastest uniform policy": rows["fastest uniform"].map(dash),
+        "gain over uniform (%)": rows["uniform gain"].map(gain_percent),
+        "fastest baseline": rows["best baseline"].map(dash),
+        "gain over fastest baseline (%)": rows["plan gain"].map(gain_percent),
+    }).reset_index(drop=True)
 
 
 def policy_use(paper: pd.DataFrame) -> dict[str, int]:
@@ -260,6 +309,60 @@ def validate_table(validate: pd.DataFrame) -> pd.DataFrame:
     }).reset_index(drop=True)
 
 
+def validate_display(table: pd.DataFrame) -> pd.DataFrame:
+    """``validate_table`` as the report shows it: MiB to two decimals, the relative peak error in percent
+    (signed, two decimals: the unit of ``errors_display`` and ``kinds_display``), calibration point as yes/no,
+    slowdowns as multiples of the none step's time."""
+    return pd.DataFrame({
+        "layers": table["layers"],
+        "budget (MiB)": table["budget (MiB)"].map(lambda v: f"{v:.2f}"),
+        "plan (layers per policy)": table["plan"],
+        "predicted peak (MiB)": table["predicted peak (MiB)"].map(lambda v: f"{v:.2f}"),
+        "measured peak (MiB)": table["measured peak (MiB)"].map(lambda v: f"{v:.2f}"),
+        "peak error (bytes)": table["peak error (bytes)"].map(signed_bytes),
+        "peak error (%)": table["peak error"].map(signed_percent),
+        "calibration point": yes_no(table["calibration point"]).values,
+        "predicted slowdown (× none)": table["predicted slowdown"].map(lambda v: f"{v:.3f}"),
+        "measured slowdown (× none)": table["measured slowdown"].map(lambda v: f"{v:.3f}"),
+        "predicted step (s)": table["predicted step (s)"].map(lambda v: f"{v:.4f}"),
+        "measured step (s)": table["measured step (s)"].map(lambda v: f"{v:.4f}"),
+    }).reset_index(drop=True)
+
+
+def errors_display(errors: pd.DataFrame) -> pd.DataFrame:
+    """``peak_errors`` as the report shows it: bytes with thousands separators, the error in percent (signed,
+    two decimals), calibration point as yes/no."""
+    return pd.DataFrame({
+        "layers": errors["layers"], "plan (runtime spec)": errors["plan"], "chosen by": errors["chosen by"],
+        "predicted peak (bytes)": errors["predicted peak (bytes)"].map(lambda v: f"{int(v):,}"),
+        "measured peak (bytes)": errors["measured peak (bytes)"].map(lambda v: f"{int(v):,}"),
+        "error (bytes)": errors["error (bytes)"].map(signed_bytes),
+        "error (%)": errors["error"].map(signed_percent),
+        "calibration point": yes_no(errors["calibration point"]).values,
+    }).reset_index(drop=True)
+
+
+def kinds_display(kinds: pd.DataFrame) -> pd.DataFrame:
+    """``error_by_kind`` as the report shows it: the largest over- and under-prediction in percent (signed, two
+    decimals)."""
+    return pd.DataFrame({
+        "plans": kinds["plans"], "distinct plans applied": kinds["applied"],
+        "exact to the byte": kinds["exact to the byte"],
+        "largest over-prediction (%)": kinds["largest over"].map(signed_percent),
+        "largest under-prediction (%)": kinds["largest under"].map(signed_percent),
+    }).reset_index(drop=True)
+
+
+def assumptions_display(assumed: pd.DataFrame) -> pd.DataFrame:
+    """``assumptions`` under the report's headers (units in each)."""
+    return assumed.rename(columns={
+        "gpu": "GPU", "achievable": "achievable fraction of peak", "link GB/s": "host link GB/s (per direction)",
+        "t0 (µs)": "latency per copy (µs)", "weight bytes": "weight bytes / parameter",
+        "gradient bytes": "gradient bytes / parameter", "optimizer bytes": "optimizer bytes / parameter",
+        "bytes per parameter": "model-state bytes / parameter", "reserve": "workspace reserve",
+        "host memory": "host memory per GPU"})
+
+
 # --- wording: sentences that read right for every outcome (all, none, some) ------------------------------------
 
 def _in_each(parts: list[tuple[int, str, str]], n: int) -> str:
@@ -281,17 +384,23 @@ def _uses(k: int, n: int) -> str:
     return "all" if k == n and n > 1 else "none" if k == 0 else str(k)
 
 
+def use_text(paper: pd.DataFrame) -> str:
+    """Where the plans of a planner-paper table use each policy but none, over its settings (model, gpu, sp):
+    "recomputes core attention (selective) in 12, runs full recompute in 6 and offloads in none"."""
+    n = paper.groupby(["model", "gpu", "sp"], sort=False).ngroups
+    uses = policy_use(paper)
+    policies = {"selective": "recomputes core attention (selective)", "full": "runs full recompute",
+                "offload": "offloads"}
+    return join_words([f"{text} in {_uses(uses[p], n)}" for p, text in policies.items()])
+
+
 def paper_text(paper: pd.DataFrame) -> str:
     """The plans of a planner-paper table in one clause (after "Across the N settings"): where the plan uses
     each policy, and whether it is faster than, as fast as or slower than the fastest baseline that fits
     (within TIE), with the settings where no baseline or no plan fits named. Never empty."""
     rows = paper_table(paper)
     n = len(rows)
-    uses = policy_use(paper)
-    policies = {"selective": "recomputes core attention (selective)", "full": "runs full recompute",
-                "offload": "offloads"}
-    use = [f"{text} in {_uses(uses[p], n)}" for p, text in policies.items()]
-    use = join_words(use)
+    use = use_text(paper)
     gain = pd.to_numeric(rows["plan gain"], errors="coerce")
     fits = rows["plan"] != "does not fit"
     best = "the fastest baseline that fits"
@@ -303,37 +412,93 @@ def paper_text(paper: pd.DataFrame) -> str:
     return f"the plan {use}; {_in_each(parts, n)}" if n else "no setting was planned"
 
 
-def uniform_gain(paper: pd.DataFrame) -> dict:
-    """The plan against the fastest uniform policy that fits (``remat.planner.baselines.UNIFORM``: none, full
-    or selective on every layer), over the settings of a planner-paper table where both fit: settings, the
-    largest and the median gain (uniform / plan − 1) and how many settings the uniform policy is faster
-    (by more than TIE) or as fast (within TIE)."""
-    from remat.planner.baselines import UNIFORM
+def _gain(paper: pd.DataFrame, methods=None) -> dict:
+    """The plan against the fastest feasible baseline among ``methods`` (None: every baseline), over the
+    settings (model, gpu, sp) of a planner-paper table where the plan and one of them fit: settings, the
+    largest, median and smallest gain (baseline / plan − 1) and how many settings the plan is faster (by
+    more than TIE), as fast (within TIE) or slower (the baseline faster by more than TIE)."""
     gains = []
     for _, g in paper.groupby(["model", "gpu", "sp"], sort=False):
         plan = g[(g["method"] == "plan") & _feasible(g)]
-        uniform = g[g["method"].isin(UNIFORM) & _feasible(g)]
-        if len(plan) and len(uniform):
-            gains.append(uniform["step_time_s"].min() / plan["step_time_s"].iloc[0] - 1)
+        base = g[(g["method"] != "plan") & _feasible(g)]
+        if methods is not None:
+            base = base[base["method"].isin(methods)]
+        if len(plan) and len(base):
+            gains.append(base["step_time_s"].min() / plan["step_time_s"].iloc[0] - 1)
     gains = np.array(gains)
-    return {"settings": len(gains), "largest": float(gains.max()) if len(gains) else np.nan,
-            "median": float(np.median(gains)) if len(gains) else np.nan,
-            "slower": int((gains < -TIE).sum()), "ties": int((np.abs(gains) <= TIE).sum())}
+    some = len(gains) > 0
+    return {"settings": len(gains), "largest": float(gains.max()) if some else np.nan,
+            "median": float(np.median(gains)) if some else np.nan,
+            "smallest": float(gains.min()) if some else np.nan,
+            "faster": int((gains > TIE).sum()), "slower": int((gains < -TIE).sum()),
+            "ties": int((np.abs(gains) <= TIE).sum())}
+
+
+def uniform_gain(paper: pd.DataFrame) -> dict:
+    """The plan against the fastest uniform policy that fits (``remat.planner.baselines.UNIFORM``: none, full
+    or selective on every layer), over the settings of a planner-paper table where both fit (``_gain``'s
+    dict: settings, largest, median, smallest, faster, ties, slower) — @tbl-paper's "gain over uniform"."""
+    from remat.planner.baselines import UNIFORM
+    return _gain(paper, UNIFORM)
+
+
+def baseline_gain(paper: pd.DataFrame) -> dict:
+    """The plan against the fastest feasible baseline of all (``baseline_names``), as ``uniform_gain`` —
+    @tbl-paper's "gain over fastest baseline"."""
+    return _gain(paper)
+
+
+_LABELS = {"sqrt-segments": "√L segments", "megatron-uniform": "Megatron uniform",
+           "megatron-block": "Megatron block", "torch-sac-milp": "torch's sac_milp"}
+
+
+def baseline_names(paper: pd.DataFrame) -> tuple[int, str]:
+    """(how many baselines a planner-paper table has, what they are in words): "the 3 uniform policies,
+    √L segments, Megatron uniform, Megatron block and torch's sac_milp"."""
+    from remat.planner.baselines import UNIFORM
+    methods = [m for m in dict.fromkeys(paper["method"]) if m != "plan"]
+    uniform = [m for m in methods if m in UNIFORM]
+    words = ([f"the {len(uniform)} uniform policies" if len(uniform) > 1 else f"uniform {uniform[0]}"]
+             if uniform else []) + [_LABELS.get(m, m) for m in methods if m not in UNIFORM]
+    return len(methods), join_words(words, empty="none")
+
+
+def versus_text(gain: dict, against: str) -> str:
+    """A ``_gain`` dict as a clause (after "the plan is"): "faster than <against> in 12 of the 16 settings
+    where both fit (by up to 24.40%) and as fast in the other 4"; the percentages as @tbl-paper shows the
+    gains (two decimals). Reads right for all, none and some; never empty."""
+    n = gain["settings"]
+    if n == 0:
+        return f"never compared with {against}: in no setting do both fit"
+    up = lambda k: "by" if k == 1 else "by up to"
+    parts = [(gain["faster"], "faster", "than", f" ({up(gain['faster'])} {percent(gain['largest'], 2)})"),
+             (gain["ties"], "as fast", "as", ""),
+             (gain["slower"], "slower", "than", f" ({up(gain['slower'])} {percent(-gain['smallest'], 2)})")]
+    parts = [p for p in parts if p[0]]
+    out = []
+    for i, (k, word, link, by) in enumerate(parts):
+        if i == 0:
+            out.append(f"{word} {link} {against} in {count_of(k, n, 'setting')} where both fit{by}")
+        elif i == len(parts) - 1:
+            out.append(f"{word} in the other {k}{by}")
+        else:
+            out.append(f"{word} in {k}{by}")
+    return join_words(out)
 
 
 def uniform_text(gain: dict) -> str:
-    """``uniform_gain`` as a clause: "up to 6.7 % faster (median 1.2 %) than the best uniform policy that fits,
-    in all 16 settings where both fit; as fast in 4 of them"."""
-    n = gain["settings"]
-    if n == 0:
-        return "never compared with a uniform policy: in no setting do both fit"
-    head = (f"up to {gain['largest']:.1%} faster (median {gain['median']:.1%}) than the fastest uniform policy "
-            f"that fits, over {count_of(n, n, 'setting')} where both fit")
-    if gain["slower"]:
-        return head + f"; the uniform policy is faster in {count_of(gain['slower'], n, 'setting')}"
-    if gain["ties"]:
-        return head + f"; never slower, and as fast in {count_of(gain['ties'], n, 'setting')}"
-    return head + "; never slower"
+    """``uniform_gain`` as a clause: "faster than the fastest uniform policy (none, selective or full on every
+    layer) in 12 of the 16 settings where both fit (by up to 24.40%) and as fast in the other 4"."""
+    return versus_text(gain, "the fastest uniform policy (none, selective or full on every layer)")
+
+
+def time_limit_text(limit: float, per: str, other: float, other_per: str, other_name: str) -> str:
+    """torch's sac_milp time limit in one planner table (``limit`` seconds ``per`` budget or setting) beside
+    the other table's, each experiment's own setting (its sac_time_limit_s column): "10 s per budget; the
+    paper-model plans gave it 20 s per setting", or "20 s per budget, the same limit as the paper-model plans"."""
+    if float(limit) == float(other):
+        return f"{float(limit):g} s per {per}, the same limit as the {other_name}"
+    return f"{float(limit):g} s per {per}; the {other_name} gave it {float(other):g} s per {other_per}"
 
 
 def beaten_text(n: int, worse: int) -> str:

@@ -16,7 +16,7 @@ import pandas as pd
 from scipy import stats
 
 from remat.experiments.chen_summary import fit_loglog_exponent
-from remat.report.wording import count, count_of, percent
+from remat.report.wording import capitalized, count, count_of, join_words, percent
 
 SWEEPS = ("segments", "depth", "seq-hidden", "layer-timing", "time-model")
 DEVICE_ORDER = ("cpu", "cuda")
@@ -79,6 +79,33 @@ def segments_summary(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def segments_display(summary: pd.DataFrame) -> pd.DataFrame:
+    """``segments_summary`` under the report's headers (units in each): peaks and residuals in bytes, the
+    saved-bytes deviation in percent, the time/FLOP overhead as a multiple."""
+    out = pd.DataFrame({
+        "device": summary["device"], "layers L": summary["layers"], "points": summary["points"],
+        "measured": summary["ok"], "√L segments k": summary["k_sqrt"],
+        "optimum k, measured": summary["k_opt_measured"], "optimum k, closed form": summary["k_opt_formula"],
+        "optimum k, continuous √(L·y/x)": summary["k_star"].map(lambda v: f"{v:.1f}"),
+        "peak at k = 1 (bytes)": summary["peak_k1"].map(_int_text),
+        "peak at √L segments (bytes)": summary["peak_k_sqrt"].map(_int_text),
+        "peak at the optimum (bytes)": summary["peak_opt"].map(_int_text),
+        "largest saved-bytes deviation (%)": summary["max_saved_error"].map(lambda v: _num_text(100 * v, 3)),
+        "residual, least (bytes)": summary["residual_min"].map(_int_text),
+        "residual, most (bytes)": summary["residual_max"].map(_int_text),
+        "median time / FLOP overhead (×)": summary["time_per_flop_median"].map(lambda v: _num_text(v, 2)),
+    })
+    return out.reset_index(drop=True)
+
+
+def _int_text(v) -> str:
+    return "—" if v is None or v != v else f"{int(round(float(v))):,}"
+
+
+def _num_text(v, digits: int) -> str:
+    return "—" if v is None or v != v else f"{float(v):.{digits}f}"
+
+
 def _at(frame: pd.DataFrame, key, column: str):
     return frame.loc[key, column] if key is not None and key in frame.index else np.nan
 
@@ -116,6 +143,19 @@ def depth_fits(frame: pd.DataFrame) -> pd.DataFrame:
         out["_d"] = out["device"].map(_rank)
         out = out.sort_values("_d", kind="stable").drop(columns="_d").reset_index(drop=True)
     return out
+
+
+def depth_display(fits: pd.DataFrame) -> pd.DataFrame:
+    """``depth_fits`` under the report's headers: exponents of the measured peak and of the closed form, the
+    linear fit's intercept c0 (bytes) and slope c1 (bytes per layer)."""
+    return pd.DataFrame({
+        "device": fits["device"], "family": fits["family"], "points": fits["points"],
+        "layers L, least": fits["L_min"], "layers L, most": fits["L_max"],
+        "exponent a of L^a, measured": fits["exponent"].map(lambda v: _num_text(v, 3)),
+        "exponent a, closed form": fits["exponent_formula"].map(lambda v: _num_text(v, 3)),
+        "intercept c0 (bytes)": fits["intercept_bytes"].map(_int_text),
+        "slope c1 (bytes per layer)": fits["bytes_per_layer"].map(_int_text),
+    }).reset_index(drop=True)
 
 
 # --- (c) sequence and hidden size ------------------------------------------------------------------------------------
@@ -160,6 +200,24 @@ def crossover(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def crossover_display(cross: pd.DataFrame) -> pd.DataFrame:
+    """``crossover`` under the report's headers: along s (h and a fixed) the crossing s measured and in closed
+    form 34h/(5a), along h (s fixed) the crossing h measured and in closed form 5as/34; sizes in elements
+    (tokens for s); "—" where the sweep did not run that axis."""
+    get = lambda c: cross[c] if c in cross else pd.Series([np.nan] * len(cross), index=cross.index)
+    text = lambda v, d=1: "—" if v is None or (isinstance(v, float) and v != v) else (
+        f"{v:.{d}f}" if isinstance(v, float) else str(v))
+    return pd.DataFrame({
+        "device": cross["device"], "hidden h (along s)": get("h").map(lambda v: text(v, 0)),
+        "heads a": get("a").map(lambda v: text(v, 0)), "s swept": get("s_range").map(text),
+        "crossing s, measured": get("s_star_measured").map(text),
+        "crossing s, closed form 34h/(5a)": get("s_star_formula").map(text),
+        "sequence s (along h)": get("s_fixed").map(lambda v: text(v, 0)), "h swept": get("h_range").map(text),
+        "crossing h, measured": get("h_star_measured").map(text),
+        "crossing h, closed form 5as/34": get("h_star_formula").map(text),
+    }).reset_index(drop=True)
+
+
 # --- (d) layer timing ------------------------------------------------------------------------------------------------
 
 def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -171,16 +229,92 @@ def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
         measured = r["status"] == "ok"
         rows.append({
             "device": r["device"], "mode": r["mode"],
-            "forward ms": round(r["forward_s"] * 1e3, 2) if measured else r["status"],
-            "backward ms": round(r["backward_s"] * 1e3, 2) if measured else "",
-            "combined ms (IQR)": f"{r['combined_s'] * 1e3:.2f} ({r['combined_iqr_s'] * 1e3:.2f})" if measured else "",
-            "time overhead %": round(100 * r["time_overhead"], 1) if measured else "",
-            "FLOP overhead % (counted)": round(100 * r["flop_overhead"], 2) if measured else "",
-            "FLOP overhead % (App. A)": round(100 * r["flop_overhead_formula"], 2),
-            "time / FLOP overhead": round(r["time_per_flop_overhead"], 2)
-            if measured and pd.notna(r["time_per_flop_overhead"]) else "",
+            "forward (ms)": round(r["forward_s"] * 1e3, 2) if measured else r["status"],
+            "backward (ms)": round(r["backward_s"] * 1e3, 2) if measured else "—",
+            "combined (ms; IQR)": f"{r['combined_s'] * 1e3:.2f} ({r['combined_iqr_s'] * 1e3:.2f})" if measured else "—",
+            "time overhead (%)": round(100 * r["time_overhead"], 1) if measured else "—",
+            "FLOP overhead, counted (%)": round(100 * r["flop_overhead"], 2) if measured else "—",
+            "FLOP overhead, App. A (%)": round(100 * r["flop_overhead_formula"], 2),
+            "time / FLOP overhead (×)": round(r["time_per_flop_overhead"], 2)
+            if measured and pd.notna(r["time_per_flop_overhead"]) else "—",
         })
     return pd.DataFrame(rows)
+
+
+TIMING_SIZE = ("hidden", "seq", "micro_batch", "heads")
+"""The columns that make one layer size in the per-layer timing and the time-model tables."""
+
+
+def timing_contrast(layer_timing: pd.DataFrame, time_model: pd.DataFrame, device: str) -> dict | None:
+    """The per-layer timing (``layer_timing``, one size) beside the time-model sweep's measured combined times
+    at the same size (h, s, b, a) on ``device``: {"size": {column: value}, "there"/"here": {"dtype", "dropout",
+    "none_s", mode: (overhead, added seconds)}} for the recompute modes both measured ("there": the per-layer
+    timing, "here": the time-model sweep). None when either has no measured row or no size matches."""
+    lt = ok(layer_timing[layer_timing["device"] == device]) if len(layer_timing) else pd.DataFrame()
+    if not len(lt) or not len(time_model):
+        return None
+    tm = time_model[(time_model["device"] == device) & (time_model["phase"] == "combined")]
+    tm = ok(tm) if "status" in tm else tm
+    size = {c: lt[c].iloc[0] for c in TIMING_SIZE}
+    for c, v in size.items():
+        tm = tm[tm[c] == v]
+    lt, tm = lt.set_index("mode"), tm.set_index("mode")
+    if "none" not in lt.index or "none" not in tm.index:
+        return None
+    modes = [m for m in ("selective", "full") if m in lt.index and m in tm.index]
+    out = {"size": {c: int(v) for c, v in size.items()}, "modes": modes}
+    for key, frame, seconds, overhead in (("there", lt, "combined_s", "time_overhead"),
+                                          ("here", tm, "measured_s", "measured_overhead")):
+        none = float(frame.loc["none", seconds])
+        out[key] = {"dtype": str(frame["dtype"].iloc[0]), "dropout": float(frame["dropout"].iloc[0]),
+                    "none_s": none,
+                    **{m: (float(frame.loc[m, overhead]), float(frame.loc[m, seconds]) - none) for m in modes}}
+    return out
+
+
+def timing_contrast_text(contrast: dict | None) -> str:
+    """``timing_contrast`` as sentences for the time-model section ("here": this sweep; "the per-layer
+    timing": the other): the two sweeps' overheads at the same size, how their runs differ (dtype, dropout),
+    the none layer's time and the time each recompute adds in both, and which makes the percentages differ
+    more — the base they are divided by or the added time itself (the larger |log ratio| of the two, over
+    every mode). Never empty."""
+    if contrast is None:
+        return ("The time-model sweep measured no size of the per-layer timing's, so their overheads are not set "
+                "side by side.")
+    size, there, here, modes = contrast["size"], contrast["there"], contrast["here"], contrast["modes"]
+    if not modes:
+        return "The two sweeps share no recompute mode, so their overheads are not set side by side."
+    at = f"h = {size['hidden']}, s = {size['seq']}, b = {size['micro_batch']}, a = {size['heads']}"
+    run = lambda r: f"{r['dtype']} with dropout {r['dropout']:g}"
+    first, *rest = modes
+    pairs = join_words([f"{first} recompute adds {percent(there[first][0])} in the per-layer timing against "
+                        f"{percent(here[first][0])} here"] +
+                       [f"{m} {percent(there[m][0])} against {percent(here[m][0])}" for m in rest])
+    same = (there["dtype"], there["dropout"]) == (here["dtype"], here["dropout"])
+    runs = (f"both ran {run(here)}, so the difference is between runs" if same else
+            f"the per-layer timing ran {run(there)}, this sweep {run(here)}")
+    ms = lambda x: f"{1e3 * x:.1f} ms"
+    base = here["none_s"] / there["none_s"]
+    added = (f"{first} recompute added {ms(there[first][1])} and {ms(here[first][1])} to it"
+             + "".join(f", {m} recompute {ms(there[m][1])} and {ms(here[m][1])}" for m in rest))
+    text = (f"At the per-layer timing's size ({at}) the two sweeps measure different overheads — {pairs} — and "
+            f"{runs}. Without recompute the layer took {ms(there['none_s'])} in the per-layer timing and "
+            f"{ms(here['none_s'])} here ({base:.2f}× as long); {added}.")
+    extras = [here[m][1] / there[m][1] for m in modes if there[m][1] > 0 and here[m][1] > 0]
+    if len(extras) == len(modes) and base != 1:
+        if all(abs(np.log(r)) < abs(np.log(base)) for r in extras):
+            longer = run(here) if base > 1 else run(there)
+            text += (" The added time differs less between the two than the base it is divided by, so most of the "
+                     f"difference in the percentages is the base: the re-run is a smaller share of the longer layer "
+                     f"({longer}).")
+        else:
+            text += (" The added time differs at least as much between the two as the base it is divided by: the "
+                     "re-run itself costs differently, not only its share.")
+    if there["dropout"] != here["dropout"] and min(there["dropout"], here["dropout"]) == 0:
+        on = "the per-layer timing" if there["dropout"] > 0 else "this sweep"
+        text += (f" Only {on} has dropout to re-run: selective recompute re-runs the attention dropout, full "
+                 "recompute every dropout of the layer.")
+    return text
 
 
 # --- every point beside its closed form --------------------------------------------------------------------------------
@@ -201,16 +335,17 @@ def comparison(frame: pd.DataFrame) -> pd.DataFrame:
     and, where timed, time overhead per FLOP overhead. Not-run points keep their status."""
     out = pd.DataFrame({
         "device": frame["device"], "point": frame.apply(point_label, axis=1), "status": frame["status"],
-        "saved": frame.get("saved_bytes"), "saved (closed form)": frame["saved_bytes_formula"],
-        "saved ratio": frame.get("saved_ratio", pd.Series(np.nan, index=frame.index)).round(4),
-        "peak act.": frame.get("peak_activation_bytes"),
-        "peak act. (closed form)": frame["peak_activation_bytes_formula"],
-        "residual": frame.get("peak_residual_bytes"),
-        "recompute FLOPs ratio": (frame.get("flops_recompute") / frame["flops_recompute_formula"]).round(4),
-        "FLOP overhead %": (100 * frame.get("flop_overhead", np.nan)).round(2),
+        "saved (bytes)": frame.get("saved_bytes"), "saved, closed form (bytes)": frame["saved_bytes_formula"],
+        "saved, measured / closed form": frame.get("saved_ratio", pd.Series(np.nan, index=frame.index)).round(4),
+        "peak above model state (bytes)": frame.get("peak_activation_bytes"),
+        "live peak, closed form (bytes)": frame["peak_activation_bytes_formula"],
+        "residual (bytes)": frame.get("peak_residual_bytes"),
+        "recompute FLOPs, measured / closed form":
+            (frame.get("flops_recompute") / frame["flops_recompute_formula"]).round(4),
+        "FLOP overhead (%)": (100 * frame.get("flop_overhead", np.nan)).round(2),
     })
     if "time_per_flop_overhead" in frame:
-        out["time / FLOP overhead"] = frame["time_per_flop_overhead"].round(2)
+        out["time / FLOP overhead (×)"] = frame["time_per_flop_overhead"].round(2)
     return out
 
 
@@ -224,22 +359,49 @@ def saved_error(*frames: pd.DataFrame) -> float:
 
 SIZE_COLUMNS = ("model", "layers", "seq", "micro_batch", "hidden", "heads", "vocab", "dtype", "dropout", "threads",
                 "warmup", "repeats")
+SIZE_HEADERS = {"model": "model", "layers": "layers L", "seq": "sequence s", "micro_batch": "micro-batch b",
+                "hidden": "hidden h", "heads": "heads a", "vocab": "vocabulary v", "dtype": "dtype",
+                "dropout": "dropout p", "threads": "CPU threads", "warmup": "warm-up calls",
+                "repeats": "timed repeats"}
+"""The sizes table's header for each of SIZE_COLUMNS (sizes in elements, s in tokens)."""
+NOT_RECORDED = "—"
+"""What the sizes table shows where a sweep's table has no such column (``sizes_note`` says why)."""
+NOT_RECORDED_WHY = {"time-model": "it runs the transformer layers alone, without the embedding and the LM head "
+                                  "(so no vocabulary enters), and records times per layer, not the model or its "
+                                  "depth"}
+"""Why a sweep's table lacks size columns, by sweep (``sizes_note``)."""
 
 
 def sizes_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per sweep and device: the model sizes and protocol of the run (first row's values; a column that
-    varies along the sweep shows its range; blank where the sweep has no such column)."""
+    varies along the sweep shows its range) under SIZE_HEADERS; NOT_RECORDED ("—") where the sweep's table
+    has no such column or no value in it (``sizes_note`` names them and says why)."""
     rows = []
     for sweep, frame in frames.items():
         for device in devices(frame):
             part = frame[frame["device"] == device]
             row = {"sweep": sweep, "device": device}
             for column in SIZE_COLUMNS:
-                if column in part:
-                    values = part[column].dropna().unique()
-                    row[column] = _span(values)
+                values = part[column].dropna().unique() if column in part else []
+                row[SIZE_HEADERS[column]] = _span(values) or NOT_RECORDED
             rows.append(row)
-    return pd.DataFrame(rows).fillna("")   # a column a sweep does not have: blank, as an all-empty one
+    return pd.DataFrame(rows, columns=["sweep", "device", *SIZE_HEADERS.values()])
+
+
+def sizes_note(frames: dict[str, pd.DataFrame]) -> str:
+    """A sentence on the sizes table's "—" cells: which sweep lacks which columns, and why where known
+    (NOT_RECORDED_WHY); "Every sweep records every size." when none is missing."""
+    parts = []
+    for sweep, frame in frames.items():
+        if not len(frame):
+            continue
+        missing = [SIZE_HEADERS[c] for c in SIZE_COLUMNS if c not in frame or frame[c].dropna().empty]
+        if missing:
+            why = NOT_RECORDED_WHY.get(sweep, "its table does not record them")
+            parts.append(f"the {sweep} sweep's table lacks {join_words(missing)}: {why}")
+    if not parts:
+        return "Every sweep records every size."
+    return f"{NOT_RECORDED} marks a size a sweep's table does not record. {capitalized('; '.join(parts))}."
 
 
 def _span(values) -> str:
