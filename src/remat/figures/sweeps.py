@@ -23,8 +23,9 @@ from remat.experiments.time_summary import TIME_MODEL_BAND  # the grey band of t
 from remat.units import MiB  # axis unit: 2**20 bytes
 
 
-def _grid(frames: list[pd.DataFrame], columns: int, width: float = 4.2, height: float = 3.4):
-    """(frame of all inputs, its devices, Figure, axes[device row][column])."""
+def _grid(frames: list[pd.DataFrame], columns: int, width: float = 3.3, height: float = 3.0):
+    """(frame of all inputs, its devices, Figure, axes[device row][column]). Panels are small in inches so that
+    their text stays legible at the report's ~8-inch text width."""
     frame = pd.concat(frames, ignore_index=True)
     found = devices(frame)
     fig = Figure(figsize=(width * columns, height * max(1, len(found))))
@@ -49,7 +50,7 @@ def _log_ticks(ax, values) -> None:
 def _finish(fig: Figure, axes) -> Figure:
     for ax in axes.flat:
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
