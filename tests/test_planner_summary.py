@@ -175,18 +175,6 @@ def test_error_by_kind_groups_the_predicted_plans():
 
 # --- wording: each sentence reads right for all, none and some ---------------------------------------------------
 
-def test_paper_text_names_each_outcome_in_plain_words():
-    # a: faster (gain 0.1); b: the plan does not fit; c: no baseline fits
-    assert planner_summary.paper_text(paper_rows()) == (
-        "the plan recomputes core attention (selective) in 1, runs full recompute in 1 and offloads in 1; "
-        "it is faster than the fastest baseline that fits in 1 of them, no baseline fits in 1 and the plan "
-        "does not fit in the other 1")
-    one = paper_rows().iloc[:4]
-    assert planner_summary.paper_text(one) == (
-        "the plan recomputes core attention (selective) in 1, runs full recompute in none and offloads in none; "
-        "it is faster than the fastest baseline that fits in the one setting")
-
-
 def two_settings(plan_s: float, base_s: float) -> pd.DataFrame:
     layout = {"tp": 1, "pp": 1, "interleave": 1, "micro_batch": 1, "peak_bytes": GiB,
               "n_none": 1, "n_selective": 1, "n_full": 0, "n_offload": 0}
@@ -197,14 +185,6 @@ def two_settings(plan_s: float, base_s: float) -> pd.DataFrame:
                  {"model": model, "gpu": "g", "sp": True, "method": "full", "feasible": True,
                   "step_time_s": base_s, **layout}]
     return pd.DataFrame(rows)
-
-
-def test_paper_text_all_ties_and_all_faster():
-    assert planner_summary.paper_text(two_settings(1.0, 1.0)) == (
-        "the plan recomputes core attention (selective) in both, runs full recompute in neither and offloads in "
-        "neither; it is as fast as the fastest baseline that fits in both")
-    assert planner_summary.paper_text(two_settings(1.0, 1.5)).endswith(
-        "it is faster than the fastest baseline that fits in both")
 
 
 def test_uniform_gain_and_its_wording():

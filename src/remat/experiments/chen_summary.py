@@ -145,12 +145,6 @@ def strategy_fits(frame: pd.DataFrame, size: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def deepest_within(frame: pd.DataFrame, size: str, strategy: str, limit_bytes: int) -> int | None:
-    """The largest ``size`` whose planned bytes under ``strategy`` fit in ``limit_bytes``; None if none."""
-    part = frame[(frame["strategy"] == strategy) & (frame["planned_bytes"] <= limit_bytes)]
-    return int(part[size].max()) if len(part) else None
-
-
 # --- the paper's own numbers, each with where it is printed --------------------------------------------------
 
 PAPER = {
@@ -165,15 +159,6 @@ PAPER = {
     "system_reduction": (2, 3),    # §5.2: in-place and sharing cut memory 2-3x, still linear in depth
 }
 """Chen et al. 2016's printed claims the report compares with (one copy; figures and report import it)."""
-
-
-def byte_unit(values) -> tuple[str, int]:
-    """The binary unit ("GiB", "MiB", "KiB" or "B") and its size that shows the largest of ``values`` as ≥ 1."""
-    from remat.units import GiB, KiB, MiB
-
-    largest = max((float(v) for v in values if v == v), default=0.0)
-    return next(((name, size) for name, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB))
-                 if largest >= size), ("B", 1))
 
 
 DECIMAL_UNITS = (("GB", 1e9), ("MB", 1e6), ("kB", 1e3))

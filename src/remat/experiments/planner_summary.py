@@ -365,18 +365,6 @@ def assumptions_display(assumed: pd.DataFrame) -> pd.DataFrame:
 
 # --- wording: sentences that read right for every outcome (all, none, some) ------------------------------------
 
-def _in_each(parts: list[tuple[int, str, str]], n: int) -> str:
-    """Clauses (k, full text, short text) "X in k" over ``n`` settings, zero counts left out: one clause reads
-    "X in all 16" ("in both", "in the one setting"); several read "X in 10 of them, Y in 4 and Z in the other 2"
-    (the first in full, the rest short)."""
-    parts = [(k, full if i == 0 else short) for i, (k, full, short) in enumerate(p for p in parts if p[0])]
-    if len(parts) == 1:
-        return f"{parts[0][1]} in {'all ' + str(n) if n > 2 else 'both' if n == 2 else 'the one setting'}"
-    out = [f"{text} in {k}" + (" of them" if i == 0 else "") if i < len(parts) - 1 else f"{text} in the other {k}"
-           for i, (k, text) in enumerate(parts)]
-    return join_words(out)
-
-
 def _uses(k: int, n: int) -> str:
     """How many of ``n`` settings, as the object of "in": "all", "both", "none", "neither" or the count."""
     if n == 2 and k in (0, 2):
@@ -392,24 +380,6 @@ def use_text(paper: pd.DataFrame) -> str:
     policies = {"selective": "recomputes core attention (selective)", "full": "runs full recompute",
                 "offload": "offloads"}
     return join_words([f"{text} in {_uses(uses[p], n)}" for p, text in policies.items()])
-
-
-def paper_text(paper: pd.DataFrame) -> str:
-    """The plans of a planner-paper table in one clause (after "Across the N settings"): where the plan uses
-    each policy, and whether it is faster than, as fast as or slower than the fastest baseline that fits
-    (within TIE), with the settings where no baseline or no plan fits named. Never empty."""
-    rows = paper_table(paper)
-    n = len(rows)
-    use = use_text(paper)
-    gain = pd.to_numeric(rows["plan gain"], errors="coerce")
-    fits = rows["plan"] != "does not fit"
-    best = "the fastest baseline that fits"
-    parts = [(int((gain > TIE).sum()), f"it is faster than {best}", "faster"),
-             (int((gain.abs() <= TIE).sum()), f"it is as fast as {best}", "as fast as it"),
-             (int((gain < -TIE).sum()), f"it is slower than {best}", "slower"),
-             (int((fits & gain.isna()).sum()), "no baseline fits", "no baseline fits"),
-             (int((~fits).sum()), "the plan does not fit", "the plan does not fit")]
-    return f"the plan {use}; {_in_each(parts, n)}" if n else "no setting was planned"
 
 
 def _gain(paper: pd.DataFrame, methods=None) -> dict:

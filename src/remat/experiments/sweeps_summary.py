@@ -48,11 +48,6 @@ def ok(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["status"] == "ok"]
 
 
-def status_counts(frame: pd.DataFrame) -> pd.DataFrame:
-    """Points per device and status (ok, oom, skipped_too_large)."""
-    return frame.groupby(["device", "status"]).size().unstack(fill_value=0).reset_index()
-
-
 # --- (a) segments -------------------------------------------------------------------------------------------------
 
 def segments_summary(frame: pd.DataFrame) -> pd.DataFrame:
