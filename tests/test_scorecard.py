@@ -67,7 +67,7 @@ def _by_claim(root) -> dict:
 def test_every_status_branch(synthetic):
     got = _by_claim(synthetic)
     assert got["_chen_sqrt"].status == REPRODUCED and got["_chen_sqrt"].where == "CPU"
-    assert got["_chen_extra_forward"].status == REPRODUCED
+    assert got["_chen_sqrt-forwards"].status == REPRODUCED
     assert got["_chen_recursion"].status == REPRODUCED
     assert got["_table4"].status == DIFFERS
     assert "selective + sequence parallel" in got["_table4"].why and "all-reduce" in got["_table4"].why
@@ -75,9 +75,10 @@ def test_every_status_branch(synthetic):
     assert got["_mfu"].status == NOT_REPRODUCIBLE           # needs the paper's cluster, whatever is measured
     missing = got["_table2"]
     assert missing.status == NOT_MEASURED
-    assert missing.why == "`snakemake results/korthikanti/table2.csv`, rule `korthikanti_experiment`"
-    assert got["_chen_resnet"].why == "`snakemake results/chen/resnet.csv`, rule `chen_sweep`"
-    assert got["_table4_measured"].why == "`snakemake results/sweeps/layer-timing/cpu.csv`, rule `sweep`"
+    assert missing.why == "`snakemake results/korthikanti/table2.csv`"
+    assert got["_chen_resnet"].why == "`snakemake results/chen/resnet.csv`"
+    assert got["_chen_lstm"].why == "`snakemake results/chen/lstm.csv`"
+    assert got["_table4_measured"].why == "`snakemake results/sweeps/layer-timing/cpu.csv`"
     assert {o.status for o in got.values()} == set(STATUSES)
 
 

@@ -39,32 +39,7 @@ CHEN, KORTHIKANTI = "Chen et al. 2016", "Korthikanti et al. 2022"
 
 # --- thresholds for "reproduced", each with its reason ----------------------------------------------------------
 
-# Chen's are chen_summary's constants (the chen2016 claims table's), not copies, so the two pages cannot disagree.
-
-SQRT_EXPONENT_TOL = chen_summary.SQRT_EXPONENT_TOL
-"""|log–log exponent − 0.5| of the √L schedule's peak against depth. ⌈√L⌉ rounding and the live segment bend
-the slope by a few hundredths over L = 2…512; the alternatives it must be told from — logarithmic memory
-(exponent ≈ 0.2 over that range) and linear (1) — are at least 0.3 away. Same rule as chen2016's claims table."""
-
-LOG_R2_MIN = chen_summary.LOG_R2_MIN
-"""r² of peak bytes ≈ a + b·log₂ L for Chen's §4.4 recursion: logarithmic memory. A √L schedule fits this line
-with r² ≈ 0.87 over the same depths, so 0.95 tells them apart. Same rule as chen2016's claims table."""
-
-RESNET_BEFORE_FACTOR = chen_summary.BEFORE_FACTOR
-"""The 1,000-layer ResNet's memory without the sublinear plan may be within this factor of the paper's 48 GB
-(and with it must be below 7 GB, the paper's own bound). The paper does not print its exact layer layout or
-what MXNet's baseline shares, so a factor of 1.5 allows those while excluding another scale. Same rule as
-chen2016's claims table."""
-
-RESNET_DEPTH_TOL = chen_summary.DEPTH_TOL
-"""The depth at which the sharing plan reaches the Titan X's 12 GB may be within ±25 % of the paper's
-"200 layers": the paper's limit is what trained on the card, ours counts feature maps only (parameters,
-their gradients, optimizer state and cuDNN workspace are unprinted). Same rule as chen2016's claims table."""
-
-SPEED_PP = round(100 * chen_summary.SPEED_TOL, 9)
-"""Chen's "about 30 %" extra runtime: a GPU measurement within 15 percentage points. A different GPU,
-framework and kernels change the cost of a recomputed forward; 15 points keep "about a third" apart from
-"none" and from "double". Same rule as chen2016's claims table."""
+# Chen's are chen_summary's (the chen2016 claims table judges those claims; the scorecard reads its rows).
 
 BYTES_REL_TOL = korthikanti_summary.TABLE2_TOLERANCE
 """Table 2: counted paper-faithful bytes within this fraction of the formula (the korthikanti2022 report's
@@ -126,26 +101,22 @@ class Claim:
 class Missing(Exception):
     """An input table is absent: ``target`` is the path snakemake makes it at."""
 
-    def __init__(self, target: str, rule: str = ""):
+    def __init__(self, target: str):
         super().__init__(target)
-        self.target, self.rule = target, rule
-
-
-def _rule_of(target: str) -> str:
-    """The Snakemake rule that writes ``target`` (workflow/rules/*.smk)."""
-    parts = target.split("/")
-    if parts[:2] == ["results", "chen"]:
-        return "chen_speed" if parts[2] == "speed" else "chen_check" if parts[2] == "check.csv" else "chen_sweep"
-    return {"korthikanti": "korthikanti_experiment", "sweeps": "sweep", "offload": "offload_experiment",
-            "planner": "planner_plans"}.get(parts[1] if len(parts) > 1 else "", "")
+        self.target = target
 
 
 def _read(root: Path, rel: str) -> pd.DataFrame:
     """``root/rel`` as a frame; Missing(rel) when the file is absent."""
     path = root / rel
     if not path.exists():
-        raise Missing(rel, _rule_of(rel))
+        raise Missing(rel)
     return pd.read_csv(path)
+
+
+def _read_if(root: Path, rel: str) -> pd.DataFrame | None:
+    """``root/rel`` as a frame, or None when the file is absent."""
+    return pd.read_csv(root / rel) if (root / rel).exists() else None
 
 
 def _device_frame(root: Path, folder: str, default: str) -> tuple[pd.DataFrame, Path | None]:
@@ -154,7 +125,7 @@ def _device_frame(root: Path, folder: str, default: str) -> tuple[pd.DataFrame, 
     results, ref = root / "results", root / reference.REFERENCE
     paths = reference.device_tables(folder, results, ref)
     if not paths:
-        raise Missing(default, _rule_of(default))
+        raise Missing(default)
     gpu = reference.gpu_table(f"{folder}/{reference.GPU_DEVICE}.csv", results, ref)
     return pd.concat([pd.read_csv(p) for p in paths], ignore_index=True), gpu
 
@@ -171,103 +142,36 @@ def _judge(ok: bool, why: str) -> tuple[str, str]:
 # --- Chen et al. 2016 ----------------------------------------------------------------------------------------------
 
 PAPER_CHEN = chen_summary.PAPER
-DEPTH_CSV = "results/chen/depth.csv"
+SPEED_CSV = "results/chen/speed/cpu.csv"
+_CHEN_STATUS = {"reproduced": REPRODUCED, "differs": DIFFERS, "not reproducible here": NOT_REPRODUCIBLE,
+                "not measured": NOT_MEASURED}
 
 
-def _chen_sqrt(root: Path) -> Outcome:
-    fits = chen_summary.depth_fits(_read(root, DEPTH_CSV)).set_index("family")
-    a = float(fits.loc["sqrt", "exponent"])
-    return Outcome(f"exponent {a:.2f} (none: {fits.loc['none', 'exponent']:.2f})", "CPU",
-                   *_judge(abs(a - 0.5) < SQRT_EXPONENT_TOL, f"exponent {a:.2f} is not within "
-                                                              f"{SQRT_EXPONENT_TOL} of 0.5"))
+def _chen(key: str, where: str) -> Callable[[Path], Outcome]:
+    """The scorecard row of the chen2016 claims table's row ``key`` (``chen_summary.claims``: one judgement
+    for both pages): its ours and status; ``where`` as given, or from the devices of the speed table."""
+    table = "speed/cpu" if key == "speed" else "lstm" if key.startswith("lstm") else \
+        "resnet" if key.startswith("resnet") else "depth"
 
+    def evaluate(root: Path) -> Outcome:
+        tables = {name: _read_if(root, f"results/chen/{name}.csv") for name in ("resnet", "lstm")}
+        try:
+            speed, gpu = _device_frame(root, "chen/speed", SPEED_CSV)
+        except Missing:
+            speed, gpu = None, None
+        claims = chen_summary.claims(_read(root, "results/chen/depth.csv"), tables["resnet"], tables["lstm"], speed)
+        if key not in claims.index:
+            raise Missing(f"results/chen/{table}.csv")
+        row = claims.loc[key]
+        status, _, why = row["status"].partition(": ")
+        if key == "speed" and (speed["device"] == reference.GPU_DEVICE).any():
+            where_now = _gpu_where(gpu, root)
+        else:
+            where_now = str(speed["device"].iloc[0]).upper() if key == "speed" else where
+        return Outcome(row["ours"], where_now, _CHEN_STATUS[status], why)
 
-def _chen_extra_forward(root: Path) -> Outcome:
-    depth = _read(root, DEPTH_CSV)
-    sqrt = depth[depth["family"] == "sqrt"]
-    share = sqrt["extra_forwards"] / sqrt["layers"]
-    deepest = sqrt.loc[sqrt["layers"].idxmax()]
-    worst = float(share.max())
-    return Outcome(f"{deepest['extra_forwards'] / deepest['layers']:.2f} of a forward at L = "
-                   f"{int(deepest['layers'])}; at most {worst:.2f} over the sweep", "CPU",
-                   *_judge(worst <= 1.0, f"up to {worst:.2f} forward passes recomputed"))
-
-
-def _chen_recursion(root: Path) -> Outcome:
-    depth = _read(root, DEPTH_CSV)
-    fits = chen_summary.depth_fits(depth).set_index("family")
-    r = fits.loc["recursive"]
-    x = int(depth["x_bytes"].iloc[0])
-    return Outcome(f"+{r['bytes_per_doubling'] / x:.2f} checkpoints per doubling of L (r² = {r['r2_log2']:.3f} "
-                   f"for a line in log₂ L); forwards ∝ L^{r['forwards_exponent']:.2f}", "CPU",
-                   *_judge(r["r2_log2"] > LOG_R2_MIN, f"r² = {r['r2_log2']:.3f} for a line in log₂ L"))
-
-
-def _chen_resnet(root: Path) -> Outcome:
-    resnet = _read(root, "results/chen/resnet.csv")
-    depth = PAPER_CHEN["resnet_depth"]
-    at = resnet[resnet["depth"] == depth].set_index("strategy")
-    if not len(at):
-        return Outcome(f"deepest swept: {int(resnet['depth'].max())}", "fake", NOT_MEASURED,
-                       f"depth {depth} is not in the swept depths (config chen.resnet.depths)")
-    before = at.loc["sharing", "planned_bytes"] / 1e9
-    after = at.loc["sublinear", "planned_bytes"] / 1e9
-    ratio = before / PAPER_CHEN["resnet_before_gb"]
-    ok_after = after < PAPER_CHEN["resnet_after_gb"]
-    ok_before = 1 / RESNET_BEFORE_FACTOR <= ratio <= RESNET_BEFORE_FACTOR
-    why = ("; ".join(w for w, bad in ((f"with the plan {after:.1f} GB, not below {PAPER_CHEN['resnet_after_gb']} GB",
-                                        not ok_after),
-                                       (f"without it {ratio:.2f}× the paper's", not ok_before)) if bad))
-    return Outcome(f"{before:.1f} GB → {after:.1f} GB (sharing → sublinear, feature maps)", "fake",
-                   *_judge(ok_after and ok_before, why))
-
-
-def _chen_resnet_limit(root: Path) -> Outcome:
-    resnet = _read(root, "results/chen/resnet.csv")
-    at = chen_summary.depth_at(resnet, "depth", "sharing", PAPER_CHEN["gpu_memory_gb"] * 1e9)
-    if at is None:
-        return Outcome("outside the sweep", "fake", NOT_MEASURED,
-                       f"the swept depths do not bracket {PAPER_CHEN['gpu_memory_gb']} GB under sharing")
-    paper = PAPER_CHEN["deepest_without"]
-    why = (f"{at / paper:.2f}× the paper's depth: we count feature maps only, the card also held parameters, "
-           "gradients, optimizer state and workspace (unprinted)" if at > paper else
-           f"{at / paper:.2f}× the paper's depth: our plan needs more than MXNet's")
-    return Outcome(f"about {at:.0f} layers (sharing plan reaches {PAPER_CHEN['gpu_memory_gb']} GB)", "fake",
-                   *_judge(abs(at / paper - 1) <= RESNET_DEPTH_TOL, why))
-
-
-def _chen_lstm(root: Path) -> Outcome:
-    lstm = _read(root, "results/chen/lstm.csv")
-    steps = PAPER_CHEN["lstm_steps"]
-    at = lstm[lstm["length"] == steps].set_index("strategy")
-    if not len(at):
-        return Outcome(f"longest swept: {int(lstm['length'].max())}", "fake", NOT_MEASURED,
-                       f"{steps} steps are not in the swept lengths (config chen.lstm.lengths)")
-    ratio = at.loc["sharing", "planned_bytes"] / at.loc["sublinear", "planned_bytes"]
-    return Outcome(f"{ratio:.1f}× at {steps} steps (sharing / sublinear)", "fake",
-                   *_judge(ratio > PAPER_CHEN["lstm_reduction"], f"only {ratio:.1f}×"))
-
-
-def _chen_speed(root: Path) -> Outcome:
-    speed, gpu = _device_frame(root, "chen/speed", "results/chen/speed/cpu.csv")
-    paper = 100 * PAPER_CHEN["speed_overhead"]
-    sub = speed[speed["strategy"] == "sublinear"]
-
-    def per_net(device):
-        part = sub[sub["device"] == device].set_index("net")["overhead"] * 100
-        return part, ", ".join(f"{net} {v:.0f} %" for net, v in part.items())
-
-    if (sub["device"] == reference.GPU_DEVICE).any():
-        part, text = per_net(reference.GPU_DEVICE)
-        worst = part.sub(paper).abs().idxmax()
-        return Outcome(text, _gpu_where(gpu, root),
-                       *_judge(bool((part.sub(paper).abs() <= SPEED_PP).all()),
-                               f"{worst} {part[worst]:.0f} %, more than {SPEED_PP:.0f} points from the paper's"))
-    device = str(sub["device"].iloc[0]) if len(sub) else str(speed["device"].iloc[0])
-    _, text = per_net(device)
-    return Outcome(f"{text or 'no sublinear rows'} ({device} stand-in, small sizes)", device.upper(),
-                   NOT_REPRODUCIBLE, "needs a GPU (the paper timed a Titan X; a CPU's op costs differ; "
-                                     "config/gpu.yaml has the GPU run)")
+    evaluate.__name__ = evaluate.__qualname__ = f"_chen_{key}"   # names the claim in tests and tracebacks
+    return evaluate
 
 
 # --- Korthikanti et al. 2022 ----------------------------------------------------------------------------------------
@@ -342,7 +246,7 @@ def _selective_flops(root: Path) -> Outcome:
     overhead = korthikanti_summary.selective_overhead_summary(_read(root, FLOPS_CSV)).set_index("model")
     quoted = {m: q for m, q in korthikanti_summary.PAPER_SELECTIVE_OVERHEAD_PCT.items() if m in overhead.index}
     if not quoted:
-        raise Missing(FLOPS_CSV, _rule_of(FLOPS_CSV))
+        raise Missing(FLOPS_CSV)
     measured = {m: float(overhead.loc[m, "measured % (layer)"]) for m in quoted}
     eq8 = {m: float(overhead.loc[m, "Eq. 8 % (iteration)"]) for m in quoted}
     ours = ", ".join(f"{m} {v:.2f} %" for m, v in measured.items())
@@ -465,24 +369,24 @@ _T5_HFU = [hfu for _, _, _, hfu in PAPER_TABLE5_S.values()]
 
 CLAIMS: tuple[Claim, ...] = (
     Claim(CHEN, "√L segments: O(√n) memory", "O(√n): exponent 0.5", "Algorithm 1",
-          f"log–log exponent of peak vs depth within {SQRT_EXPONENT_TOL} of 0.5", _chen_sqrt,
+          f"log–log exponent of peak vs depth within {chen_summary.SQRT_EXPONENT_TOL} of 0.5", _chen("sqrt", "CPU"),
           "chen2016.html#sec-depth"),
     Claim(CHEN, "…for one extra forward pass", "1 forward pass", "abstract",
-          "recomputed layers ≤ one forward pass at every depth", _chen_extra_forward, "chen2016.html#sec-recompute"),
+          "recomputed layers ≤ one forward pass at every depth", _chen("sqrt-forwards", "CPU"), "chen2016.html#sec-recompute"),
     Claim(CHEN, "Recursion: O(log n) memory", "log₂ n checkpoints (k = 1)", "§4.4",
-          f"r² > {LOG_R2_MIN} for peak ≈ a + b·log₂ L", _chen_recursion, "chen2016.html#sec-depth"),
+          f"r² > {chen_summary.LOG_R2_MIN} for peak ≈ a + b·log₂ L", _chen("recursion", "CPU"), "chen2016.html#sec-depth"),
     Claim(CHEN, f"{PAPER_CHEN['resnet_depth']:,}-layer ResNet: memory without → with the sublinear plan",
           f"{PAPER_CHEN['resnet_before_gb']} GB → {PAPER_CHEN['resnet_after_gb']} GB", "abstract, §5.2",
-          f"with < {PAPER_CHEN['resnet_after_gb']} GB; without within {RESNET_BEFORE_FACTOR}× of "
-          f"{PAPER_CHEN['resnet_before_gb']} GB", _chen_resnet, "chen2016.html#sec-resnet"),
+          f"with < {PAPER_CHEN['resnet_after_gb']} GB; without within {chen_summary.BEFORE_FACTOR}× of "
+          f"{PAPER_CHEN['resnet_before_gb']} GB", _chen("resnet", "fake"), "chen2016.html#sec-resnet"),
     Claim(CHEN, f"Without the plan a {PAPER_CHEN['gpu_memory_gb']} GB GPU trains a ResNet of",
           f"{PAPER_CHEN['deepest_without']} layers", "§5.2",
-          f"within ±{100 * RESNET_DEPTH_TOL:.0f} %", _chen_resnet_limit, "chen2016.html#sec-resnet"),
+          f"within ±{100 * chen_summary.DEPTH_TOL:.0f} %", _chen("resnet-limit", "fake"), "chen2016.html#sec-resnet"),
     Claim(CHEN, f"LSTM, {PAPER_CHEN['lstm_steps']} steps: reduction over the optimized plan",
-          f"> {PAPER_CHEN['lstm_reduction']}×", "§5.3", f"> {PAPER_CHEN['lstm_reduction']}×", _chen_lstm,
+          f"> {PAPER_CHEN['lstm_reduction']}×", "§5.3", f"> {PAPER_CHEN['lstm_reduction']}×", _chen("lstm", "fake"),
           "chen2016.html#sec-lstm"),
     Claim(CHEN, "Sublinear plan: extra runtime", f"about {100 * PAPER_CHEN['speed_overhead']:.0f} % (Titan X)", "§5.4",
-          f"on a GPU, every net within {SPEED_PP:.0f} pp", _chen_speed, "chen2016.html#sec-speed"),
+          f"on a GPU, every net within {100 * chen_summary.SPEED_TOL:.0f} pp", _chen("speed", ""), "chen2016.html#sec-speed"),
     Claim(KORTHIKANTI, "Activation bytes per layer, every technique", "sbh(34 + 5as/h) … 34sbh/t, 2sbh",
           "Table 2; Eq. 1–4", f"every point within {100 * BYTES_REL_TOL:.1f} % of the formula", _table2,
           "korthikanti2022.html#sec-table2"),
@@ -526,7 +430,7 @@ CLAIMS: tuple[Claim, ...] = (
 
 def evaluate(root: str | Path = ".", claims: tuple[Claim, ...] = CLAIMS) -> list[tuple[Claim, Outcome]]:
     """Each claim with its Outcome under the project root ``root`` (results/ and results-reference/ below it).
-    A claim whose input table is absent gets status NOT_MEASURED naming the snakemake target and rule; any
+    A claim whose input table is absent gets status NOT_MEASURED naming the snakemake target; any
     other error propagates (a broken table is not hidden)."""
     root = Path(root)
     out = []
@@ -534,8 +438,7 @@ def evaluate(root: str | Path = ".", claims: tuple[Claim, ...] = CLAIMS) -> list
         try:
             outcome = claim.evaluate(root)
         except Missing as missing:
-            rule = f", rule `{missing.rule}`" if missing.rule else ""
-            outcome = Outcome("—", "—", NOT_MEASURED, f"`snakemake {missing.target}`{rule}")
+            outcome = Outcome("—", "—", NOT_MEASURED, f"`snakemake {missing.target}`")
         out.append((claim, outcome))
     return out
 
