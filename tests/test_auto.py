@@ -246,6 +246,7 @@ def test_hf_fake_model_plans_an_8b_shape_without_memory():
     assert result.costs.param_count > 1_000_000_000 and result.plan.feasible
     per_block = result.problem.layers[1].option("full").stored_bytes
     itemsize = next(built.model.parameters()).element_size()
+    assert (built.micro_batch, built.seq, built.config.hidden_size, itemsize) == (1, 4096, 4096, 2)  # asked, bf16
     assert per_block == built.micro_batch * built.seq * built.config.hidden_size * itemsize   # full keeps b·s·h
 
 

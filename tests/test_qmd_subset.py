@@ -183,6 +183,8 @@ def test_rejects_straight_apostrophes_around_equals_in_captions(caption):
     ("Recompute costs 33% more than the model FLOPs.\n", "33"),
     ("The fit is within 10 % in 0 of 2 groups.\n", "10"),
     ("Measured on up to 2240 A100s.\n", "2240"),
+    ("Prices like $5 and $6 are not math.\n", "5"),                  # currency dollars stay prose
+    ("Prices like $5 and $6 are not math.\n", "6"),
     ("A run keeps every tensor at 4 bytes.\n", "4"),
     ("| a | b |\n|---|---|\n| 1.5 | 2 |\n", "1.5"),
     ("![Band is ±25 %.](../figures/x.png){#fig-x fig-alt=\"x\"}\n", "25"),

@@ -7,18 +7,17 @@ from __future__ import annotations
 import html
 import os
 import re
-import shutil
 import textwrap
-from pathlib import Path
 
 import pypandoc
 import pytest
 
 from remat.report import render
+from test_report import make_project
 from remat.report.fallback import cell_markdown, quarto_escaped
 from remat.report.qmd import Cell
 
-ROOT = Path(__file__).resolve().parents[1]
+
 
 PAGE = textwrap.dedent('''\
     ---
@@ -71,17 +70,7 @@ PAGE = textwrap.dedent('''\
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory) -> str:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    root = tmp_path_factory.mktemp("page")
-    for folder in ("reports", "figures"):
-        (root / folder).mkdir()
-    shutil.copy(ROOT / "_quarto.yml", root / "_quarto.yml")
-    fig, ax = plt.subplots(figsize=(2, 1.5))
-    ax.plot([1, 2])
-    fig.savefig(root / "figures" / "line.png")
-    plt.close(fig)
+    root = make_project(tmp_path_factory.mktemp("page"))
     (root / "reports" / "page.qmd").write_text(PAGE, encoding="utf-8")
     saved = os.environ.get("SOURCE_DATE_EPOCH")
     os.environ["SOURCE_DATE_EPOCH"] = "86400"            # footer.lua dates the page 1970-01-02
