@@ -13,11 +13,9 @@ import pypandoc
 import pytest
 
 from remat.report import render
-from test_report import make_project
 from remat.report.fallback import cell_markdown, quarto_escaped
 from remat.report.qmd import Cell
-
-
+from test_report import make_project
 
 PAGE = textwrap.dedent('''\
     ---
