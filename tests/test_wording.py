@@ -76,3 +76,12 @@ def test_ceil_text():
 def test_percent_and_capitalized():
     assert w.percent(0.1234) == "12.3%" and w.percent(0.02, 0) == "2%"
     assert w.capitalized("all 3 plans") == "All 3 plans" and w.capitalized("3 of them") == "3 of them"
+
+
+def test_signed_percent():
+    assert w.signed_percent(0.464, 0) == "+46%" and w.signed_percent(-0.02, 0) == "−2%"   # a true minus sign
+    assert w.signed_percent(0.0123, 2, "") == "+1.23" and w.signed_percent(-0.0625, 2, "") == "−6.25"
+    assert w.MINUS == "−" and "-" not in w.signed_percent(-0.5)
+    # what rounds to zero has no sign, whatever the digits or the unit
+    assert (w.signed_percent(0.0, 0), w.signed_percent(-1e-9, 2, ""), w.signed_percent(0.004, 0)) == ("0%", "0.00", "0%")
+    assert w.signed_percent(0.1234) == "+12.3%" and w.signed_percent(float("nan")) == "—"

@@ -17,7 +17,7 @@ from typing import Mapping
 import pandas as pd
 
 from remat.errors import UsageError
-from remat.report.wording import capitalized, count, count_of, join_words, percent, span, span_text
+from remat.report.wording import capitalized, count, count_of, join_words, percent, signed_percent, span, span_text
 from remat.units import GiB, MiB, format_bytes
 
 REPORT_DEVICE_VARIABLE = "REMAT_OFFLOAD_DEVICE"
@@ -223,12 +223,6 @@ def step_time_table(steps: pd.DataFrame) -> pd.DataFrame:
     return (t[cols] * 1e3).rename(columns=lambda c: f"{c} (ms)").reset_index()
 
 
-def signed_percent(x: float, digits: int = 0) -> str:
-    """A relative change as a signed percentage: 0.464 -> "+46%", -0.02 -> "−2%" (a true minus sign)."""
-    text = percent(abs(x), digits)
-    return ("−" if round(100 * x, digits) < 0 else "+") + text
-
-
 def step_time_display_table(steps: pd.DataFrame) -> pd.DataFrame:
     """``step_time_table`` for display: s and h as text, none's step time in ms (2 decimals) and every other
     variant's as "14.65 (+46%)": its ms and, in parentheses, its overhead over none's (time ÷ none − 1)."""
@@ -237,7 +231,7 @@ def step_time_display_table(steps: pd.DataFrame) -> pd.DataFrame:
     out = t[["s", "h"]].astype(int).astype(str)
     for c in [c for c in t.columns if c.endswith(" (ms)")]:
         out[c] = ([f"{v:.2f}" for v in t[c]] if c == "none (ms)" else
-                  [f"{v:.2f} ({signed_percent(v / n - 1)})" for v, n in zip(t[c], none)])
+                  [f"{v:.2f} ({signed_percent(v / n - 1, 0)})" for v, n in zip(t[c], none)])
     return out
 
 

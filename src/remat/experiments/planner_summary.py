@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from remat.policies import POLICIES
-from remat.report.wording import capitalized, count, count_of, join_words, percent, span_text
+from remat.report.wording import (MINUS, capitalized, count, count_of, join_words, percent, signed_percent,
+                                  span_text)
 from remat.units import GiB, MiB, format_bytes
 
 TIE = 1e-12
@@ -105,16 +106,16 @@ def yes_no(flags) -> pd.Series:
     return pd.Series(flags).map(lambda f: "yes" if bool(f) else "no")
 
 
-def signed_percent(x: float, digits: int = 2) -> str:
-    """A fraction as a signed percentage number for a column headed "(%)": 0.0123 -> "+1.23", -0.05 ->
-    "-5.00", and "0.00" for what rounds to zero (no sign on nothing)."""
-    text = f"{100 * x:+.{digits}f}"
-    return text[1:] if float(text) == 0 else text
+def _error_percent(x: float) -> str:
+    """A relative error (fraction) as a "(%)" column shows it: signed, two decimals, no unit
+    (remat.report.wording.signed_percent): 0.0123 -> "+1.23", -0.05 -> "−5.00", "0.00" for what rounds to zero."""
+    return signed_percent(x, 2, "")
 
 
 def signed_bytes(n: int) -> str:
-    """A byte difference with its sign and thousands separators: 399872 -> "+399,872", 0 -> "0"."""
-    return f"{int(n):+,}" if int(n) else "0"
+    """A byte difference with its sign and thousands separators: 399872 -> "+399,872", -4096 -> "−4,096" (the
+    true minus sign of the percent column beside it, remat.report.wording.MINUS), 0 -> "0"."""
+    return f"{int(n):+,}".replace("-", MINUS) if int(n) else "0"
 
 
 def gain_percent(x: float, digits: int = 2) -> str:
@@ -320,7 +321,7 @@ def validate_display(table: pd.DataFrame) -> pd.DataFrame:
         "predicted peak (MiB)": table["predicted peak (MiB)"].map(lambda v: f"{v:.2f}"),
         "measured peak (MiB)": table["measured peak (MiB)"].map(lambda v: f"{v:.2f}"),
         "peak error (bytes)": table["peak error (bytes)"].map(signed_bytes),
-        "peak error (%)": table["peak error"].map(signed_percent),
+        "peak error (%)": table["peak error"].map(_error_percent),
         "calibration point": yes_no(table["calibration point"]).values,
         "predicted slowdown (× none)": table["predicted slowdown"].map(lambda v: f"{v:.3f}"),
         "measured slowdown (× none)": table["measured slowdown"].map(lambda v: f"{v:.3f}"),
@@ -337,7 +338,7 @@ def errors_display(errors: pd.DataFrame) -> pd.DataFrame:
         "predicted peak (bytes)": errors["predicted peak (bytes)"].map(lambda v: f"{int(v):,}"),
         "measured peak (bytes)": errors["measured peak (bytes)"].map(lambda v: f"{int(v):,}"),
         "error (bytes)": errors["error (bytes)"].map(signed_bytes),
-        "error (%)": errors["error"].map(signed_percent),
+        "error (%)": errors["error"].map(_error_percent),
         "calibration point": yes_no(errors["calibration point"]).values,
     }).reset_index(drop=True)
 
@@ -348,8 +349,8 @@ def kinds_display(kinds: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "plans": kinds["plans"], "distinct plans applied": kinds["applied"],
         "exact to the byte": kinds["exact to the byte"],
-        "largest over-prediction (%)": kinds["largest over"].map(signed_percent),
-        "largest under-prediction (%)": kinds["largest under"].map(signed_percent),
+        "largest over-prediction (%)": kinds["largest over"].map(_error_percent),
+        "largest under-prediction (%)": kinds["largest under"].map(_error_percent),
     }).reset_index(drop=True)
 
 

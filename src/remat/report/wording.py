@@ -107,6 +107,25 @@ def percent(x: float, digits: int = 1) -> str:
     return f"{100 * x:.{digits}f}%"
 
 
+MINUS = "\u2212"
+"""The minus sign signed numbers are written with (U+2212, not the ASCII hyphen)."""
+
+
+def signed_percent(x: float, digits: int = 1, unit: str = "%") -> str:
+    """A relative change (fraction) as a signed percentage with ``digits`` decimals and ``unit`` after it:
+    0.464 -> "+46.4%", -0.02 -> "−2.0%" (a true minus sign, MINUS); what rounds to zero has no sign ("0.0%":
+    no sign on nothing); "—" for NaN. ``unit`` "" gives the bare number for a column headed "(%)".
+
+    >>> signed_percent(0.0123, 2, ""), signed_percent(-0.02, 0), signed_percent(-1e-9)
+    ('+1.23', '−2%', '0.0%')
+    """
+    if x != x:
+        return "—"
+    text = f"{abs(100 * x):.{digits}f}"
+    sign = "" if float(text) == 0 else "+" if x > 0 else MINUS
+    return f"{sign}{text}{unit}"
+
+
 def capitalized(text: str) -> str:
     """``text`` with its first letter upper-case, the rest as it is: "all 3 plans" -> "All 3 plans"."""
     return text[:1].upper() + text[1:]
