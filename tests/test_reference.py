@@ -54,6 +54,17 @@ def test_labels_and_notes(tmp_path):
     assert reference.note([results / "x" / "cuda.csv"], root=ref) == ""
 
 
+def test_note_for_a_section_that_shows_this_runs_device_only(tmp_path):
+    results, ref = tmp_path / "results", tmp_path / "ref"
+    path = make_run(ref, "nvidia-h200", "2026-12-01", ["offload/cuda/bandwidth.csv"]) / "offload/cuda/bandwidth.csv"
+    named = reference.note([path], root=ref, shows_reference=False)
+    assert named == f"A reference GPU run has these tables: {reference.label(path, ref)}.\n"   # named, not shown
+    assert reference.note([None], "copies", root=ref, shows_reference=False) == reference.note([None], "copies", root=ref)
+    (results / "x").mkdir(parents=True)
+    (results / "x" / "cuda.csv").write_text("device\ncuda\n")
+    assert reference.note([results / "x" / "cuda.csv"], root=ref, shows_reference=False) == ""
+
+
 def test_summaries_read_the_reference_gpu_table(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "results" / "sweeps" / "depth").mkdir(parents=True)

@@ -65,13 +65,17 @@ def label(path: Path, root: str | Path = REFERENCE) -> str:
             f"({folder.as_posix()})")
 
 
-def note(paths, what: str = "GPU measurements", root: str | Path = REFERENCE) -> str:
+def note(paths, what: str = "GPU measurements", root: str | Path = REFERENCE, shows_reference: bool = True) -> str:
     """Markdown for the top of a GPU-bearing section: "" when this run measured on a GPU; the reference run's
     label when its tables are shown; otherwise a visible note that no GPU result exists yet and how to get one.
-    ``paths``: the GPU tables the section reads (``gpu_table`` results, None where absent)."""
+    ``paths``: the GPU tables the section reads (``gpu_table`` results, None where absent).
+    ``shows_reference``: False for a section that shows this run's device only (it does not read a reference
+    run's tables): a reference run is then named as where those tables are, not as the source of what is shown."""
     found = [p for p in paths if p is not None]
     if found and not any(is_reference(p, root) for p in found):
         return ""
+    if found and not shows_reference:
+        return f"A reference GPU run has these tables: {label(found[0], root)}.\n"
     if found:
         return (f"::: {{.callout-note title=\"GPU rows from the committed reference run\"}}\n{what} on this page "
                 f"come from {label(found[0], root)}: this run measured no GPU.\n:::\n")
