@@ -69,25 +69,28 @@ def figure8_display(frame: pd.DataFrame) -> pd.DataFrame:
 
 def table5_display(frame: pd.DataFrame) -> pd.DataFrame:
     """Per model: predicted iteration seconds with full recompute and with SP + selective, their ratio and
-    difference, beside paper Table 5's. Input: a ``korthikanti-table5`` table."""
+    difference, and the MFU, beside paper Table 5's; headers name the unit in parentheses ("full (s)",
+    "MFU (%)"). Input: a ``korthikanti-table5`` table."""
     return pd.DataFrame({
         "model": frame["model"], "GPUs": frame["gpus"],
-        "full s": frame["full_s"].round(2), "paper full s": frame["paper_full_s"],
-        "SP+selective s": frame["present_s"].round(2), "paper SP+selective s": frame["paper_present_s"],
+        "full (s)": frame["full_s"].round(2), "paper full (s)": frame["paper_full_s"],
+        "SP+selective (s)": frame["present_s"].round(2), "paper SP+selective (s)": frame["paper_present_s"],
         "ratio": frame["ratio"].round(3), "paper ratio": frame["paper_ratio"].round(3),
-        "difference s": frame["difference_s"].round(2), "paper difference s": frame["paper_difference_s"].round(2),
-        "MFU %": frame["mfu_pct"].round(1), "paper MFU %": frame["paper_mfu_pct"]})
+        "difference (s)": frame["difference_s"].round(2),
+        "paper difference (s)": frame["paper_difference_s"].round(2),
+        "MFU (%)": frame["mfu_pct"].round(1), "paper MFU (%)": frame["paper_mfu_pct"]})
 
 
 def validation_display(frame: pd.DataFrame) -> pd.DataFrame:
     """This machine: per size, mode and phase, predicted and measured ms and the relative error (%), with the
-    recompute overhead (%) predicted and measured on the combined rows. Input: a ``sweep-time-model`` table."""
+    recompute overhead (%) predicted and measured on the combined rows; headers name the unit in parentheses
+    ("predicted (ms)", "error (%)"). Input: a ``sweep-time-model`` table."""
     out = pd.DataFrame({"h": frame["hidden"], "s": frame["seq"], "b": frame["micro_batch"], "mode": frame["mode"],
-                        "phase": frame["phase"], "predicted ms": (1e3 * frame["predicted_s"]).round(2),
-                        "measured ms": (1e3 * frame["measured_s"]).round(2),
-                        "error %": (100 * frame["error"]).round(1),
-                        "overhead % predicted": (100 * frame["predicted_overhead"]).round(1),
-                        "overhead % measured": (100 * frame["measured_overhead"]).round(1)})
+                        "phase": frame["phase"], "predicted (ms)": (1e3 * frame["predicted_s"]).round(2),
+                        "measured (ms)": (1e3 * frame["measured_s"]).round(2),
+                        "error (%)": (100 * frame["error"]).round(1),
+                        "overhead predicted (%)": (100 * frame["predicted_overhead"]).round(1),
+                        "overhead measured (%)": (100 * frame["measured_overhead"]).round(1)})
     return out.fillna("")
 
 
