@@ -180,3 +180,61 @@ def test_table4_overhead_text_all_some_none():
     assert full_off.endswith("; full recompute is not (“differs”)")
     none = time_summary.table4_overhead_text(_overheads([0.0, 10.0, 10.0, 20.0, 20.0], paper), 3.0)
     assert ": none of the 4 overheads is within the index scorecard's 3 percentage points (“differs”) — " in none
+
+
+def test_figure7_agreement_text_exact_only_at_zero():
+    frame = pd.DataFrame({"percent_of_baseline": [100.0, 66.77, 49.37],
+                          "percent_of_baseline_formula": [100.0, 66.77, 49.37]})
+    assert tables.figure7_agreement_text(frame) == "every measured ratio equals the formula's"
+    tiny = frame.assign(percent_of_baseline=[100.0, 66.77, 49.37 + 1e-12])
+    assert tables.figure7_agreement_text(tiny) == (
+        "every measured ratio equals the formula's to a hundredth of a percentage point")
+    off = frame.assign(percent_of_baseline=[100.0, 66.805, 49.37])
+    assert tables.figure7_agreement_text(off) == (
+        "every measured ratio is within 0.04 percentage points of the formula's")
+
+
+def test_tp_text():
+    assert tables.tp_text(pd.DataFrame({"tp": [8, 1, 8, 1]})) == "1 and 8"
+    assert tables.tp_text(pd.DataFrame({"tp": [8]})) == "8"
+
+
+def test_interleave_text(monkeypatch):
+    assert tables.interleave_text(["gpt-22b", "gpt3-175b", "mt-nlg-530b", "gpt-1t"]) == (
+        "m = 3 for gpt3-175b and mt-nlg-530b, m = 1 for the others")
+    assert tables.interleave_text(["gpt-22b"]) == "m = 1 for every model here"
+    factors = {"a": 3, "b": 2, "c": 1, "d": 3}
+    monkeypatch.setattr(tables, "from_name", lambda m: type("Cfg", (), {"interleave": factors[m]}))
+    assert tables.interleave_text(["a", "b", "c", "d"]) == "m = 3 for a and d; m = 2 for b, m = 1 for the others"
+
+
+@pytest.mark.parametrize("share,coda", [
+    (0.005, "The bound holds. "),
+    (0.57, "The share is below 1%, a fraction below 0.01: the bound holds if its \"0.01\" is a fraction, not a "
+           "percent. "),
+    (1.5, "The bound does not hold, read as a percent or as a fraction. ")])
+def test_outside_share_text(monkeypatch, share, coda):
+    summary = pd.DataFrame({"model": ["gpt-22b"], "p": [1], "% of Eq. 5 (formula)": [share],
+                            "% of Eq. 5 (measured)": [share], "% of Eq. 6 (formula)": [2.35],
+                            "logits % of outside": [87.0]})
+    monkeypatch.setattr(tables, "outside_share_summary", lambda frame: summary)
+    monkeypatch.setattr(tables, "PAPER_OUTSIDE_SHARE_CLAIM_PCT", {"gpt-22b": 0.01})
+    text = tables.outside_share_text(None)
+    assert text.startswith("§4.3 adds to Eq. 5 the embedding-dropout mask $sbhp/t$")
+    assert "for the gpt-22b model these extra terms are less than 0.01% of the activations" in text
+    assert f"Its own terms give {share:.2f}% (" in text and "with $p = 1$; the fp32 logits are 87% of" in text
+    assert text.endswith(coda + "With selective recompute the layers shrink to Eq. 6 and the same terms are 2.35% "
+                                "of them.")
+    assert ("2 times below the stated bound" if share < 0.01 else f"{share / 0.01:.0f} times the stated bound") in text
+    # the fraction reading follows the claim, not a typed 1% / "0.01"
+    monkeypatch.setattr(tables, "PAPER_OUTSIDE_SHARE_CLAIM_PCT", {"gpt-22b": 0.02})
+    if share == 1.5:
+        assert "The share is below 2%, a fraction below 0.02" in tables.outside_share_text(None)
+    monkeypatch.setattr(tables, "PAPER_OUTSIDE_SHARE_CLAIM_PCT", {"gpt-1t": 0.01})
+    assert tables.outside_share_text(None).startswith("§4.3 states its bound for the 22B model, which is not among")
+
+
+def test_mlp_sbh_coefficients():
+    assert tables.gelu_mlp_sbh() == 2 + 8 + 8                # fc1 input, GeLU input, fc2 input (§4.1)
+    assert tables.swiglu_mlp_sbh(3.5) == 2 + 8 * 3.5          # Llama 3 8B: ffn = 14336 = 3.5h
+    assert tables.swiglu_mlp_sbh(4.0) == 34

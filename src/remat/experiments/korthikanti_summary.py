@@ -14,7 +14,7 @@ import pandas as pd
 
 from remat.formulas import korthikanti
 from remat.models.presets import from_name
-from remat.report.wording import count_of, join_words, span_text
+from remat.report.wording import ceil_text, count_of, join_words, span_text
 from remat.timemodel.gpus import GPUS
 from remat.timemodel.paper import PAPER_TABLE5_S
 from remat.units import GiB, MiB
@@ -347,3 +347,97 @@ def fit_text(frame: pd.DataFrame, technique: str, name_gpu: bool = True) -> str:
         return f"does not fit{where} for {models}"
     which = f" ({join_words(fits)})" if len(fits) < n else ""
     return f"fits{where} for {count_of(len(fits), n, 'model')}{which}"
+
+
+def tp_text(frame: pd.DataFrame) -> str:
+    """The tensor-parallel sizes t of a ``korthikanti-*`` table (column ``tp``), ascending, as words: "1 and 8"."""
+    return join_words(sorted({int(t) for t in frame["tp"]}))
+
+
+def figure7_agreement_text(table: pd.DataFrame) -> str:
+    """Paper Figure 7's bars (percent of the TP baseline) measured against the paper Table 2 formula, as a
+    clause: "every measured ratio equals the formula's" when no bar differs at all (exactness is == 0, the one
+    rule), else "every measured ratio is within 0.02 percentage points of the formula's" (the largest
+    difference rounded up to hundredths; "... equals the formula's to a hundredth of a percentage point" when
+    that bound shows as 0.00, a difference of float noise). Input: a ``korthikanti-table2`` table (the rows to
+    judge)."""
+    delta = float((table["percent_of_baseline"] - table["percent_of_baseline_formula"]).abs().max())
+    if delta == 0:
+        return "every measured ratio equals the formula's"
+    bound = ceil_text(delta, 2)
+    if float(bound) == 0:   # float noise only: ceil_text does not round it up to a hundredth
+        return "every measured ratio equals the formula's to a hundredth of a percentage point"
+    return f"every measured ratio is within {bound} percentage points of the formula's"
+
+
+def interleave_text(models) -> str:
+    """The interleaving factor m of each model's preset, grouped: "m = 3 for a and b, m = 1 for the others", "m = 3
+    for a; m = 2 for b, m = 1 for the others" (first-seen order), or "m = 1 for every model here"."""
+    by_m: dict[int, list[str]] = {}
+    for m in models:
+        k = from_name(m).interleave
+        if k > 1:
+            by_m.setdefault(k, []).append(m)
+    if not by_m:
+        return "m = 1 for every model here"
+    return "; ".join(f"m = {k} for {join_words(ms)}" for k, ms in by_m.items()) + ", m = 1 for the others"
+
+
+OUTSIDE_SHARE_FORMULA = r"$(p/L + \delta_{p=1} \cdot (4/L)(1 + v/h)) / (34 + 5as/h)$"
+"""§4.3's extra terms over Eq. 5 (``korthikanti.outside_layer_share`` with SP), as the report writes it."""
+
+
+def outside_share_text(frame: pd.DataFrame) -> str:
+    """§4.3's bound checked, one markdown paragraph per model it is stated for (``PAPER_OUTSIDE_SHARE_CLAIM_PCT``,
+    a percent): the share of the activations outside the layers from the paper's own terms
+    (``outside_share_summary``), how it compares with the bound, and the verdict — the bound holds; or it holds
+    only if the paper's number is read as a fraction (the share is below that fraction as a percent); or it
+    does not hold either way — then the share with selective recompute. Input: a ``korthikanti-memory``
+    table."""
+    outside = outside_share_summary(frame).set_index("model")
+    claims = {m: c for m, c in PAPER_OUTSIDE_SHARE_CLAIM_PCT.items() if m in outside.index}
+    if not claims:
+        return ("§4.3 states its bound for the 22B model, which is not among these models; @tbl-outside gives the "
+                "share for each model counted.")
+    paragraphs = []
+    for m, claim in claims.items():
+        r = outside.loc[m]
+        share, sel_share = r["% of Eq. 5 (formula)"], r["% of Eq. 6 (formula)"]
+        against = (f"{share / claim:.0f} times the stated bound" if share >= claim
+                   else f"{claim / share:.0f} times below the stated bound")
+        if share < claim:
+            coda = "The bound holds. "
+        elif share < 100 * claim:   # the claim read as a fraction: 100·claim percent
+            coda = (f"The share is below {100 * claim:g}%, a fraction below {claim:g}: the bound holds if its "
+                    f"\"{claim:g}\" is a fraction, not a percent. ")
+        else:
+            coda = "The bound does not hold, read as a percent or as a fraction. "
+        paragraphs.append(
+            f"§4.3 adds to Eq. 5 the embedding-dropout mask $sbhp/t$ and, for $p = 1$, $2sbh/t + 2sbh/t + 4sbv/t$ "
+            f"(final LayerNorm input, output-projection input, fp32 logits), and says that for the {m} model these "
+            f"extra terms are less than {claim:g}% of the activations. Its own terms give {share:.2f}% "
+            f"({against}; with the layers measured: {r['% of Eq. 5 (measured)']:.2f}%), from "
+            f"{OUTSIDE_SHARE_FORMULA} with $p = {int(r['p'])}$; the fp32 logits are {r['logits % of outside']:.0f}% "
+            f"of these terms. {coda}With selective recompute the layers shrink to Eq. 6 and the same terms are "
+            f"{sel_share:.2f}% of them.")
+    return "\n\n".join(paragraphs)
+
+
+SWIGLU_FFN_WIDE_TENSORS = 4
+"""Tensors of the MLP's inner width (ffn) a SwiGLU MLP saves for backward (``remat.models.llama.SwiGLU`` under
+autograd, as @tbl-modern measures): the gate output (SiLU's input), the SiLU output and the up output (the
+product's inputs) and the product (the down projection's input); besides them one h-wide tensor, the common
+input of the gate and up projections."""
+
+
+def gelu_mlp_sbh() -> int:
+    """The GeLU MLP's saved activations in sbh bytes, masks apart, from the §4.1 terms (``korthikanti.TERMS``,
+    block "mlp"): the fc1 input 2, the GeLU input 8 and the fc2 input 8 — 18."""
+    return sum(t.sbh_coeff for t in korthikanti.TERMS if t.block == "mlp" and t.name not in korthikanti.MASK_TERMS)
+
+
+def swiglu_mlp_sbh(ffn_ratio: float) -> float:
+    """A SwiGLU MLP's saved activations in sbh bytes at 16 bits (``korthikanti.ACT_BYTES``) with inner width
+    ffn = ``ffn_ratio``·h: the common input (2sbh) and ``SWIGLU_FFN_WIDE_TENSORS`` tensors of 2sb·ffn each,
+    2 + 8·ffn/h."""
+    return korthikanti.ACT_BYTES * (1 + SWIGLU_FFN_WIDE_TENSORS * ffn_ratio)
