@@ -255,7 +255,7 @@ def test_validation_displays_use_yes_no_and_signed_percent():
     kinds = planner_summary.kinds_display(planner_summary.error_by_kind(frame))
     assert kinds.iloc[0]["largest over-prediction (%)"] == "+25.00"
     assert kinds.iloc[0]["largest under-prediction (%)"] == "0.00"
-    assert kinds.iloc[1]["largest under-prediction (%)"] == "−6.25"   # true minus: remat.report.wording.signed_percent
+    assert kinds.iloc[1]["largest under-prediction (%)"] == "−6.25"   # true minus (wording.signed_percent)
     under = [v for v in errors["error (bytes)"] if v[:1] in "-−"]
     assert under and all(v.startswith("−") for v in under)          # the bytes column signs alike
     for table in (shown, errors, kinds):
@@ -306,6 +306,24 @@ def test_plans_text_when_some_or_none_are_exact(exact, n, who):
     assert planner_summary.plans_text(v).endswith(f"{who} predicted to the byte; the largest error is 1.23%.")
     assert planner_summary.plans_text({"plans": 0}) == "No plan was applied."
     assert planner_summary.baselines_text({"baselines": 0}) == "No feasible baseline was applied."
+
+
+def test_noise_text_sets_the_worst_slowdown_error_against_the_worst_peak_error():
+    v = planner_summary.validation_numbers(validate_rows())
+    assert v["slowdown_error"][1] == pytest.approx(0.3) and v["plan_peak_error"] == pytest.approx(0.1)  # 0.7/1 − 1
+    assert planner_summary.noise_text(v) == (
+        "Times on this machine are noisier than bytes (the largest peak error is 10.00%):")
+    # like with like: a median slowdown error under the worst peak error does not make times the closer ones
+    closer = {"slowdown_error": (0.05, 0.08), "plan_peak_error": 0.1}
+    assert planner_summary.noise_text(closer) == (
+        "Times agree at least as closely as bytes here (the largest peak error is 10.00%):")
+    assert planner_summary.noise_text({"slowdown_error": (0.05, 0.2), "plan_peak_error": 0.1}).startswith(
+        "Times on this machine are noisier than bytes")
+    assert planner_summary.noise_text({"slowdown_error": (0.0, 0.0), "plan_peak_error": 0.0}) == (
+        "Times agree at least as closely as bytes here (every peak is predicted to the byte):")
+    for broken in ({"slowdown_error": (0.1, 0.2), "plan_peak_error": float("nan")},
+                   {"slowdown_error": (float("nan"), float("nan")), "plan_peak_error": 0.1}):
+        assert planner_summary.noise_text(broken).startswith("Times are not set against bytes here")
 
 
 def test_kinds_text_and_small_sentences():

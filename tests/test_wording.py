@@ -83,5 +83,6 @@ def test_signed_percent():
     assert w.signed_percent(0.0123, 2, "") == "+1.23" and w.signed_percent(-0.0625, 2, "") == "−6.25"
     assert w.MINUS == "−" and "-" not in w.signed_percent(-0.5)
     # what rounds to zero has no sign, whatever the digits or the unit
-    assert (w.signed_percent(0.0, 0), w.signed_percent(-1e-9, 2, ""), w.signed_percent(0.004, 0)) == ("0%", "0.00", "0%")
+    zeros = (w.signed_percent(0.0, 0), w.signed_percent(-1e-9, 2, ""), w.signed_percent(0.004, 0))
+    assert zeros == ("0%", "0.00", "0%")
     assert w.signed_percent(0.1234) == "+12.3%" and w.signed_percent(float("nan")) == "—"

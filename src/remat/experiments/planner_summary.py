@@ -514,6 +514,22 @@ def baselines_text(val: dict) -> str:
     return f"Of the feasible baselines applied, {fit} within budget, and {exact}{worst}."
 
 
+def noise_text(val: dict) -> str:
+    """The lead of the report's sentence on predicted against measured times (``validation_numbers``): whether
+    the plans' slowdowns miss their measurement by more than their peaks miss theirs, like with like — the
+    largest |predicted/measured − 1| of each over the same plans (the worst of ``slowdown_error`` against
+    ``plan_peak_error``), naming the peak error it is set against. Ends with a colon; when either is NaN (no
+    plan applied, or no time measured) it says they are not compared."""
+    worst_time, worst_peak = val["slowdown_error"][1], val["plan_peak_error"]
+    if worst_time != worst_time or worst_peak != worst_peak:
+        return "Times are not set against bytes here (no applied plan has both a measured time and a measured peak):"
+    peak = ("every peak is predicted to the byte" if worst_peak == 0 else
+            f"the largest peak error is {percent(worst_peak, 2)}")
+    if worst_time > worst_peak:
+        return f"Times on this machine are noisier than bytes ({peak}):"
+    return f"Times agree at least as closely as bytes here ({peak}):"
+
+
 def validation_text(val: dict) -> str:
     """``plans_text`` and ``baselines_text`` together."""
     return f"{plans_text(val)} {baselines_text(val)}"
