@@ -200,8 +200,7 @@ def _figure7(root: Path) -> Outcome:
     delta = (t2["percent_of_baseline"] - t2["percent_of_baseline_formula"]).abs()
     ours = "; ".join(f"{label} {span_text(t2.loc[t2['technique'] == t, 'percent_of_baseline'], 0, ' %')}"
                      for t, label in TECHNIQUES.items())
-    agree = "every bar equals the formula" if delta.max() == 0 else f"every bar within {ceil_text(delta.max(), 2)} pp of the formula"
-    return Outcome(f"{ours} of the TP baseline; {agree}", "fake",
+    return Outcome(f"{ours} of the TP baseline; {korthikanti_summary.figure7_agreement_text(t2)}", "fake",
                    *_judge(delta.max() <= FIGURE7_PP, f"a bar is {delta.max():.1f} pp from the formula"))
 
 
