@@ -93,3 +93,64 @@ def test_layer_table_headers_and_dash_for_none():
                                        flop_overhead_formula=0.0, time_per_flop_overhead=np.nan))
     assert table.iloc[0]["time / FLOP overhead (×)"] == "—"
     assert not any("_" in c for c in table.columns)
+
+
+def test_timing_contrast_pointer_says_other_overheads_only_when_they_differ():
+    other = s.timing_contrast_pointer(s.timing_contrast(_lt(), _tm(), "cpu"))   # 25.0% / 50.0% against 8.3% / 27.8%
+    assert other == ("The time-model sweep measures this layer size too, in float32 with dropout 0, and finds other "
+                     "overheads; the reason is worked out with it")
+    same = s.timing_contrast(_lt(), _tm(none=0.18, sel=0.225, full=0.27), "cpu")   # 25.0% and 50.0% both
+    assert s.timing_contrast_pointer(same) == ("The time-model sweep measures this layer size too, in float32 with "
+                                               "dropout 0, and finds the same overheads")
+    assert s.timing_contrast_pointer({**same, "modes": []}).endswith("but under none of the recompute modes timed here")
+    assert s.timing_contrast_pointer(None) == ("The time-model sweep has no measurement at this layer size to set "
+                                               "beside these overheads")
+
+
+def test_checkpoint_bytes_is_the_closed_forms_x():
+    from remat.formulas.torch_gpt import GPTSizes
+    row = {"seq": 256, "micro_batch": 2, "hidden": 512, "dtype": "bfloat16"}
+    assert s.checkpoint_bytes(row) == 256 * 2 * 512 * 2
+    sz = GPTSizes(s=256, b=2, h=512, a=8, v=64, itemsize=4)
+    assert s.checkpoint_bytes({**row, "dtype": "float32"}) == sz.sbh * sz.itemsize
+    assert s.checkpoint_bytes(pd.Series(row)) == 256 * 2 * 512 * 2     # a frame's row too
+
+
+def _seq_axis(keep_short=0.75, keep_long=0.3, device="cpu"):
+    """Per-layer saved bytes along s (h = 128) under none and selective at s = 64 and 512, an h-axis point and a
+    point that did not run (both ignored)."""
+    rows = []
+    for s_, keep in ((64, keep_short), (512, keep_long)):
+        rows += [{"device": device, "axis": "seq", "status": "ok", "seq": s_, "hidden": 128, "mode": "none",
+                  "saved_per_layer_bytes": 1000.0 * s_},
+                 {"device": device, "axis": "seq", "status": "ok", "seq": s_, "hidden": 128, "mode": "selective",
+                  "saved_per_layer_bytes": 1000.0 * s_ * keep}]
+    rows += [{"device": device, "axis": "hidden", "status": "ok", "seq": 1024, "hidden": 64, "mode": "selective",
+              "saved_per_layer_bytes": 1.0},
+             {"device": device, "axis": "seq", "status": "oom", "seq": 2048, "hidden": 128, "mode": "selective",
+              "saved_per_layer_bytes": np.nan}]
+    return pd.DataFrame(rows)
+
+
+def test_selective_keep_and_its_sentence_follow_the_shares():
+    keep = s.selective_keep(_seq_axis(), "cpu")
+    assert keep == {"s_short": 64, "s_long": 512, "keep_short": 0.75, "keep_long": 0.3, "h": 128}
+    assert s.selective_keep_text(keep) == (
+        "It keeps 30.0% of a layer's saved bytes at $s$ = 512 (75.0% at $s$ = 64; $h$ = 128): the $5as^2b$ part it "
+        "drops grows faster with $s$ than the rest of the layer.")
+    flat = s.selective_keep_text(s.selective_keep(_seq_axis(keep_short=0.3), "cpu"))
+    assert flat.endswith("(30.0% at $s$ = 64; $h$ = 128): the share it keeps does not fall as $s$ grows over the "
+                         "swept range.") and "5as^2b" not in flat
+    one = _seq_axis()
+    assert s.selective_keep_text(s.selective_keep(one[one["seq"] != 64], "cpu")) == (
+        "It keeps 30.0% of a layer's saved bytes at $s$ = 512 ($h$ = 128); one sequence length does not show how "
+        "that share moves with $s$.")
+    assert s.selective_keep(_seq_axis(), "cuda") is None
+    assert s.selective_keep(one[one["mode"] == "none"], "cpu") is None
+    assert s.selective_keep_text(None).startswith("Its saving is not measured")
+
+
+def test_fit_value_reads_one_fit_or_nan():
+    fits = pd.DataFrame([{"device": "cpu", "family": "none", "exponent": 0.9, "intercept_bytes": 10.0}])
+    assert s.fit_value(fits, "cpu", "none") == 0.9 and s.fit_value(fits, "cpu", "none", "intercept_bytes") == 10.0
+    assert np.isnan(s.fit_value(fits, "cpu", "sqrt")) and np.isnan(s.fit_value(fits, "cuda", "none"))

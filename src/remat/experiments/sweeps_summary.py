@@ -16,6 +16,7 @@ import pandas as pd
 from scipy import stats
 
 from remat.experiments.chen_summary import fit_loglog_exponent
+from remat.formulas import torch_gpt
 from remat.report.wording import capitalized, count, count_of, join_words, percent
 
 SWEEPS = ("segments", "depth", "seq-hidden", "layer-timing", "time-model")
@@ -46,6 +47,18 @@ def devices(frame: pd.DataFrame) -> list[str]:
 def ok(frame: pd.DataFrame) -> pd.DataFrame:
     """The measured rows (status "ok")."""
     return frame[frame["status"] == "ok"]
+
+
+def not_run(frame: pd.DataFrame, device: str) -> int:
+    """How many points of ``device`` in a sweep table did not run (status other than "ok": oom, too large)."""
+    part = frame[frame["device"] == device] if len(frame) else frame
+    return int((part["status"] != "ok").sum()) if len(part) else 0
+
+
+def checkpoint_bytes(row) -> int:
+    """x = s·b·h·e, the bytes one checkpoint keeps (a layer's input), at a sweep row's seq, micro_batch, hidden
+    and dtype: remat.formulas.torch_gpt's x (``sz.sbh * sz.itemsize``)."""
+    return int(row["seq"] * row["micro_batch"] * row["hidden"]) * torch_gpt.itemsize(row["dtype"])
 
 
 # --- (a) segments -------------------------------------------------------------------------------------------------
@@ -140,6 +153,12 @@ def depth_fits(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def fit_value(fits: pd.DataFrame, device: str, family: str, column: str = "exponent") -> float:
+    """One number of ``depth_fits`` (``column`` of the device's ``family`` row); NaN when it has no such row."""
+    row = fits[(fits["device"] == device) & (fits["family"] == family)] if len(fits) else fits
+    return float(row[column].iloc[0]) if len(row) else np.nan
+
+
 def depth_display(fits: pd.DataFrame) -> pd.DataFrame:
     """``depth_fits`` under the report's headers: exponents of the measured peak and of the closed form, the
     linear fit's intercept c0 (bytes) and slope c1 (bytes per layer)."""
@@ -211,6 +230,40 @@ def crossover_display(cross: pd.DataFrame) -> pd.DataFrame:
         "crossing h, measured": get("h_star_measured").map(text),
         "crossing h, closed form 5as/34": get("h_star_formula").map(text),
     }).reset_index(drop=True)
+
+
+def selective_keep(frame: pd.DataFrame, device: str) -> dict | None:
+    """What selective recompute keeps of a layer's saved bytes along s, from a sweep-seq-hidden table's
+    measured points of ``device`` (axis "seq"): per-layer saved bytes under selective over those under none at
+    the shortest and the longest s swept — {"s_short", "s_long", "keep_short", "keep_long", "h"}. None when no
+    s has both modes measured."""
+    part = ok(frame[(frame["device"] == device) & (frame["axis"] == "seq")]) if len(frame) else frame
+    if not len(part):
+        return None
+    seq = part.pivot_table(index="seq", columns="mode", values="saved_per_layer_bytes")
+    if "selective" not in seq or "none" not in seq:
+        return None
+    keep = (seq["selective"] / seq["none"]).dropna().sort_index()
+    if not len(keep):
+        return None
+    return {"s_short": int(keep.index[0]), "s_long": int(keep.index[-1]), "keep_short": float(keep.iloc[0]),
+            "keep_long": float(keep.iloc[-1]), "h": int(part["hidden"].iloc[0])}
+
+
+def selective_keep_text(keep: dict | None) -> str:
+    """``selective_keep`` as sentences (Markdown with TeX): the share kept at the longest and the shortest s,
+    and that the 5as²b part it drops outgrows the rest only when the share falls with s."""
+    if keep is None:
+        return "Its saving is not measured (no sequence length ran both without and with selective recompute)."
+    long, short = keep["keep_long"], keep["keep_short"]
+    if keep["s_long"] == keep["s_short"]:
+        return (f"It keeps {percent(long)} of a layer's saved bytes at $s$ = {keep['s_long']} ($h$ = {keep['h']}); "
+                "one sequence length does not show how that share moves with $s$.")
+    kept = (f"It keeps {percent(long)} of a layer's saved bytes at $s$ = {keep['s_long']} ({percent(short)} at "
+            f"$s$ = {keep['s_short']}; $h$ = {keep['h']})")
+    if long < short:
+        return f"{kept}: the $5as^2b$ part it drops grows faster with $s$ than the rest of the layer."
+    return f"{kept}: the share it keeps does not fall as $s$ grows over the swept range."
 
 
 # --- (d) layer timing ------------------------------------------------------------------------------------------------
@@ -312,6 +365,21 @@ def timing_contrast_text(contrast: dict | None) -> str:
     return text
 
 
+def timing_contrast_pointer(contrast: dict | None) -> str:
+    """The per-layer timing section's pointer to the time-model sweep (``timing_contrast``): whether that sweep
+    measures this layer size, how it ran, and whether it finds other overheads — "other" only when some
+    recompute mode's overhead differs as shown (one decimal). Never empty; no full stop."""
+    if contrast is None:
+        return "The time-model sweep has no measurement at this layer size to set beside these overheads"
+    here, there, modes = contrast["here"], contrast["there"], contrast["modes"]
+    run = f"The time-model sweep measures this layer size too, in {here['dtype']} with dropout {here['dropout']:g}"
+    if not modes:
+        return f"{run}, but under none of the recompute modes timed here"
+    if any(percent(there[m][0]) != percent(here[m][0]) for m in modes):
+        return f"{run}, and finds other overheads; the reason is worked out with it"
+    return f"{run}, and finds the same overheads"
+
+
 # --- every point beside its closed form --------------------------------------------------------------------------------
 
 def point_label(row: pd.Series) -> str:
@@ -348,6 +416,14 @@ def saved_error(*frames: pd.DataFrame) -> float:
     """The largest |measured saved bytes / closed form − 1| over the measured points of the given tables."""
     ratios = [ok(f)["saved_ratio"] for f in frames if len(f)]
     return float(max((r - 1).abs().max() for r in ratios)) if ratios else np.nan
+
+
+def all_saved_text(frames, device: str) -> str:
+    """``saved_text`` over every point of ``device`` in the given sweep tables ((a)–(c): segments, depth,
+    seq-hidden): the largest saved-bytes error over the points that ran, and how many ran of how many."""
+    parts = [f[f["device"] == device] for f in frames if len(f)]
+    measured, points = sum(len(ok(p)) for p in parts), sum(len(p) for p in parts)
+    return saved_text(saved_error(*parts), measured, points, where="point", wheres="points")
 
 
 # --- sizes and acceptance -----------------------------------------------------------------------------------------------
@@ -585,9 +661,10 @@ def within_band(frame: pd.DataFrame, band: float) -> tuple[int, int]:
 
 def selective_model_text(selective: list[tuple[int, float, float]]) -> str:
     """The time model's selective-recompute overhead against the measured one per size ((h, predicted,
-    measured) as time_summary.validation_checks gives): whether it is under-predicted at every size."""
+    measured) as time_summary.validation_checks gives): whether it is under-predicted at every size. A clause
+    (lower case, no full stop), as every case reads after "Here" or "On cuda,"."""
     if not selective:
-        return "No selective overhead was measured."
+        return "no selective overhead was measured"
     under = sum(m > p for _, p, m in selective)
     pairs = "; ".join(f"$h$ = {h}: predicted {percent(p)}, measured {percent(m)}" for h, p, m in selective)
     if under == len(selective):
@@ -602,6 +679,81 @@ def selective_model_text(selective: list[tuple[int, float, float]]) -> str:
     return f"{verdict} ({pairs})"
 
 
+def stand_in_text(device: str) -> str:
+    """What a time measured on ``device`` stands for: a CPU's stands in for a GPU's, said wherever it is quoted."""
+    return "a CPU stand-in, not a GPU measurement" if device == "cpu" else f"measured on {device}"
+
+
+def band_text(band: float) -> str:
+    """The time model's tolerance band as shown: 0.25 -> "±25%"."""
+    return f"±{100 * band:g}%"
+
+
+def _largest_error(x: float) -> str:
+    return percent(x, 0)
+
+
+def time_model_intro(frame: pd.DataFrame, checks: dict | None, band: float) -> str:
+    """The time-model section's numbers on one device (``frame``: its rows of the sweep-time-model table;
+    ``checks``: time_summary.validation_checks of them): the rates measured beside the layers, the largest
+    error per phase, and how many rows fall within ``band``."""
+    if checks is None or not len(frame):
+        return "No `sweep-time-model` table yet."
+    within, rows = within_band(frame, band)
+    error = checks["max_error"]
+    return (f"On {frame['device'].iloc[0]} the rates measured beside the layers (at $h$ = "
+            f"{int(frame['hidden'].iloc[0])}, the first size) were {checks['flops_per_s'] / 1e9:.1f} GFLOP/s for "
+            f"torch.mm, {checks['memory_bytes_per_s'] / 1e9:.1f} GB/s for a copy and "
+            f"{1e6 * checks['op_overhead_s']:.1f} µs per op. The largest error is {_largest_error(error['forward'])} "
+            f"in forward, {_largest_error(error['backward'])} in backward and {_largest_error(error['combined'])} "
+            f"combined; {count_of(within, rows, 'row', verb=('is', 'are'))} within {band_text(band)}.")
+
+
+def time_model_summary(frame: pd.DataFrame, checks: dict | None, band: float) -> str:
+    """The summary bullet's sentence on the time model (as ``time_model_intro``, shorter; no full stop): in how
+    many rows the roofline at the measured rates predicts the layer's time within ``band``."""
+    if checks is None or not len(frame):
+        return "The time model has no table yet"
+    within, rows = within_band(frame, band)
+    device = frame["device"].iloc[0]
+    return (f"At the rates measured on {device} ({stand_in_text(device)}), the roofline predicts the layer's time "
+            f"within {band_text(band)} in {count_of(within, rows, 'row')} (largest combined error "
+            f"{_largest_error(checks['max_error']['combined'])})")
+
+
+def selective_model_note(frame: pd.DataFrame, device: str, checks: dict | None) -> str:
+    """The paragraph after the time model's numbers on ``device`` (``frame``: its time-model rows; ``checks``:
+    time_summary.validation_checks of them, None without rows): the selective overhead predicted against
+    measured (``selective_model_text``) and, on a CPU, why the roofline under-prices the elementwise ops
+    selective recompute re-runs — said only where the measured overhead is larger than predicted."""
+    selective = checks["selective"] if checks else []
+    verdict = capitalized(selective_model_text(selective))
+    if device != "cpu":
+        return f"On {device}, {selective_model_text(selective)}."
+    threads = (int(frame["threads"].dropna().iloc[0]) if len(frame) and "threads" in frame
+               and frame["threads"].notna().any() else None)
+    on = f"on {count(threads, 'thread')}" if threads else "on the CPU"
+    ops = "the elementwise ops that selective recompute re-runs"
+    why = (f"softmax, GeLU and the masked fill compute exponentials and comparisons element by element {on}, "
+           "slower per element than the copy bandwidth allows")
+    under = sum(m > p for _, p, m in selective)
+    if not selective:
+        text = f"{verdict}, so the roofline's price of {ops} is not checked on this CPU."
+    elif under == len(selective):
+        text = f"{verdict}. On a CPU the roofline's memory roof is optimistic for {ops}: {why}."
+    elif under:
+        text = (f"{verdict}. Where it is larger, the roofline's memory roof is optimistic for {ops}: {why}; at the "
+                "other sizes the prediction covers the measured overhead.")
+    else:
+        text = f"{verdict}: {on} the roofline's memory roof is not optimistic for {ops}."
+    dropout_off = bool(len(frame)) and "dropout" in frame and bool((frame["dropout"] == 0).all())
+    if dropout_off:
+        text += (" (Dropout is off in this sweep: on a CPU it is a random-number generator, `bernoulli_`, not a "
+                 "bandwidth-bound kernel.)")
+    return text + (" On a GPU these ops are bandwidth-bound, which is what the paper-scale predictions assume; run "
+                   "the rule with `config/gpu.yaml` on a GPU node for the GPU's own check.")
+
+
 def acceptance_text(acc: pd.DataFrame) -> str:
     """The acceptance callout's verdict: "all 7 checks are met", "2 of the 7 checks are NOT met (…)"."""
     if not len(acc):
@@ -612,3 +764,69 @@ def acceptance_text(acc: pd.DataFrame) -> str:
         return f"{count_of(total, total, 'check', verb=('is', 'are'))} met"
     names = "; ".join(f"{r.device}: {r.check}" for r in missed.itertuples())
     return f"{count_of(len(missed), total, 'check', verb=('is', 'are'))} NOT met ({names})"
+
+
+# --- one sentence per device beside the primary one -----------------------------------------------------------------
+
+def layer_overhead_text(frame: pd.DataFrame, device: str, mode: str, digits: int = 1) -> str:
+    """``overhead_text`` for one recompute ``mode`` of a sweep-layer-timing table on ``device`` (``digits``:
+    decimals of the FLOP overhead); says so when the mode or none was not measured there."""
+    rows = ok(frame[frame["device"] == device]).set_index("mode") if len(frame) else pd.DataFrame()
+    if mode not in rows.index or mode == "none" or "none" not in rows.index:
+        return f"{mode} recompute was not measured against none"
+    r = rows.loc[mode]
+    return overhead_text(mode, r["time_overhead"], r["flop_overhead"], r["time_per_flop_overhead"], digits)
+
+
+def segments_line(frame: pd.DataFrame, device: str) -> str:
+    """One sentence on the segment sweep on ``device``: L, the points that ran, the measured optimum beside the
+    closed form's and k*, and the saved bytes against the closed form."""
+    summary = segments_summary(frame).set_index("device") if len(frame) else pd.DataFrame()
+    if device not in summary.index or not summary.loc[device, "ok"]:
+        return f"On {device} no segment point ran."
+    r = summary.loc[device]
+    return (f"On {device} ($L$ = {int(r['layers'])}; {not_run_text(not_run(frame, device), int(r['points']))}) the "
+            f"measured optimum is $k$ = {int(r['k_opt_measured'])} (closed form {int(r['k_opt_formula'])}, $k^*$ = "
+            f"{r['k_star']:.1f}) and {saved_text(r['max_saved_error'], int(r['ok']), int(r['points']))}.")
+
+
+def depth_line(frame: pd.DataFrame, device: str) -> str:
+    """One sentence on the depth sweep on ``device``: the fitted exponents without recompute, with √L segments
+    and with full recompute, and the points that ran."""
+    fits = depth_fits(frame) if len(frame) else pd.DataFrame()
+    if not len(fits) or device not in set(fits["device"]):
+        return f"On {device} no depth point ran."
+    a = [f"{fit_value(fits, device, family):.3f}" for family in ("none", "sqrt", "full")]
+    points = int((frame["device"] == device).sum())
+    return (f"On {device}: $a$ = {join_words(a)} over the points that ran "
+            f"({not_run_text(not_run(frame, device), points)}).")
+
+
+def crossover_line(frame: pd.DataFrame, device: str) -> str:
+    """One sentence on the sequence/hidden sweep on ``device``: where 5as²b overtakes 34sbh, measured and in
+    closed form, along s and along h."""
+    cross = crossover(frame).set_index("device") if len(frame) else pd.DataFrame()
+    if device not in cross.index:
+        return f"On {device} no sequence/hidden point ran."
+    r = cross.loc[device]
+    return (f"On {device} ($h$ = {int(r['h'])}, $a$ = {int(r['a'])}): $s^*$ = {r['s_star_measured']:.1f} measured, "
+            f"{r['s_star_formula']:.1f} closed form; $h^*$ = {r['h_star_measured']:.1f} against "
+            f"{r['h_star_formula']:.1f} at $s$ = {int(r['s_fixed'])}.")
+
+
+def timing_line(frame: pd.DataFrame, device: str) -> str:
+    """One sentence on the per-layer timing on ``device``: full and selective recompute's time overhead beside
+    their FLOP overhead."""
+    return (f"On {device}, {layer_overhead_text(frame, device, 'full')}; "
+            f"{layer_overhead_text(frame, device, 'selective', 2)}.")
+
+
+DEVICE_LINES = {"segments": segments_line, "depth": depth_line, "seq-hidden": crossover_line,
+                "layer-timing": timing_line}
+"""The sentence each sweep's section gives a device beside the primary one."""
+
+
+def others_text(sweep: str, frame: pd.DataFrame, devices) -> str:
+    """One sentence per device in ``devices`` (the devices beside the report's primary one) for ``sweep``
+    (a key of DEVICE_LINES); "" when there is none (a cell prints it, not an inline value)."""
+    return " ".join(DEVICE_LINES[sweep](frame, d) for d in devices)
