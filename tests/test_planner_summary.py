@@ -304,6 +304,9 @@ def test_plans_text_when_all_are_exact(k, n, text):
 def test_plans_text_when_some_or_none_are_exact(exact, n, who):
     v = {"plans": n, "plans_in_budget": n, "plans_exact": exact, "plan_peak_error": 0.0123}
     assert planner_summary.plans_text(v).endswith(f"{who} predicted to the byte; the largest error is 1.23%.")
+
+
+def test_plans_and_baselines_text_when_none_was_applied():
     assert planner_summary.plans_text({"plans": 0}) == "No plan was applied."
     assert planner_summary.baselines_text({"baselines": 0}) == "No feasible baseline was applied."
 

@@ -25,6 +25,7 @@ GROUP = ["direction", "memory", "overlap"]
 VARIANT_ORDER = ["none", "selective", "full", "offload", "save_on_cpu"]
 NOISE_THRESHOLD = 0.10  # a fit "predicts" a group when every copy ≥ FIT_CHECK_BYTES is within 10 %
 FIT_CHECK_BYTES = MiB   # the fits are judged on copies of at least this many bytes (smaller ones: t0 and noise)
+FIT_CHECK_TEXT = f"{FIT_CHECK_BYTES / MiB:g} MiB"   # FIT_CHECK_BYTES as the sentences and headers say it
 
 
 def report_device(environ: Mapping[str, str] = os.environ) -> str:
@@ -56,7 +57,7 @@ def fit_table(bw: pd.DataFrame) -> pd.DataFrame:
 DIRECTIONS = {"h2d": "host → device", "d2h": "device → host"}
 FIT_COLUMNS = {"direction": "Direction", "memory": "Host memory", "overlap": "With a matmul",
                "t0_us": "t0 (µs)", "bw_gb_s": "BW (GB/s)", "bw_gib_s": "BW (GiB/s)", "points": "Sizes measured",
-               "abs_err": "Largest error ≥ 1 MiB (%)"}
+               "abs_err": f"Largest error ≥ {FIT_CHECK_TEXT} (%)"}
 
 
 def yes_no(values: pd.Series) -> pd.Series:
@@ -114,7 +115,7 @@ def alone_fit_sentence(facts: dict) -> str:
     MiB or more within 10% of the fit; the largest error is 4.2%" ("Neither group … has", "One of the two
     groups … has", "3 of the 4 groups … have", …). Plain text without its full stop, never empty."""
     n, total = facts["alone_ok"], facts["alone_groups"]
-    size = f"{FIT_CHECK_BYTES / MiB:g} MiB"
+    size = FIT_CHECK_TEXT
     worst = facts["alone_worst"]
     if worst != worst:
         return f"Alone, no copy of {size} or more was measured, so the fits are not judged"
