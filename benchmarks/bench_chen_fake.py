@@ -5,7 +5,7 @@ sizes under FakeTensorMode (no memory), with the bytes each strategy holds for b
 
 First a bare trace (no accounting, plan none); then per plan: build, forward and backward seconds of
 ResNet-<depth> (blocks_for_depth: 1000 -> 998 layers), batch 32, 3×224×224, width 64, 1000 classes,
-float32, and the saved bytes after the forward (remat.drop_cheap.saved_bytes: saved-tensor hooks +
+float32, and the saved bytes after the forward (remat.measure.drop_cheap.saved_bytes: saved-tensor hooks +
 drop-cheap's SAC cache; GiB = 2^30 bytes). The accounted forward and backward run under its dispatch modes,
 so they are slower than the bare trace. With --lstm the same for the LSTM at the paper's sizes (4 × 1024,
 64 steps, batch 64, input 50, 5000 classes). Strategies as in remat.experiments.chen_speed (sublinear =
@@ -19,7 +19,7 @@ import time
 
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from remat.drop_cheap import saved_bytes
+from remat.measure.drop_cheap import saved_bytes
 from remat.experiments.chen_speed import STRATEGIES, strategy_spec
 from remat.models.lstm import LSTMConfig, build_lstm, random_sequence
 from remat.models.resnet import ResNetConfig, build_resnet, random_images, resnet_loss

@@ -12,7 +12,7 @@ from remat.errors import UsageError
 from remat.models.lstm import LSTMConfig, build_lstm, random_sequence
 from remat.models.resnet import (ResNetConfig, blocks_for_depth, build_resnet, random_images, resnet_depth,
                                  resnet_loss)
-from remat.policies import apply_plan
+from remat.policies import apply_plan, apply_step_plan
 
 TINY_RESNET = dict(blocks=(2, 1, 1, 1), width=4, image=32, classes=10, batch=4)
 TINY_LSTM = dict(layers=2, hidden=8, input=5, classes=7, steps=9, batch=3)
@@ -97,7 +97,7 @@ def test_lstm_matches_torch_lstm():
 def test_lstm_rejects_policies_without_a_step_meaning():
     model = build_lstm(LSTMConfig(**TINY_LSTM))
     with pytest.raises(UsageError) as err:
-        model.set_plan("selective")
+        apply_step_plan(model, "selective")
     assert err.value.field == "policy"
 
 
@@ -119,7 +119,7 @@ def test_paper_size_resnet50_and_lstm_under_fake_tensors():
         resnet_loss(logits, labels).backward()
         assert logits.shape == (32, 1000) and model.blocks[0].conv1.weight.grad.shape == (64, 64, 1, 1)
         lstm = build_lstm(LSTMConfig(steps=8))
-        lstm.set_plan("segments:3")
+        apply_step_plan(lstm, "segments:3")
         x, targets = random_sequence(lstm.cfg)
         lstm(x, targets).backward()
         assert x.shape == (8, 64, 50) and lstm.classifier.weight.grad.shape == (5000, 1024)
@@ -142,7 +142,7 @@ def lstm_step(plan: str, dtype: str):
     cfg = LSTMConfig(**TINY_LSTM, dtype=dtype)
     torch.manual_seed(0)
     model = build_lstm(cfg)
-    model.set_plan(plan)
+    apply_step_plan(model, plan)
     x, targets = random_sequence(cfg, generator=torch.Generator().manual_seed(1))
     loss = model(x, targets)
     loss.backward()

@@ -9,11 +9,12 @@ import torch
 from torch import nn
 from test_policies import assert_bitwise, gpt_step
 
-from remat.drop_cheap import ElementwiseOps, RecomputedElementwise, is_kept, saved_bytes, unwrap, wrap
+from remat.drop_cheap import is_kept
+from remat.measure.drop_cheap import ElementwiseOps, RecomputedElementwise, saved_bytes
 from remat.measure.flops import StepFlopCounter
 from remat.measure.peak import PeakMemory
 from remat.models.resnet import ResNetConfig, build_resnet, random_images, resnet_loss
-from remat.policies import POLICIES, RUNTIME_POLICIES, apply_plan, parse_plan
+from remat.policies import POLICIES, RUNTIME_POLICIES, apply_plan, parse_plan, unwrap, wrap
 
 aten = torch.ops.aten
 B, D, H = 4, 3, 5  # toy sizes: batch, input/output features, hidden features

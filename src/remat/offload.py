@@ -11,7 +11,7 @@ Two parts, one concept (moving saved activations off the device and back during 
   ``torch.autograd.graph.save_on_cpu`` is the synchronous reference it is compared with.
 
 Without CUDA the "device" is the CPU: offload copies into a separate host buffer, labelled
-``remat.measure.bandwidth.SIMULATED`` and never called PCIe. Streams and events exist only with CUDA; on
+``remat.formulas.offload.SIMULATED`` and never called PCIe. Streams and events exist only with CUDA; on
 the CPU the same code runs with no-op synchronization. What the copies cost (the link's bandwidth and the
 fit t = t0 + bytes/BW) is measured by ``remat.measure.bandwidth``.
 
@@ -32,7 +32,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from remat.device import resolve_device
 from remat.errors import UsageError
-from remat.measure.bandwidth import link_label
+from remat.formulas.offload import link_label
 from remat.units import KiB
 
 DEFAULT_MIN_BYTES = 64 * KiB  # storages below this stay on the device (per-copy latency t0 dominates)

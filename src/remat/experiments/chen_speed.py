@@ -13,9 +13,9 @@ Strategies, applied per step by remat.policies (ResNet: over ``model.blocks``; L
 * ``drop-cheap`` — Chen §4.2 per block / per time step (remat.drop_cheap): matmul-like outputs kept, cheap
                    ops (BN, ReLU, σ, tanh, softmax, elementwise) recomputed.
 A step is forward + backward + zero_grad. Times come from remat.measure.timing.time_steps (interleaved rounds,
-median and IQR); one extra, untimed, instrumented step per strategy gives saved bytes (remat.drop_cheap.
-saved_bytes: saved-tensor hooks plus the SAC cache), peak bytes (remat.measure.peak) and FLOPs
-(remat.measure.flops, plus the recomputed cheap ops by remat.drop_cheap's elementwise convention).
+median and IQR); one extra, untimed, instrumented step per strategy gives saved bytes (remat.measure.
+drop_cheap.saved_bytes: saved-tensor hooks plus the SAC cache), peak bytes (remat.measure.peak) and FLOPs
+(remat.measure.flops, plus the recomputed cheap ops by remat.measure.drop_cheap's elementwise convention).
 """
 
 from __future__ import annotations
@@ -28,10 +28,18 @@ import pandas as pd
 import torch
 from torch import nn
 
+from remat.device import resolve_device
 from remat.errors import UsageError
 from remat.experiments.params import Count, NonNegative
 from remat.formulas.chen import sqrt_segments
+from remat.measure.drop_cheap import RecomputedElementwise, saved_bytes
+from remat.measure.flops import StepFlopCounter
+from remat.measure.peak import PeakMemory
 from remat.measure.provenance import with_provenance
+from remat.measure.timing import time_steps
+from remat.models.lstm import LSTMConfig, build_lstm, random_sequence
+from remat.models.resnet import ResNetConfig, blocks_for_depth, build_resnet, random_images, resnet_loss
+from remat.policies import apply_plan, apply_step_plan
 
 SECTION = "chen.speed"
 Strategy = Literal["none", "sublinear", "drop-cheap"]
@@ -102,7 +110,6 @@ class SpeedParams:
     def resnet_config(self):
         """The remat.models.resnet.ResNetConfig of these sizes (blocks from resnet_blocks, else from
         resnet_depth). Raises UsageError("chen.speed.resnet_<field>")."""
-        from remat.models.resnet import ResNetConfig, blocks_for_depth
         with _renamed("resnet_"):
             blocks = tuple(self.resnet_blocks) if self.resnet_blocks else blocks_for_depth(self.resnet_depth)
             return ResNetConfig(blocks=blocks, width=self.resnet_width, image=self.resnet_image,
@@ -110,7 +117,6 @@ class SpeedParams:
 
     def lstm_config(self):
         """The remat.models.lstm.LSTMConfig of these sizes. Raises UsageError("chen.speed.lstm_<field>")."""
-        from remat.models.lstm import LSTMConfig
         with _renamed("lstm_"):
             return LSTMConfig(layers=self.lstm_layers, hidden=self.lstm_hidden, input=self.lstm_input,
                               classes=self.lstm_classes, steps=self.lstm_steps, batch=self.lstm_batch)
@@ -156,8 +162,6 @@ def _seeded(p: SpeedParams, device: torch.device, cfg, build: Callable, make_inp
 
 def resnet_bench(p: SpeedParams, device: torch.device) -> Bench:
     """The §5.2 ResNet at the sizes of ``p`` (remat.models.resnet), plans applied by remat.policies.apply_plan."""
-    from remat.models.resnet import build_resnet, random_images, resnet_loss
-    from remat.policies import apply_plan
     cfg = p.resnet_config()
     model, (images, labels) = _seeded(p, device, cfg, build_resnet, random_images)
     sizes = {"depth": cfg.depth, "blocks": "-".join(map(str, cfg.blocks)), "width": cfg.width,
@@ -168,12 +172,12 @@ def resnet_bench(p: SpeedParams, device: torch.device) -> Bench:
 
 def lstm_bench(p: SpeedParams, device: torch.device) -> Bench:
     """The §5.3 stacked LSTM at the sizes of ``p`` (remat.models.lstm), plans over its time steps."""
-    from remat.models.lstm import build_lstm, random_sequence
     cfg = p.lstm_config()
     model, (x, targets) = _seeded(p, device, cfg, build_lstm, random_sequence)
     sizes = {"layers": cfg.layers, "hidden": cfg.hidden, "input": cfg.input, "classes": cfg.classes,
              "steps": cfg.steps, "batch": cfg.batch}
-    return Bench("lstm", model, (x, targets), cfg.steps, lambda: model(x, targets), model.set_plan, sizes)
+    return Bench("lstm", model, (x, targets), cfg.steps, lambda: model(x, targets),
+                 lambda spec: apply_step_plan(model, spec), sizes)
 
 
 BENCHES = {"resnet": resnet_bench, "lstm": lstm_bench}
@@ -195,11 +199,8 @@ def strategy_spec(strategy: str, units: int) -> str:
 def instrumented_step(bench: Bench, device: torch.device, peak: bool = False) -> dict:
     """One untimed step under the plan already applied: saved bytes (autograd + SAC cache, int bytes), FLOPs
     of forward, backward and recompute (matmul-like, torch.utils.flop_counter), the recomputed cheap-op FLOPs
-    (remat.drop_cheap convention) and, with ``peak``, the step's peak bytes (remat.measure.peak: parameters,
+    (remat.measure.drop_cheap convention) and, with ``peak``, the step's peak bytes (remat.measure.peak: parameters,
     gradients and inputs included; None without)."""
-    from remat.drop_cheap import RecomputedElementwise, saved_bytes
-    from remat.measure.flops import StepFlopCounter
-    from remat.measure.peak import PeakMemory
     bench.model.zero_grad(set_to_none=True)
     counter = StepFlopCounter()
     mem = PeakMemory(device, bench.model, *bench.inputs) if peak else contextlib.nullcontext()
@@ -228,7 +229,6 @@ def _train_step(bench: Bench) -> Callable[[], None]:
 def time_bench(bench: Bench, p: SpeedParams, device: torch.device) -> list[dict]:
     """Rows for one network: per strategy, the instrumented step's columns and its timing (time_steps over all
     strategies, interleaved; a visit applies the strategy's plan first), with overhead = median / none − 1."""
-    from remat.measure.timing import time_steps
     specs = {s: strategy_spec(s, bench.units) for s in p.strategies}
     rows = {}
     for strategy, spec in specs.items():
@@ -262,7 +262,6 @@ def speed(p: SpeedParams) -> pd.DataFrame:
     threads, and provenance (dtype float32).
     Raises UsageError("device") for cuda without CUDA. Source: Chen et al. 2016 §5.4, §4.2, Alg. 1.
     """
-    from remat.device import resolve_device
     device = resolve_device(p.device, f"{SECTION}.device")
     rows = [row for net in p.nets for row in time_bench(BENCHES[net](p, device), p, device)]
     return with_provenance(rows, device=str(device), dtype="float32", seed=p.seed)

@@ -31,6 +31,9 @@ compared with must free the same device bytes, or the comparison is meaningless.
 The link is the one a GPU gets when every GPU on its host-link uplink copies at once
 (remat.timemodel.gpus.GPU.link: link bytes/s ÷ gpus_per_host_link).
 
+The link a copy crosses is named by ``link_label``: ``SIMULATED`` on the CPU (a host memcpy stands in for it),
+never PCIe.
+
 Units: bytes (int), seconds (float), bandwidth in bytes/s (GB/s = 10⁹ B/s, never GiB/s unless named),
 FLOP/s. Sources: the overlap model of ZeRO-Offload (Ren et al. 2021) and Beaumont et al. 2021 (offload
 vs recompute for chains), applied per layer; FLOP counts from Korthikanti et al. 2022, Appendix A.
@@ -43,6 +46,21 @@ from dataclasses import dataclass
 
 from remat.errors import UsageError
 from remat.formulas import korthikanti
+
+
+SIMULATED = "simulated: host memcpy"
+"""The label of every copy measured without CUDA: a host memcpy standing in for the host<->device link."""
+
+
+def device_kind(device) -> str:
+    """"cpu" or "cuda" of a device name or torch.device ("cuda:1" -> "cuda"), without importing torch."""
+    return str(getattr(device, "type", device)).split(":", 1)[0]
+
+
+def link_label(device) -> str:
+    """What a copy from/to ``device`` (a name or torch.device) crosses: ``SIMULATED`` on the CPU, the
+    host<->CUDA link otherwise."""
+    return SIMULATED if device_kind(device) == "cpu" else "host<->device copy (cuda)"
 
 
 @dataclass(frozen=True)

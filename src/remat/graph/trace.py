@@ -51,7 +51,7 @@ is a "split" node writing one value per part — MXNet's SliceChannel copies —
 separate values, as in Chen's graph; a view of a part reads the split's input. A split of an input or a
 parameter stays a view (no node).
 
-FLOPs per node: remat.measure.flops.flop_count (torch's FLOP registry: convolution and matmul-like ops;
+FLOPs per node: remat.formulas.op_flops.flop_count (torch's FLOP registry: convolution and matmul-like ops;
 elementwise ops count 0), so ``graph.forward_flops()`` equals FlopCounterMode's total for the forward.
 """
 
@@ -67,8 +67,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from remat.errors import UsageError
+from remat.formulas.op_flops import flop_count
 from remat.graph.ir import Graph, GraphBuilder
-from remat.measure.flops import flop_count
 
 ATEN: dict[str, str] = {
     **dict.fromkeys(["convolution", "_convolution", "convolution_overrideable", "cudnn_convolution",
@@ -266,7 +266,7 @@ def trace(module: torch.nn.Module, example_inputs: torch.Tensor | Sequence,
 
     Values: inputs "input<i>" (i = position in ``example_inputs``; non-tensors are passed through), params
     by qualified name, activations "<aten packet>_<k>" (bytes = numel × element size). Node ops, saved values
-    and FLOPs: module docstring (ATEN, _saved; FLOPs from remat.measure.flops.flop_count).
+    and FLOPs: module docstring (ATEN, _saved; FLOPs from remat.formulas.op_flops.flop_count).
 
     Raises UsageError("loss") when the result is not a floating-point scalar written by a traced op.
     Source: Chen et al. 2016 §3 (graph); torch._subclasses.fake_tensor.FakeTensorMode, TorchDispatchMode.

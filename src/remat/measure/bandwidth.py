@@ -5,8 +5,9 @@ alone and overlapped with a matmul on another stream; per (device, direction, me
 is fitted by t = t0 + bytes/BW (t0: per-copy latency in seconds, BW: bytes/s).
 
 Without CUDA the "device" is the CPU: the benchmark times a host memcpy into a second host buffer, and every
-output says ``SIMULATED`` — never PCIe. ``SIMULATED`` is the one spelling of that label in the package
-(tables, figures and reports import it).
+output says ``SIMULATED`` — never PCIe. ``SIMULATED`` (defined with ``link_label`` in remat.formulas.offload,
+beside the link model, so the runtime's offload hooks use it too) is the one spelling of that label in the
+package (tables, figures and reports import it from here).
 
 Run: ``remat bandwidth --device cpu --json`` (``bandwidth_summary``), or the ``offload-bandwidth`` experiment.
 The labels and the fit need no torch (figures and reports import them); the copies run in
@@ -20,27 +21,19 @@ import statistics
 import numpy as np
 
 from remat.errors import UsageError
+from remat.formulas.offload import SIMULATED, device_kind, link_label
 from remat.units import GiB, KiB, MiB
 
-SIMULATED = "simulated: host memcpy"
-"""The label of every copy measured without CUDA: a host memcpy standing in for the host<->device link."""
+__all__ = ["BANDWIDTH_UNITS", "DEFAULT_MAX_BYTES", "DIRECTIONS", "FIT_KEYS", "SIMULATED", "bandwidth_summary",
+           "copy_sizes", "fit_bandwidth", "fit_copy_model", "link_label", "measure_bandwidth", "predicted_copy_s",
+           "with_fit"]
+
 DIRECTIONS = ("h2d", "d2h")
 FIT_KEYS = ("device", "direction", "memory", "overlap")
 BANDWIDTH_UNITS = "bw_gb_s: GB/s = 10^9 bytes/s; bw_gib_s: GiB/s = 2^30 bytes/s; seconds: s; bytes: bytes"
 DEFAULT_MAX_BYTES = {"cpu": 256 * MiB, "cuda": 1 * GiB}
 _TARGET_BYTES = {"cpu": 256 * MiB, "cuda": 4 * GiB}  # bytes copied per point: fewer repeats for big sizes
 _ARENA_BYTES = {"cpu": 256 * MiB, "cuda": 1 * GiB}  # copies cycle through this much memory (cold caches)
-
-
-def _kind(device) -> str:
-    """"cpu" or "cuda" of a device name or torch.device ("cuda:1" -> "cuda"), without importing torch."""
-    return str(getattr(device, "type", device)).split(":", 1)[0]
-
-
-def link_label(device) -> str:
-    """What a copy from/to ``device`` (a name or torch.device) crosses: ``SIMULATED`` on the CPU, the
-    host<->CUDA link otherwise."""
-    return SIMULATED if _kind(device) == "cpu" else "host<->device copy (cuda)"
 
 
 def copy_sizes(device="cpu", min_bytes: int = 64 * KiB, max_bytes: int | None = None,
@@ -50,7 +43,7 @@ def copy_sizes(device="cpu", min_bytes: int = 64 * KiB, max_bytes: int | None = 
     Default ``max_bytes``: 1 GiB on cuda, 256 MiB on cpu (keeps the CPU sweep to seconds).
     Raises UsageError(fields[0] / fields[1]) when a bound is not a power of two ≥ 1 KiB or min > max.
     """
-    max_bytes = DEFAULT_MAX_BYTES.get(_kind(device), 256 * MiB) if max_bytes is None else max_bytes
+    max_bytes = DEFAULT_MAX_BYTES.get(device_kind(device), 256 * MiB) if max_bytes is None else max_bytes
     for name, value in zip(fields, (min_bytes, max_bytes)):
         if value < KiB or value & (value - 1):
             raise UsageError(name, f"must be a power of two ≥ 1 KiB, got {value} bytes")
@@ -76,6 +69,7 @@ def measure_bandwidth(device="cpu", min_bytes: int = 64 * KiB,
     Raises UsageError("--device") without CUDA for cuda, ("--repeats") for max_repeats < 1.
     Source: torch.Tensor.copy_(non_blocking=True), torch.cuda.Event(enable_timing=True).
     """
+    # lazy (3 imports): they load torch; the labels and the fit are imported by figures and reports without it
     from remat.device import resolve_device
     from remat.measure.copy_bench import CopyBench
     from remat.measure.timing import intra_op_threads

@@ -10,13 +10,10 @@ hardware FLOPs = forward + backward + recompute and model FLOPs = forward + back
 FlopCounterMode counts matmul-like ops only (mm, addmm, bmm, baddbmm, SDPA, convolution) — the same scope
 as Korthikanti Appendix A.
 
-Fused attention is counted on every device: torch's registry lists the CUDA SDPA kernels (flash, efficient,
-cuDNN) but not the CPU one, ``aten._scaled_dot_product_flash_attention_for_cpu`` (and its backward), which
-is what ``F.scaled_dot_product_attention`` runs on the CPU and under FakeTensorMode — so a Llama layer's
-attention counted 0 FLOPs there. ``FORMULAS`` maps the CPU kernels to torch's own formulas for the flash
-kernels (QKᵀ and ·V over the full s × s, 4bs²h forward — Korthikanti's convention, no causal halving);
-every counter here (``flop_count``, ``RegistryFlops``, the forward's FlopCounterMode) uses it, without
-changing torch's global registry.
+Fused attention is counted on every device: torch's registry misses the CPU SDPA kernel (so a Llama layer's
+attention counted 0 FLOPs there); remat.formulas.op_flops.FORMULAS adds it, and every counter here
+(``flop_count``, ``RegistryFlops``, the forward's FlopCounterMode) uses it, without changing torch's global
+registry.
 """
 
 from __future__ import annotations
@@ -28,30 +25,20 @@ from typing import Callable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import FlopCounterMode, flop_registry
+from torch.utils.flop_counter import FlopCounterMode
 
+from remat.formulas.op_flops import FORMULAS, flop_count
 from remat.policies import observe_recompute
 
-_aten = torch.ops.aten
-FORMULAS = {
-    _aten._scaled_dot_product_flash_attention_for_cpu: flop_registry[_aten._scaled_dot_product_flash_attention],
-    _aten._scaled_dot_product_flash_attention_for_cpu_backward:
-        flop_registry[_aten._scaled_dot_product_flash_attention_backward],
-}
-"""Op packet -> FLOP formula for the ops torch's registry misses (the CPU fused-attention kernels)."""
-
-
-def flop_count(func, args, kwargs, out) -> int:
-    """FLOPs of one dispatched op (int; 0 for ops outside the registry's matmul-like scope).
-    Source: torch.utils.flop_counter.flop_registry, plus ``FORMULAS``."""
-    formula = FORMULAS.get(func.overloadpacket) or flop_registry.get(func.overloadpacket)
-    return 0 if formula is None else int(formula(*args, **(kwargs or {}), out_val=out))
+__all__ = ["FORMULAS", "RecomputeTally", "RegistryFlops", "StepFlopCounter", "StepFlops", "count_step_flops",
+           "flop_count", "flop_counter_mode"]
 
 
 def flop_counter_mode() -> FlopCounterMode:
     """torch's FlopCounterMode (per-module totals, no display) that also counts ``FORMULAS`` (its
     custom_mapping wraps plain shape formulas; ours are already wrapped, so they are passed unwrapped)."""
     return FlopCounterMode(display=False, custom_mapping={op: f.__wrapped__ for op, f in FORMULAS.items()})
+
 
 @dataclass
 class StepFlops:

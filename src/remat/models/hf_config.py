@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from remat.errors import UsageError
-from remat.models.presets import ModelConfig, validate
+from remat.models.config import ModelConfig, validate
 
 SUPPORTED = ("gpt2", "llama", "mistral", "qwen2")
 _GPT2_ACT = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}

@@ -3,36 +3,40 @@
     cfg = LSTMConfig()                               # the paper: 4 layers, hidden 1024, input 50, 5000 classes,
     model = build_lstm(cfg)                          #            batch 64, 64 steps
     x, targets = random_sequence(cfg)                # x [T, B, input], targets [T, B]
-    model.set_plan("segments:8")                     # remat.policies.parse_plan over the T time steps
+    apply_step_plan(model, "segments:8")             # remat.policies: a plan over the T time steps
     loss = model(x, targets)                         # Σ_t cross-entropy(classifier(h_t of the top layer), y_t)
 
 Per step t and layer l (input x_t for l = 0, else the layer below's new h):
     gates = x·W_ihᵀ + b_ih + h·W_hhᵀ + b_hh          (two F.linear = addmm, [B, 4H]), chunked into i, f, g, o
     c' = σ(f)·c + σ(i)·tanh(g);  h' = σ(o)·tanh(c')
 then logits_t = h'_top·W_cᵀ + b_c ([B, classes]) and loss += cross_entropy(logits_t, y_t) (mean over B): a
-running sum, so no op gathers all steps. ``step`` is one time step; ``forward`` runs the steps under the plan
-``set_plan`` gave it, a remat.policies LayerPolicies over time steps: "none"; "full" (each step checkpointed);
-"drop-cheap" (each step under remat.drop_cheap: matmul outputs kept); "segments:k" (Chen Alg. 1: the steps
-split by remat.formulas.chen.segment_bounds, every segment but the last one checkpointed as one unit, as
-torch.utils.checkpoint.checkpoint_sequential does); or one policy per step. The state between steps is
+running sum, so no op gathers all steps. ``step`` is one time step; ``forward`` runs the steps in ``units``,
+[start, stop) runs of steps each with the wrapper it runs under (None: plain). The model knows no policy:
+remat.policies.apply_step_plan sets ``units`` from a plan over time steps: "none"; "full" (each step
+checkpointed); "drop-cheap" (each step under remat.drop_cheap: matmul outputs kept); "segments:k" (Chen Alg. 1:
+the steps split by remat.formulas.chen.segment_bounds, every segment but the last one checkpointed as one unit,
+as torch.utils.checkpoint.checkpoint_sequential does); or one policy per step. The state between steps is
 (h_0..h_{L-1}, c_0..c_{L-1}), each [B, H].
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from remat.errors import UsageError
 from remat.formulas.chen import check_count
+from remat.models.transformer import default_dtype
 
 State = tuple[torch.Tensor, ...]
 """(h_0, ..., h_{L-1}, c_0, ..., c_{L-1}), each [B, H]."""
 
-STEP_POLICIES = ("none", "full", "drop-cheap")
+Unit = tuple[int, int, "Callable[[Callable], Callable] | None"]
+"""[start, stop) of time steps run as one unit, and the wrapper its runner is called under (None: plain)."""
 
 
 @dataclass(frozen=True)
@@ -80,21 +84,7 @@ class StackedLSTM(nn.Module):
         self.cells = nn.ModuleList(LSTMCell(cfg.input if l == 0 else cfg.hidden, cfg.hidden)
                                    for l in range(cfg.layers))
         self.classifier = nn.Linear(cfg.hidden, cfg.classes)
-        self.plan = None
-        self.set_plan("none")
-
-    def set_plan(self, spec, early_stop: bool = False):
-        """Parse ``spec`` (remat.policies.parse_plan over cfg.steps time steps) and run ``forward`` under it;
-        returns the LayerPolicies. Raises UsageError("policy") for a bad spec or a per-step policy other than
-        none, full or drop-cheap."""
-        from remat.policies import parse_plan
-        plan = parse_plan(spec, self.cfg.steps)
-        bad = sorted(set(plan) - set(STEP_POLICIES))
-        if bad:
-            raise UsageError("policy", f"{', '.join(bad)}: not a per-step LSTM policy "
-                                       f"(use {', '.join(STEP_POLICIES)})")
-        self.plan, self.early_stop = plan, early_stop
-        return plan
+        self.units: list[Unit] = [(t, t + 1, None) for t in range(cfg.steps)]  # policy none
 
     def initial_state(self, x: torch.Tensor) -> State:
         """Zeros for every h and c: 2L tensors [B, H] like ``x``'s dtype and device."""
@@ -120,36 +110,14 @@ class StackedLSTM(nn.Module):
 
     def forward(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         carry = (*self.initial_state(x), x.new_zeros(()))
-        for start, stop, policy in self._units():
-            carry = self._runner(start, stop, policy)(x, targets, *carry)
+        for start, stop, wrapper in self.units:
+            run = partial(self.run_steps, start, stop)
+            carry = (run if wrapper is None else wrapper(run))(x, targets, *carry)
         return carry[-1]
-
-    def _units(self) -> list[tuple[int, int, str]]:
-        """The plan as [start, stop) runs of steps with their policy: each multi-step group one unit."""
-        groups = {start: stop for start, stop in self.plan.groups}
-        units, t = [], 0
-        while t < self.cfg.steps:
-            stop = groups.get(t, t + 1)
-            units.append((t, stop, "full" if stop - t > 1 else self.plan[t]))
-            t = stop
-        return units
-
-    def _runner(self, start: int, stop: int, policy: str):
-        from functools import partial
-
-        from remat.drop_cheap import drop_cheap
-        from remat.policies import checkpointed
-        run = partial(self.run_steps, start, stop)
-        if policy == "full":
-            return checkpointed(run, [self], self.early_stop)
-        if policy == "drop-cheap":
-            return drop_cheap(run, [self], self.early_stop)
-        return run
 
 
 def build_lstm(cfg: LSTMConfig, device: str | torch.device = "cpu") -> StackedLSTM:
     """A StackedLSTM of ``cfg`` on ``device`` in ``cfg.dtype`` (training mode; fake under FakeTensorMode)."""
-    from remat.models.transformer import default_dtype
     with torch.device(device), default_dtype(getattr(torch, cfg.dtype)):
         return StackedLSTM(cfg).train()
 

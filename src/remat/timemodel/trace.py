@@ -7,7 +7,7 @@ size, no memory, no GPU).
 
 What is counted per op (``Op``):
 
-* FLOPs: ``remat.measure.flops.flop_count`` (torch's FLOP registry: mm, addmm, bmm, baddbmm, fused attention
+* FLOPs: ``remat.formulas.op_flops.flop_count`` (torch's FLOP registry: mm, addmm, bmm, baddbmm, fused attention
   on every device). Elementwise ops (LayerNorm, softmax, GeLU, dropout, adds) count 0 FLOPs: they are priced
   by their bytes.
 * bytes: every tensor input read once and every output written once, a tensor's bytes being numel ×
@@ -43,7 +43,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from remat.measure.flops import flop_count
+from remat.formulas.op_flops import flop_count
 from remat.models.presets import ModelConfig
 
 COLLECTIVES = {"allreduce_": "all_reduce", "_allgather_base_": "all_gather",
