@@ -21,7 +21,7 @@ import pandas as pd
 from remat.errors import UsageError
 from remat.experiments import load
 from remat.experiments.time_model import time_model_sweep
-from remat.experiments.time_summary import table4_checks, table4_display, validation_checks, validation_display
+from remat.analysis.times import table4_checks, table4_display, validation_checks, validation_display
 from remat.timemodel.gpus import gpu
 from remat.timemodel.paper import figure8_rows, table4_rows
 

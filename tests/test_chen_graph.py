@@ -6,7 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from remat.experiments import chen_graph, chen_summary
+from remat.experiments import chen_graph
+
+from remat.analysis import chen2016 as chen_summary
 from remat.figures import chen as figures
 from remat.graph.budget import GRID_POINTS
 

@@ -1,11 +1,11 @@
-"""The chen2016 report's wording helpers (remat.experiments.chen_summary): every sentence reads right whether all,
+"""The chen2016 report's wording helpers (remat.analysis.chen2016): every sentence reads right whether all,
 none or some of the things counted agree (small hand-made tables)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from remat.experiments import chen_summary as chen
+from remat.analysis import chen2016 as chen
 
 
 def check_rows(bitwise=(True, True, True), diff=0.0, passed=(True, True, True)):

@@ -11,7 +11,7 @@ import pytest
 from remat import chain, schedules
 from remat.errors import UsageError
 from remat.experiments import chen as experiments
-from remat.experiments import chen_summary
+from remat.analysis import chen2016 as chen_summary
 from remat.formulas import chen as formulas
 
 CONFIGS = [  # batch, width, hidden, dtype

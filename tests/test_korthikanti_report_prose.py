@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from remat.experiments import korthikanti_summary as tables
-from remat.experiments import time_summary
+from remat.analysis import korthikanti2022 as tables
+from remat.analysis import times as time_summary
 
 
 def _table2(measured, formula):

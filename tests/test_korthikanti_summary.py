@@ -9,7 +9,7 @@ import pytest
 
 from remat.errors import UsageError
 from remat.experiments import korthikanti as experiment
-from remat.experiments import korthikanti_summary as tables
+from remat.analysis import korthikanti2022 as tables
 from remat.figures import korthikanti as figures
 from remat.timemodel.gpus import GPUS
 from remat.units import GB, GiB

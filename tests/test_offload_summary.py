@@ -1,4 +1,4 @@
-"""The offload report's numbers (remat.experiments.offload_summary) on small hand-made tables, against values
+"""The offload report's numbers (remat.analysis.offload) on small hand-made tables, against values
 computed by hand from those tables."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from remat.errors import UsageError
-from remat.experiments import offload_summary as summary
+from remat.analysis import offload as summary
 from remat.measure.bandwidth import SIMULATED
-from remat.report.wording import percent
+from remat.units import percent
 
 MiB = 2**20
 LARGE = f"{summary.FIT_CHECK_BYTES / MiB:g} MiB"       # the copies the fits are judged on, as the sentences say

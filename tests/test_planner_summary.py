@@ -1,4 +1,4 @@
-"""The planner report's numbers (remat.experiments.planner_summary) on small hand-made tables, values computed by
+"""The planner report's numbers (remat.analysis.planner) on small hand-made tables, values computed by
 hand."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from remat.experiments import planner_summary
+from remat.analysis import planner as planner_summary
 from remat.units import GiB, MiB
 
 

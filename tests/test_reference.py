@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from remat.experiments import planner_summary, sweeps_summary
+from remat.analysis import planner as planner_summary
+
+from remat.analysis import sweeps as sweeps_summary
 from remat.report import reference
 
 

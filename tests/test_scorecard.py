@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from remat.experiments import chen_summary
+from remat.analysis import chen2016 as chen_summary
 from remat.report import scorecard
 from remat.report.scorecard import (CLAIMS, DIFFERS, NOT_MEASURED, NOT_REPRODUCIBLE, REPRODUCED, STATUSES,
                                     counts_sentence, evaluate, scorecard_markdown)

@@ -15,7 +15,7 @@ import torch
 
 from remat.errors import UsageError
 from remat.experiments import layer_timing, load, sweep_point
-from remat.experiments import sweeps_summary
+from remat.analysis import sweeps as sweeps_summary
 from remat.formulas import korthikanti
 from remat.formulas import torch_gpt
 from remat.measure.timing import Timing

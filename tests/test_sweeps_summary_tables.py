@@ -1,4 +1,4 @@
-"""The sweeps report's tables and the timing comparison (remat.experiments.sweeps_summary): readable headers,
+"""The sweeps report's tables and the timing comparison (remat.analysis.sweeps): readable headers,
 "—" with a reason where a sweep has no such size, and the per-layer timing beside the time-model sweep, the
 sentences' verdicts following the numbers."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from remat.experiments import sweeps_summary as s
+from remat.analysis import sweeps as s
 
 
 def _lt(dtype="bfloat16", dropout=0.1, none=0.08, sel=0.1, full=0.12):

@@ -1,4 +1,4 @@
-"""The sweeps report's generated sentences (remat.experiments.sweeps_summary wording helpers): every verdict
+"""The sweeps report's generated sentences (remat.analysis.sweeps wording helpers): every verdict
 word follows the numbers, and every case (all / none / some, equal / within / beyond) reads as English."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from remat.experiments import sweeps_summary as s
-from remat.experiments import time_summary
-from remat.experiments.time_summary import TIME_MODEL_BAND
-from remat.report.wording import percent
+from remat.analysis import sweeps as s
+from remat.analysis import times as time_summary
+from remat.analysis.times import TIME_MODEL_BAND
+from remat.units import percent
 
 ALLOWS = percent(s.SAVED_TOLERANCE, 0)   # the acceptance's tolerance as the sentences show it
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from remat.experiments import time_summary
+from remat.analysis import times as time_summary
 from remat.timemodel.gpus import GPUS
 
 EXPERIMENTS = ("baseline", "sequence parallel", "full recompute", "selective recompute",

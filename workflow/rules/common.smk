@@ -55,7 +55,7 @@ def chen_speed_tables():
 
 def validate_tables():
     """This device's planner-validate table plus any other device's on disk (e.g. copied from a GPU node), the
-    GPU's first: the planner figures and report show it when it exists (remat.experiments.planner_summary)."""
+    GPU's first: the planner figures and report show it when it exists (remat.analysis.planner)."""
     tables = {f"results/planner/validate/{config['device']}.csv"}
     tables.update(str(p) for p in Path("results/planner/validate").glob("*.csv"))
     tables.update(reference_gpu_table("planner/validate/cuda.csv"))

@@ -146,7 +146,7 @@ def depth_policy(family: str, layers: int) -> tuple[str, int | None]:
 def depth_sweep(p: DepthParams) -> pd.DataFrame:
     """Registry entry ``sweep-depth``: peak and saved bytes against depth L for each family in
     ``p.policies``. Row per (L, family): measured and closed-form saved bytes, peak (activation) bytes,
-    recompute FLOPs. Fitted exponents: remat.experiments.sweeps_summary.depth_fits."""
+    recompute FLOPs. Fitted exponents: remat.analysis.sweeps.depth_fits."""
     points = []
     for layers in p.depths:
         cfg = p.model_config(layers=layers)

@@ -13,7 +13,7 @@ import math
 import pandas as pd
 from matplotlib.figure import Figure
 
-from remat.experiments.chen_summary import PAPER, depth_fits, strategy_fits
+from remat.analysis.chen2016 import PAPER, depth_fits, strategy_fits
 from remat.units import GiB, KiB
 
 
@@ -51,7 +51,7 @@ def segments(frames: list[pd.DataFrame]) -> Figure:
 
 def depth(frames: list[pd.DataFrame]) -> Figure:
     """Log–log peak stored activations (KiB) vs depth L per schedule, fitted exponents in the legend; and
-    layer forwards vs L. Input: one ``chen-depth`` table (fits: remat.experiments.chen_summary.depth_fits)."""
+    layer forwards vs L. Input: one ``chen-depth`` table (fits: remat.analysis.chen2016.depth_fits)."""
     frame = frames[0]
     fits = depth_fits(frame).set_index("family")
     fig = Figure(figsize=(10, 4))

@@ -18,8 +18,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from remat.experiments.sweeps_summary import depth_fits, devices, ok
-from remat.experiments.time_summary import TIME_MODEL_BAND  # the grey band of the time-model figure
+from remat.analysis.sweeps import depth_fits, devices, ok
+from remat.analysis.times import TIME_MODEL_BAND  # the grey band of the time-model figure
 from remat.units import MiB  # axis unit: 2**20 bytes
 
 

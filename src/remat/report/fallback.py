@@ -29,6 +29,18 @@ def render_fallback(qmd: Path, root: Path, timeout: int = CELL_TIMEOUT_S) -> Pat
     doc = parse_qmd(qmd.read_text(encoding="utf-8"))
     settings = _settings(root, doc.front)
     rel = qmd.relative_to(root) if qmd.is_relative_to(root) else qmd
+    out = qmd.with_suffix(".html")
+    _pandoc(_title_block(doc.front) + executed_markdown(qmd, root, timeout), out, qmd.parent, root, settings, rel)
+    return out
+
+
+def executed_markdown(qmd: Path, root: Path, timeout: int = CELL_TIMEOUT_S) -> str:
+    """The body of one .qmd after execution, before pandoc: every cell's outputs and every inline value as
+    markdown (what ``render_fallback`` converts; ``benchmarks/report_markdown.py`` compares it across
+    changes). Raises RenderError (cell error, inline error)."""
+    doc = parse_qmd(qmd.read_text(encoding="utf-8"))
+    settings = _settings(root, doc.front)
+    rel = qmd.relative_to(root) if qmd.is_relative_to(root) else qmd
     parts = []
     with _kernel(root, timeout) as client:
         for block in doc.blocks:
@@ -40,9 +52,7 @@ def render_fallback(qmd: Path, root: Path, timeout: int = CELL_TIMEOUT_S) -> Pat
                     raise RenderError(f"{rel}: {exc}") from None
             else:
                 parts.append(_substitute_inline(client, block, rel))
-    out = qmd.with_suffix(".html")
-    _pandoc(_title_block(doc.front) + "\n\n".join(parts), out, qmd.parent, root, settings, rel)
-    return out
+    return "\n\n".join(parts)
 
 
 def _settings(root: Path, front: dict) -> dict:

@@ -95,7 +95,7 @@ def parse_qmd(text: str) -> Qmd:
 
 def _front_matter(lines: list[str]) -> tuple[dict, int, list[str]]:
     """(front matter dict, index of the first body line, problems)."""
-    import yaml   # here, not at the top: remat.report.wording must import on a GPU node without PyYAML
+    import yaml   # here, not at the top: remat.report.phrases must import on a GPU node without PyYAML
     if not lines or lines[0].strip() != "---":
         return {}, 0, ["line 1: no YAML front matter (--- title: ... ---)"]
     for end in range(1, len(lines)):

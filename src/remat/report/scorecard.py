@@ -25,9 +25,14 @@ from typing import Callable
 
 import pandas as pd
 
-from remat.experiments import chen_summary, korthikanti_summary, time_summary
+from remat.analysis import chen2016 as chen_summary
+
+from remat.analysis import korthikanti2022 as korthikanti_summary
+
+from remat.analysis import times as time_summary
 from remat.report import reference
-from remat.report.wording import capitalized, ceil_text, count, count_of, join_words, span_text
+from remat.report.phrases import capitalized, count, count_of, join_words
+from remat.units import ceil_text, span_text
 from remat.timemodel.paper import (PAPER_FIGURE8_PERCENT, PAPER_TABLE4_OVERHEAD, PAPER_TABLE5_S,
                                    TABLE3_MODELS)
 

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from remat.policies import POLICIES
-from remat.report.wording import (MINUS, capitalized, count, count_of, join_words, percent, signed_percent,
-                                  span_text)
+from remat.report.phrases import capitalized, count, count_of, join_words
+from remat.units import MINUS, percent, signed_percent, span_text
 from remat.units import GiB, MiB, format_bytes
 
 TIE = 1e-12
@@ -108,13 +108,13 @@ def yes_no(flags) -> pd.Series:
 
 def _error_percent(x: float) -> str:
     """A relative error (fraction) as a "(%)" column shows it: signed, two decimals, no unit
-    (remat.report.wording.signed_percent): 0.0123 -> "+1.23", -0.05 -> "−5.00", "0.00" for what rounds to zero."""
+    (remat.units.signed_percent): 0.0123 -> "+1.23", -0.05 -> "−5.00", "0.00" for what rounds to zero."""
     return signed_percent(x, 2, "")
 
 
 def signed_bytes(n: int) -> str:
     """A byte difference with its sign and thousands separators: 399872 -> "+399,872", -4096 -> "−4,096" (the
-    true minus sign of the percent column beside it, remat.report.wording.MINUS), 0 -> "0"."""
+    true minus sign of the percent column beside it, remat.units.MINUS), 0 -> "0"."""
     return f"{int(n):+,}".replace("-", MINUS) if int(n) else "0"
 
 

@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from remat.experiments.chen_summary import fit_loglog_exponent
+from remat.analysis.chen2016 import fit_loglog_exponent
 from remat.formulas import torch_gpt
-from remat.report.wording import capitalized, count, count_of, join_words, percent
+from remat.report.phrases import capitalized, count, count_of, join_words
+from remat.units import percent
 
 SWEEPS = ("segments", "depth", "seq-hidden", "layer-timing", "time-model")
 DEVICE_ORDER = ("cpu", "cuda")
@@ -132,7 +133,7 @@ def linear_fit(x, y) -> tuple[float, float]:
 
 def depth_fits(frame: pd.DataFrame) -> pd.DataFrame:
     """Per device and family of a sweep-depth table: measured points, depths L_min..L_max, the log-log
-    exponent of the measured peak activation bytes against L (remat.experiments.chen_summary.fit_loglog_exponent) and
+    exponent of the measured peak activation bytes against L (remat.analysis.chen2016.fit_loglog_exponent) and
     of the closed-form live peak, and a linear fit peak ≈ c0 + c1·L of the measured peak (c0: what does not
     grow with L — head, loss, their backward working set; c1: bytes per layer)."""
     rows = []

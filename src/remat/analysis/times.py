@@ -9,7 +9,9 @@ import math
 
 import pandas as pd
 
-from remat.report.wording import ceil_text, count_of, join_words, span_text
+from remat.report.phrases import count_of, join_words
+
+from remat.units import ceil_text, span_text
 
 
 def _pair(model, paper, digits: int = 2) -> pd.Series:

@@ -17,7 +17,8 @@ from typing import Mapping
 import pandas as pd
 
 from remat.errors import UsageError
-from remat.report.wording import capitalized, count, count_of, join_words, percent, signed_percent, span, span_text
+from remat.report.phrases import capitalized, count, count_of, join_words
+from remat.units import percent, signed_percent, span, span_text
 from remat.units import GiB, MiB, format_bytes
 
 REPORT_DEVICE_VARIABLE = "REMAT_OFFLOAD_DEVICE"

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from remat.report.wording import capitalized, count, count_of
+from remat.report.phrases import capitalized, count, count_of
 
 
 # --- fits shared by the figures, the report and the tests ------------------------------------------------------

@@ -14,7 +14,8 @@ import pandas as pd
 
 from remat.formulas import korthikanti
 from remat.models.presets import from_name
-from remat.report.wording import ceil_text, count_of, join_words, span_text
+from remat.report.phrases import count_of, join_words
+from remat.units import ceil_text, span_text
 from remat.timemodel.gpus import GPUS
 from remat.timemodel.paper import PAPER_TABLE5_S
 from remat.units import GiB, MiB

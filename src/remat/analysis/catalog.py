@@ -1,0 +1,146 @@
+"""The one table catalog: every result table by id, where it lives under ``results/``, the order devices are
+shown in, and the committed reference GPU run a report falls back to where this run measured no GPU.
+
+    catalog.read("korthikanti.table2")                  # results/korthikanti/table2.csv as a DataFrame
+    catalog.read("offload.steps", device="cpu")          # results/offload/cpu/steps.csv
+    catalog.read_devices("sweeps.segments")              # every device's table (+ the reference GPU's), one frame
+    catalog.path("findings.planner")                     # results/findings/planner.csv
+
+A table that is absent raises ``Missing`` naming the path snakemake makes it at (the analysis turns that into a
+"not measured" finding). ``make gpu`` (remat.gpu_run) copies its tables to
+``results-reference/gpu/<gpu>-<date>/`` (the same relative paths) with ``provenance.json``; the newest such run
+(latest ``-YYYY-MM-DD`` suffix) is the reference: the pipeline's rules pick it the same way
+(workflow/rules/common.smk ``reference_gpu_table``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+RESULTS = Path("results")
+REFERENCE = Path("results-reference/gpu")
+GPU_DEVICE = "cuda"
+DEVICES = ("cpu", "cuda")
+"""The order devices are shown in, everywhere: this machine's CPU first, then the GPU."""
+
+REPORTS = ("chen2016", "korthikanti2022", "sweeps", "offload", "planner")
+"""The reports, in the index's order; each has ``results/findings/<report>.csv``."""
+
+SWEEPS = ("segments", "depth", "seq-hidden", "layer-timing", "time-model")
+
+TABLES: dict[str, str] = {
+    **{f"chen.{t}": f"chen/{t}.csv" for t in ("check", "segments", "depth", "revolve", "graph-check", "resnet",
+                                              "lstm")},
+    **{f"korthikanti.{t}": f"korthikanti/{t}.csv" for t in ("table2", "items", "flops", "memory", "modern",
+                                                             "table4", "figure8", "table5")},
+    **{f"planner.{t}": f"planner/{t}.csv" for t in ("paper", "frontier")},
+    **{f"findings.{r}": f"findings/{r}.csv" for r in (*REPORTS, "index")},
+}
+"""Tables of one file: id -> path under results/."""
+
+DEVICE_TABLES: dict[str, str] = {
+    "chen.speed": "chen/speed/{device}.csv",
+    **{f"sweeps.{s}": f"sweeps/{s}/{{device}}.csv" for s in SWEEPS},
+    **{f"offload.{t}": f"offload/{{device}}/{t}.csv" for t in ("bandwidth", "steps", "breakeven")},
+    "planner.validate": "planner/validate/{device}.csv",
+}
+"""Tables made once per device: id -> path under results/ with ``{device}``."""
+
+
+class Missing(Exception):
+    """An input table is absent: ``target`` is the path snakemake makes it at."""
+
+    def __init__(self, target: str):
+        super().__init__(target)
+        self.target = target
+
+
+def relpath(table: str, device: str | None = None) -> str:
+    """The path of table ``table`` under results/ (``device`` for a per-device table). KeyError names an
+    unknown id; ValueError a per-device table without a device."""
+    if table in TABLES:
+        return TABLES[table]
+    if device is None:
+        raise ValueError(f"table {table!r} is made per device: pass device=")
+    return DEVICE_TABLES[table].format(device=device)
+
+
+def path(table: str, device: str | None = None, root: str | Path = ".") -> Path:
+    """``root/results/<relpath>`` (it may not exist)."""
+    return Path(root) / RESULTS / relpath(table, device)
+
+
+def read(table: str, device: str | None = None, root: str | Path = ".") -> pd.DataFrame:
+    """The table as a DataFrame; Missing(its results/ path) when the file is absent."""
+    where = path(table, device, root)
+    if not where.exists():
+        raise Missing((RESULTS / relpath(table, device)).as_posix())
+    return pd.read_csv(where)
+
+
+def read_if(table: str, device: str | None = None, root: str | Path = ".") -> pd.DataFrame | None:
+    """The table, or None when it is absent."""
+    try:
+        return read(table, device, root)
+    except Missing:
+        return None
+
+
+def device_paths(table: str, root: str | Path = ".") -> list[Path]:
+    """Every device's file of per-device table ``table`` this run has (in DEVICES order, then any other), plus
+    the reference run's GPU table when this run has none."""
+    pattern = DEVICE_TABLES[table]
+    found = {d: Path(root) / RESULTS / pattern.format(device=d) for d in DEVICES}
+    here = [p for p in found.values() if p.exists()]
+    glob = pattern.format(device="*")
+    others = sorted(p for p in (Path(root) / RESULTS).glob(glob) if p not in here)
+    gpu = gpu_table(pattern.format(device=GPU_DEVICE), root)
+    return here + others + ([gpu] if gpu is not None and gpu not in here else [])
+
+
+def read_devices(table: str, root: str | Path = ".") -> pd.DataFrame:
+    """``device_paths`` as one frame; Missing(this device's path) when there is none."""
+    paths = device_paths(table, root)
+    if not paths:
+        raise Missing((RESULTS / relpath(table, DEVICES[0])).as_posix())
+    return pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
+
+
+# --- the committed reference GPU run --------------------------------------------------------------------------
+
+def latest(root: str | Path = ".") -> Path | None:
+    """The newest reference run's folder (latest ``-YYYY-MM-DD`` suffix, then name), or None."""
+    folders = [p for p in (Path(root) / REFERENCE).glob("*") if p.is_dir()]
+    return max(folders, key=lambda p: (p.name[-10:], p.name)) if folders else None
+
+
+def gpu_table(rel: str, root: str | Path = ".") -> Path | None:
+    """The GPU table at ``rel`` (a path under results/, e.g. "sweeps/segments/cuda.csv"): this run's when it
+    exists, else the newest reference run's, else None."""
+    here = Path(root) / RESULTS / rel
+    if here.exists():
+        return here
+    folder = latest(root)
+    return folder / rel if folder is not None and (folder / rel).exists() else None
+
+
+def is_reference(table: Path | None, root: str | Path = ".") -> bool:
+    """True for a table read from a reference run."""
+    return table is not None and (Path(root) / REFERENCE).resolve() in Path(table).resolve().parents
+
+
+def label(table: Path, root: str | Path = ".") -> str:
+    """"NVIDIA H200, 2026-12-01, commit 1a2b3c4d5e6f (results-reference/gpu/nvidia-h200-2026-12-01)" for a
+    reference table; "this run" for one of the current run."""
+    if not is_reference(table, root):
+        return "this run"
+    base = (Path(root) / REFERENCE).resolve()
+    folder = next(p for p in Path(table).parents if p.parent.resolve() == base)
+    prov_file = folder / "provenance.json"
+    prov = json.loads(prov_file.read_text(encoding="utf-8")) if prov_file.exists() else {}
+    gpu = prov.get("device_name") or folder.name
+    shown = (REFERENCE / folder.name).as_posix()
+    return f"{gpu}, {prov.get('date', folder.name[-10:])}, commit {str(prov.get('git_commit', '?'))[:12]} ({shown})"

@@ -1,0 +1,182 @@
+"""Findings: one judged claim each, the contract between the analysis and the reports.
+
+A finding has an id ("table4.selective"), the claim, ours (a number and the text a report prints), the paper's
+value and where the paper prints it, the rule for "reproduced" and why that tolerance, where ours comes from
+(CPU / fake / GPU / predicted), a status and a one-line reason. ``judge`` is the one place a status is decided:
+
+    f = judge("table4.full", "Full recompute: time overhead", ours=38.2, paper=PAPER["table4.full"],
+              rule=within_abs(TIME_PP), where="predicted", text="38.2 %")
+    write([f, ...], "results/findings/korthikanti2022.csv");  F = load("korthikanti2022");  F["table4.full"].ours
+
+Statuses: reproduced (the rule holds), differs (it does not; the reason says by how much), not measured (a table
+is missing; the reason names the snakemake target), not reproducible here (needs hardware this run lacks),
+invalid (the measurement breaks an invariant: shown with its reason, never summarised as data), measured (a value
+the report quotes that no paper value judges).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from remat.analysis import catalog
+from remat.analysis.tolerances import Tolerance
+from remat.io import atomic_path
+from remat.paper import PaperValue
+
+REPRODUCED, DIFFERS, NOT_MEASURED, NOT_REPRODUCIBLE, INVALID, MEASURED = (
+    "reproduced", "differs", "not measured", "not reproducible here", "invalid", "measured")
+STATUSES = (REPRODUCED, DIFFERS, NOT_MEASURED, NOT_REPRODUCIBLE, INVALID, MEASURED)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One judged claim. ``value``: ours as a number (NaN when ours is not one number); ``ours``: ours as the
+    report prints it. ``paper``/``paper_value``: the paper's value as printed / as a number; ``source``: where
+    the paper prints it. ``rule``: what "reproduced" checks; ``tolerance``: why that tolerance. ``scorecard``:
+    the paper's name when the index's scorecard lists this claim; ``link``: the report section showing it."""
+
+    id: str
+    claim: str
+    ours: str
+    value: float = math.nan
+    paper: str = ""
+    paper_value: float = math.nan
+    source: str = ""
+    rule: str = ""
+    tolerance: str = ""
+    where: str = ""
+    status: str = MEASURED
+    reason: str = ""
+    scorecard: str = ""
+    link: str = ""
+
+    def __str__(self) -> str:
+        return self.ours
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule for "reproduced": ``check(ours, paper) -> (holds, reason when not)``, ``text`` what it checks (for
+    the reader), ``why`` the reason for its tolerance."""
+
+    text: str
+    why: str
+    check: Callable[[float, float], tuple[bool, str]]
+
+
+def _num(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def within_abs(tol: Tolerance) -> Rule:
+    """Two-sided: |ours − paper| ≤ tol.value (in the values' unit, e.g. percentage points: tol.unit " pp")."""
+    def check(ours, paper):
+        gap = ours - paper
+        return abs(gap) <= tol.value, (f"ours {_num(ours)} vs the paper's {_num(paper)}: {_num(gap)}{tol.unit} apart, "
+                                       f"beyond ±{tol.value:g}{tol.unit}")
+    return Rule(f"within ±{tol.value:g}{tol.unit} of the paper", tol.why, check)
+
+
+def within_rel(tol: Tolerance) -> Rule:
+    """Two-sided: |ours / paper − 1| ≤ tol.value (a fraction)."""
+    def check(ours, paper):
+        gap = ours / paper - 1
+        return abs(gap) <= tol.value, (f"ours {_num(ours)} is {100 * gap:+.1f} % off the paper's {_num(paper)}, "
+                                       f"beyond ±{100 * tol.value:g} %")
+    return Rule(f"within ±{100 * tol.value:g} % of the paper", tol.why, check)
+
+
+def within_range(lo: float, hi: float, unit: str, why: str) -> Rule:
+    """Two-sided: lo ≤ ours ≤ hi (the paper's value stands for a band, e.g. "5×" printed to one figure:
+    4.5–5.5×)."""
+    def check(ours, paper):
+        return lo <= ours <= hi, f"ours {_num(ours)}{unit} outside {lo:g}–{hi:g}{unit}"
+    return Rule(f"within {lo:g}–{hi:g}{unit}", why, check)
+
+
+def holds(text: str, why: str = "") -> Rule:
+    """A rule computed by the analysis itself (a shape, a count): ``ours`` is 1 when it holds, 0 when not."""
+    return Rule(text, why, lambda ours, paper: (bool(ours), "the rule does not hold"))
+
+
+def judge(id: str, claim: str, ours: float, paper: PaperValue | None = None, rule: Rule | None = None,
+          where: str = "", text: str | None = None, reason: str = "", **extra) -> Finding:
+    """The one judge: a Finding whose status follows ``rule`` applied to ours and the paper's value. Without a
+    rule or a paper value the status is MEASURED (a quoted value, nothing judged). ``text``: ours as printed
+    (default: the number, 4 significant figures). ``reason``: set when the rule fails, to say why in the
+    paper's terms (default: the rule's own). ``extra``: scorecard=, link=, value= overrides."""
+    value = float(ours)
+    shown = text if text is not None else _num(value)
+    base = dict(id=id, claim=claim, ours=shown, value=value, where=where, **extra)
+    if paper is None or rule is None:
+        return Finding(**base, status=MEASURED, reason=reason)
+    ok, why = rule.check(value, paper.value) if not math.isnan(value) else (False, "no value")
+    if math.isnan(value):
+        return Finding(**base, **_paper(paper, rule), status=INVALID, reason=reason or why)
+    return Finding(**base, **_paper(paper, rule), status=REPRODUCED if ok else DIFFERS,
+                   reason="" if ok else (reason or why))
+
+
+def _paper(paper: PaperValue, rule: Rule) -> dict:
+    return dict(paper=paper.text, paper_value=paper.value, source=paper.source, rule=rule.text, tolerance=rule.why)
+
+
+def marked(finding: Finding, status: str, reason: str) -> Finding:
+    """The finding with another status and its reason: INVALID (a gate failed), NOT_REPRODUCIBLE (hardware this
+    run lacks), NOT_MEASURED (a missing table)."""
+    if status not in STATUSES:
+        raise ValueError(f"unknown status {status!r}")
+    return replace(finding, status=status, reason=reason)
+
+
+def not_measured(id: str, claim: str, missing: catalog.Missing, paper: PaperValue | None = None,
+                 rule: Rule | None = None, **extra) -> Finding:
+    """The finding of a claim whose table is absent: status NOT_MEASURED, reason the snakemake target."""
+    base = _paper(paper, rule) if paper is not None and rule is not None else {}
+    return Finding(id=id, claim=claim, ours="—", **base, status=NOT_MEASURED,
+                   reason=f"`snakemake {missing.target}`", **extra)
+
+
+# --- one CSV per report -----------------------------------------------------------------------------------------
+
+COLUMNS = [f.name for f in fields(Finding)]
+
+
+def write(found: list[Finding], out: str | Path) -> None:
+    """The findings as one CSV (one row each, COLUMNS), written atomically. ValueError on a repeated id."""
+    ids = [f.id for f in found]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"repeated finding ids: {sorted({i for i in ids if ids.count(i) > 1})}")
+    with atomic_path(Path(out)) as tmp:
+        pd.DataFrame([asdict(f) for f in found], columns=COLUMNS).to_csv(tmp, index=False)
+
+
+class Findings(dict):
+    """Findings by id; a missing id raises KeyError naming the report's file and the id."""
+
+    def __init__(self, found, where: str = "findings"):
+        super().__init__((f.id, f) for f in found)
+        self.where = where
+
+    def __missing__(self, key):
+        raise KeyError(f"no finding {key!r} in {self.where}")
+
+
+def read(path: str | Path) -> Findings:
+    """A findings CSV as Findings (strings stay strings; empty cells "")."""
+    frame = pd.read_csv(path, dtype={c: str for c in COLUMNS if c not in ("value", "paper_value")},
+                        keep_default_na=False, na_values={"value": [""], "paper_value": [""]})
+    return Findings((Finding(**row) for row in frame.to_dict("records")), str(path))
+
+
+def load(report: str, root: str | Path = ".") -> Findings:
+    """``results/findings/<report>.csv`` under ``root``; catalog.Missing when it is absent."""
+    where = catalog.path(f"findings.{report}", root=root)
+    if not where.exists():
+        raise catalog.Missing(catalog.relpath(f"findings.{report}"))
+    return read(where)

@@ -1,0 +1,55 @@
+"""The papers' printed values, each with where it is printed: the one home of paper values (a leaf module, so
+experiments can write them beside their measurements and the analysis can judge against them).
+
+    PAPER["chen.resnet_after_gb"].value, PAPER["chen.resnet_after_gb"].source     # 7, "abstract, §5.2"
+
+Chen, Xu, Zhang, Guestrin 2016, "Training Deep Nets with Sublinear Memory Cost" (arXiv 1604.06174); Korthikanti
+et al. 2022, "Reducing Activation Recomputation in Large Transformer Models" (arXiv 2205.05198, v1). Korthikanti's
+timing tables (Table 4, Figure 8, Table 5) are in ``remat.timemodel.paper`` beside the model that predicts them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CHEN, KORTHIKANTI = "Chen et al. 2016", "Korthikanti et al. 2022"
+
+
+@dataclass(frozen=True)
+class PaperValue:
+    """One printed value: ``value`` as a number, ``source`` (table / equation / section), ``text`` as the paper
+    prints it (default: the number)."""
+
+    value: float
+    source: str
+    text: str = ""
+
+    def __post_init__(self):
+        if not self.text:
+            object.__setattr__(self, "text", f"{self.value:g}")
+
+
+PAPER: dict[str, PaperValue] = {
+    # --- Chen et al. 2016 ---------------------------------------------------------------------------------------
+    "chen.resnet_depth": PaperValue(1000, "abstract, §5.2", "1,000 layers"),
+    "chen.resnet_before_gb": PaperValue(48, "abstract", "48 GB"),     # "from 48G to 7G" (GB read as 10⁹ bytes)
+    "chen.resnet_after_gb": PaperValue(7, "abstract, §5.2", "7 GB"),
+    "chen.resnet_reduction": PaperValue(48 / 7, "abstract (48 GB → 7 GB)", "6.9×"),
+    "chen.gpu_memory_gb": PaperValue(12, "§5 (Titan X)", "12 GB"),
+    "chen.deepest_without": PaperValue(200, "§5.2", "200 layers"),   # "only possible to train a 200 layer ResNet"
+    "chen.lstm_steps": PaperValue(64, "§5.3", "64 steps"),           # 64 steps, batch 64, 4 × 1024
+    "chen.lstm_reduction": PaperValue(4, "§5.3", "more than 4×"),    # "more than 4x reduction over the optimized plan"
+    "chen.speed_overhead": PaperValue(0.30, "§5.4 (Titan X, 20 batches)", "about 30 %"),
+    "chen.system_reduction_lo": PaperValue(2, "§5.2", "2–3×"),       # in-place + sharing: 2–3×, still linear
+    "chen.system_reduction_hi": PaperValue(3, "§5.2", "2–3×"),
+    "chen.sqrt_exponent": PaperValue(0.5, "Algorithm 1", "O(√n)"),
+    "chen.extra_forwards": PaperValue(1, "abstract", "one extra forward pass"),
+    # --- Korthikanti et al. 2022 --------------------------------------------------------------------------------
+    "korthikanti.full_flops_pct": PaperValue(33, "text beside Table 4; Appendix A", "33 %"),
+    "korthikanti.selective_flops_pct.gpt3-175b": PaperValue(2.7, "text around Eq. 8, §5", "2.7 %"),
+    "korthikanti.selective_flops_pct.mt-nlg-530b": PaperValue(1.6, "text around Eq. 8, §5", "1.6 %"),
+    "korthikanti.outside_share_pct.gpt-22b": PaperValue(0.01, "§4.3", "less than 0.01 %"),
+    "korthikanti.memory_reduction": PaperValue(5, "abstract; Figure 7", "5×"),
+    "korthikanti.recompute_time_cut": PaperValue(90, "abstract", "over 90 %"),
+}
+"""Every scalar the reports judge against, by id (``<paper>.<quantity>[.<model>]``)."""

@@ -1,0 +1,126 @@
+"""The phrase shapes of the reports: the few sentences whose wording follows the data — a finding's verdict, ours
+against the paper's, counts (all, none, some; one or many), lists, the status counts of a set of claims. The
+one home of sentence building: reports and the scorecard call these on findings (remat.analysis.findings);
+numbers are formatted by remat.units. Each function returns non-empty text (an inline value may not be empty)
+or raises ValueError.
+
+    >>> count_of(3, 12, "plan", verb=("is", "are"))
+    '3 of the 12 plans are'
+    >>> join_words(["a", "b", "c"])
+    'a, b and c'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from remat.analysis.findings import (DIFFERS, INVALID, MEASURED, NOT_MEASURED, NOT_REPRODUCIBLE, REPRODUCED,
+                                    STATUSES, Finding)
+
+
+def count_of(k: int, n: int, noun: str, plural: str | None = None, verb: tuple[str, str] | None = None) -> str:
+    """``k`` of ``n`` things (``noun`` singular, ``plural`` when not noun + "s") as words that read right in
+    every case: "all 12 plans", "none of the 12 plans", "3 of the 12 plans", "both plans", "neither plan",
+    "one of the two plans", "the one plan", "no plan" (n = 1 with k = 0, and n = 0).
+    ``verb`` (singular, plural), e.g. ("is", "are"), is appended in the number the phrase takes: "none of the
+    12 plans is", "1 of the 12 plans is", "3 of the 12 plans are". Raises ValueError unless 0 ≤ k ≤ n.
+
+    >>> count_of(0, 2, "row", verb=("fits", "fit"))
+    'neither row fits'
+    """
+    k, n = int(k), int(n)
+    if not 0 <= k <= n:
+        raise ValueError(f"count_of: need 0 <= k <= n, got k={k}, n={n}")
+    plural = plural or f"{noun}s"
+    if n <= 1:
+        phrase, many = (f"the one {noun}" if k else f"no {noun}"), False
+    elif n == 2:
+        phrase, many = {0: (f"neither {noun}", False), 1: (f"one of the two {plural}", False),
+                        2: (f"both {plural}", True)}[k]
+    elif k == n:
+        phrase, many = f"all {n} {plural}", True
+    elif k == 0:
+        phrase, many = f"none of the {n} {plural}", False
+    else:
+        phrase, many = f"{k} of the {n} {plural}", k > 1
+    return phrase if verb is None else f"{phrase} {verb[1] if many else verb[0]}"
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` things with the noun in its number: "1 thread", "4 threads", "0 threads", "1,024 bytes" (``plural``
+    when not noun + "s"; thousands separated by commas).
+
+    >>> count(2, "copy", "copies")
+    '2 copies'
+    """
+    n = int(n)
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def join_words(words: Iterable, empty: str | None = None) -> str:
+    """Words as a list in a sentence: "a", "a and b", "a, b and c". With no words, ``empty`` (e.g. "none"), or
+    ValueError when it is not given.
+
+    >>> join_words(["gpt3-175b", "mt-nlg"])
+    'gpt3-175b and mt-nlg'
+    """
+    words = [str(w) for w in words]
+    if not words:
+        if empty is None:
+            raise ValueError("join_words: no words (pass empty= for the text to use then)")
+        return empty
+    return " and ".join(words) if len(words) <= 2 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def capitalized(text: str) -> str:
+    """``text`` with its first letter upper-case, the rest as it is: "all 3 plans" -> "All 3 plans"."""
+    return text[:1].upper() + text[1:]
+
+
+# --- shapes over findings ---------------------------------------------------------------------------------------
+
+def verdict(f: Finding) -> str:
+    """The finding's status as a reader sees it: "reproduced"; "differs: <reason>"; "not measured yet
+    (`snakemake <target>`)"; "not reproducible here: <reason>"; "invalid: <reason>"; "measured"."""
+    if f.status == NOT_MEASURED:
+        return f"not measured yet ({f.reason})"
+    if f.status in (REPRODUCED, MEASURED) or not f.reason:
+        return f.status
+    return f"{f.status}: {f.reason}"
+
+
+def versus(f: Finding) -> str:
+    """Ours against the paper's value and where the paper prints it: "38.2 % against the paper's 39 %
+    (Table 4)"; ours alone where no paper value judges it."""
+    return f"{f.ours} against the paper's {f.paper} ({f.source})" if f.paper else f.ours
+
+
+def judged(f: Finding) -> str:
+    """One sentence shape for a judged claim: ours against the paper's, then the verdict and the rule: "38.2 %
+    against the paper's 39 % (Table 4): reproduced (within ±3 pp of the paper)."; an invalid or unmeasured
+    finding says so and quotes no number as data."""
+    if f.status in (INVALID, NOT_MEASURED, NOT_REPRODUCIBLE):
+        return capitalized(verdict(f)) + "."
+    rule = f" ({f.rule})" if f.rule and f.status == REPRODUCED else ""
+    return f"{capitalized(versus(f))}: {verdict(f)}{rule}."
+
+
+_VERBS = {REPRODUCED: ("is reproduced", "are reproduced"), DIFFERS: ("differs", "differ"),
+          NOT_REPRODUCIBLE: ("is not reproducible here", "are not reproducible here"),
+          NOT_MEASURED: ("is not measured yet", "are not measured yet"), INVALID: ("is invalid", "are invalid"),
+          MEASURED: ("is measured", "are measured")}
+
+
+def status_counts(found: Iterable[Finding], noun: str = "claim") -> str:
+    """"Of the 19 claims, 12 are reproduced, 4 differ and 3 are not reproducible here."; "All 19 claims are
+    reproduced." where every finding has one status."""
+    found = list(found)
+    n = {s: sum(f.status == s for f in found) for s in STATUSES}
+    present = [s for s in STATUSES if n[s]]
+    if not present:
+        raise ValueError("status_counts: no findings")
+    if len(present) == 1:
+        k = n[present[0]]
+        return f"{capitalized(count_of(k, k, noun))} {_VERBS[present[0]][k != 1]}."
+    parts = [f"{n[s]} {_VERBS[s][n[s] != 1]}" for s in present]
+    return f"Of the {count(len(found), noun)}, {join_words(parts)}."
