@@ -32,6 +32,7 @@ from remat.auto.blocks import Blocks, find_blocks
 from remat.auto.hf import hf_checkpointing
 from remat.errors import UsageError
 from remat.planner.problem import POLICIES
+from remat.policies import OffloadStats, _offloaded, checkpointed, drop_cheap
 
 _ATTR = "_remat_auto"
 
@@ -51,7 +52,6 @@ def apply(model: nn.Module, plan, blocks: str | Sequence[nn.Module] | None = Non
     found = find_blocks(model, blocks if blocks is not None else getattr(plan, "blocks", None))
     policies = _policies(plan, found)
     clear(model)
-    from remat.policies import OffloadStats
     stats = getattr(model, "remat_offload", None) or OffloadStats()
     model.remat_offload = stats
     wrapped = []
@@ -66,12 +66,10 @@ def apply(model: nn.Module, plan, blocks: str | Sequence[nn.Module] | None = Non
 def wrapper(module: nn.Module, policy: str, stats=None):
     """``module``'s class forward run under ``policy`` (module docstring) — a callable to set as its forward.
     ``stats``: the remat.policies.OffloadStats that offload counts into (a new one when None)."""
-    from remat.policies import OffloadStats, _offloaded, checkpointed
     own = functools.partial(type(module).forward, module)
     if policy == "full":
         return checkpointed(own, [module])
     if policy == "selective":
-        from remat.drop_cheap import drop_cheap
         return drop_cheap(own, [module])
     if policy == "offload":
         return _offloaded(own, module, stats if stats is not None else OffloadStats())
