@@ -10,3 +10,25 @@ One module per report (``chen2016``, ``korthikanti2022``, ``sweeps``, ``offload`
 scorecard lists. Paper values live in ``remat.paper`` (a leaf: experiments write them beside their
 measurements), tolerances in ``remat.analysis.tolerances``. Reports never judge: they look findings up.
 """
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from remat.analysis import catalog, findings as _findings
+
+
+def report_findings(report: str, root: str | Path = ".") -> list[_findings.Finding]:
+    """The findings of one report (``catalog.REPORTS``, or "index": the claims the scorecard lists), computed
+    from the result tables under ``root``. ValueError names an unknown report."""
+    if report not in (*catalog.REPORTS, "index"):
+        raise ValueError(f"unknown report {report!r}; one of {', '.join((*catalog.REPORTS, 'index'))}")
+    return importlib.import_module(f"remat.analysis.{report}").findings(root)   # one module per report
+
+
+def write_findings(report: str, root: str | Path = ".") -> Path:
+    """``results/findings/<report>.csv`` under ``root``, written atomically; returns its path."""
+    out = catalog.path(f"findings.{report}", root=root)
+    _findings.write(report_findings(report, root), out)
+    return out

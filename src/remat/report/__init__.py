@@ -47,7 +47,8 @@ from pathlib import Path
 from remat.errors import UsageError
 from remat.report.fallback import render_fallback
 from remat.report.pages import index_markdown, provenance_markdown
-from remat.report.qmd import CELL_TIMEOUT_S, ENGINES, REPORTS_DIR, RenderError, lint_qmd, parse_qmd
+from remat.report.lint import lint_qmd
+from remat.report.qmd import CELL_TIMEOUT_S, ENGINES, REPORTS_DIR, RenderError, parse_qmd
 
 __all__ = ["RenderError", "index_markdown", "lint_qmd", "parse_qmd", "project_root", "provenance_markdown",
            "quarto_binary", "render", "render_fallback", "render_quarto", "report_sources"]
