@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 import yaml
 
 from conftest import copy_project, snakemake
+from remat.analysis import catalog, findings
+from remat.paper import CHEN, KORTHIKANTI
 
 TINY = {
     "chen": {
@@ -83,6 +87,21 @@ def test_pipeline_makes_every_table_figure_and_report(pipeline):
         assert "data:image/png;base64" in html, report
     assert (pipeline / "reports" / "index.html").exists()
     assert not list(pipeline.rglob(".*.tmp"))
+
+
+LOOKUP = re.compile(r"""F\[["']([^"']+)["']\]""")
+
+
+@pytest.mark.slow
+def test_every_finding_a_page_looks_up_exists(pipeline):
+    """Each report's findings are made, and every id its .qmd looks up (F["..."]) is one of them; the index's
+    claims are the reports' findings marked for the scorecard."""
+    for report in catalog.REPORTS:
+        made = findings.load(report, pipeline)
+        used = set(LOOKUP.findall((pipeline / "reports" / f"{report}.qmd").read_text(encoding="utf-8")))
+        assert used and used <= set(made), (report, sorted(used - set(made)))
+    claims = findings.load("index", pipeline)
+    assert {f.scorecard for f in claims.values()} == {CHEN, KORTHIKANTI}
 
 
 @pytest.mark.slow

@@ -1,30 +1,67 @@
-# Reports: each reads results/ and figures/ (never runs an experiment) and renders reports/NAME.html.
+# Findings and reports: each report's tables -> results/findings/<report>.csv (the one judge of its claims,
+# remat.analysis), then the page, which reads its findings, tables and figures (never runs an experiment).
 
-REPORT_INPUTS = {
+REPORT_TABLES = {
     "chen2016": expand("results/chen/{t}.csv", t=["check", "segments", "depth", "revolve", "graph-check", "resnet", "lstm"])
-    + expand("figures/chen_{f}.png", f=["segments", "depth", "resnet", "lstm"])
     + chen_speed_tables(),
     "korthikanti2022": expand(
-        "results/korthikanti/{t}.csv", t=["table2", "items", "flops", "memory", "modern", "table4", "figure8"]
-    )
-    + expand("figures/korthikanti_{f}.png", f=["percent", "memory", "figure8"]),
-    "sweeps": [t for s in SWEEPS for t in sweep_tables(s)] + expand("figures/sweeps_{s}.png", s=SWEEPS),
-    "offload": expand("results/offload/{d}/{t}.csv", d=OFFLOAD_DEVICE, t=["bandwidth", "steps", "breakeven"])
-    + expand("figures/offload_{f}.png", f=["bandwidth", "breakeven"]),
+        "results/korthikanti/{t}.csv", t=["table2", "items", "flops", "memory", "modern", "table4", "figure8", "table5"]
+    ),
+    "sweeps": [t for s in SWEEPS for t in sweep_tables(s)],
+    "offload": expand("results/offload/{d}/{t}.csv", d=OFFLOAD_DEVICE, t=["bandwidth", "steps", "breakeven"]),
     "planner": expand("results/planner/{t}.csv", t=["paper", "frontier"]) + validate_tables()
-    + ["results/korthikanti/table5.csv"]
-    + expand("figures/planner_{f}.png", f=["frontier", "measured", "peak"]),
+    + ["results/korthikanti/table5.csv"],
 }
+
+REPORT_FIGURES = {
+    "chen2016": expand("figures/chen_{f}.png", f=["segments", "depth", "resnet", "lstm"]),
+    "korthikanti2022": expand("figures/korthikanti_{f}.png", f=["percent", "memory", "figure8"]),
+    "sweeps": expand("figures/sweeps_{s}.png", s=SWEEPS),
+    "offload": expand("figures/offload_{f}.png", f=["bandwidth", "breakeven"]),
+    "planner": expand("figures/planner_{f}.png", f=["frontier", "measured", "peak"]),
+}
+
+
+rule findings:
+    input:
+        lambda wc: REPORT_TABLES[wc.name],
+    output:
+        "results/findings/{name}.csv",
+    wildcard_constraints:
+        name="|".join(REPORT_TABLES),
+    params:
+        offload_device=OFFLOAD_DEVICE,  # whose offload tables the offload findings judge (offload.report_device)
+    log:
+        "logs/findings/{name}.log",
+    conda:
+        "../../envs/reports.yaml"
+    shell:
+        "REMAT_OFFLOAD_DEVICE={params.offload_device} remat findings {wildcards.name} > {log} 2>&1"
+
+
+rule findings_index:
+    input:
+        expand("results/findings/{name}.csv", name=REPORT_TABLES),
+    output:
+        "results/findings/index.csv",
+    log:
+        "logs/findings/index.log",
+    conda:
+        "../../envs/reports.yaml"
+    shell:
+        "remat findings index > {log} 2>&1"
 
 
 rule report:
     input:
         qmd="reports/{name}.qmd",
-        data=lambda wc: REPORT_INPUTS[wc.name],
+        findings="results/findings/{name}.csv",
+        tables=lambda wc: REPORT_TABLES[wc.name],
+        figures=lambda wc: REPORT_FIGURES[wc.name],
     output:
         "reports/{name}.html",
     wildcard_constraints:
-        name="|".join(REPORT_INPUTS),
+        name="|".join(REPORT_TABLES),
     params:
         offload_device=OFFLOAD_DEVICE,  # whose offload tables the offload report reads (offload.report_device)
     log:
@@ -38,6 +75,7 @@ rule report:
 rule report_index:
     input:
         qmd="reports/index.qmd",
+        findings="results/findings/index.csv",
         reports=expand("reports/{name}.html", name=config["reports"]),
     output:
         "reports/index.html",

@@ -7,6 +7,7 @@ Contract (scripts, rules and reports depend on these names):
     remat bandwidth  --device cpu|cuda [--json]
     remat plan       --model M --memory 80GiB [...] [--format md|json]
     remat memplan    --net resnet|lstm [--depth N | --length T] [--strategy S ...] [--budget B] [--json]
+    remat findings   NAME                              (pipeline rules: result tables -> results/findings/NAME.csv)
     remat report     [--engine auto|quarto|fallback] [NAME ...]
     remat experiment NAME --params JSON --out FILE     (pipeline rules: one tidy table per call)
     remat figure     NAME --inputs CSV... --out PNG    (pipeline rules: tables -> one figure, PNG + SVG)
@@ -31,10 +32,10 @@ from remat.errors import InfeasibleError, UsageError
 
 
 def _sections():
-    from remat.cli import explain, memplan, pipeline, plan, runtime
-    return [pipeline.add_check, pipeline.add_experiment, pipeline.add_figure, pipeline.add_report,
-            runtime.add_bandwidth, runtime.add_measure, runtime.add_account, plan.add_plan, memplan.add_memplan,
-            explain.add_explain]
+    from remat.cli import explain, findings, memplan, pipeline, plan, runtime
+    return [pipeline.add_check, pipeline.add_experiment, pipeline.add_figure, findings.add_findings,
+            pipeline.add_report, runtime.add_bandwidth, runtime.add_measure, runtime.add_account, plan.add_plan,
+            memplan.add_memplan, explain.add_explain]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,25 @@
+"""`remat findings NAME`: a report's result tables -> its findings, ``results/findings/NAME.csv`` (what the
+pipeline's findings rules call; the reports and the index's scorecard read these files)."""
+
+from __future__ import annotations
+
+import sys
+
+from remat.analysis import catalog, write_findings
+from remat.cli.args import command
+
+
+def add_findings(sub):
+    p = command(sub, "findings", "judge a report's claims: its result tables -> results/findings/NAME.csv (one row "
+                                 "per finding: claim, ours, the paper's value and source, rule, status, reason)",
+                ["remat findings korthikanti2022", "remat findings index"],
+                "a missing table gives 'not measured' findings naming the snakemake target; index collects the "
+                "claims the scorecard lists from the other reports' findings")
+    p.add_argument("name", choices=[*catalog.REPORTS, "index"], help="the report")
+    p.set_defaults(func=_run_findings)
+
+
+def _run_findings(args) -> int:
+    out = write_findings(args.name)
+    print(out, file=sys.stdout)
+    return 0

@@ -1,0 +1,81 @@
+"""The findings core: each rule fails a wrong value (values by hand), the judge's statuses, the CSV round trip, the
+sanity gates and the scorecard view."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import astuple
+
+import pytest
+
+from remat.analysis import catalog, gates
+from remat.analysis.findings import (DIFFERS, INVALID, MEASURED, NOT_MEASURED, REPRODUCED, judge, not_measured, read,
+                                    within_abs, within_range, within_rel, write)
+from remat.analysis.tolerances import Tolerance
+from remat.paper import PaperValue
+from remat.report import phrases
+from remat.report.scorecard import scorecard_markdown
+
+T4_FULL = PaperValue(39, "Table 4", "39 %")      # paper Table 4: full recompute costs 39 %
+PP3 = Tolerance(3, " pp", "the paper disagrees with itself by about 3 pp")
+
+
+@pytest.mark.parametrize("ours, status", [(39, REPRODUCED), (41.9, REPRODUCED), (36.1, REPRODUCED),
+                                          (42.5, DIFFERS), (35.0, DIFFERS)])
+def test_within_abs_is_two_sided(ours, status):
+    assert judge("t", "c", ours, T4_FULL, within_abs(PP3)).status == status
+
+
+@pytest.mark.parametrize("ours, status", [(7.0, REPRODUCED), (6.9, REPRODUCED), (10.5, DIFFERS), (4.0, DIFFERS)])
+def test_within_rel_judges_a_ratio(ours, status):
+    ratio = PaperValue(48 / 7, "abstract", "6.9×")     # Chen: 48 GB -> 7 GB
+    assert judge("r", "c", ours, ratio, within_rel(Tolerance(0.1, "", "why"))).status == status
+
+
+def test_within_range_and_the_reason_when_it_fails():
+    rule = within_range(4.5, 5.5, "×", "5× has one significant figure")
+    assert judge("x", "c", 4.9, PaperValue(5, "abstract"), rule).status == REPRODUCED
+    failed = judge("x", "c", 6.2, PaperValue(5, "abstract"), rule)
+    assert failed.status == DIFFERS and "6.2" in failed.reason and failed.rule == "within 4.5–5.5×"
+
+
+def test_judge_without_paper_is_measured_and_nan_is_invalid():
+    assert judge("m", "c", 1.5).status == MEASURED
+    assert judge("n", "c", math.nan, T4_FULL, within_abs(PP3)).status == INVALID
+
+
+def test_not_measured_names_the_target():
+    f = not_measured("t", "c", catalog.Missing("results/korthikanti/table4.csv"), T4_FULL, within_abs(PP3))
+    assert f.status == NOT_MEASURED and "snakemake results/korthikanti/table4.csv" in phrases.verdict(f)
+
+
+def test_csv_round_trip_and_unique_ids(tmp_path):
+    found = [judge("a.b", "claim, with a comma", 38.2, T4_FULL, within_abs(PP3), text="38.2 %", scorecard="P"),
+             judge("c", "plain", 2.0)]
+    write(found, tmp_path / "f.csv")
+    back = read(tmp_path / "f.csv")
+    for f in found:   # equal field by field, NaN (no paper value) read back as NaN
+        assert [(a, b) for a, b in zip(astuple(back[f.id]), astuple(f)) if a != b and a == a] == []
+    with pytest.raises(KeyError, match="no finding 'zz'"):
+        back["zz"]
+    with pytest.raises(ValueError, match="repeated"):
+        write(found + found[:1], tmp_path / "g.csv")
+
+
+def test_gates_fail_what_breaks_an_invariant():
+    assert gates.noisy(10.0, 6.0) and not gates.noisy(10.0, 4.0)
+    assert gates.negative_overhead(-0.561, 0.05) and not gates.negative_overhead(-0.02, 0.05)
+    # the same forward timed twice: 64.5 ms vs 236.4 ms with IQRs of a few ms
+    assert gates.apart(64.5, 3.0, 236.4, 5.0) and not gates.apart(64.5, 3.0, 66.0, 2.0)
+    f = gates.gated(judge("t", "c", 2.9), ["", gates.negative_overhead(-0.561, 0.05)])
+    assert f.status == INVALID and "below zero" in f.reason
+
+
+def test_scorecard_is_a_view_over_the_index_findings(tmp_path):
+    claims = [judge("chen2016.x", "Claim A", 10.5, PaperValue(6.9, "abstract", "6.9×"),
+                    within_rel(Tolerance(0.1, "", "why")), text="10.5×", scorecard="Chen et al. 2016",
+                    link="chen2016.html#sec-resnet")]
+    write(claims, catalog.path("findings.index", root=tmp_path))
+    text = scorecard_markdown(tmp_path)
+    assert "The one claim differs." in text and "| Claim A | 6.9× (abstract) | 10.5× |" in text
+    assert "chen2016 › resnet (not rendered yet)" in text
