@@ -8,18 +8,25 @@ with no GPU needed to plan, and explain what checkpointing actually saved.
     print(result)                 # per block: policy, bytes kept, extra time; totals vs budget
 
 Modules: ``blocks`` (which modules are the blocks), ``measure`` (per-block bytes and seconds under
-FakeTensorMode), ``planning`` (the exact planner's problem, the AutoPlan result), ``wrap`` (apply / clear),
-``hf`` (transformers models from a config, nothing downloaded), ``diagnose`` (``explain``: one step as it is: bytes kept
-per block, recompute FLOPs, the known traps).
+FakeTensorMode; the whole step in ``whole_step``), ``planning`` (the exact planner's problem, the AutoPlan result),
+``wrap`` (apply / clear), ``hf`` (transformers models from a config, nothing downloaded), ``check`` (a plan checked
+by measurement on this CPU), ``diagnose`` (``explain``: one step as it is: bytes kept per block, recompute FLOPs,
+the known traps; its parts in ``explain_step``, ``instruments``, ``explain_rows``, ``traps``, ``explanation``).
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+from remat.auto import diagnose
 from remat.auto.blocks import Blocks, find_blocks
+from remat.auto.measure import measure_model
+from remat.auto.planning import build_problem, solve_blocks
 from remat.auto.wrap import apply, clear
+from remat.errors import UsageError
 from remat.planner.problem import POLICIES
+from remat.timemodel.gpus import gpu as gpu_preset
+from remat.units import parse_bytes
 
 __all__ = ["plan", "apply", "clear", "explain", "find_blocks", "Blocks", "POLICIES"]
 
@@ -45,12 +52,6 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     smallest budget that works when nothing fits. Source: remat.auto.measure (costs), remat.planner.solve
     (exact).
     """
-    from remat.auto.measure import measure_model
-    from remat.auto.planning import build_problem, solve_blocks
-    from remat.errors import UsageError
-    from remat.timemodel.gpus import gpu as gpu_preset
-    from remat.units import parse_bytes
-
     choices = tuple(choices)
     unknown = [c for c in choices if c not in POLICIES]
     if unknown or not choices:
@@ -72,5 +73,4 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
 def explain(model, example_args=(), example_kwargs: dict | None = None, **options):
     """One step of ``model`` as it is: bytes kept per block, recompute FLOPs, the known traps
     (remat.auto.diagnose.explain)."""
-    from remat.auto.diagnose import explain as run
-    return run(model, example_args, example_kwargs, **options)
+    return diagnose.explain(model, example_args, example_kwargs, **options)

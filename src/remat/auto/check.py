@@ -32,8 +32,16 @@ import dataclasses
 
 import torch
 
+from remat import auto
+from remat.auto.hf import build, config_of, hf_checkpointing, set_hf_checkpointing
+from remat.auto.planning import solve_blocks
+from remat.drop_cheap import KeptLog, cache_bytes
+from remat.errors import UsageError
+from remat.measure.peak import PeakMemory
+from remat.measure.saved import SavedTensorLog
+from remat.measure.timing import time_steps
 from remat.planner.problem import plan_from_policies
-from remat.auto.hf import hf_checkpointing, set_hf_checkpointing
+from remat.units import format_bytes
 
 CHOICES = ("none", "selective", "full")
 
@@ -43,11 +51,6 @@ def check_small(source, layers: int = 4, seq: int = 128, micro_batch: int = 1, f
     """Rows of the check (module docstring): setup, policies, saved_bytes, predicted_peak_bytes,
     measured_peak_bytes, peak_error (relative), step_time_s (CPU median), grads_equal, budget_bytes.
     Raises UsageError naming the field for bad sizes; needs transformers (UsageError("model") without)."""
-    from remat import auto
-    from remat.auto.hf import build, config_of
-    from remat.auto.planning import solve_blocks
-    from remat.errors import UsageError
-
     if not 0.0 <= fraction <= 1.0:
         raise UsageError("fraction", f"must be in [0, 1], got {fraction!r}")
     config = source if hasattr(source, "to_dict") else config_of(source)
@@ -90,8 +93,6 @@ def check_small(source, layers: int = 4, seq: int = 128, micro_batch: int = 1, f
 def _times(model, kwargs, setups: dict, seed: int, repeats: int) -> dict:
     """Median CPU seconds of a step per setup: remat.measure.timing's interleaved rounds (a load change on the
     machine hits every setup alike)."""
-    from remat.measure.timing import time_steps
-
     def step():
         torch.manual_seed(seed)
         model.zero_grad(set_to_none=True)
@@ -105,8 +106,6 @@ def _times(model, kwargs, setups: dict, seed: int, repeats: int) -> dict:
 def _check_room(need: int) -> None:
     """UsageError("--check-seq") when the instance would need more than half the memory this machine has
     available (/proc/meminfo MemAvailable; no check where that file is missing)."""
-    from remat.errors import UsageError
-    from remat.units import format_bytes
     try:
         info = dict(line.split(":", 1) for line in open("/proc/meminfo", encoding="ascii"))
         available = int(info["MemAvailable"].split()[0]) * 1024
@@ -118,7 +117,6 @@ def _check_room(need: int) -> None:
 
 
 def _configure(model, name: str, policies) -> None:
-    from remat import auto
     auto.clear(model)
     if hf_checkpointing(model):
         set_hf_checkpointing(model, False)
@@ -130,10 +128,6 @@ def _configure(model, name: str, policies) -> None:
 
 def _measure(model, kwargs, seed: int) -> dict:
     """One seeded step measured: saved bytes after the forward, peak, gradients."""
-    from remat.drop_cheap import KeptLog, cache_bytes
-    from remat.measure.peak import PeakMemory
-    from remat.measure.saved import SavedTensorLog
-
     model.zero_grad(set_to_none=True)
     torch.manual_seed(seed)
     with PeakMemory("cpu", model, *kwargs.values()) as mem:

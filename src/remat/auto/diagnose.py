@@ -52,7 +52,7 @@ The traps (``Trap.code``), each with one sentence and what to do:
 
 Works with real tensors and under FakeTensorMode (when the parameters are fake, their mode is entered).
 
-Modules: ``explain_step`` (the step and its hooks), ``instruments`` (what watches it), ``block_rows`` (the per-
+Modules: ``explain_step`` (the step and its hooks), ``instruments`` (what watches it), ``explain_rows`` (the per-
 block rows and totals), ``traps`` (the traps), ``explanation`` (Explanation, Trap, the printed text).
 """
 

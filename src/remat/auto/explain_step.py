@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten, tree_map
 
-from remat.auto.block_rows import explanation_of
+from remat.auto.explain_rows import explanation_of
 from remat.auto.blocks import Blocks
 from remat.auto.explanation import Explanation
 from remat.auto.instruments import (BackwardOps, BlockKeptLog, Cached, DetachedLog, LiveStorages, address,

@@ -18,10 +18,16 @@ tensors, for the small instances that check a plan by measurement.
 from __future__ import annotations
 
 import contextlib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
 from remat.errors import UsageError
+from remat.models.hf_config import read_json_object
+from remat.models.presets import from_name
 
 EXTRA = "pip install -e '.[hf]'"
 DEVICES = ("fake", "cpu")
@@ -68,7 +74,7 @@ def set_hf_checkpointing(model, on: bool, use_reentrant: bool = False) -> None:
 def available() -> bool:
     """True when transformers can be imported."""
     try:
-        import transformers  # noqa: F401
+        import transformers  # noqa: F401  (the probe: transformers is an optional extra)
     except ImportError:
         return False
     return True
@@ -82,8 +88,7 @@ def read_config(source: str | Path):
     not know."""
     if not available():
         raise UsageError("model", f"reading a HuggingFace config needs transformers: {EXTRA}")
-    from transformers import AutoConfig
-    from remat.models.hf_config import read_json_object
+    from transformers import AutoConfig  # optional extra, checked by available() above
     path = Path(source)
     path = path / "config.json" if path.is_dir() else path
     raw = read_json_object(path)
@@ -93,7 +98,7 @@ def read_config(source: str | Path):
     try:
         config = AutoConfig.for_model(model_type, **raw)
     except (ValueError, KeyError):
-        import transformers
+        import transformers  # optional extra (EXTRA), present: checked above
         raise UsageError("model_type", f"transformers {transformers.__version__} does not know {model_type!r}") \
             from None
     config.name_or_path = str(raw.get("_name_or_path") or (path.parent.name if path.name == "config.json"
@@ -107,7 +112,6 @@ def config_of(source: str | Path):
     path = Path(source)
     if path.suffix == ".json" or path.is_dir() or path.exists():
         return read_config(path)
-    from remat.models.presets import from_name
     return preset_config(from_name(str(source)))
 
 
@@ -116,7 +120,7 @@ def preset_config(cfg):
     LlamaConfig). Raises UsageError("model") without transformers."""
     if not available():
         raise UsageError("model", f"building a HuggingFace model needs transformers: {EXTRA}")
-    from transformers import GPT2Config, LlamaConfig
+    from transformers import GPT2Config, LlamaConfig  # optional extra, checked by available() above
     if cfg.arch == "gpt":
         config = GPT2Config(n_embd=cfg.hidden, n_head=cfg.heads, n_layer=cfg.layers, n_inner=cfg.ffn_hidden,
                             vocab_size=cfg.vocab, n_positions=cfg.max_positions, resid_pdrop=cfg.dropout,
@@ -150,8 +154,7 @@ def build(source, device: str = "fake", layers: int | None = None, seq: int | No
     layers: override the number of blocks (num_hidden_layers); seq: s (default the context length);
     micro_batch: b (default 1). Raises UsageError naming the field for bad input; UsageError("model") without
     transformers. Source: transformers AutoModelForCausalLM.from_config."""
-    import torch
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # optional extra (EXTRA)
 
     if device not in DEVICES:
         raise UsageError("--device", f"must be one of {', '.join(DEVICES)}, got {device!r}")
@@ -166,7 +169,6 @@ def build(source, device: str = "fake", layers: int | None = None, seq: int | No
     dtype = _dtype(config)
     mode = contextlib.nullcontext()
     if device == "fake":
-        from torch._subclasses.fake_tensor import FakeTensorMode
         mode = FakeTensorMode(allow_non_fake_inputs=True)
     with mode:
         try:
@@ -182,7 +184,6 @@ def build(source, device: str = "fake", layers: int | None = None, seq: int | No
 
 
 def _dtype(config):
-    import torch
     value = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None) or "float32"
     if isinstance(value, str):
         value = getattr(torch, value, None)
@@ -202,7 +203,6 @@ def unpacked_masks():
     check answers "not packed" — true for example inputs without position_ids and attention_mask, one
     sequence per row. With an attention_mask given, transformers still builds the mask (as it does on a real
     GPU). A no-op when transformers is absent or has no such function."""
-    import sys
     masking = sys.modules.get("transformers.masking_utils")
     original = getattr(masking, "find_packed_sequence_indices", None)
     if original is None:

@@ -33,22 +33,34 @@ What is measured, and how (nothing here is a formula of the model):
 
 The rest of a step (embedding, head, loss) is priced as the whole step's roofline time minus the blocks'.
 Forward-phase peaks inside a block are not modelled (a block's backward, which re-runs its forward and
-holds its gradients, is larger in every model we measured).
+holds its gradients, is larger in every model we measured). Part 1 runs in remat.auto.whole_step; parts 2 and
+3 here.
 """
 
 from __future__ import annotations
 
-import functools
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch._subclasses.fake_tensor import FakeCopyMode, FakeTensor, FakeTensorMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from remat.auto import wrap
 from remat.auto.blocks import Blocks
-from remat.auto.hf import hf_checkpointing, set_hf_checkpointing
+from remat.auto.hf import hf_checkpointing, set_hf_checkpointing, unpacked_masks
+from remat.auto.whole_step import check_inputs, device_of, unique_bytes, weight_shapes, whole_seconds, whole_step
+from remat.drop_cheap import KeptLog
+from remat.errors import UsageError
+from remat.formulas import offload as offload_formulas
+from remat.measure.flops import RecomputeTally
+from remat.measure.peak import PeakMemory
+from remat.measure.saved import SavedTensorLog
 from remat.planner.problem import POLICIES
+from remat.timemodel.roofline import Rates, layer_times
+from remat.timemodel.trace import LayerTrace, recording
 
 MEASURED = ("none", "selective", "full")
 """The policies run under fake tensors; offload is derived from none (module docstring)."""
@@ -102,8 +114,6 @@ def fake_model(model: nn.Module) -> tuple:
     the same shape, dtype and device — no real memory; the caller's model is untouched). Measuring the real
     model under FakeTensorMode instead would count every parameter twice (its fake conversion is a new
     storage to the memory tracker)."""
-    import copy
-    from torch._subclasses.fake_tensor import FakeCopyMode, FakeTensor, FakeTensorMode
     for p in model.parameters():
         if isinstance(p, FakeTensor):
             return p.fake_mode, model
@@ -122,10 +132,6 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
 
     Returns ModelCosts (bytes: int; seconds on ``gpu``). Raises UsageError("model") when a block never runs
     in the forward. Any wrapping by remat.auto.apply is lifted while measuring and restored afterwards."""
-    from remat.auto import wrap
-    from remat.auto.hf import unpacked_masks
-    from remat.timemodel.roofline import Rates
-
     loss_fn = loss_fn or default_loss
     source, state = model, wrap.applied(model)
     wrap.clear(source)
@@ -134,8 +140,8 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
         blocks = Blocks(blocks.name, blocks.names, tuple(model.get_submodule(n) for n in blocks.names))
         with mode, unpacked_masks():
             args, kwargs = tree_map(lambda x: mode.from_tensor(x) if _real(x) else x, (args, kwargs))
-            whole = _whole_step(model, args, kwargs, blocks, loss_fn)
-            _check_inputs(blocks, whole["inputs"])
+            whole = whole_step(model, args, kwargs, blocks, loss_fn)
+            check_inputs(blocks, whole["inputs"])
             dtype = _dtype(model)
             rates = Rates.of(gpu, 1, dtype)
             cache: dict = {}
@@ -145,7 +151,7 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
                 if key not in cache:
                     cache[key] = _block_costs(module, captured, rates, gpu, policies)
                 block_costs.append(BlockCost(name, _grad_bytes(module), cache[key]))
-            outside_s = _whole_seconds(model, args, kwargs, loss_fn, rates) - sum(
+            outside_s = whole_seconds(model, args, kwargs, loss_fn, rates) - sum(
                 b.costs["none"].time_s for b in block_costs)
     finally:
         if state is not None:
@@ -171,107 +177,12 @@ def default_loss(output) -> torch.Tensor:
     first = next((t for t in tree_flatten(values)[0] if isinstance(t, torch.Tensor) and t.is_floating_point()),
                  None)
     if first is None:
-        from remat.errors import UsageError
         raise UsageError("loss_fn", f"the model's output ({type(output).__name__}) has no floating tensor: pass "
                                     "loss_fn=")
     return first.sum()
 
 
-# --- the whole step ---------------------------------------------------------------------------------------------
-
-def _whole_step(model, args, kwargs, blocks, loss_fn) -> dict:
-    from remat.measure.peak import PeakMemory
-    captured: list = [None] * len(blocks)
-    marks: dict = {}
-    handles = [m.register_forward_pre_hook(functools.partial(_capture, captured, i), with_kwargs=True)
-               for i, m in enumerate(blocks.modules)]
-    device = _device(model)
-    params = _unique_bytes([*model.parameters(), *model.buffers()])
-    tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-    try:
-        with PeakMemory(device, model, *tensors) as mem:
-            handles.append(blocks.modules[-1].register_forward_hook(
-                functools.partial(_after_last_forward, mem, marks)))
-            handles.append(blocks.modules[0].register_forward_pre_hook(
-                functools.partial(_before_first_forward, mem, marks), with_kwargs=True))
-            loss = loss_fn(model(*args, **kwargs))     # the output is not held through backward
-            loss.backward()
-            # after the first block's backward (when its input needs a gradient): the embedding's backward
-            marks["peak_end"] = mem.peak_so_far() if "hooked_end" in marks else None
-    finally:
-        for h in handles:
-            h.remove()
-    for p in model.parameters():
-        p.grad = None
-    return {"inputs": captured, "params": params, "param_count": sum(p.numel() for p in model.parameters()),
-            "live_last": marks["live_last"], "peak_head": marks["peak_head"], "peak_end": marks["peak_end"]}
-
-
-def _check_inputs(blocks, inputs) -> None:
-    """Every block ran, and none received a key/value cache (a training step has none; an isolated re-run
-    would append to it)."""
-    from remat.errors import UsageError
-    for name, captured in zip(blocks.names, inputs):
-        if captured is None:
-            raise UsageError("blocks", f"block {name} did not run in the forward: pass blocks=")
-        caches = [type(x).__name__ for x in tree_flatten(captured)[0] if "Cache" in type(x).__name__]
-        if caches:
-            raise UsageError("example_kwargs", f"block {name} receives a {caches[0]}: plan a training step "
-                                               "without a cache (use_cache=False)")
-
-
-def _capture(captured, i, module, args, kwargs):
-    """A block's first call: its arguments and the autocast state it runs under (the model's forward may enter
-    autocast itself; the isolated runs re-enter it)."""
-    if captured[i] is None:
-        device = _device(module).type
-        amp = (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
-        captured[i] = (args, kwargs, amp)
-
-
-def _before_first_forward(mem, marks, module, args, kwargs):
-    """Hook the hidden-state input of the first block: when its gradient is made, the blocks' backward is over
-    and the embedding's begins (the ``end`` phase)."""
-    x = next((t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t.requires_grad),
-             None)
-    if x is not None and "hooked_end" not in marks:
-        marks["hooked_end"] = True
-        x.register_hook(lambda grad: mem.reset_peak())
-
-
-def _after_last_forward(mem, marks, module, args, output):
-    """From the last block's output on: the head's forward, the loss, the head's backward (``floor``) until the
-    gradient of that output arrives (the last block's backward starts: ``live_last``)."""
-    y = next((t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.requires_grad), None)
-    if y is None or "hooked_last" in marks:
-        return
-    marks["hooked_last"] = True
-    mem.reset_peak()
-
-    def at_last_backward(grad):
-        marks["peak_head"] = mem.peak_so_far()
-        marks["live_last"] = mem.current_bytes()
-    y.register_hook(at_last_backward)
-
-
-def _whole_seconds(model, args, kwargs, loss_fn, rates) -> float:
-    """Roofline seconds of the whole step with every block plain (forward + backward)."""
-    from remat.timemodel.roofline import layer_times
-    from remat.timemodel.trace import LayerTrace, recording
-    with recording(_weight_shapes(model)) as recorder:
-        loss = loss_fn(model(*args, **kwargs))
-        recorder.phase = "backward"
-        loss.backward()
-    for p in model.parameters():
-        p.grad = None
-    times = layer_times(LayerTrace(tuple(recorder.ops), type(model).__name__, "none", 1, False, False), rates)
-    return times.combined_s
-
-
-# --- one block --------------------------------------------------------------------------------------------------
-
 def _block_costs(module, captured, rates, gpu, policies) -> dict:
-    from remat.formulas import offload as offload_formulas
     out = {}
     for policy in MEASURED:
         if policy == "none" or policy in policies:
@@ -288,16 +199,8 @@ def _block_costs(module, captured, rates, gpu, policies) -> dict:
 
 def _run_block(module, captured, policy, rates) -> PolicyCost:
     """Memory run, then op-recording run, of ``module`` alone under ``policy`` (module docstring, part 2)."""
-    from remat.auto.wrap import wrapper
-    from remat.drop_cheap import KeptLog
-    from remat.measure.flops import RecomputeTally
-    from remat.measure.peak import PeakMemory
-    from remat.measure.saved import SavedTensorLog
-    from remat.timemodel.roofline import layer_times
-    from remat.timemodel.trace import LayerTrace, recording
-
     if policy != "none":
-        module.forward = wrapper(module, policy)
+        module.forward = wrap.wrapper(module, policy)
     try:
         args, kwargs = _leaves(captured)
         shared = {t.untyped_storage()._cdata for t in tree_flatten((args, kwargs))[0]
@@ -305,7 +208,7 @@ def _run_block(module, captured, policy, rates) -> PolicyCost:
         inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
         device, enabled, amp_dtype = captured[2]
         amp = lambda: torch.autocast(device, dtype=amp_dtype, enabled=enabled)
-        with PeakMemory(_device(module), module, *inputs) as mem, RecomputeTally() as tally, amp():
+        with PeakMemory(device_of(module), module, *inputs) as mem, RecomputeTally() as tally, amp():
             with SavedTensorLog(module) as log, KeptLog() as kept:
                 out = module(*args, **kwargs)
             records = [r for r in log.activations() if r.address not in shared]
@@ -320,7 +223,7 @@ def _run_block(module, captured, policy, rates) -> PolicyCost:
             transient = max(0, mem.peak_so_far() - start)
         _drop_grads(module)
         args, kwargs = _leaves(captured)
-        with recording(_weight_shapes(module)) as recorder, amp():
+        with recording(weight_shapes(module)) as recorder, amp():
             outputs, grads = _backward_args(module(*args, **kwargs))
             recorder.phase = "backward"
             torch.autograd.backward(outputs, grads)
@@ -363,36 +266,16 @@ def _signature(module, captured) -> tuple:
 
 
 def _real(x) -> bool:
-    from torch._subclasses.fake_tensor import FakeTensor
     return isinstance(x, torch.Tensor) and not isinstance(x, FakeTensor)
 
 
-def _unique_bytes(tensors) -> int:
-    seen, total = set(), 0
-    for t in tensors:
-        storage = t.untyped_storage()
-        if storage._cdata not in seen:
-            seen.add(storage._cdata)
-            total += storage.nbytes()
-    return total
-
-
 def _grad_bytes(module) -> int:
-    return _unique_bytes([p for p in module.parameters() if p.requires_grad])
+    return unique_bytes([p for p in module.parameters() if p.requires_grad])
 
 
 def _drop_grads(module) -> None:
     for p in module.parameters():
         p.grad = None
-
-
-def _weight_shapes(module) -> set:
-    return {tuple(p.shape) for p in module.parameters() if p.dim() == 2}
-
-
-def _device(module) -> torch.device:
-    p = next(module.parameters(), None)
-    return p.device if p is not None else torch.device("cpu")
 
 
 def _dtype(model) -> str:

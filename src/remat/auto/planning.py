@@ -24,11 +24,15 @@ The optimizer step itself (its temporaries) is not part of the peak.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import groupby
 
 from remat.auto.blocks import Blocks
 from remat.auto.measure import ModelCosts
 from remat.errors import InfeasibleError
+from remat.planner.baselines import entry
 from remat.planner.problem import POLICIES, Layer, Option, Plan, Problem, plan_from_policies
+from remat.planner.render import to_json
+from remat.planner.solve import solve
 from remat.units import format_bytes
 
 COST_SOURCE = "measured per block under fake tensors (remat.auto)"
@@ -65,7 +69,6 @@ class AutoPlan:
     def to_json(self) -> dict:
         """JSON-ready: every plan's keys (remat.planner.render.to_json: predicted, memory, baselines, apply,
         settings, …) plus blocks [{name, policy, stored_bytes, offload_bytes, extra_s}]."""
-        from remat.planner.render import to_json
         return {**to_json(self.problem, self.plan, self.baselines), "blocks": block_rows(self)}
 
 
@@ -104,8 +107,6 @@ def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimi
 def solve_blocks(problem: Problem, blocks: Blocks, costs: ModelCosts) -> AutoPlan:
     """Solve ``problem`` exactly (remat.planner.solve) and score the uniform baselines. Raises
     InfeasibleError naming the smallest budget that works."""
-    from remat.planner.baselines import entry
-    from remat.planner.solve import solve
     offered = {o.policy for o in problem.layers[0].options}
     try:
         best = solve(problem)
@@ -130,7 +131,6 @@ def block_rows(result: AutoPlan) -> list[dict]:
 
 def to_text(result: AutoPlan) -> str:
     """A readable plan: per block (runs of equal rows merged), totals against the budget, baselines."""
-    from itertools import groupby
     problem, plan = result.problem, result.plan
     lines = [f"remat.auto plan: {len(result.policies)} blocks ({result.blocks or 'given'}), budget "
              f"{format_bytes(problem.budget_bytes)}, {problem.meta.get('gpu_name', problem.meta.get('gpu', ''))}",
