@@ -5,7 +5,7 @@ from fractions import Fraction
 import pytest
 
 from remat.errors import UsageError
-from remat.formulas import korthikanti
+from remat.formulas import korthikanti, korthikanti_labels
 
 # Table 3 of the paper: (name, a, h, L, p, m, b)
 TABLE3 = [("22B", 64, 6144, 48, 1, 1, 4), ("175B", 96, 12288, 96, 8, 3, 1),
@@ -131,16 +131,16 @@ def test_flops_eq7_eq8():
     (("head", "mm", (2048, 12288), "torch.bfloat16"), None),
 ])
 def test_paper_term(record, term):
-    assert korthikanti.paper_term(*record) == term
+    assert korthikanti_labels.paper_term(*record) == term
 
 
 def test_paper_term_tells_v_from_dropped_probs_when_shapes_coincide():
     # at s = h/a the ·V product's two saved operands are both [b·a, s, s]: V is a view of the fused QKV
     # output (its storage already saved by QKᵀ), the dropped-out probabilities a storage of their own
     square = (8, 16, 16)
-    assert korthikanti.paper_term("attn.core", "bmm", square, "torch.bfloat16", shares_storage=True) == "v"
-    assert korthikanti.paper_term("attn.core", "bmm", square, "torch.bfloat16", shares_storage=False) == "attn_probs_dropped"
-    assert korthikanti.paper_term("attn.core", "bmm", square, "torch.bfloat16") == "attn_probs_dropped"  # shape alone
+    assert korthikanti_labels.paper_term("attn.core", "bmm", square, "torch.bfloat16", shares_storage=True) == "v"
+    assert korthikanti_labels.paper_term("attn.core", "bmm", square, "torch.bfloat16", shares_storage=False) == "attn_probs_dropped"
+    assert korthikanti_labels.paper_term("attn.core", "bmm", square, "torch.bfloat16") == "attn_probs_dropped"  # shape alone
 
 
 # --- paper Figure 1's parameter bars, §4.3's share, the selective overhead and HFU (issue 12) -------------------

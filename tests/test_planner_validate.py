@@ -151,6 +151,7 @@ def test_calibration_times_every_policy_under_its_own_plan(monkeypatch):
     # fake timings (one per policy) come back unchanged as the medians
     from remat.measure import timing
     from remat.models.presets import from_name
+    from remat.planner import calibrate
     from remat.planner.calibrate import layer_seconds
 
     seen = []
@@ -163,7 +164,7 @@ def test_calibration_times_every_policy_under_its_own_plan(monkeypatch):
         return {name: timing.Timing(0.5 + k, 0.0, (0.5 + k,) * 5, warmup, "fake")
                 for k, name in enumerate(steps)}
 
-    monkeypatch.setattr(timing, "time_steps", fake_time_steps)
+    monkeypatch.setattr(calibrate, "time_steps", fake_time_steps)
     out = layer_seconds(from_name("gpt-tiny"), ["none", "full", "selective"], device="cpu", rounds=1)
     assert out == {"none": 0.5, "full": 1.5, "selective": 2.5}
     assert seen == [("none", ("none",)), ("full", ("full",)), ("selective", ("selective",))]

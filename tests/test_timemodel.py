@@ -154,7 +154,7 @@ def test_experiments_name_a_bad_gpu_preset():
 def test_table5_difference_and_ratio():
     """Paper Table 5 by the planner's cost model: full recompute slower than SP + selective; the ratio and the
     difference are what the rows say they are."""
-    from remat.timemodel.paper import table5_rows
+    from remat.planner.table5 import table5_rows
     (row,) = table5_rows(A100, ["gpt-22b"])
     assert row["full_s"] > row["present_s"] > 0
     assert row["ratio"] == pytest.approx(row["full_s"] / row["present_s"])

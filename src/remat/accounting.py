@@ -8,7 +8,7 @@
 One layer (the serial ``GPTLayer`` for t = 1, rank ``rank`` of the ``ParallelGPTLayer`` otherwise) runs
 forward under ``remat.measure.saved.SavedTensorLog``; the recompute mode is applied with
 ``remat.policies.apply_plan`` (selective = checkpoint ``attn.core``, full = checkpoint the layer). Every saved
-tensor is labelled with its §4.1 term by ``remat.formulas.korthikanti.paper_term``. Three byte counts:
+tensor is labelled with its §4.1 term by ``remat.formulas.korthikanti_labels.paper_term``. Three byte counts:
 
 * actual (``bytes_per_layer_actual``): every unique storage autograd keeps, parameters/buffers excluded —
   what this PyTorch layer really holds;
@@ -33,7 +33,13 @@ from torch import nn
 
 from remat.device import DEVICES
 from remat.errors import UsageError
-from remat.formulas import korthikanti
+from remat.formulas import korthikanti, korthikanti_labels
+from remat.measure.saved import SavedTensorLog
+from remat.models.llama import LlamaLayer
+from remat.models.presets import ModelConfig, from_name, validate
+from remat.models.tensor_parallel import build_layer, fake_process_group
+from remat.models.transformer import default_dtype
+from remat.policies import apply_plan
 from remat.units import MiB
 
 
@@ -152,7 +158,6 @@ def resolve(model, mode: str = "none", tp: int | None = None, sp: bool = False, 
     Raises UsageError naming the field: mode, model, seq, micro_batch, tp (t not dividing heads or hidden;
     TP of a non-GPT layer), sp (SP without TP; t not dividing s).
     """
-    from remat.models.presets import ModelConfig, from_name
     if mode not in korthikanti.RECOMPUTE:
         raise UsageError("mode", f"unknown mode {mode!r} (use {'|'.join(korthikanti.RECOMPUTE)})")
     sizes = {"seq": seq, "micro_batch": micro_batch, **overrides}
@@ -168,7 +173,6 @@ def _with_overrides(cfg, **overrides):
     """``from_name`` for a ModelConfig already in hand: apply non-None overrides and validate."""
     import dataclasses
 
-    from remat.models.presets import validate
     changes = {k: v for k, v in overrides.items() if v is not None}
     if "seq" in changes:
         changes["max_positions"] = max(cfg.max_positions, changes["seq"])
@@ -192,7 +196,6 @@ class _OneLayer(nn.Module):
 def tp_group(t: int, rank: int, device: str):
     """The TP group for one layer: None (serial) for t = 1, a fake group on "fake", else the default
     process group, which must already hold t ranks (a gloo/NCCL run)."""
-    from remat.models.tensor_parallel import fake_process_group
     if t == 1:
         yield None
     elif device == "fake":
@@ -208,10 +211,6 @@ def tp_group(t: int, rank: int, device: str):
 def build(cfg, t: int, sp: bool, mode: str, group, device: str = "fake") -> tuple[nn.Module, nn.Module]:
     """(container, layer): the layer for one rank (serial for t = 1) on ``device`` ("fake" builds on the CPU,
     under the caller's FakeTensorMode), ``mode`` applied via remat.policies.apply_plan."""
-    from remat.models.llama import LlamaLayer
-    from remat.models.tensor_parallel import build_layer
-    from remat.models.transformer import default_dtype
-    from remat.policies import apply_plan
     dev = "cpu" if device == "fake" else device
     if cfg.arch == "gpt":
         layer = build_layer(cfg, group if t > 1 else None, sp, dev)
@@ -252,7 +251,6 @@ def account_layer(model, mode: str = "none", tp: int | None = None, sp: bool = F
     if device not in DEVICES:
         raise UsageError("device", f"unknown device {device!r} (use {'|'.join(DEVICES)})")
     cfg, t = resolve(model, mode, tp, sp, seq, micro_batch, **overrides)
-    from remat.measure.saved import SavedTensorLog
     with tp_group(t, rank, device) as group, tensor_mode(device):
         container, layer = build(cfg, t, sp, mode, group, device)
         x = layer_input(cfg, t, sp, device)
@@ -276,8 +274,8 @@ def _items(records) -> tuple[list[Item], dict[str, int]]:
     for r in records:
         if r.is_parameter:
             continue
-        module = korthikanti._layer_relative(r.module)
-        term = korthikanti.paper_term(r.module, r.op, r.shape, r.dtype, r.duplicate)
+        module = korthikanti_labels.layer_relative(r.module)
+        term = korthikanti_labels.paper_term(r.module, r.op, r.shape, r.dtype, r.duplicate)
         note = ""
         if term == korthikanti.QKV_GROUP:  # checkpointed core-attention inputs arrive in argument order q, k, v
             term = "v" if qkv_seen % 3 == 2 else "q_k"

@@ -186,6 +186,7 @@ def resnet_graph(depth: int, p: ResNetParams) -> Graph:
     """The §5.2 ResNet of (at most) ``depth`` layers at the sizes of ``p``, traced under FakeTensorMode."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    # lazy: torch-free at import, so `remat check` (numpy) does not load torch
     from remat.graph.trace import trace
     from remat.models.resnet import ResNetConfig, build_resnet, random_images, resnet_loss
 
@@ -202,6 +203,7 @@ def lstm_graph(length: int, p: LSTMParams) -> Graph:
     """The §5.3 LSTM unrolled over ``length`` steps at the sizes of ``p``, traced under FakeTensorMode."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    # lazy: torch-free at import, so `remat check` (numpy) does not load torch
     from remat.graph.trace import trace
     from remat.models.lstm import LSTMConfig, build_lstm, random_sequence
 
@@ -224,6 +226,7 @@ def _plan_rows(graph: Graph, p: PaperNetParams) -> list[dict]:
 
 
 def _sweep(sizes, size: str, build, p: PaperNetParams, extra=lambda n: {}) -> pd.DataFrame:
+    # lazy: torch-free at import, so `remat check` (numpy) does not load torch
     from remat.graph.trace import other_ops
 
     rows = []
@@ -243,6 +246,7 @@ def resnet_memory(p: ResNetParams) -> pd.DataFrame:
     seconds, ops the trace did not recognise, Algorithm 3's candidate split points) and Outcome.row()'s
     planned/live bytes, recomputed FLOPs, splits, x, y, B. ``depth`` is the requested depth, ``layers`` the
     built one (3·Σ blocks + 2) and ``blocks`` its blocks per stage."""
+    # lazy: torch-free at import, so `remat check` (numpy) does not load torch
     from remat.models.resnet import blocks_for_depth, resnet_depth
 
     return _sweep(p.depths, "depth", lambda d: resnet_graph(d, p), p,

@@ -32,7 +32,9 @@ import pandas as pd
 from remat.accounting import LayerAccount, account_layer, build, layer_input, resolve, tensor_mode, tp_group
 from remat.experiments.params import Count
 from remat.formulas import korthikanti
+from remat.measure.flops import StepFlopCounter
 from remat.measure.provenance import with_provenance
+from remat.models.presets import from_name
 from remat.timemodel.gpus import GPUS, check_presets
 from remat.units import GiB
 
@@ -185,7 +187,6 @@ def items(p: AccountingParams) -> pd.DataFrame:
 def layer_flops(model: str, mode: str, tp: int = 1, sp: bool = False, **sizes) -> dict:
     """FLOPs of one layer's forward, backward (gradient work) and recompute on one TP rank, counted with
     torch.utils.flop_counter (remat.measure.flops.StepFlopCounter) under FakeTensorMode. Returns ints."""
-    from remat.measure.flops import StepFlopCounter
     cfg, t = resolve(model, mode, tp, sp, **sizes)
     counter = StepFlopCounter()
     with tp_group(t, 0, "fake") as group, tensor_mode("fake"):
@@ -251,7 +252,6 @@ def memory(p: MemoryParams) -> pd.DataFrame:
     gpu_memory_bytes (GPUS[gpu].memory_bytes), fits_gpu (total_bytes ≤ gpu_memory_bytes), + provenance.
     Bytes are int; GiB = 2**30 bytes.
     """
-    from remat.models.presets import from_name
     tp, bpp = p.tp, p.bytes_per_param
     capacity = GPUS[p.gpu].memory_bytes
     rows = []

@@ -10,7 +10,7 @@ korthikanti-table4: paper Table 4 — one 22B layer (t = 8): forward, backward, 
 korthikanti-figure8: paper Figure 8 — % of the baseline layer time, full recompute vs SP + selective, for
     the four Table 3 models.
 korthikanti-table5: paper Table 5 — iteration time with full recompute and with SP + selective, and their
-    ratio, priced by the planner's cost model (remat.timemodel.paper.table5_rows).
+    ratio, priced by the planner's cost model (remat.planner.table5.table5_rows).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import ClassVar
 import pandas as pd
 
 from remat.measure.provenance import with_provenance
+from remat.planner.table5 import table5_rows
 from remat.timemodel import paper
 from remat.timemodel.gpus import check_presets, gpu
 
@@ -71,4 +72,4 @@ def figure8(p: Figure8Params) -> pd.DataFrame:
 
 def table5(p: Table5Params) -> pd.DataFrame:
     """Registry entry ``korthikanti-table5`` (module docstring); seconds per iteration (lower bounds)."""
-    return with_provenance(paper.table5_rows(gpu(p.gpu), p.models), device="fake", dtype="bfloat16")
+    return with_provenance(table5_rows(gpu(p.gpu), p.models), device="fake", dtype="bfloat16")

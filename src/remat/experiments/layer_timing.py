@@ -22,9 +22,9 @@ import torch
 
 from remat.experiments.params import Count, NonNegative
 from remat.experiments.sweep_point import Repeats, SweepParams, frame, guarded, log, overheads, sizes
-from remat.formulas import korthikanti
-from remat.formulas import torch_gpt
+from remat.formulas import korthikanti, torch_gpt
 from remat.measure.flops import StepFlops, count_step_flops
+from remat.measure.peak import PeakMemory
 from remat.measure.timing import time_steps
 from remat.models.presets import ModelConfig
 from remat.models.transformer import build_model
@@ -88,7 +88,6 @@ def layer_runner(cfg: ModelConfig, mode: str, p: LayerTimingParams) -> LayerRunn
         x.grad = None
         model.run_layers(x).backward(grad)
 
-    from remat.measure.peak import PeakMemory
     with PeakMemory(p.device, model, x, grad) as mem:
         combined()
     return LayerRunner(forward, combined, count_step_flops(lambda: (model.run_layers(x) * grad).sum()),

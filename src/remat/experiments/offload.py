@@ -33,8 +33,14 @@ from remat.experiments.offload_host import PolicyOffloadAccounting, SaveOnCpuAcc
 from remat.experiments.params import Bytes, Count, Ge, NonNegative
 from remat.experiments.progress import progress
 from remat.measure.bandwidth import bandwidth_summary, copy_sizes, link_label
+from remat.measure.flops import count_step_flops
+from remat.measure.peak import PeakMemory
 from remat.measure.provenance import with_provenance
 from remat.measure.timing import MIN_REPEATS, intra_op_threads, time_steps
+from remat.models.presets import from_name
+from remat.models.transformer import build_model, lm_loss, random_tokens
+from remat.policies import apply_plan, clear_plan
+from remat.timemodel.gpus import check_presets, gpu
 from remat.units import KiB
 
 VARIANTS = ("none", "selective", "full", "offload", "save_on_cpu")
@@ -109,7 +115,6 @@ class StepsParams:
     def model_config(self, seq: int, hidden: int):
         """The GPT model at (s, h) (remat.models.presets.from_name; MLP width 4h). Raises
         UsageError("offload.steps.<field>") for a model or size the preset rejects (e.g. heads ∤ h)."""
-        from remat.models.presets import from_name
         try:
             return from_name(self.model, layers=self.layers, seq=seq, hidden=hidden, heads=self.heads,
                              ffn_hidden=4 * hidden, micro_batch=self.micro_batch, dtype=self.dtype,
@@ -151,7 +156,6 @@ class BreakevenParams:
     """Per-copy latency t0, seconds; None: each preset's (10 µs)."""
 
     def __post_init__(self):
-        from remat.timemodel.gpus import check_presets
         check_presets("offload.breakeven.gpus", self.gpus)
         if self.link_gb_s is not None and not self.link_gb_s > 0:
             raise UsageError("offload.breakeven.link_gb_s", f"must be > 0 GB/s, got {self.link_gb_s}")
@@ -171,7 +175,6 @@ class BreakevenParams:
         an override is named in the preset's ``host_source`` ("set by offload.breakeven.<key>")."""
         from dataclasses import replace
 
-        from remat.timemodel.gpus import gpu
         overrides = {"link_gb_s": self.link_gb_s, "gpus_per_host_link": self.gpus_per_host_link,
                      "host_memory": self.host_memory, "t0_s": self.t0_s}
         note = ", ".join(f"{k} set by offload.breakeven.{k}" for k, v in overrides.items() if v is not None)
@@ -222,7 +225,6 @@ def steps_table(p: StepsParams) -> pd.DataFrame:
 
 def _setup(model, variant: str, min_bytes: int):
     """Apply ``variant`` to ``model``; returns its host accounting (None when nothing leaves the device)."""
-    from remat.policies import apply_plan, clear_plan
     clear_plan(model)
     if variant == "save_on_cpu":
         return SaveOnCpuAccounting(model)
@@ -232,7 +234,6 @@ def _setup(model, variant: str, min_bytes: int):
 
 def _one_step(model, tokens, seed: int, on_forward=None) -> tuple[dict, float]:
     """Forward + backward with a fixed seed; returns ({name: grad}, loss) and clears the grads."""
-    from remat.models.transformer import lm_loss
     torch.manual_seed(seed)
     loss = lm_loss(model(tokens), tokens)
     if on_forward is not None:
@@ -245,7 +246,6 @@ def _one_step(model, tokens, seed: int, on_forward=None) -> tuple[dict, float]:
 
 def _measure_variant(model, tokens, variant: str, reference: dict, p: StepsParams) -> dict:
     """One measured step of ``variant``: gradients vs ``reference``, device and host bytes (no timing)."""
-    from remat.measure.peak import PeakMemory
     host = _setup(model, variant, p.min_bytes)
     _one_step(model, tokens, p.seed)  # warm-up: sizes the host pool, so the measured step allocates none
     if host is not None:
@@ -288,9 +288,6 @@ def _time_variants(model, tokens, p: StepsParams) -> dict:
 
 def _measure_size(cfg, p: StepsParams) -> list[dict]:
     """Every variant at one model size: memory and gradients per variant, then one timing run for all."""
-    from remat.measure.flops import count_step_flops
-    from remat.models.transformer import build_model, lm_loss, random_tokens
-    from remat.policies import clear_plan
     torch.manual_seed(p.seed)
     model = build_model(cfg, device=p.device)
     tokens = random_tokens(cfg, device=p.device)

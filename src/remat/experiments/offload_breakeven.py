@@ -19,9 +19,11 @@ import numpy as np
 import pandas as pd
 
 from remat.formulas.korthikanti import layer_bytes
-from remat.formulas.offload import (EQUAL_BYTES, Link, breakeven_bandwidth, equal_bytes, exposed_offload_s,
-                                    freed_bytes, freed_copies, layer_compute_s)
+from remat.formulas.offload import (EQUAL_BYTES, Link, breakeven_bandwidth, equal_bytes, exposed_offload_s, freed_bytes,
+                                    freed_copies, layer_compute_s)
 from remat.measure.bandwidth import DIRECTIONS
+from remat.models.presets import from_name
+from remat.timemodel.layer import predict
 
 GRID_MODEL = "gpt3-175b"
 """The preset the grid's layers are built from (Korthikanti Table 3; s, h, a = h/128, b, t overridden)."""
@@ -31,7 +33,6 @@ TIME_SOURCE = "remat.timemodel.predict (per-op roofline at the GPU preset's rate
 def grid_layer(s: int, h: int, b: int, t: int):
     """The GPT layer of the grid (ModelConfig): Korthikanti's shape, a = h/128 heads (≥ 1), MLP 4h, one layer,
     ``b`` sequences of ``s`` tokens, tensor-parallel size ``t``."""
-    from remat.models.presets import from_name
     return from_name(GRID_MODEL, seq=s, hidden=h, heads=max(1, h // 128), ffn_hidden=4 * h, micro_batch=b,
                      tp=t, layers=1)
 
@@ -49,7 +50,6 @@ def grid_rows(seqs: list[int], hiddens: list[int], b: int, t: int, sp: bool, gpu
     with forward/backward), breakeven_k_gb_s (GB/s per direction; offload is cheaper above it), cheaper_k
     ("offload" or k) and host_layers_k (how many layer-micro-batches of that offload host_memory_bytes
     holds)."""
-    from remat.timemodel import predict
     rows = []
     for g in gpus:
         for s in seqs:

@@ -40,19 +40,25 @@ from typing import Annotated, Literal
 import numpy as np
 import pandas as pd
 
+from remat.device import resolve_device
 from remat.errors import InfeasibleError, UsageError
 from remat.experiments.korthikanti import PAPER_MODELS
 from remat.experiments.params import Count, Ge
 from remat.experiments.progress import progress
+from remat.formulas import torch_gpt
 from remat.formulas.korthikanti import RECOMPUTE
 from remat.measure.provenance import with_provenance
+from remat.measure.step import layernorm_stats_itemsize, measure
+from remat.measure.timing import time_steps
 from remat.models.presets import ModelConfig, from_name
+from remat.models.transformer import build_model, lm_loss, random_tokens
 from remat.planner import make_problem
 from remat.planner.baselines import baselines
-from remat.timemodel.gpus import check_presets
+from remat.planner.costs import TorchCalibration, torch_problem
 from remat.planner.problem import Problem, evaluate, plan_from_policies
 from remat.planner.solve import minimum_budget, solve
-from remat.policies import POLICIES
+from remat.policies import POLICIES, apply_plan, parse_plan
+from remat.timemodel.gpus import check_presets
 
 # --- parameters ------------------------------------------------------------------------------------------------
 
@@ -235,8 +241,6 @@ def calibrate_torch(cfg: ModelConfig, device: str = "cpu", repeats: int = 5, rou
     its layers of (T_X − T_none)/L (the embedding, head and loss ride in T_none). Memory: the measured peaks
     of the none and full steps (bytes) give the two backward workspaces (module docstring). The reference
     rows are ``remat.measure.step.measure`` dicts (their ``base_bytes``: bytes alive before the step)."""
-    from remat.measure.step import layernorm_stats_itemsize, measure
-    from remat.planner.costs import TorchCalibration, torch_problem
 
     steps = {spec: t.median_s for spec, t in step_seconds(cfg, RECOMPUTE, device, repeats, rounds, threads).items()}
     L = cfg.layers
@@ -258,9 +262,6 @@ def step_seconds(cfg: ModelConfig, specs, device: str = "cpu", repeats: int = 5,
     specs at once, ``rounds`` interleaved rounds of one warm-up and ``repeats`` timed steps each."""
     import torch
 
-    from remat.measure.timing import time_steps
-    from remat.models.transformer import build_model, lm_loss, random_tokens
-    from remat.policies import apply_plan
 
     torch.manual_seed(seed)
     model = build_model(cfg, device)
@@ -292,7 +293,6 @@ def _spec(name: str, entry: dict) -> str | None:
 def validate(p: ValidateParams) -> pd.DataFrame:
     """Plans and baselines applied to tiny GPT models on ``p.device`` and measured (module docstring).
     Raises UsageError("planner.validate.device") when the device is not available."""
-    from remat.device import resolve_device
 
     resolve_device(p.device, field="planner.validate.device")
     rows = []
@@ -311,7 +311,6 @@ def _share_specs(entries: list[tuple[int, str, dict]], layers: int, first: tuple
     """Give every entry whose spec means the same plan ("none" = "block:0", "full,full,full" = "uniform:1" =
     "full") one spec: one of ``first`` (the calibration steps, so such a plan is marked a reference and
     reuses their measurement), else the first such spec. Each distinct plan is then measured once."""
-    from remat.policies import parse_plan
     seen: dict = {}
     for spec in first:
         plan = parse_plan(spec, layers)
@@ -324,8 +323,6 @@ def _share_specs(entries: list[tuple[int, str, dict]], layers: int, first: tuple
 
 def _validate_model(cfg: ModelConfig, p: ValidateParams) -> list[dict]:
     """Rows of one tiny model: calibrate, plan at ``p.points`` budgets, apply and measure every plan."""
-    from remat.measure.step import measure
-    from remat.planner.costs import torch_problem
 
     cal, ref = calibrate_torch(cfg, p.device, p.repeats, p.rounds, p.threads)
     problem = torch_problem(cfg, 2**62, cal)
@@ -372,6 +369,5 @@ def base_bytes(cfg: ModelConfig, problem: Problem, stats_itemsize: int) -> int:
     causal-mask buffers, inputs, the embedding's saved tensors: ``costs.torch_parts``) less the embedding's
     saved tensors (``torch_gpt.outside_terms`` "embed"), which the forward makes. What
     ``remat.measure.step.measure`` reports as ``base_bytes``."""
-    from remat.formulas import torch_gpt
     embed = sum(torch_gpt.outside_terms(torch_gpt.sizes_of(cfg, stats_itemsize))["embed"].values())
     return sum(problem.fixed_parts.values()) - embed

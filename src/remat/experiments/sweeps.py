@@ -26,12 +26,11 @@ from typing import ClassVar, Literal
 
 import pandas as pd
 
+from remat.accounting import account_layer
 from remat.errors import UsageError
 from remat.experiments.params import Count
 from remat.experiments.sweep_point import Repeats, SweepParams, frame, guarded, overheads, run_points, sizes
-from remat.formulas import chen as chen_formulas
-from remat.formulas import korthikanti
-from remat.formulas import torch_gpt
+from remat.formulas import chen as chen_formulas, korthikanti, torch_gpt
 from remat.models.presets import ModelConfig
 
 DepthFamily = Literal["none", "sqrt", "full", "selective"]
@@ -182,7 +181,6 @@ def account_columns(cfg: ModelConfig, mode: str, device: str) -> dict:
     ``paper_measured_per_layer`` (counted tensors at the paper's element sizes), its as²b part (the core
     attention terms) and sbh part, ``actual_per_layer`` (every storage kept), and the gap actual − paper,
     itemized (``gap_items``: "item: bytes; ...")."""
-    from remat.accounting import account_layer
     acc = account_layer(cfg, mode, tp=1, device=device)
     core = _core_attention(acc.terms())
     gap = acc.gap()

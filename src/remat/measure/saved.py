@@ -31,6 +31,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from remat.formulas.korthikanti_labels import paper_term
+
 CHECKPOINT_OP = "checkpoint"  # torch.utils.checkpoint's saved inputs (non-reentrant _CheckpointFrame.save_inputs)
 
 
@@ -285,10 +287,9 @@ class SavedTensorLog:
     def items(self) -> list[dict]:
         """Every non-parameter record as a dict, with ``paper_term`` (Korthikanti §4.1 term or None).
 
-        ``paper_term`` comes from remat.formulas.korthikanti.paper_term; it is meaningful for the GPT layer's
+        ``paper_term`` comes from remat.formulas.korthikanti_labels.paper_term; it is meaningful for the GPT layer's
         submodule names only.
         """
-        from remat.formulas.korthikanti import paper_term
         rows = []
         for r in self.records:
             if r.is_parameter:

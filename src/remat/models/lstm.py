@@ -35,7 +35,7 @@ from remat.models.transformer import default_dtype
 State = tuple[torch.Tensor, ...]
 """(h_0, ..., h_{L-1}, c_0, ..., c_{L-1}), each [B, H]."""
 
-Unit = tuple[int, int, "Callable[[Callable], Callable] | None"]
+Unit = tuple[int, int, Callable[[Callable], Callable] | None]
 """[start, stop) of time steps run as one unit, and the wrapper its runner is called under (None: plain)."""
 
 

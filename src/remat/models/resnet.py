@@ -29,6 +29,7 @@ from torch import nn
 
 from remat.errors import UsageError
 from remat.formulas.chen import check_count
+from remat.models.transformer import default_dtype
 
 STAGES = 4
 EXPANSION = 4
@@ -201,7 +202,6 @@ def build_resnet(cfg: ResNetConfig, device: str | torch.device = "cpu") -> ResNe
     """A ResNet of ``cfg`` on ``device`` in ``cfg.dtype``, training mode. Under FakeTensorMode its parameters
     are fake (no memory): ResNet-1000 at width 64 builds in seconds. Built inside the device and dtype
     (remat.models.transformer.default_dtype), since Module.to cannot swap fake parameters."""
-    from remat.models.transformer import default_dtype
     with torch.device(device), default_dtype(getattr(torch, cfg.dtype)):
         return ResNet(cfg).train()
 

@@ -6,57 +6,35 @@ under a memory budget.
     print(to_markdown(problem, plan, baselines(problem)))
 
 Modules: ``problem`` (the instance as data, ``evaluate``), ``solve`` (exact: cap branch-and-bound over an
-MCKP solved by ``mckp``), ``costs`` (Korthikanti formulas -> per-layer options), ``gpus`` (presets),
+MCKP solved by ``mckp``), ``costs`` (Korthikanti formulas -> per-layer options; ``layer_costs``, ``measured``),
+``make`` (``make_problem``: flags -> problem), ``gpus`` (presets),
 ``calibrate`` (measured per-layer times), ``baselines`` (none, full, √L, Megatron uniform/block/selective,
 torch's sac_milp), ``render`` (JSON / Markdown).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
-from remat.errors import InfeasibleError, UsageError
+from remat.errors import InfeasibleError
+from remat.models.hf_config import CONTEXT_KEYS
 from remat.models.presets import ModelConfig
+from remat.planner import render
 from remat.planner.baselines import SAC_TIME_LIMIT_S
+from remat.planner.baselines import baselines as run_baselines
+from remat.planner.make import make_problem
 from remat.planner.problem import POLICIES, Layer, Option, Plan, Problem, evaluate, plan_from_policies
 from remat.planner.solve import minimum_budget, solve
+from remat.planner.suggest import suggest
 
 __all__ = ["POLICIES", "Layer", "Option", "Plan", "Problem", "evaluate", "plan_from_policies", "solve",
            "minimum_budget", "make_problem", "plan_model", "shape_sources"]
-
-
-def make_problem(cfg: ModelConfig, gpu_name: str = "a100-80gb", gpu_overrides: dict | None = None,
-                 memory: int | None = None, host_memory: int | None = None, reserve: int | None = None,
-                 sp: bool = False, dp: int = 1, zero: int = 0, weight_bytes: int = 2, grad_bytes: int = 4,
-                 optimizer_bytes: int = 12, policies=POLICIES, calibrate: bool = False) -> Problem:
-    """The planning problem of ``cfg`` on one GPU (bytes: int; None = the GPU preset's memory / host memory;
-    reserve None = costs.DEFAULT_RESERVE). ``calibrate`` measures per-layer seconds on this machine.
-    Raises UsageError naming the field for bad input."""
-    from remat.planner import costs
-    from remat.timemodel.gpus import gpu
-
-    device = gpu(gpu_name, **(gpu_overrides or {}))
-    for name in policies:
-        if name not in POLICIES:
-            raise UsageError("--policies", f"unknown policy {name!r} (known: {', '.join(POLICIES)})")
-    settings = costs.Settings(
-        gpu=device, budget_bytes=device.memory_bytes if memory is None else memory,
-        host_limit_bytes=device.host_memory_bytes if host_memory is None else host_memory, sp=sp, dp=dp,
-        zero=zero, weight_bytes=weight_bytes, grad_bytes=grad_bytes, optimizer_bytes=optimizer_bytes,
-        reserve_bytes=costs.DEFAULT_RESERVE if reserve is None else reserve, policies=tuple(policies))
-    costs.check(cfg, settings)                  # before a calibration spends seconds
-    if calibrate:
-        from remat.planner.calibrate import layer_seconds
-        settings = dataclasses.replace(settings, calibration=layer_seconds(cfg, policies))
-    return costs.build_problem(cfg, settings)
 
 
 def shape_sources(cfg: ModelConfig, given=()) -> dict[str, str]:
     """Where s and b come from, for the first line of a plan: {"s": ..., "b": ...}. ``given``: the fields the
     user set ("seq", "micro_batch"). A config.json has no training shape: s is its context length
     (``hf_config.CONTEXT_KEYS``, e.g. 32768 for Mistral) and b is 1 unless set."""
-    from remat.models.hf_config import CONTEXT_KEYS
     preset = cfg.source == "preset"
     return {"s": "--seq" if "seq" in given else "the preset's" if preset else
             f"config.json {CONTEXT_KEYS[cfg.arch]}, the context length; set --seq to your training length",
@@ -73,10 +51,6 @@ def plan_model(cfg: ModelConfig, baselines: bool = True, sac_time_limit_s: float
     ``problem_args`` go to ``make_problem``. Raises InfeasibleError (exit 3 in the CLI) with the smallest
     budget that works, the s and b used and what would make it fit (``remat.planner.suggest``), UsageError for
     bad input."""
-    from remat.planner import render
-    from remat.planner.baselines import baselines as run_baselines
-    from remat.planner.suggest import suggest
-
     problem = make_problem(cfg, **problem_args)
     sources = shape_sources(cfg, given)
     problem.meta.update(s_from=sources["s"], b_from=sources["b"])

@@ -12,8 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 
+import torch
+
+from remat.device import default_device, resolve_device
 from remat.errors import UsageError
+from remat.measure.timing import time_steps
 from remat.models.presets import ModelConfig
+from remat.models.transformer import build_model
+from remat.policies import apply_plan
 
 
 def layer_seconds(cfg: ModelConfig, policies, device: str | None = None, repeats: int = 5, warmup: int = 2,
@@ -24,13 +30,6 @@ def layer_seconds(cfg: ModelConfig, policies, device: str | None = None, repeats
     CPU the timing runs on ``threads`` intra-op threads (default 1: small layers on a shared machine
     otherwise spend their time waiting for the thread pool; None keeps torch's setting).
     Raises UsageError("--tp") for t > 1, UsageError("device") for an unknown or unavailable device."""
-    import torch
-
-    from remat.device import default_device, resolve_device
-    from remat.measure.timing import time_steps
-    from remat.models.transformer import build_model
-    from remat.policies import apply_plan
-
     if cfg.tp != 1:
         raise UsageError("--tp", "--calibrate measures one unsharded layer; use --tp 1")
     device = str(resolve_device(device or default_device()))

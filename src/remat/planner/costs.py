@@ -49,39 +49,21 @@ only; the plan's meta says which (``cost_source``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
 from remat.errors import UsageError
-from remat.formulas import korthikanti
-from remat.formulas import offload as offload_formulas
+from remat.formulas import korthikanti, torch_gpt
 from remat.models.presets import ModelConfig
-from remat.timemodel.gpus import GPU
+from remat.planner.layer_costs import DEFAULT_RESERVE, Settings, layer_seconds, policy_costs, sharded_state
+from remat.planner.measured import measured_costs
 from remat.planner.problem import POLICIES, Layer, Option, Problem
-from remat.units import GiB
+
+__all__ = ["DEFAULT_RESERVE", "TIME_SOURCE", "Settings", "TorchCalibration", "build_problem", "check", "in_flight",
+           "layer_bytes", "layer_seconds", "micro_batches", "model_state", "per_micro_batch", "policy_costs",
+           "sharded_state", "step_multiplier", "torch_parts", "torch_problem"]
 
 TIME_SOURCE = "roofline model (remat.timemodel)"
-DEFAULT_RESERVE = 2 * GiB   # CUDA context, allocator fragmentation, communication buffers: an assumption
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Everything besides the model: the GPU, the budget and the parallel/optimizer layout (bytes, ints)."""
-
-    gpu: GPU
-    budget_bytes: int
-    host_limit_bytes: int | None = None
-    sp: bool = False
-    dp: int = 1
-    zero: int = 0
-    weight_bytes: int = 2
-    grad_bytes: int = 4
-    optimizer_bytes: int = 12
-    reserve_bytes: int = DEFAULT_RESERVE
-    policies: tuple[str, ...] = POLICIES
-    calibration: dict[str, float] | None = field(default=None, compare=False)  # s per layer per micro-batch
-
-
 def check(cfg: ModelConfig, st: Settings) -> None:
     """Raise UsageError naming the field for a model or settings the cost model cannot take."""
     _check(cfg, st)
@@ -178,36 +160,6 @@ def per_micro_batch(cfg: ModelConfig, st: Settings) -> dict[str, dict]:
     return policy_costs(layer_bytes(cfg, st.sp), layer_seconds(cfg, st), flops, tensors, st)
 
 
-def layer_seconds(cfg: ModelConfig, st: Settings) -> dict:
-    """Mode -> remat.timemodel.roofline.LayerTimes of one layer of ``cfg`` (t = cfg.tp, SP as set) on st.gpu."""
-    from remat.timemodel import predict
-    return {mode: predict(cfg, st.gpu, mode, cfg.tp, st.sp) for mode in korthikanti.RECOMPUTE}
-
-
-def policy_costs(stored: dict[str, int], times: dict, recompute_flops: dict[str, int], tensors: int,
-                 st: Settings) -> dict[str, dict]:
-    """Per policy in ``st.policies``, one layer and one micro-batch: stored / transient / host bytes, seconds,
-    recompute FLOPs. stored: bytes kept under none / selective / full; times: mode -> LayerTimes (the
-    roofline's forward, backward and recompute seconds); recompute_flops: FLOPs re-run by selective and full;
-    tensors: how many tensors the layer saves (offload's per-copy latency). Offload keeps nothing on the
-    device, its time is none's + the transfer the layer's compute does not hide (remat.formulas.offload), and
-    while a layer's backward runs it holds the activations twice (the current layer and the prefetched one).
-    A calibration (``st.calibration``: seconds per policy) replaces the model's times."""
-    none = times["none"]
-    exposed = offload_formulas.exposed_offload_s(stored["none"], tensors, none.forward_s, none.backward_s,
-                                                 st.gpu.link)
-    out = {"none": dict(stored=stored["none"], transient=0, time=none.combined_s, flops=0, host=0)}
-    for mode in ("selective", "full"):
-        out[mode] = dict(stored=stored[mode], transient=stored["none"] - stored[mode],
-                         time=times[mode].combined_s, flops=recompute_flops[mode], host=0)
-    out["offload"] = dict(stored=0, transient=2 * stored["none"], time=none.combined_s + exposed, flops=0,
-                          host=stored["none"], exposed=exposed)
-    for policy, seconds in (st.calibration or {}).items():
-        if policy in out:
-            out[policy]["time"] = seconds
-    return {p: out[p] for p in st.policies}
-
-
 def model_state(cfg: ModelConfig, st: Settings) -> dict[str, int]:
     """Weights, gradients and optimizer state (bytes) of the first stage's GPU, ZeRO-sharded by dp: the
     parameters of ``korthikanti.params_per_gpu`` with the model's MLP width (cfg.ffn_hidden), its position
@@ -215,15 +167,6 @@ def model_state(cfg: ModelConfig, st: Settings) -> dict[str, int]:
     n = korthikanti.params_per_gpu(cfg.hidden, cfg.layers, cfg.vocab, cfg.max_positions, cfg.tp, cfg.pp,
                                    ffn=cfg.ffn_hidden, tied=cfg.tie_embeddings)
     return sharded_state(n, st)
-
-
-def sharded_state(params: int, st: Settings) -> dict[str, int]:
-    """Bytes of ``params`` parameters' weights, gradients and optimizer state on one GPU: ZeRO stage 1 shards
-    the optimizer state over dp, stage 2 also the gradients, stage 3 also the weights (Rajbhandari et al.)."""
-    shard = lambda stage: st.dp if st.zero >= stage else 1
-    return {"weights": -(-params * st.weight_bytes // shard(3)),
-            "gradients": -(-params * st.grad_bytes // shard(2)),
-            "optimizer": -(-params * st.optimizer_bytes // shard(1))}
 
 
 def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
@@ -236,7 +179,6 @@ def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
     s, b, h, v, t, p = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.vocab, cfg.tp, cfg.pp
     measured = None
     if cfg.arch != "gpt":   # no closed form: measured under fake tensors (remat.planner.measured)
-        from remat.planner.measured import measured_costs
         measured = measured_costs(cfg, st)
     costs = per_micro_batch(cfg, st) if measured is None else measured["per_micro_batch"]
     steps = step_multiplier(cfg, st.dp)
@@ -313,7 +255,6 @@ def torch_parts(cfg: ModelConfig, stats_itemsize: int) -> dict:
     grads_head: gradients made by the head's backward (the tied embedding, the final LayerNorm); kept: bytes
     held the whole step (parameters, causal-mask buffers L·max_positions², token ids and targets, the
     embedding's saved tensors); head: the head's saved tensors (freed before the layers' backward)."""
-    from remat.formulas import torch_gpt
     sz, state = torch_gpt.sizes_of(cfg, stats_itemsize), torch_gpt.model_bytes(cfg, stats_itemsize)
     return {
         "layer": {mode: torch_gpt.layer_saved_bytes(sz, mode) for mode in torch_gpt.MODES},

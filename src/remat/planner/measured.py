@@ -33,19 +33,20 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from remat.formulas.korthikanti import RECOMPUTE
+from remat.measure.saved import SavedTensorLog
+from remat.measure.step import measure
 from remat.models.presets import ModelConfig
-from remat.planner.costs import layer_seconds, policy_costs, sharded_state
+from remat.models.transformer import build_model, random_tokens
+from remat.planner.layer_costs import layer_seconds, policy_costs, sharded_state
 
 COST_SOURCE = "measured (fake tensors)"
 
 
 def _facts(cfg: ModelConfig) -> dict:
     """Parameters per layer / outside (embedding; norm; head) and the tensors layer 0 saves, under fake."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from remat.measure.saved import SavedTensorLog
-    from remat.models.transformer import build_model, random_tokens
 
     with FakeTensorMode():
         model = build_model(cfg)
@@ -63,7 +64,6 @@ def _facts(cfg: ModelConfig) -> dict:
 def measure_layer(cfg: ModelConfig) -> dict:
     """One layer of ``cfg`` measured under fake tensors (bytes and FLOPs per layer per micro-batch; module
     docstring). Cached per config."""
-    from remat.measure.step import measure
 
     two = dataclasses.replace(cfg, layers=2, pp=1, interleave=1)
     one = dataclasses.replace(cfg, layers=1, pp=1, interleave=1)
@@ -90,7 +90,7 @@ def measured_costs(cfg: ModelConfig, st) -> dict:
     ``remat.planner.costs``: per_micro_batch {policy: {stored, transient, time, flops, host[, exposed]}}
     (one layer, one micro-batch, bytes/seconds/FLOPs), model_state {weights, gradients, optimizer} (bytes),
     outside {name: bytes}; plus floor_bytes (the head's backward transient), head_time_s (one micro-batch),
-    params (per layer / outside) and source. ``st``: remat.planner.costs.Settings."""
+    params (per layer / outside) and source. ``st``: remat.planner.layer_costs.Settings."""
     m = measure_layer(cfg)
     rate = st.gpu.peak_for(cfg.dtype) * st.gpu.achievable
     out = policy_costs(m["stored"], layer_seconds(cfg, st), m["recompute_flops"], m["tensors"], st)

@@ -24,7 +24,7 @@ bytes (it uses no structure of the times):
    When the host row does not bind the bound, the problem is first solved without it: an optimum within the
    host limit is optimal.
 4. **Memory guard**: the dynamic program holds at most ``mckp.MAX_STATES`` partial plans per layer; past it,
-   the same problem goes to HiGHS as a mixed-integer program (``_milp``, relative gap 0), so ``solve`` returns a
+   the same problem goes to HiGHS as a mixed-integer program (remat.planner.milp, relative gap 0), so ``solve`` returns a
    proven-optimal plan or raises InfeasibleError; ``mckp.SearchTooLarge`` reaches the caller only when HiGHS
    cannot prove an optimum either.
 
@@ -50,39 +50,17 @@ models, host limit unbound and binding).
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 from collections import defaultdict
-from dataclasses import dataclass
 
 import numpy as np
 
 from remat.errors import InfeasibleError
 from remat.planner import mckp
+from remat.planner.arrays import Arrays, unbounded
+from remat.planner.milp import milp
 from remat.planner.problem import Plan, Problem, evaluate
 from remat.units import format_bytes
-
-
-@dataclass
-class _Arrays:
-    """Option tables as [L, K] arrays (K = most options of any layer; absent options are never allowed)."""
-
-    time: np.ndarray        # seconds
-    stored: np.ndarray      # bytes (float64, exact below 2**53)
-    transient: np.ndarray   # bytes
-    host: np.ndarray        # bytes
-    present: np.ndarray     # bool
-
-    @classmethod
-    def of(cls, problem: Problem) -> "_Arrays":
-        L, K = len(problem.layers), max(len(layer.options) for layer in problem.layers)
-        a = cls(*(np.zeros((L, K)) for _ in range(4)), np.zeros((L, K), dtype=bool))
-        for i, layer in enumerate(problem.layers):
-            for j, o in enumerate(layer.options):
-                a.time[i, j], a.stored[i, j] = o.time_s, o.stored_bytes
-                a.transient[i, j], a.host[i, j] = o.transient_bytes, o.offload_bytes
-                a.present[i, j] = True
-        return a
 
 
 # --- branch and bound over the transient cap ---------------------------------------------------------------
@@ -109,12 +87,12 @@ def _over_caps(levels, lower, exact):
     return None if best[1] is None else best
 
 
-def _host_binds(problem: Problem, arr: _Arrays) -> bool:
+def _host_binds(problem: Problem, arr: Arrays) -> bool:
     limit = problem.host_limit_bytes
     return limit is not None and np.where(arr.present, arr.host, 0).max(axis=1).sum() > limit
 
 
-def _peak(problem: Problem, arr: _Arrays, choices: np.ndarray) -> float:
+def _peak(problem: Problem, arr: Arrays, choices: np.ndarray) -> float:
     """``evaluate``'s peak (bytes) of a plan, in numpy: the memory model of ``problem``."""
     rows = np.arange(len(choices))
     stored, transient = arr.stored[rows, choices], arr.transient[rows, choices]
@@ -130,26 +108,22 @@ def _plan(problem: Problem, choices) -> Plan:
     return plan
 
 
-def _unbounded(problem: Problem) -> Problem:
-    return dataclasses.replace(problem, budget_bytes=2**62)
-
-
 def minimum_budget(problem: Problem) -> Plan | None:
     """The plan of smallest peak (bytes) that respects the host limit; None when no plan does.
 
     Its ``peak_bytes`` is the smallest budget that works (the number an InfeasibleError reports).
     Method: max model — the cap search above with objective Σ stored (+ T) and the host row as the
-    knapsack; prefix model — ``_least_prefix_peak``; past the exact search's memory guard, ``_milp``.
+    knapsack; prefix model — ``_least_prefix_peak``; past the exact search's memory guard, ``milp``.
     """
-    arr = _Arrays.of(problem)
+    arr = Arrays.of(problem)
     try:
         found = _least_prefix_peak(problem, arr) if problem.prefix else _least_max_peak(problem, arr)
     except mckp.SearchTooLarge:
-        found = _milp(problem, arr, least_peak=True)
-    return None if found is None else evaluate(_unbounded(problem), found, optimal=True)
+        found = milp(problem, arr, least_peak=True)
+    return None if found is None else evaluate(unbounded(problem), found, optimal=True)
 
 
-def _least_max_peak(problem: Problem, arr: _Arrays) -> np.ndarray | None:
+def _least_max_peak(problem: Problem, arr: Arrays) -> np.ndarray | None:
     """Choices of least max-model peak within the host limit, or None: the cap search with Σ stored (+ T) as
     the cost; at a cap, without a binding host limit the lightest allowed option per layer, else an MCKP with
     the host row as the knapsack."""
@@ -175,7 +149,7 @@ def _least_max_peak(problem: Problem, arr: _Arrays) -> np.ndarray | None:
     return None if found is None else found[1]
 
 
-def _least_prefix_peak(problem: Problem, arr: _Arrays) -> np.ndarray | None:
+def _least_prefix_peak(problem: Problem, arr: Arrays) -> np.ndarray | None:
     """Choices of least prefix-model peak within the host limit, or None when no plan keeps to the limit.
 
     Peaks above ``fixed_bytes`` are sums and maxima of the options' bytes, so multiples of their gcd g; a
@@ -229,7 +203,7 @@ class _PrefixGreedy:
     storing more; at the end Σ stored + transient floor ≤ room. Plain Python over (stored, need) lists.
     """
 
-    def __init__(self, problem: Problem, arr: _Arrays):
+    def __init__(self, problem: Problem, arr: Arrays):
         self.floor = problem.transient_floor_bytes
         self.layers = [sorted((float(arr.stored[i, j]), float(arr.stored[i, j] + arr.transient[i, j]), j)
                               for j in np.flatnonzero(arr.present[i])) for i in range(len(arr.present))]
@@ -266,20 +240,20 @@ def solve(problem: Problem) -> Plan:
     Returns a Plan (``optimal=True``) scored by ``problem.evaluate``.
     Raises InfeasibleError(msg, minimum_bytes) when no plan fits: minimum_bytes is the smallest budget that
     works (bytes), or None when the host limit rules out every plan. Raises mckp.SearchTooLarge only when the
-    exact search outgrows its memory guard and the MILP fallback (``_milp``) cannot prove an optimum either.
+    exact search outgrows its memory guard and the MILP fallback (``milp``) cannot prove an optimum either.
     Source: the algorithm in the module docstring (exact; cross-checked against brute force).
     """
-    arr = _Arrays.of(problem)
+    arr = Arrays.of(problem)
     try:
         found = _least_time(problem, arr)
     except mckp.SearchTooLarge:
-        found = _milp(problem, arr)
+        found = milp(problem, arr)
     if found is None:
         raise _infeasible(problem)
     return _canonical(problem, arr, _tie_break(problem, arr, _plan(problem, found)))
 
 
-def _least_time(problem: Problem, arr: _Arrays) -> np.ndarray | None:
+def _least_time(problem: Problem, arr: Arrays) -> np.ndarray | None:
     """Choices of least step time within the budget and the host limit, or None: the prefix model as one
     MCKP with the running constraint; the max model by the cap search (module docstring)."""
     room = float(problem.budget_bytes - problem.fixed_bytes)
@@ -308,81 +282,7 @@ def _least_time(problem: Problem, arr: _Arrays) -> np.ndarray | None:
     return None if found is None else found[1]
 
 
-def _milp(problem: Problem, arr: _Arrays, least_peak: bool = False) -> np.ndarray | None:
-    """The fallback past the exact search's memory guard: the same problem as a mixed-integer program for
-    HiGHS (``scipy.optimize.milp``, relative gap 0), least step time within the budget or, with
-    ``least_peak``, least peak. Returns choices, or None when HiGHS proves that no plan exists.
-
-    Variables: x[i, j] ∈ {0, 1} (Σ_j x[i, j] = 1), and per memory model — prefix: the stored bytes so far S_i
-    (S_i = S_{i−1} + Σ_j stored·x, S_i + Σ_j transient·x ≤ room, S_{L−1} + floor ≤ room); max: the worst
-    transient T (transient·x ≤ T, T ≥ floor, Σ stored·x + T ≤ room); room = budget − fixed, or a variable R
-    to minimize. Raises mckp.SearchTooLarge when HiGHS stops without a proven optimum or its plan does not
-    pass the integer check of ``evaluate`` (no unproven plan is returned).
-    """
-    from scipy.optimize import Bounds, LinearConstraint, milp
-
-    L, K = arr.time.shape
-    n, width = L * K, L * K + (L if problem.prefix else 1) + 1   # x, then S_0..S_{L−1} or T, then R
-    cost = np.zeros(width)
-    if least_peak:
-        cost[-1] = 1.0
-    else:
-        cost[:n] = np.where(arr.present, arr.time, 0.0).ravel()
-    lower, upper = np.zeros(width), np.full(width, np.inf)
-    upper[:n] = arr.present.ravel()
-    lower[n] = 0.0 if problem.prefix else problem.transient_floor_bytes
-    result = milp(cost, constraints=_milp_constraints(problem, arr, least_peak), bounds=Bounds(lower, upper),
-                  integrality=(np.arange(width) < n).astype(int), options={"mip_rel_gap": 0.0})
-    if result.status == 2:
-        return None
-    choices = result.x[:n].reshape(L, K).argmax(axis=1) if result.status == 0 else None
-    if choices is None or not evaluate(_unbounded(problem) if least_peak else problem, choices).feasible:
-        raise mckp.SearchTooLarge(f"the exact search outgrew its memory guard and HiGHS ended with "
-                                  f"{result.message!r}")
-    return choices
-
-
-def _milp_constraints(problem: Problem, arr: _Arrays, least_peak: bool):
-    """The rows of ``_milp``'s program (one choice per layer, the memory model, the host limit) as a sparse
-    LinearConstraint over its variables (x [L·K], S [L] or T, R)."""
-    from scipy.optimize import LinearConstraint
-    from scipy.sparse import coo_matrix
-
-    L, K = arr.time.shape
-    n, width = L * K, L * K + (L if problem.prefix else 1) + 1
-    rows, lo, hi = [], [], []
-
-    def row(columns, values, low=-np.inf, high=np.inf):
-        rows.append((np.asarray(columns, dtype=int), np.asarray(values, dtype=float)))
-        lo.append(low)
-        hi.append(high)
-
-    room = (0.0, [width - 1], [-1.0]) if least_peak else \
-        (float(problem.budget_bytes - problem.fixed_bytes), [], [])       # ≤ budget − fixed, or ≤ R
-    for i in range(L):
-        x, present = i * K + np.flatnonzero(arr.present[i]), arr.present[i]
-        row(x, np.ones(len(x)), 1.0, 1.0)
-        if problem.prefix:                                        # S_i − S_{i−1} − Σ stored·x = 0
-            row([n + i, *([n + i - 1] if i else []), *x], [1.0, *([-1.0] if i else []), *-arr.stored[i, present]],
-                0.0, 0.0)
-            row([n + i, *x, *room[1]], [1.0, *arr.transient[i, present], *room[2]], high=room[0])
-        else:                                                     # transient·x ≤ T
-            for col, t in zip(x, arr.transient[i, present]):
-                row([col, n], [t, -1.0], high=0.0)
-    cols = np.flatnonzero(arr.present.ravel())
-    if problem.prefix:
-        row([n + L - 1, *room[1]], [1.0, *room[2]], high=room[0] - problem.transient_floor_bytes)
-    else:
-        row([*cols, n, *room[1]], [*arr.stored.ravel()[cols], 1.0, *room[2]], high=room[0])
-    if problem.host_limit_bytes is not None:
-        row(cols, arr.host.ravel()[cols], high=float(problem.host_limit_bytes))
-    matrix = coo_matrix((np.concatenate([v for _, v in rows]),
-                         (np.repeat(np.arange(len(rows)), [len(c) for c, _ in rows]),
-                          np.concatenate([c for c, _ in rows]))), shape=(len(rows), width))
-    return LinearConstraint(matrix, lo, hi)
-
-
-def _tie_break(problem: Problem, arr: _Arrays, plan: Plan) -> Plan:
+def _tie_break(problem: Problem, arr: Arrays, plan: Plan) -> Plan:
     """Per layer, move to an option of no more time that holds fewer bytes (stored + transient + host)
     while the plan stays within the budget and the host limit."""
     rows = np.arange(len(plan.choices))
@@ -407,7 +307,7 @@ CANONICAL_ORDER = ("full", "offload", "selective", "none")
 block method recomputes the first N layers of a stage (TransformerConfig.recompute_method)."""
 
 
-def _canonical(problem: Problem, arr: _Arrays, plan: Plan) -> Plan:
+def _canonical(problem: Problem, arr: Arrays, plan: Plan) -> Plan:
     """The plan with each group of layers of equal options but for their transients (policy, stored bytes,
     seconds, recompute FLOPs and host bytes equal per option; the transient may differ, e.g. by the gradients
     of the layers after it) holding its choices in ``CANONICAL_ORDER`` along the layers (e.g. "full 0–9,

@@ -23,6 +23,11 @@ import dataclasses
 
 from remat.errors import UsageError
 from remat.models.presets import ModelConfig, validate
+from remat.planner.costs import micro_batches
+from remat.planner.make import make_problem
+from remat.planner.mckp import SearchTooLarge
+from remat.planner.solve import minimum_budget
+from remat.timemodel.gpus import gpu
 from remat.units import format_bytes
 
 MAX_DP = 1024
@@ -32,9 +37,6 @@ MIN_SEQ = 128
 def needed_bytes(cfg: ModelConfig | None, problem_args: dict) -> int | None:
     """The smallest device budget (bytes) any plan of ``cfg`` under ``problem_args`` needs; None when ``cfg`` is
     None, no plan fits the host limit or the change is not valid for this model (a UsageError)."""
-    from remat.planner import make_problem
-    from remat.planner.mckp import SearchTooLarge
-    from remat.planner.solve import minimum_budget
     if cfg is None:
         return None
     try:
@@ -85,7 +87,6 @@ def _changes(cfg: ModelConfig, args: dict) -> list[tuple[list, object, object]]:
 def _schedulable(cfg: ModelConfig, dp: int) -> bool:
     """Whether ``dp`` leaves a step the interleaved schedule can run: N = ⌈global_batch / (b·dp)⌉ a multiple of
     p (Megatron-LM; ``costs._check`` rejects the rest). Always true without interleaving."""
-    from remat.planner.costs import micro_batches
     return cfg.interleave <= 1 or cfg.pp == 1 or micro_batches(cfg, dp) % cfg.pp == 0
 
 
@@ -101,7 +102,6 @@ def suggest(cfg: ModelConfig, problem_args: dict) -> list[str]:
     """At most two sentences: the single changes that fit the budget of ``problem_args["memory"]`` with the budget
     each needs, and those that do not fit even at their far end with what they still need (module docstring).
     Raises nothing for changes the model cannot take (they are left out)."""
-    from remat.timemodel.gpus import gpu
     budget = problem_args.get("memory")
     if budget is None:
         budget = gpu(problem_args.get("gpu_name", "a100-80gb"), **(problem_args.get("gpu_overrides") or {})

@@ -38,7 +38,8 @@ recompute, so they update once per step, and ``recomputing()`` lets forward code
 while torch re-runs it.
 """
 
-from remat.policies.apply import OffloadStats, _offloaded, apply_plan, apply_step_plan, clear_plan
+from remat.policies.apply import OffloadStats, apply_plan, apply_step_plan, clear_plan
+from remat.policies.apply import _offloaded  # noqa: F401  (remat.auto.wrap's offload wrapper)
 from remat.policies.checkpoint import checkpointed, drop_cheap, observe_recompute, recomputing, unwrap, wrap
 from remat.policies.plans import (POLICIES, RUNTIME_POLICIES, SHORTHANDS, STEP_POLICIES, LayerPolicies, Policy,
                                   parse_plan)

@@ -6,7 +6,8 @@ collectives, and the GPU presets (datasheet numbers) they are priced with.
 
 Modules: ``gpus`` (presets: memory, peak FLOP/s, HBM, NVLink and host-link bandwidth, achievable fractions,
 each with its source), ``trace`` (one layer's ops under FakeTensorMode: FLOPs, bytes, collectives),
-``roofline`` (op seconds, Megatron's communication overlap, per-phase totals), ``paper`` (Korthikanti et al.
+``roofline`` (op seconds, Megatron's communication overlap, per-phase totals), ``layer`` (``predict``: trace +
+roofline), ``paper`` (Korthikanti et al.
 2022 Table 4, Figure 8 and Table 5: the paper's values and the model's predictions beside them).
 """
 
@@ -15,31 +16,16 @@ from __future__ import annotations
 import typing
 
 if typing.TYPE_CHECKING:
+    from remat.timemodel.layer import predict
     from remat.timemodel.roofline import LayerTimes, Rates
 
 __all__ = ["predict", "LayerTimes", "Rates"]
 
 
 def __getattr__(name: str):
-    """LayerTimes and Rates on first use: importing ``remat.timemodel.gpus`` (the CLI's --gpu choices) must not
-    import torch."""
-    if name in ("LayerTimes", "Rates"):
-        from remat.timemodel import roofline
-        return getattr(roofline, name)
+    """predict, LayerTimes and Rates on first use (remat.timemodel.layer)."""
+    if name in ("predict", "LayerTimes", "Rates"):
+        # lazy: importing remat.timemodel.gpus (the CLI's --gpu choices, the reports) must not import torch
+        from remat.timemodel import layer
+        return getattr(layer, name)
     raise AttributeError(f"module 'remat.timemodel' has no attribute {name!r}")
-
-
-def predict(cfg, gpu, mode: str = "none", t: int | None = None, sp: bool = False,
-            rates: "Rates | None" = None) -> "LayerTimes":
-    """Predicted seconds of one layer of ``cfg`` (ModelConfig; t defaults to cfg.tp) on one TP rank for one
-    micro-batch under ``mode`` (none | selective | full), priced at ``gpu``'s rates for cfg.dtype and t
-    (``Rates.of``), or at ``rates``.
-
-    Raises UsageError naming the field for a t or SP the layer cannot take (remat.accounting.resolve).
-    Source: remat.timemodel.trace + remat.timemodel.roofline."""
-    from remat.timemodel.roofline import Rates, layer_times
-    from remat.timemodel.trace import trace_layer
-
-    t = cfg.tp if t is None else t
-    rates = Rates.of(gpu, t, cfg.dtype) if rates is None else rates
-    return layer_times(trace_layer(cfg, t, sp, mode), rates)

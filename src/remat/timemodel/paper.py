@@ -1,6 +1,7 @@
 """Korthikanti et al. 2022's timing results (v1 of arXiv 2205.05198; A100 80GB, Selene) and the time model's
 predictions beside them: Table 4 (one 22B layer), Figure 8 (% of the baseline layer time, four models),
-Table 5 (iteration time, full recompute vs SP + selective).
+Table 5 (iteration time, full recompute vs SP + selective; predicted by the planner's cost model in
+remat.planner.table5).
 
     rows = table4_rows(gpu("a100-80gb"))          # predicted and paper ms per phase, per experiment
     rows = figure8_rows(gpu("a100-80gb"))         # predicted and paper % per model and variant
@@ -11,8 +12,6 @@ values are read off the bars (about ±0.5 percentage points).
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 from remat.models.presets import from_name
 
@@ -61,7 +60,8 @@ PAPER_TABLE5_S = {  # model: (full recompute s, present work s, MFU %, HFU %) �
 
 
 def _times(model: str, gpu, sp: bool, mode: str, rates=None):
-    from remat.timemodel import predict
+    # lazy: the paper's values above are read by analysis and reports, which must not import torch
+    from remat.timemodel.layer import predict
     cfg = from_name(model)
     return predict(cfg, gpu, mode, cfg.tp, sp, rates)
 
@@ -104,39 +104,4 @@ def figure8_rows(gpu, models=TABLE3_MODELS, rates=None) -> list[dict]:
                 row.update(zip(("paper_forward_pct", "paper_forward_backward_pct", "paper_total_pct",
                                 "paper_recompute_pct"), paper))
             rows.append(row)
-    return rows
-
-
-TABLE5_VARIANTS = {"full": (False, "full"), "present": (True, "selective")}
-"""Table 5's columns (row prefix -> SP, mode): the baseline is full recompute without SP; "present work" is
-SP + selective."""
-
-
-def table5_rows(gpu, models=TABLE3_MODELS) -> list[dict]:
-    """Paper Table 5 predicted: the iteration time of each Table 3 model (its p, m, t, b and global batch; no
-    data parallelism) with every layer under full recompute (no SP) and under SP + selective, priced by the
-    planner's cost model (``remat.planner.costs``: the roofline per layer × (N + (p − 1)/m) micro-batch
-    slots of the first stage, + the LM head when p = 1), the ratio full / present (the paper's throughput
-    gain + 1), and the model-FLOPs utilization (Eq. 7 FLOPs / (time × GPUs × peak)). Not modelled: the
-    optimizer step, embedding, pipeline send/receive and the data loader — the predicted times are lower
-    bounds; the ratio is what the paper's Table 5 is compared on."""
-    from remat.formulas import korthikanti
-    from remat.planner import make_problem, plan_from_policies
-    rows = []
-    for model in models:
-        cfg = from_name(model)
-        row = {"model": model, "gpu": gpu.name, "gpus": cfg.tp * cfg.pp, "global_batch": cfg.global_batch}
-        overrides = {f.name: getattr(gpu, f.name) for f in dataclasses.fields(gpu) if f.name != "name"}
-        for prefix, (sp, mode) in TABLE5_VARIANTS.items():
-            problem = make_problem(cfg, gpu.name, overrides, sp=sp, policies=(mode,))
-            row[f"{prefix}_s"] = plan_from_policies(problem, [mode] * len(problem.layers)).step_time_s
-        flops = korthikanti.model_flops(cfg.global_batch, cfg.seq, cfg.hidden, cfg.layers, cfg.vocab)
-        row.update(ratio=row["full_s"] / row["present_s"],
-                   mfu_pct=100 * flops / (row["present_s"] * row["gpus"] * gpu.peak_flops))
-        row["difference_s"] = row["full_s"] - row["present_s"]
-        if model in PAPER_TABLE5_S:
-            full, present, mfu, hfu = PAPER_TABLE5_S[model]
-            row.update(paper_full_s=full, paper_present_s=present, paper_ratio=full / present,
-                       paper_difference_s=full - present, paper_mfu_pct=mfu, paper_hfu_pct=hfu)
-        rows.append(row)
     return rows

@@ -43,8 +43,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from remat.accounting import build, layer_input, resolve, tensor_mode, tp_group
 from remat.formulas.op_flops import flop_count
 from remat.models.presets import ModelConfig
+from remat.policies import observe_recompute
 
 COLLECTIVES = {"allreduce_": "all_reduce", "_allgather_base_": "all_gather",
                "_reduce_scatter_base_": "reduce_scatter"}
@@ -182,7 +184,6 @@ def recording(weight_shapes: set):
     "backward"``; ops inside a recompute of the policies' checkpoints (remat.policies.observe_recompute) are
     tagged "recompute". ``weight_shapes``: shapes of the traced module's 2-D parameters (weight-gradient
     GEMMs). Yields the recorder; its ``ops`` is the list of Op."""
-    from remat.policies import observe_recompute
     recorder = _Recorder(weight_shapes)
 
     @contextlib.contextmanager
@@ -207,7 +208,6 @@ def trace_layer(cfg: ModelConfig, t: int = 1, sp: bool = False, mode: str = "non
     Returns a LayerTrace (cached per arguments). Raises UsageError (via remat.accounting.resolve) for a t
     that does not divide heads/hidden or an SP layer whose s is not divisible by t.
     Source: the layer of remat.models (Korthikanti §4.1, Megatron's TP/SP mappings); ops as dispatched."""
-    from remat.accounting import build, layer_input, resolve, tensor_mode, tp_group
 
     cfg, t = resolve(cfg, mode, t, sp)
     with tp_group(t, 0, "fake") as group, tensor_mode("fake"):

@@ -1,0 +1,36 @@
+"""``make_problem``: a model config and the planner's flags (GPU preset and overrides, budgets, SP, DP/ZeRO, bytes
+per parameter, the policies offered, ``calibrate``) -> the planning ``Problem`` of ``remat.planner.costs``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from remat.errors import UsageError
+from remat.models.presets import ModelConfig
+from remat.planner import costs
+from remat.planner.calibrate import layer_seconds
+from remat.planner.problem import POLICIES, Problem
+from remat.timemodel.gpus import gpu
+
+
+def make_problem(cfg: ModelConfig, gpu_name: str = "a100-80gb", gpu_overrides: dict | None = None,
+                 memory: int | None = None, host_memory: int | None = None, reserve: int | None = None,
+                 sp: bool = False, dp: int = 1, zero: int = 0, weight_bytes: int = 2, grad_bytes: int = 4,
+                 optimizer_bytes: int = 12, policies=POLICIES, calibrate: bool = False) -> Problem:
+    """The planning problem of ``cfg`` on one GPU (bytes: int; None = the GPU preset's memory / host memory;
+    reserve None = costs.DEFAULT_RESERVE). ``calibrate`` measures per-layer seconds on this machine.
+    Raises UsageError naming the field for bad input."""
+    device = gpu(gpu_name, **(gpu_overrides or {}))
+    for name in policies:
+        if name not in POLICIES:
+            raise UsageError("--policies", f"unknown policy {name!r} (known: {', '.join(POLICIES)})")
+    settings = costs.Settings(
+        gpu=device, budget_bytes=device.memory_bytes if memory is None else memory,
+        host_limit_bytes=device.host_memory_bytes if host_memory is None else host_memory, sp=sp, dp=dp,
+        zero=zero, weight_bytes=weight_bytes, grad_bytes=grad_bytes, optimizer_bytes=optimizer_bytes,
+        reserve_bytes=costs.DEFAULT_RESERVE if reserve is None else reserve, policies=tuple(policies))
+    costs.check(cfg, settings)                  # before a calibration spends seconds
+    if calibrate:
+        settings = dataclasses.replace(settings, calibration=layer_seconds(cfg, policies))
+    return costs.build_problem(cfg, settings)
