@@ -51,5 +51,10 @@ PAPER: dict[str, PaperValue] = {
     "korthikanti.outside_share_pct.gpt-22b": PaperValue(0.01, "§4.3", "less than 0.01 %"),
     "korthikanti.memory_reduction": PaperValue(5, "abstract; Figure 7", "5×"),
     "korthikanti.recompute_time_cut": PaperValue(90, "abstract", "over 90 %"),
+    # the formula's gap to itself (relative error / pp): Table 2's and Figure 7's values are the formulas
+    "korthikanti.table2_formula": PaperValue(0, "Table 2; Eq. 1–4", "sbh(34 + 5as/h) … 34sbh/t, 2sbh"),
+    "korthikanti.figure7_formula": PaperValue(0, "Figure 7", "Table 2's formulas per model"),
+    "korthikanti.figure1_models": PaperValue(4, "Figure 1", "TP baseline above the line, SP + selective below, "
+                                                         "every model"),
 }
 """Every scalar the reports judge against, by id (``<paper>.<quantity>[.<model>]``)."""

@@ -21,6 +21,29 @@ class Tolerance:
 
 # --- Korthikanti et al. 2022 ----------------------------------------------------------------------------------
 
+KORTHIKANTI_BYTES_REL = Tolerance(0.005, "", "Table 2: counted paper-faithful bytes within 0.5 % of the formula. "
+                                  "Counting is exact, so any larger gap is a different tensor, not noise.")
+KORTHIKANTI_FIGURE7_PP = Tolerance(0.5, " pp", "Figure 7's bars are ratios of the Table 2 bytes (percent of the "
+                                   "TP baseline), held to the same 0.5 %.")
+KORTHIKANTI_FIVE_X = Tolerance(0.5, "×", "the abstract's \"5×\" has one significant figure: the median reduction "
+                               "(TP baseline over SP + selective) over the Table 3 models must round to 5 (4.5–5.5×); "
+                               "the paper's own formulas give about 4.9–6.2× across them, so the claim is about the "
+                               "typical model, not every one.")
+KORTHIKANTI_FIGURE1_MODELS = Tolerance(0, " models", "Figure 1 is a yes/no per model: the same models fit and do not.")
+KORTHIKANTI_FULL_FLOPS_PP = Tolerance(0.5, " pp", "the paper's 33 % is printed as an integer.")
+KORTHIKANTI_QUOTED_FLOPS_PP = Tolerance(0.05, " pp", "the text prints 2.7 % and 1.6 % with one decimal.")
+KORTHIKANTI_TIME_PP = Tolerance(3.0, " pp", "the paper disagrees with itself by about that much — Figure 8's 22B "
+                                "full-recompute bar (141 %) against Table 4 (27.2 / 19.6 = 138.8 %) — plus about half "
+                                "a point of rounding and of reading the bars.")
+KORTHIKANTI_OVER_NINETY = Tolerance(90, " %", "the abstract's \"over 90 %\": the cut of the recompute time "
+                                    "(1 − SP + selective / full) lies in 90–100 % on every model where the paper's own "
+                                    "Figure 8 bars give over 90 % (its 22B and 175B bars give less).")
+KORTHIKANTI_OUTSIDE_BOUND = Tolerance(0.01, " %", "§4.3 states a bound (\"less than 0.01 %\" for the 22B model): "
+                                      "the share from its own terms must lie between 0 and it.")
+KORTHIKANTI_PRINTED_UTIL_PP = Tolerance(0.2, " pp", "Table 5 prints MFU and HFU with one decimal and its times with "
+                                        "two or three figures; t·p GPUs and the A100's 312 TFLOP/s peak assumed.")
+
+
 # --- sweeps ---------------------------------------------------------------------------------------------------
 
 # --- offload --------------------------------------------------------------------------------------------------
