@@ -6,7 +6,7 @@ value and where the paper prints it, the rule for "reproduced" and why that tole
 
     f = judge("table4.full", "Full recompute: time overhead", ours=38.2, paper=PAPER["table4.full"],
               rule=within_abs(TIME_PP), where="predicted", text="38.2 %")
-    write([f, ...], "results/findings/korthikanti2022.csv");  F = load("korthikanti2022");  F["table4.full"].ours
+    write([f, ...], catalog.path("findings.korthikanti2022"));  F = load("korthikanti2022");  F["table4.full"].ours
 
 Statuses: reproduced (the rule holds), differs (it does not; the reason says by how much), not measured (a table
 is missing; the reason names the snakemake target), not reproducible here (needs hardware this run lacks),

@@ -102,7 +102,7 @@ def judged(f: Finding) -> str:
     if f.status in (INVALID, NOT_MEASURED, NOT_REPRODUCIBLE):
         return capitalized(verdict(f)) + "."
     rule = f" ({f.rule})" if f.rule and f.status == REPRODUCED else ""
-    return f"{capitalized(versus(f))}: {verdict(f)}{rule}."
+    return f"{versus(f)}: {verdict(f)}{rule}."   # not capitalized: ours may start with a name (gpt3-175b)
 
 
 _VERBS = {REPRODUCED: ("is reproduced", "are reproduced"), DIFFERS: ("differs", "differ"),
