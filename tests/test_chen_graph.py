@@ -1,14 +1,14 @@
 """chen-resnet / chen-lstm at tiny sizes: the traced graphs planned by every strategy, Algorithm 3's budgets,
-the claims table and the figures (the paper's sizes run in the pipeline and benchmarks/bench_chen_memplan.py)."""
+the findings and the figures (the paper's sizes run in the pipeline and benchmarks/bench_chen_memplan.py)."""
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 
 from remat.experiments import chen_graph
 
-from remat.analysis import chen2016 as chen_summary
+from remat.analysis import catalog, chen2016 as chen_summary
+from remat.analysis.findings import MEASURED, NOT_MEASURED, REPRODUCED
 from remat.figures import chen as figures
 from remat.graph.budget import GRID_POINTS
 
@@ -43,25 +43,21 @@ def test_resnet_rows_name_the_built_depth(tables):
     assert set(resnet["layers"]) == {14, 20, 26} and set(resnet["blocks"]) >= {"1-1-1-1"}
 
 
-def test_claims_and_figures_from_the_tables(tables, tmp_path):
+def test_findings_and_figures_from_the_tables(tables, tmp_path):
     resnet, lstm = tables
     from remat.experiments.chen import DepthParams, depth_sweep
 
     depth = depth_sweep(DepthParams(depths=[2, 4, 8, 16, 32, 64], width=4))
-    table = chen_summary.claims(depth, resnet, lstm)
-    assert len(table) == 10 and table["status"].str.match(r"reproduced|differs|not measured").all()
-    assert table.loc["sqrt", "status"] == "reproduced"                # √L on the chain
-    assert table.loc["sqrt-forwards", "status"] == "reproduced"       # at most one extra forward
-    assert table.loc["resnet", "claim"] == "1000-layer ResNet: memory before → with the sublinear plan"
-    assert table.loc["resnet", "status"].startswith("not measured")
-    assert table.loc["lstm", "claim"] == "LSTM, 64 steps: reduction over the optimised plan"
-    assert table.loc["lstm", "status"].startswith("not measured")
+    for table, frame in (("depth", depth), ("resnet", resnet), ("lstm", lstm)):
+        path = catalog.path(f"chen.{table}", root=tmp_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(path, index=False)
+    found = {f.id: f for f in chen_summary.findings(tmp_path)}
+    assert found["sqrt"].status == REPRODUCED                          # √L on the chain
+    assert found["resnet"].claim == "1,000-layer ResNet: memory reduction of the sublinear plan"
+    assert found["resnet"].status == found["lstm"].status == NOT_MEASURED    # depth 1000, 64 steps not swept
+    assert found["speed"].reason == "`snakemake results/chen/speed/cpu.csv`"
+    assert found["budget.resnet"].status == MEASURED
     for draw, frame in ((figures.resnet, resnet), (figures.lstm, lstm)):
         fig = draw([frame])
         assert len(fig.axes) == 2 and fig.axes[0].get_legend_handles_labels()[1]
-
-
-def test_budget_table_lists_every_budget_and_the_comparisons(tables):
-    shown = chen_summary.budget_table(tables[0], "depth")
-    assert list(shown["plan"]).count("budget") == 2 + GRID_POINTS
-    assert {"sublinear", "sqrt", "optimal"} <= set(shown["plan"])

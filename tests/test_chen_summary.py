@@ -1,77 +1,118 @@
-"""The chen2016 report's wording helpers (remat.analysis.chen2016): every sentence reads right whether all,
-none or some of the things counted agree (small hand-made tables)."""
+"""The chen2016 findings (remat.analysis.chen2016): each judge rule the report uses fails on a wrong value
+(expected values from the paper or by hand), and findings on small hand-made tables take every status."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
+import pytest
 
-from remat.analysis import chen2016 as chen
-
-
-def check_rows(bitwise=(True, True, True), diff=0.0, passed=(True, True, True)):
-    return pd.DataFrame({"bitwise_equal": bitwise, "max_abs_diff_vs_naive": [0.0, diff, 0.0], "passed": passed})
-
-
-def test_check_text():
-    assert chen.check_text(check_rows()).startswith(
-        "All 3 schedules passed, and every gradient equals the plain backward's bit for bit: recomputation")
-    assert chen.check_text(check_rows(bitwise=(True, False, True), diff=1e-7, passed=(True, False, True))) == (
-        "2 of the 3 schedules passed; 2 of the 3 schedules give gradients bitwise equal to the plain backward's, "
-        "and the largest difference from it is 1.0e-07")
+from remat.analysis import catalog, chen2016 as chen
+from remat.analysis.findings import DIFFERS, INVALID, NOT_MEASURED, NOT_REPRODUCIBLE, REPRODUCED
+from remat.paper import PAPER
 
 
-def test_agree_and_segments_exact():
-    frame = pd.DataFrame({"peak_bytes": [1, 2, 3], "peak_bytes_formula": [1, 2, 4], "forwards": [5, 6, 7],
-                          "forwards_formula": [5, 6, 7]})
-    assert chen.segments_exact(frame) == 2
-    assert chen.agree_text(2, 3, "value") == "only at 2 of the 3 values"
-    assert chen.agree_text(3, 3, "value") == "at all 3 values"
-    assert chen.agree_text(0, 3, "value") == "at none of the 3 values"
-    assert chen.agree_text(2, 2, "pair") == "at both pairs"
+def holds(id: str, ours: float) -> bool:
+    paper, rule = chen.RULES[id]
+    return rule.check(ours, PAPER[paper].value)[0]
 
 
-def test_graph_check_and_unknown_ops_text():
-    frame = pd.DataFrame({"bitwise_equal": [True] * 45})
-    assert chen.graph_check_text(frame) == "all 45 plans give"
-    assert chen.graph_check_text(frame.assign(bitwise_equal=[False] + [True] * 44)) == "44 of the 45 plans give"
-    assert chen.unknown_ops_text(0) == "no op of either net fell"
-    assert chen.unknown_ops_text(1) == "1 op of the two nets fell"
-    assert chen.unknown_ops_text(3) == "3 ops of the two nets fell"
+@pytest.mark.parametrize("id,good,bad", [
+    ("sqrt", 0.55, 0.62),              # within_abs: |exponent − 0.5| ≤ 0.1; logarithmic (≈ 0.2) is not
+    ("sqrt-forwards", 0.96, 0.5),      # one extra forward pass ± 0.1; half a pass is another schedule
+    ("recursion", 1.0, 2.0),           # one checkpoint per doubling ± 0.25
+    ("resnet", 7.5, 10.5),             # 48/7 = 6.86×; 10.5 / 6.86 − 1 = +53 %, beyond ±25 %
+    ("resnet-limit", 240, 294),        # 200 layers ± 25 %: 150–250
+    ("resnet-sharing", 2.5, 3.6),      # the paper's band, 2–3×
+    ("lstm", 6.4, 9.0),                # "more than 4×" read as 4–8×
+    ("speed", 43, 46),                 # about 30 % ± 15 pp
+])
+def test_each_rule_fails_on_a_wrong_value(id, good, bad):
+    assert holds(id, good) and not holds(id, bad)
 
 
-def test_above_and_xy_text():
-    assert chen.above_text(0, 2) == "the measured overhead stays at or below it"
-    assert chen.above_text(0, 0) == "no net was measured with the sublinear plan"
-    assert chen.above_text(2, 2).startswith("the measured overhead is above it for both nets — ")
-    assert chen.above_text(1, 2).startswith("the measured overhead is above it for one of the two nets — ")
-    assert chen.xy_text([]) == "Here the optimum of x + y plans no more bytes than the grid's best."
-    assert chen.xy_text(["ResNet", "LSTM"]).startswith("On the ResNet and the LSTM the optimum of x + y plans more")
+def test_range_rule_is_two_sided():
+    assert not holds("lstm", 3.9) and not holds("resnet-sharing", 1.9)
 
 
-def test_sqrt_extra_text_states_the_deepest_and_the_largest_share():
-    depth = pd.DataFrame({"family": ["sqrt"] * 3 + ["none"], "layers": [2, 64, 512, 512],
-                          "extra_forwards": [1, 56, 490, 0]})
-    assert chen.sqrt_extra_text(depth) == (
-        "490 extra layer forwards at L = 512, 0.96 of a forward pass, the most over the sweep (L = 2…512)")
-    higher = depth.assign(extra_forwards=[1, 62, 460, 0])
-    assert chen.sqrt_extra_text(higher) == (
-        "460 extra layer forwards at L = 512, 0.90 of a forward pass; at most 0.97 over the sweep "
-        "(L = 2…512, at L = 64)")
+def write(root, table: str, frame: pd.DataFrame, device: str | None = None):
+    path = catalog.path(f"chen.{table}", device, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
 
 
-def test_decimal_unit_and_size_text_one_unit_per_net():
-    assert chen.decimal_unit([134.6e9, 3.19e9]) == ("GB", 1e9)
-    assert chen.decimal_unit([3.52e9, 148.7e6, 0]) == ("MB", 1e6)
-    assert chen.decimal_unit([512]) == ("B", 1.0)
-    assert chen.size_text(37_166_000_000, ("GB", 1e9)) == "37.17 GB"
-    assert chen.size_text(148_710_000, ("MB", 1e6)) == "148.71 MB"
+def depth_table(sqrt_exponent: float) -> pd.DataFrame:
+    """Four schedules over L = 4…256: √L segments with peak ∝ L^sqrt_exponent; the recursion and Revolve add one
+    x (256 bytes) per doubling of L."""
+    L = np.array([4, 16, 64, 256])
+    rows = {"none": (L * 512, L * 0 + 1, L), "sqrt": (100 * L ** sqrt_exponent, np.ceil(np.sqrt(L)), 2 * L - np.sqrt(L)),
+            "recursive": (256 * np.log2(L) + 512, L * 0 + 1, L + L / 2 * np.log2(L)),
+            "revolve": (256 * np.log2(L) + 512, np.log2(L), 1.5 * L)}
+    return pd.concat([pd.DataFrame({"family": f, "layers": L, "peak_bytes": peak, "param": param, "forwards": fwd,
+                                    "extra_forwards": fwd - L, "x_bytes": 256}) for f, (peak, param, fwd) in rows.items()])
 
 
-def test_depth_fits_table_has_readable_headers():
-    fits = pd.DataFrame({"family": ["recursive"], "exponent": [0.19315], "bytes_per_doubling": [256.0],
-                         "r2_log2": [0.999994], "forwards_exponent": [1.2262]})
-    shown = chen.depth_fits_table(fits)
-    assert list(shown.columns) == ["schedule", "peak bytes: log–log exponent", "peak bytes per doubling of L",
-                                   "r² of peak ≈ a + b·log₂ L", "forwards: log–log exponent"]
-    assert shown.iloc[0].tolist() == ["recursive", 0.193, 256.0, 1.0, 1.226]
-    assert chen.depth_fits_table(fits.set_index("family")).equals(shown)
+def resnet_table(after_gb: float) -> pd.DataFrame:
+    """Depths 200…1000; sharing linear (60 GB at 1000, so 12 GB at 200), the sublinear plan ∝ √depth."""
+    d = np.array([200, 500, 1000])
+    plans = {"no-opt": 3 * 60e9 * d / 1000, "sharing": 60e9 * d / 1000, "sublinear": after_gb * 1e9 * np.sqrt(d / 1000),
+             "sqrt": 1.1 * after_gb * 1e9 * np.sqrt(d / 1000), "optimal": after_gb * 1e9 * np.sqrt(d / 1000)}
+    return pd.concat([pd.DataFrame({"depth": d, "strategy": s, "planned_bytes": b, "live_peak_bytes": b,
+                                    "recompute_ratio": 0.0, "batch": 32, "image": 224, "blocks": "3-4-6-3",
+                                    "layers": d, "nodes": 10 * d, "trace_s": 1.0, "other_ops": 0})
+                      for s, b in plans.items()])
+
+
+def test_depth_findings_reproduced_and_differs(tmp_path):
+    write(tmp_path, "depth", depth_table(0.5))
+    found = {f.id: f for f in chen.findings(tmp_path)}
+    assert found["sqrt"].status == REPRODUCED and found["sqrt"].value == pytest.approx(0.5)
+    assert found["recursion"].status == REPRODUCED and found["recursion"].value == pytest.approx(1.0)
+    assert found["sqrt-forwards"].value == pytest.approx(1 - 1 / 16)   # L = 256: 256 − 16 extra of 256
+    write(tmp_path, "depth", depth_table(0.8))
+    assert {f.id: f for f in chen.findings(tmp_path)}["sqrt"].status == DIFFERS
+
+
+def test_resnet_reduction_is_judged_as_a_ratio(tmp_path):
+    write(tmp_path, "resnet", resnet_table(after_gb=60 * 7 / 48))   # the paper's ratio, 48/7
+    found = {f.id: f for f in chen.findings(tmp_path)}
+    assert found["resnet"].status == REPRODUCED and found["resnet"].value == pytest.approx(48 / 7)
+    assert found["resnet-limit"].status == REPRODUCED and found["resnet-limit"].value == pytest.approx(200)
+    assert found["resnet-sharing"].status == REPRODUCED                  # 3 × 60 → 60: 3×, the band's edge
+    assert found["resnet-sqrt"].status == REPRODUCED                     # slope 0.5 exactly
+    write(tmp_path, "resnet", resnet_table(after_gb=4))                  # 60 / 4 = 15×
+    resnet = {f.id: f for f in chen.findings(tmp_path)}["resnet"]
+    assert resnet.status == DIFFERS and "GPU memory at run time" in resnet.reason
+    assert resnet.ours == "15.0× (60.00 GB → 4.00 GB)"
+
+
+def speed_table(device: str, sublinear_overhead: float) -> pd.DataFrame:
+    rows = [("none", 0.0), ("sublinear", sublinear_overhead)]
+    return pd.DataFrame([{"device": device, "net": net, "strategy": s, "overhead": o, "step_time_s": 1 + o,
+                          "step_time_iqr_s": 0.01} for net in ("resnet", "lstm") for s, o in rows])
+
+
+def test_speed_statuses(tmp_path):
+    write(tmp_path, "speed", speed_table("cpu", 0.3), "cpu")
+    assert {f.id: f for f in chen.findings(tmp_path)}["speed"].status == NOT_REPRODUCIBLE
+    write(tmp_path, "speed", speed_table("cuda", 0.3), "cuda")
+    speed = {f.id: f for f in chen.findings(tmp_path)}["speed"]
+    assert speed.status == REPRODUCED and speed.where == "GPU"
+    write(tmp_path, "speed", speed_table("cuda", 0.6), "cuda")
+    assert {f.id: f for f in chen.findings(tmp_path)}["speed"].status == DIFFERS   # 60 % is 30 pp off
+    write(tmp_path, "speed", speed_table("cuda", -0.2), "cuda")                    # recompute made it faster
+    speed = {f.id: f for f in chen.findings(tmp_path)}["speed"]
+    assert speed.status == INVALID and "below zero" in speed.reason
+
+
+def test_missing_tables_give_every_finding_not_measured(tmp_path):
+    found = chen.findings(tmp_path)
+    assert [f.id for f in found] == [id for part in chen.GROUPS.values() for id in part]
+    assert {f.status for f in found} == {NOT_MEASURED}
+    by = {f.id: f for f in found}
+    assert by["sqrt"].reason == "`snakemake results/chen/depth.csv`" and by["sqrt"].paper == "O(√n)"
+    assert by["speed"].scorecard == "Chen et al. 2016" and by["speed"].link == "chen2016.html#sec-speed"
+    assert math.isnan(by["lstm"].value)
+    assert list(chen.tables(tmp_path)["resnet"].columns) == ["not measured yet"]

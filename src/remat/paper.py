@@ -34,16 +34,18 @@ PAPER: dict[str, PaperValue] = {
     "chen.resnet_depth": PaperValue(1000, "abstract, §5.2", "1,000 layers"),
     "chen.resnet_before_gb": PaperValue(48, "abstract", "48 GB"),     # "from 48G to 7G" (GB read as 10⁹ bytes)
     "chen.resnet_after_gb": PaperValue(7, "abstract, §5.2", "7 GB"),
-    "chen.resnet_reduction": PaperValue(48 / 7, "abstract (48 GB → 7 GB)", "6.9×"),
+    "chen.resnet_reduction": PaperValue(48 / 7, "abstract; §5.2", "6.9× (48 GB → 7 GB)"),
     "chen.gpu_memory_gb": PaperValue(12, "§5 (Titan X)", "12 GB"),
     "chen.deepest_without": PaperValue(200, "§5.2", "200 layers"),   # "only possible to train a 200 layer ResNet"
     "chen.lstm_steps": PaperValue(64, "§5.3", "64 steps"),           # 64 steps, batch 64, 4 × 1024
-    "chen.lstm_reduction": PaperValue(4, "§5.3", "more than 4×"),    # "more than 4x reduction over the optimized plan"
+    "chen.lstm_reduction": PaperValue(4, "§5.3; Figure 6", "more than 4×"),    # "more than 4x reduction over the optimized plan"
     "chen.speed_overhead": PaperValue(0.30, "§5.4 (Titan X, 20 batches)", "about 30 %"),
     "chen.system_reduction_lo": PaperValue(2, "§5.2", "2–3×"),       # in-place + sharing: 2–3×, still linear
     "chen.system_reduction_hi": PaperValue(3, "§5.2", "2–3×"),
     "chen.sqrt_exponent": PaperValue(0.5, "Algorithm 1", "O(√n)"),
     "chen.extra_forwards": PaperValue(1, "abstract", "one extra forward pass"),
+    "chen.recursion_per_doubling": PaperValue(1, "§4.4, Eq. 3 with k = 1", "log₂ n: one checkpoint per doubling"),
+    "chen.speed_overhead_pct": PaperValue(30, "§5.4; Figure 7 (Titan X, 20 batches)", "about 30 %"),
     # --- Korthikanti et al. 2022 --------------------------------------------------------------------------------
     "korthikanti.full_flops_pct": PaperValue(33, "text beside Table 4; Appendix A", "33 %"),
     "korthikanti.selective_flops_pct.gpt3-175b": PaperValue(2.7, "text around Eq. 8, §5", "2.7 %"),

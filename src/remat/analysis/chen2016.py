@@ -1,16 +1,26 @@
-"""Chen et al. 2016 tables -> what the figures and the report show: log-log fits and summary tables (from the
-loaded ``chen-*`` tables; nothing is measured here)."""
+"""Chen et al. 2016: the ``chen.*`` tables -> findings (every number and verdict of reports/chen2016.qmd), the
+tables that report shows, and the fits the figures draw. Nothing is measured here.
+
+    found = findings(".")      # list[Finding]: the seven scorecard claims ("sqrt" … "speed") and the quoted values
+    shown = tables(".")        # display DataFrames by name ("check", "resnet", "speed", …)
+"""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from remat.report.phrases import capitalized, count, count_of
+from remat.analysis import catalog, tolerances as tol
+from remat.analysis.findings import (INVALID, NOT_MEASURED, NOT_REPRODUCIBLE, Finding, judge, marked, not_measured,
+                                    within_abs, within_range, within_rel)
+from remat.analysis.gates import gated, negative_overhead, noisy
+from remat.paper import CHEN, PAPER
 
+# --- fits: the figures, the findings and the sweeps report use them ------------------------------------------
 
-# --- fits shared by the figures, the report and the tests ------------------------------------------------------
 
 def fit_loglog_exponent(x, y) -> float:
     """Slope of log y against log x by least squares (scipy.stats.linregress): y ∝ x^slope."""
@@ -23,9 +33,12 @@ def fit_log2_growth(x, y) -> tuple[float, float]:
     return float(fit.slope), float(fit.rvalue ** 2)
 
 
+def _r2(x, y) -> float:
+    return float(stats.linregress(np.asarray(x, float), np.asarray(y, float)).rvalue ** 2)
+
 def depth_fits(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per schedule family of a ``chen-depth`` table: exponent (log–log slope of peak bytes vs L),
-    bytes_per_doubling and r2_log2 (fit of peak bytes linear in log2 L), forwards_exponent."""
+    """Per schedule family of a ``chen.depth`` table: exponent (log–log slope of peak bytes vs L),
+    bytes_per_doubling and r2_log2 (peak bytes ≈ a + b·log2 L), forwards_exponent."""
     rows = []
     for family, part in frame.groupby("family", sort=False):
         per_doubling, r2 = fit_log2_growth(part["layers"], part["peak_bytes"])
@@ -35,102 +48,11 @@ def depth_fits(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def depth_fits_table(fits: pd.DataFrame) -> pd.DataFrame:
-    """``depth_fits`` (a column ``family``, or indexed by it) for display, with readable headers: the log–log
-    exponent of peak bytes against L, bytes per doubling of L and the r² of peak bytes linear in log₂ L, and
-    the log–log exponent of layer forwards."""
-    fits = fits.reset_index() if "family" not in fits.columns else fits
-    return pd.DataFrame({
-        "schedule": fits["family"].values,
-        "peak bytes: log–log exponent": fits["exponent"].round(3).values,
-        "peak bytes per doubling of L": fits["bytes_per_doubling"].round(1).values,
-        "r² of peak ≈ a + b·log₂ L": fits["r2_log2"].round(4).values,
-        "forwards: log–log exponent": fits["forwards_exponent"].round(3).values})
-
-
-def sqrt_extra_text(frame: pd.DataFrame) -> str:
-    """The √L schedule's recomputation on a ``chen-depth`` table, as the index scorecard states it: extra layer
-    forwards at the deepest L as a share of a forward pass, and the largest share over the sweep — "490 extra
-    layer forwards at L = 512, 0.96 of a forward pass, the most over the sweep (L = 2…512)" or "…, 0.90 of a
-    forward pass; at most 0.97 over the sweep (L = 2…512, at L = 64)"."""
-    sqrt = frame[frame["family"] == "sqrt"]
-    share = sqrt["extra_forwards"] / sqrt["layers"]
-    deepest = sqrt.loc[sqrt["layers"].idxmax()]
-    at, worst = float(deepest["extra_forwards"] / deepest["layers"]), float(share.max())
-    sweep = f"L = {int(sqrt['layers'].min())}…{int(sqrt['layers'].max())}"
-    head = (f"{count(int(deepest['extra_forwards']), 'extra layer forward')} at L = {int(deepest['layers'])}, "
-            f"{at:.2f} of a forward pass")
-    if f"{worst:.2f}" == f"{at:.2f}":
-        return f"{head}, the most over the sweep ({sweep})"
-    worst_at = int(sqrt.loc[share.idxmax(), "layers"])
-    return f"{head}; at most {worst:.2f} over the sweep ({sweep}, at L = {worst_at})"
-
-
-# --- summaries the report prints (from the loaded tables; nothing is re-measured) ------------------------------
-
-def check_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per schedule family of a ``chen-check`` table: schedules run, how many are bitwise equal to the plain
-    backward, the largest |difference| and finite-difference error, how many match their closed form, passed."""
-    grouped = frame.groupby("family", sort=False)
-    return pd.DataFrame({
-        "schedules": grouped.size(),
-        "bitwise equal": grouped["bitwise_equal"].sum().astype(int),
-        "max abs diff vs plain": grouped["max_abs_diff_vs_naive"].max(),
-        "max FD rel. error": grouped["fd_rel_error"].max().map(lambda v: f"{v:.1e}"),
-        "closed form matches": grouped["formula_match"].apply(lambda s: int((s == True).sum())),  # noqa: E712
-        "passed": grouped["passed"].sum().astype(int),
-    }).reset_index()
-
-
-def segments_summary(frame: pd.DataFrame) -> dict:
-    """Key numbers of a ``chen-segments`` table: L, k at √L and at the integer optimum, their peak bytes and
-    forwards, the plain backward's (k = 1) peak, and whether every counted value equals its closed form."""
-    by_k = frame.set_index("k")
-    k_sqrt, k_opt = int(frame["k_sqrt"].iloc[0]), int(frame["k_opt"].iloc[0])
-    return {"layers": int(frame["layers"].iloc[0]), "points": len(frame), "k_sqrt": k_sqrt, "k_opt": k_opt,
-            "k_star": float(frame["k_star"].iloc[0]),
-            "peak_sqrt": int(by_k.loc[k_sqrt, "peak_bytes"]), "peak_opt": int(by_k.loc[k_opt, "peak_bytes"]),
-            "peak_none": int(by_k.loc[1, "peak_bytes"]) if 1 in by_k.index else None,
-            "forwards_sqrt": int(by_k.loc[k_sqrt, "forwards"]), "forwards_opt": int(by_k.loc[k_opt, "forwards"]),
-            "all_exact": bool((frame["peak_bytes"] == frame["peak_bytes_formula"]).all()
-                              and (frame["forwards"] == frame["forwards_formula"]).all())}
-
-
-def depth_table(frame: pd.DataFrame, layers: int | None = None) -> pd.DataFrame:
-    """The rows of a ``chen-depth`` table at depth ``layers`` (default: the deepest): schedule, parameter,
-    peak bytes counted and closed form, forwards counted and closed form, extra forwards per layer."""
-    layers = int(frame["layers"].max()) if layers is None else layers
-    part = frame[frame["layers"] == layers]
-    return pd.DataFrame({
-        "schedule": part["family"], "k or slots": part["param"],
-        "peak bytes": part["peak_bytes"], "peak (formula)": part["peak_bytes_formula"],
-        "formula is": part["peak_formula"], "forwards": part["forwards"],
-        "forwards (formula)": part["forwards_formula"],
-        "extra forwards / L": (part["extra_forwards"] / layers).round(2),
-    }).reset_index(drop=True)
-
-
-def revolve_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Counted extra forwards of a ``chen-revolve`` table, steps l (rows) × slots s (columns)."""
-    table = frame.pivot(index="steps", columns="slots", values="extra_forwards")
-    table.columns = [f"s = {s}" for s in table.columns]
-    return table.reset_index().rename(columns={"steps": "l"})
-
-
-# --- graphs: Figure 5's strategies, Algorithm 3 ------------------------------------------------------------------
-
-def _r2(x, y) -> float:
-    """r² of the least-squares line y ≈ a + b·x (scipy.stats.linregress)."""
-    return float(stats.linregress(np.asarray(x, float), np.asarray(y, float)).rvalue ** 2)
-
-
 def strategy_fits(frame: pd.DataFrame, size: str) -> pd.DataFrame:
-    """Per strategy of a ``chen-resnet``/``chen-lstm`` table: the log–log exponent of planned bytes against
-    ``size`` ("depth" or "length"), r² of planned bytes ≈ a + b·size (r2_linear) and ≈ a + b·√size
-    (r2_sqrt) — an O(n) or O(√n) law with a constant term, which bends a log–log slope — planned and
-    live-peak bytes at the largest size, and how many times less than no-opt and than sharing (Chen's
-    "optimized memory plan") that is."""
-    frame = frame[frame["strategy"] != "budget"]          # one row per (size, strategy)
+    """Per strategy of a ``chen.resnet``/``chen.lstm`` table (``size``: "depth" or "length"): the log–log exponent
+    of planned bytes, r² of planned bytes ≈ a + b·size (r2_linear) and ≈ a + b·√size (r2_sqrt), planned and
+    live-peak bytes at the largest size, how many times less than no-opt and than sharing, recompute_ratio."""
+    frame = frame[frame["strategy"] != "budget"]
     largest = frame[frame[size] == frame[size].max()].set_index("strategy")
     rows = []
     for strategy, part in frame.groupby("strategy", sort=False):
@@ -145,61 +67,9 @@ def strategy_fits(frame: pd.DataFrame, size: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# --- the paper's own numbers, each with where it is printed --------------------------------------------------
-
-PAPER = {
-    "resnet_depth": 1000,          # abstract, §5.2: the 1,000-layer ResNet
-    "resnet_before_gb": 48,        # abstract: "from 48G to 7G" (GB read as 10⁹ bytes)
-    "resnet_after_gb": 7,
-    "gpu_memory_gb": 12,           # §5: a Titan X (12 GB)
-    "deepest_without": 200,        # §5.2: "only possible to train a 200 layer ResNet" without the plan
-    "lstm_steps": 64,              # §5.3: 64 steps, batch 64, 4 x 1024
-    "lstm_reduction": 4,           # §5.3: "more than 4x reduction over the optimized memory plan"
-    "speed_overhead": 0.30,        # §5.4: about 30% extra runtime (Titan X, 20 batches)
-    "system_reduction": (2, 3),    # §5.2: in-place and sharing cut memory 2-3x, still linear in depth
-}
-"""Chen et al. 2016's printed claims the report compares with (one copy; figures and report import it)."""
-
-
-DECIMAL_UNITS = (("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
-"""The decimal units the report gives memory in — GB = 10⁹ bytes, as the paper prints it — largest first."""
-
-
-def decimal_unit(values) -> tuple[str, float]:
-    """The decimal unit ("GB", "MB", "kB" or "B") and its size that shows the smallest nonzero of ``values``
-    as ≥ 1 — one unit for a whole net's memory (its tables and the text about it)."""
-    positive = [float(v) for v in values if v == v and float(v) > 0]
-    smallest = min(positive, default=0.0)
-    return next(((name, size) for name, size in DECIMAL_UNITS if smallest >= size), ("B", 1.0))
-
-
-def size_text(n_bytes: float, unit: tuple[str, float], digits: int = 2) -> str:
-    """Bytes in ``unit`` (from ``decimal_unit``) as the report's tables show them: "37.16 GB"."""
-    name, scale = unit
-    return f"{float(n_bytes) / scale:.{digits}f} {name}"
-
-
-def budget_table(frame: pd.DataFrame, size: str, unit: tuple[str, float] | None = None) -> pd.DataFrame:
-    """Algorithm 3 at the largest ``size`` of a ``chen-resnet``/``chen-lstm`` table: every budget B (B = 0,
-    B₀ = √(x·y), the grid), the chosen sublinear plan, √n and the optimum of x + y — splits, x, y, planned and
-    live-peak bytes (in ``unit``, default ``decimal_unit`` of the planned bytes; two decimals), recomputed
-    FLOPs per forward FLOP."""
-    part = frame[(frame[size] == frame[size].max())
-                 & frame["strategy"].isin(["budget", "sublinear", "sqrt", "optimal"])]
-    order = {"budget": 0, "sublinear": 1, "sqrt": 2, "optimal": 3}
-    part = part.assign(_o=part["strategy"].map(order)).sort_values(["_o", "budget_bytes"])
-    unit, scale = unit or decimal_unit(part["planned_bytes"])
-    shown = lambda column: (part[column] / scale).round(2)
-    return pd.DataFrame({"plan": part["strategy"],
-                         f"B ({unit})": shown("budget_bytes").map(lambda v: "–" if v != v else v),
-                         "splits": part["splits"], f"x ({unit})": shown("x_bytes"), f"y ({unit})": shown("y_bytes"),
-                         f"planned ({unit})": shown("planned_bytes"), f"live peak ({unit})": shown("live_peak_bytes"),
-                         "recomputed / forward FLOPs": part["recompute_ratio"].round(3)}).reset_index(drop=True)
-
-
 def depth_at(frame: pd.DataFrame, size: str, strategy: str, limit_bytes: float) -> float | None:
-    """The ``size`` at which ``strategy``'s planned bytes reach ``limit_bytes``, interpolated log–log between
-    the two measured sizes around it; None when the limit is outside the measured range."""
+    """The ``size`` at which ``strategy``'s planned bytes reach ``limit_bytes`` (log–log interpolation between the
+    swept sizes around it); None when the limit is outside the sweep."""
     part = frame[frame["strategy"] == strategy].sort_values(size)
     xs, ys = np.log(part[size].to_numpy(float)), np.log(part["planned_bytes"].to_numpy(float))
     if not ys[0] <= np.log(limit_bytes) <= ys[-1]:
@@ -207,255 +77,285 @@ def depth_at(frame: pd.DataFrame, size: str, strategy: str, limit_bytes: float) 
     return float(np.exp(np.interp(np.log(limit_bytes), ys, xs)))
 
 
-def is_linear(fit) -> bool:
-    """O(n): a + b·n fits (r² ≥ LAW_R2_MIN) better than a + b·√n."""
-    return fit["r2_linear"] >= LAW_R2_MIN and fit["r2_linear"] > fit["r2_sqrt"]
+def decimal_unit(values) -> tuple[str, float]:
+    """("GB", 1e9), ("MB", 1e6), ("kB", 1e3) or ("B", 1): the decimal unit (as the paper prints memory) that
+    shows the smallest positive of ``values`` as ≥ 1 — one unit per net, its tables and findings alike."""
+    smallest = min((float(v) for v in values if v == v and float(v) > 0), default=0.0)
+    return next(((n, s) for n, s in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)) if smallest >= s), ("B", 1.0))
 
 
-def is_sqrt_law(fit) -> bool:
-    """O(√n): a + b·√n fits (r² ≥ LAW_R2_MIN) better than a + b·n."""
-    return fit["r2_sqrt"] >= LAW_R2_MIN and fit["r2_sqrt"] > fit["r2_linear"]
+def size_text(n_bytes: float, unit: tuple[str, float]) -> str:
+    """Bytes in ``unit`` with two decimals: "37.17 GB"."""
+    return f"{float(n_bytes) / unit[1]:.2f} {unit[0]}"
 
 
-SQRT_EXPONENT_TOL = 0.1
-"""A chain's √L schedule reproduces Chen's O(√n) when its log–log exponent is within this of 0.5. ⌈√L⌉
-rounding and the live segment bend the slope by a few hundredths over L = 2…512; the alternatives it must be
-told from — logarithmic memory (exponent ≈ 0.2 over that range) and linear (1) — are at least 0.3 away."""
-LOG_R2_MIN = 0.95
-"""The recursion's memory is logarithmic when a fit linear in log₂ L has more than this r². A √L schedule fits
-that line with r² ≈ 0.87 over the same depths, so 0.95 tells them apart."""
-LAW_R2_MIN = 0.99
-"""A law (a + b·n, a + b·√n) fits a memory sweep when its r² is at least this (``is_linear``, ``is_sqrt_law``)."""
-BEFORE_FACTOR = 1.5
-"""The 1,000-layer ResNet's memory before the plan matches the paper's within this factor either way (and
-after it must be below the paper's 7 GB). The paper prints neither its exact layer layout nor what MXNet's
-baseline shares; a factor of 1.5 allows those while excluding another scale."""
-DEPTH_TOL = 0.25
-"""The depth a 12 GB GPU holds without the plan matches the paper's within this fraction either way: the
-paper's limit is what trained on the card, ours counts feature maps only."""
-SPEED_TOL = 0.15
-"""The sublinear plan's measured overhead matches the paper's "about 30 %" within this many (fraction) points,
-on a GPU: another GPU, framework and kernels change the cost of a recomputed forward; 15 points keep "about a
-third" apart from "none" and from "double"."""
+# --- findings --------------------------------------------------------------------------------------------------
+
+SCORECARD = {"sqrt": "sec-depth", "sqrt-forwards": "sec-recompute", "recursion": "sec-depth", "resnet": "sec-resnet",
+             "resnet-limit": "sec-resnet", "lstm": "sec-lstm", "speed": "sec-speed"}
+"""The claims the index's scorecard lists: id -> the report section showing it."""
+
+_SQRT = ("chen.sqrt_exponent", within_abs(tol.CHEN_SQRT_SLOPE))
+RULES = {"sqrt": _SQRT, "resnet-sqrt": _SQRT, "lstm-sqrt": _SQRT,
+         "sqrt-forwards": ("chen.extra_forwards", within_abs(tol.CHEN_EXTRA_FORWARDS)),
+         "recursion": ("chen.recursion_per_doubling", within_abs(tol.CHEN_RECURSION)),
+         "resnet": ("chen.resnet_reduction", within_rel(tol.CHEN_RESNET_REDUCTION)),
+         "resnet-limit": ("chen.deepest_without", within_rel(tol.CHEN_RESNET_LIMIT)),
+         "resnet-sharing": ("chen.system_reduction_lo", within_range(
+             PAPER["chen.system_reduction_lo"].value, PAPER["chen.system_reduction_hi"].value, "×",
+             tol.CHEN_SYSTEM_BAND.why)),
+         "lstm": ("chen.lstm_reduction", within_range(PAPER["chen.lstm_reduction"].value,
+                                                       tol.CHEN_LSTM_REDUCTION_HI.value, "×",
+                                                       tol.CHEN_LSTM_REDUCTION_HI.why)),
+         "speed": ("chen.speed_overhead_pct", within_abs(tol.CHEN_SPEED_PP))}
+"""The judged findings: id -> (the paper value's id in remat.paper, the rule for "reproduced")."""
+
+GROUPS = {
+    "depth": {"sqrt": "√L segments: O(√n) memory", "sqrt-forwards": "…for one extra forward pass",
+              "recursion": "Recursion: O(log n) memory", "revolve.growth": "Revolve: memory per doubling of L",
+              "recursion.cost": "Recursion at the deepest L", "revolve.cost": "Revolve at the deepest L"},
+    "chain": {"chain.shape": "The chain of the sweeps", "check": "Schedules with gradients bitwise equal to the plain "
+              "backward", "segments.exact": "Counted = closed form over k", "segments.none": "Peak, everything kept",
+              "segments.sqrt": "Peak at k = √L", "segments.opt": "Peak at the best k",
+              "revolve.exact": "Revolve: counted = closed form = DP", "graph.check": "Executed plans bitwise equal"},
+    "resnet": {"resnet-sqrt": "ResNet, sublinear plan: memory O(√depth)", "budget.resnet": "ResNet: Algorithm 3 "
+               "against √n and x + y", "resnet": "1,000-layer ResNet: memory reduction of the sublinear plan",
+               "resnet-limit": "Without the plan a 12 GB GPU trains a ResNet of",
+               "resnet-sharing": "In-place + sharing cut memory", "resnet.size": "The ResNet traced"},
+    "lstm": {"lstm-sqrt": "LSTM, sublinear plan: memory O(√length)", "budget.lstm": "LSTM: Algorithm 3 against √n "
+             "and x + y", "lstm": "LSTM, 64 steps: reduction over the optimized plan", "lstm.size": "The LSTM traced"},
+    "speed": {"speed": "Sublinear plan: extra runtime"}}
+"""Every finding by the part of ``findings`` that makes it: id -> claim. A missing table makes the part's not
+measured."""
+CLAIMS = {id: claim for part in GROUPS.values() for id, claim in part.items()}
 
 
-def _status(ok: bool, why: str = "") -> str:
-    return "reproduced" if ok else f"differs: {why}" if why else "differs"
+def _f(id: str, value: float, text: str, where: str, reason: str = "", missing: catalog.Missing | None = None):
+    """Finding ``id``: judged by RULES[id] against its paper value when it has one, else a measured value;
+    not measured when ``missing``."""
+    paper, rule = RULES.get(id, (None, None))
+    claim, link = CLAIMS[id], SCORECARD.get(id)
+    extra = dict(scorecard=CHEN, link=f"chen2016.html#{link}") if link else {}
+    if missing is not None:
+        return not_measured(id, claim, missing, PAPER.get(paper), rule, where=where, **extra)
+    return judge(id, claim, value, PAPER.get(paper), rule, where=where, text=text, reason=reason, **extra)
 
 
-def speed_claim(speed: pd.DataFrame) -> tuple:
-    """The §5.4 row of ``claims``: the sublinear plan's measured overhead per net on the GPU if a cuda table
-    is there, else on the CPU (a stand-in, not comparable: status says so)."""
-    dev = "cuda" if (speed["device"] == "cuda").any() else str(speed["device"].iloc[0])
-    part = speed[(speed["device"] == dev) & (speed["strategy"] == "sublinear")].set_index("net")["overhead"]
-    ours = ", ".join(f"{net} {value * 100:.0f} %" for net, value in part.items()) or "no sublinear rows"
-    paper = PAPER["speed_overhead"]
-    rule = f"within {SPEED_TOL * 100:.0f} points of the paper, on a GPU"
-    row = ("speed", "Sublinear plan: extra runtime", f"about {paper * 100:.0f} % (Titan X)", f"{ours} ({dev})",
-           "step time, interleaved rounds, median", rule)
-    if part.empty:
-        return (*row, NOT_MEASURED)
-    if dev != "cuda":
-        return (*row, "not reproducible here: needs a GPU (the paper timed a Titan X; this is a CPU stand-in at "
-                      "small sizes, whose op costs differ); config/gpu.yaml has the paper's sizes")
-    worst = (part - paper).abs().idxmax()
-    return (*row, _status(bool((abs(part - paper) <= SPEED_TOL).all()),
-                          f"{worst} {100 * part[worst]:.0f} %, more than {100 * SPEED_TOL:.0f} points from the "
-                          "paper's"))
+def _exact(id: str, ok: pd.Series, text: str, noun: str) -> Finding:
+    """Rows that agree (with a closed form, bitwise with the plain backward): "k of n" + ``text``; a row that
+    does not is an invalid measurement."""
+    found = _f(id, int(ok.sum()), f"{int(ok.sum())} of {len(ok)}{text}", "CPU")
+    return gated(found, ["" if ok.all() else f"{len(ok) - int(ok.sum())} {noun} disagree"])
 
 
-NOT_MEASURED = "not measured: not in the sweep"
+def _depth(t, root) -> list[Finding]:
+    depth = t("depth")
+    fits, x, L = depth_fits(depth).set_index("family"), int(depth["x_bytes"].iloc[0]), int(depth["layers"].max())
+    deep = depth[depth["layers"] == L].set_index("family")
+    share = deep.loc["sqrt", "extra_forwards"] / L
+    growth = lambda f: (f"{fits.loc[f, 'bytes_per_doubling'] / x:.2f} checkpoints per doubling "
+                        f"({fits.loc[f, 'bytes_per_doubling']:.0f} bytes, r² = {fits.loc[f, 'r2_log2']:.4f})")
+    cost = lambda f: (f"{int(deep.loc[f, 'extra_forwards']):,} extra layer forwards, peak "
+                      f"{int(deep.loc[f, 'peak_bytes']):,} bytes (L = {L})")
+    return [_f("sqrt", fits.loc["sqrt", "exponent"], f"{fits.loc['sqrt', 'exponent']:.2f} (L = "
+               f"{int(depth['layers'].min())} … {L})", "CPU"),
+            _f("sqrt-forwards", share, f"{share:.2f} forward passes ({int(deep.loc['sqrt', 'extra_forwards'])} "
+               f"extra layer forwards at L = {L})", "CPU"),
+            _f("recursion", fits.loc["recursive", "bytes_per_doubling"] / x, growth("recursive"), "CPU"),
+            _f("revolve.growth", fits.loc["revolve", "bytes_per_doubling"] / x, f"{growth('revolve')}, "
+               f"s = {int(deep.loc['revolve', 'param'])} slots at L = {L}", "CPU"),
+            _f("recursion.cost", deep.loc["recursive", "extra_forwards"], cost("recursive"), "CPU"),
+            _f("revolve.cost", deep.loc["revolve", "extra_forwards"], cost("revolve"), "CPU")]
 
 
-def _claim(key, claim, paper, ours, how, rule, ok, why=""):
-    """One claims row (``key`` names it for the index scorecard); ``ok`` None: not measured."""
-    return (key, claim, paper, ours, how, rule, NOT_MEASURED if ok is None else _status(bool(ok), why))
+def _chain(t, root) -> list[Finding]:
+    check, seg, rev, graph = t("check"), t("segments"), t("revolve"), t("graph-check")
+    first, by_k = seg.iloc[0], seg.set_index("k")
+    k_sqrt, L = int(first["k_sqrt"]), int(first["layers"])
+    extra = int(by_k.loc[k_sqrt, "forwards"]) - L
+    at = lambda k: f"k = {int(k)}: {int(by_k.loc[k, 'peak_bytes']):,} bytes"
+    return [_f("chain.shape", math.nan, f"B = {first['batch']}, d = {first['width']}, d′ = {first['hidden']}, "
+               f"{first['dtype']}; x = {first['x_bytes']:,} bytes, h = {first['h_bytes']:,} bytes", "CPU"),
+            _exact("check", check["passed"].astype(bool) & check["bitwise_equal"].astype(bool), f" (L = "
+                   f"{check['layers'].iloc[0]}, d = {check['width'].iloc[0]}, B = {check['batch'].iloc[0]}; finite "
+                   f"differences within {check['fd_rel_error'].max():.1e})", "schedules"),
+            _exact("segments.exact", (seg["peak_bytes"] == seg["peak_bytes_formula"])
+                   & (seg["forwards"] == seg["forwards_formula"]), f" values of k at L = {L}", "values of k"),
+            _f("segments.none", by_k.loc[1, "peak_bytes"], at(1), "CPU"),
+            _f("segments.sqrt", by_k.loc[k_sqrt, "peak_bytes"], f"{at(k_sqrt)}, {extra} extra layer forwards "
+               f"({extra / L:.2f} of a forward pass)", "CPU"),
+            _f("segments.opt", by_k.loc[int(first["k_opt"]), "peak_bytes"], f"{at(first['k_opt'])} "
+               f"(k* = {float(first['k_star']):.2f})", "CPU"),
+            _exact("revolve.exact", (rev["extra_forwards"] == rev["extra_forwards_formula"])
+                   & (rev["extra_forwards"] == rev["extra_forwards_dp"]), " pairs (l, s)", "pairs"),
+            _exact("graph.check", graph["bitwise_equal"].astype(bool), f" plans on {graph['net'].nunique()} nets "
+                   f"(finite differences within {graph['fd_rel_error'].max():.1e})", "plans")]
 
 
-def _resnet_claims(r: pd.DataFrame, resnet: pd.DataFrame) -> list[tuple]:
-    deep = int(resnet["depth"].max())
-    sizes = f"ResNet at batch {int(resnet['batch'].iloc[0])}, {int(resnet['image'].iloc[0])}², §3 plan"
-    lo, hi = PAPER["system_reduction"]
-    ratio, linear = r.loc["sharing", "vs_no_opt"], is_linear(r.loc["sharing"])
-    at = resnet[resnet["depth"] == PAPER["resnet_depth"]].set_index("strategy")
-    before = at.loc["sharing", "planned_bytes"] / 1e9 if len(at) else None
-    after = at.loc["sublinear", "planned_bytes"] / 1e9 if len(at) else None
-    at_limit = depth_at(resnet, "depth", "sharing", PAPER["gpu_memory_gb"] * 1e9)
-    paper_before, paper_after = PAPER["resnet_before_gb"], PAPER["resnet_after_gb"]
-    return [
-        _claim("resnet-sharing", "In-place + sharing cut memory, still linear in depth", f"{lo}–{hi}× less, linear",
-               f"{ratio:.1f}× less at depth {deep}; a + b·depth: r² = {r.loc['sharing', 'r2_linear']:.4f}", sizes,
-               f"{lo}–{hi}× and a line fits (r² ≥ {LAW_R2_MIN}, above a + b·√depth)",
-               lo <= ratio <= hi and linear,
-               "more than 2–3× (see the text)" if linear else "not linear"),
-        _claim("resnet", f"{PAPER['resnet_depth']}-layer ResNet: memory before → with the sublinear plan",
-               f"{paper_before} GB → {paper_after} GB",
-               f"{before:.2f} GB → {after:.2f} GB" if before else f"deepest swept: {deep}",
-               "sharing → sublinear, planned bytes (GB = 10⁹ B)",
-               f"after < {paper_after} GB, before within {BEFORE_FACTOR}× of {paper_before} GB",
-               None if before is None else after < paper_after
-               and 1 / BEFORE_FACTOR <= before / paper_before <= BEFORE_FACTOR),
-        _claim("resnet-limit", f"Without the plan, a {PAPER['gpu_memory_gb']} GB GPU holds a ResNet of about",
-               f"{PAPER['deepest_without']} layers", f"{at_limit:.0f} layers" if at_limit else "outside the sweep",
-               "sharing, log–log interpolation between swept depths", f"within ±{DEPTH_TOL:.0%}",
-               None if at_limit is None else 1 - DEPTH_TOL <= at_limit / PAPER["deepest_without"] <= 1 + DEPTH_TOL,
-               "we count feature maps only; the card also held parameters, gradients, optimizer state and "
-               "workspace, which the paper does not print"),
-        _claim("resnet-sqrt", "Sublinear plan: memory O(√depth)", "O(√n)",
-               f"a + b·√depth: r² = {r.loc['sublinear', 'r2_sqrt']:.4f} (line: {r.loc['sublinear', 'r2_linear']:.4f})",
-               "ResNet, fits over the depth sweep", f"a + b·√n fits (r² ≥ {LAW_R2_MIN}), above a line",
-               is_sqrt_law(r.loc["sublinear"]), "not a √ law over this sweep"),
-        _claim("drop-cheap", "Dropping cheap ops (BN, ReLU) saves memory", "below sharing in paper Figure 5",
-               f"{r.loc['drop-cheap', 'vs_sharing']:.2f}× less than sharing", "ResNet, same plan",
-               "below sharing", r.loc["drop-cheap", "vs_sharing"] > 1),
-    ]
+def _net(frame: pd.DataFrame, size: str, net: str, steps: float, why: str = "") -> tuple:
+    """Fits, the net's decimal unit, and the findings a ResNet and an LSTM share: the √ law (sublinear unless
+    the slope supports 0.5), Algorithm 3 against √n and x + y, the reduction at ``steps`` (``why`` it differs)."""
+    fits = strategy_fits(frame, size).set_index("strategy")
+    unit = decimal_unit(fits["planned_bytes"])
+    plans = frame[frame[size] == frame[size].max()].drop_duplicates("strategy").set_index("strategy")["planned_bytes"]
+    s, n = fits.loc["sublinear"], fits.loc["sharing"]
+    law = (f"sublinear (slope below sharing's {n['exponent']:.2f}) but not √n: over {frame[size].nunique()} "
+           f"{size}s a constant term bends the log–log slope" if s["exponent"] < n["exponent"] else "not sublinear")
+    at = frame[frame[size] == steps].drop_duplicates("strategy").set_index("strategy")["planned_bytes"]
+    gb = ("GB", 1e9) if net == "resnet" else unit
+    ratio = at["sharing"] / at["sublinear"] if len(at) else math.nan
+    headline = _f(net, ratio, f"{ratio:.1f}× ({size_text(at.get('sharing', 0), gb)} → "
+                  f"{size_text(at.get('sublinear', 0), gb)})", "fake", reason=why)
+    return fits, unit, [
+        _f(f"{net}-sqrt", s["exponent"], f"slope {s['exponent']:.2f} (r² of a + b·√{size} {s['r2_sqrt']:.4f}, of "
+           f"a line {s['r2_linear']:.4f})", "fake", reason=law),
+        _f(f"budget.{net}", plans["sublinear"], f"{size_text(plans['sublinear'], unit)} (grid), "
+           f"{size_text(plans['sqrt'], unit)} (√n), {size_text(plans['optimal'], unit)} (optimum of x + y)", "fake"),
+        headline if len(at) else marked(headline, NOT_MEASURED, f"the sweep stops at {frame[size].max()} {size}")]
 
 
-def _lstm_claims(l: pd.DataFrame, lstm: pd.DataFrame) -> list[tuple]:
-    at = lstm[lstm["length"] == PAPER["lstm_steps"]].set_index("strategy")
-    ratio = at.loc["sharing", "planned_bytes"] / at.loc["sublinear", "planned_bytes"] if len(at) else None
-    return [
-        _claim("lstm", f"LSTM, {PAPER['lstm_steps']} steps: reduction over the optimised plan",
-               f"> {PAPER['lstm_reduction']}×", f"{ratio:.1f}×" if ratio else f"longest swept: {lstm['length'].max()}",
-               "sharing / sublinear, planned bytes", f"> {PAPER['lstm_reduction']}×",
-               None if ratio is None else ratio > PAPER["lstm_reduction"]),
-        _claim("lstm-sqrt", "Sublinear plan: memory O(√length) (LSTM)", "O(√n)",
-               f"a + b·√length: r² = {l.loc['sublinear', 'r2_sqrt']:.4f} (line: {l.loc['sublinear', 'r2_linear']:.4f})",
-               "LSTM, fits over the length sweep", f"a + b·√n fits (r² ≥ {LAW_R2_MIN}), above a line",
-               is_sqrt_law(l.loc["sublinear"]), "not a √ law over this sweep"),
-    ]
+def _resnet(t, root) -> list[Finding]:
+    resnet = t("resnet")
+    fits, unit, found = _net(resnet, "depth", "resnet", PAPER["chen.resnet_depth"].value, why=(
+        "ours counts feature maps before and after; the paper's 7 GB is GPU memory at run time (§5.2, Figure 5b), "
+        "which also holds parameters, their gradients and workspace that no plan shrinks"))
+    deep = resnet[resnet["depth"] == resnet["depth"].max()].iloc[0]
+    limit = depth_at(resnet, "depth", "sharing", PAPER["chen.gpu_memory_gb"].value * 1e9)
+    limit_f = _f("resnet-limit", limit or math.nan, f"{limit or 0:.0f} layers", "fake", reason=(
+        "we count feature maps only; the card also held parameters, gradients, optimizer state and workspace, "
+        "which the paper does not print"))
+    s, mb = fits.loc["sharing"], lambda v: size_text(v, unit)
+    return found + [
+        limit_f if limit else marked(limit_f, NOT_MEASURED, "12 GB lies outside the swept depths"),
+        _f("resnet-sharing", s["vs_no_opt"], f"{s['vs_no_opt']:.1f}× ({mb(fits.loc['no-opt', 'planned_bytes'])} → "
+           f"{mb(s['planned_bytes'])})", "fake", reason="our no-opt gives every value, activation or gradient, its "
+           "own storage; the paper does not say what its baseline shares"),
+        _f("resnet.size", deep["depth"], f"batch {int(deep['batch'])}, 3×{int(deep['image'])}×{int(deep['image'])}; "
+           f"depth {int(deep['depth'])}: blocks {deep['blocks']}, {int(deep['layers'])} layers, "
+           f"{int(deep['nodes']):,} graph nodes traced in {deep['trace_s']:.1f} s, "
+           f"{int(resnet['other_ops'].max())} ops of unknown kind", "fake")]
 
 
-def claims(depth: pd.DataFrame, resnet: pd.DataFrame | None, lstm: pd.DataFrame | None,
-           speed: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Chen et al. 2016's claims beside ours, computed from the tables, indexed by a key (the index scorecard
-    reads its rows by it): claim, paper, ours, how measured, "reproduced when" (the rule), status
-    ("reproduced", "differs: why", "not measured: ..." or "not reproducible here: why"). ``depth`` is the
-    chain's ``chen-depth`` table; ``resnet``, ``lstm`` the ``chen-resnet`` / ``chen-lstm`` tables and
-    ``speed`` a ``chen-speed`` table (all devices): each optional, its rows left out when None."""
-    chain = depth_fits(depth).set_index("family")
-    sqrt = depth[depth["family"] == "sqrt"]
-    most = float((sqrt["extra_forwards"] / sqrt["layers"]).max())
-    rows = [
-        _claim("sqrt", "Algorithm 1, k = √n: memory O(√n)", "exponent 0.5",
-               f"exponent {chain.loc['sqrt', 'exponent']:.2f}", "numpy chain, counted store peak vs L",
-               f"exponent within {SQRT_EXPONENT_TOL} of 0.5",
-               abs(chain.loc["sqrt", "exponent"] - 0.5) < SQRT_EXPONENT_TOL),
-        _claim("sqrt-forwards", "… for one extra forward pass", "1 forward pass", sqrt_extra_text(depth),
-               "numpy chain, layer forwards counted by the executor", "at most one forward pass at every L",
-               most <= 1.0, f"up to {most:.2f} forward passes recomputed"),
-        _claim("recursion", "§4.4 recursion: O(log n) memory", "log₂ n checkpoints",
-               f"{chain.loc['recursive', 'bytes_per_doubling']:.0f} B per doubling, "
-               f"r² = {chain.loc['recursive', 'r2_log2']:.3f}", "numpy chain, peak linear in log₂ L",
-               f"r² > {LOG_R2_MIN}", chain.loc["recursive", "r2_log2"] > LOG_R2_MIN),
-    ]
-    if resnet is not None:
-        rows += _resnet_claims(strategy_fits(resnet, "depth").set_index("strategy"), resnet)
-    if lstm is not None:
-        rows += _lstm_claims(strategy_fits(lstm, "length").set_index("strategy"), lstm)
-    if speed is not None and len(speed):
-        rows.append(speed_claim(speed))
-    columns = ["key", "claim", "paper", "ours", "how measured", "reproduced when", "status"]
-    return pd.DataFrame(rows, columns=columns).set_index("key")
+def _lstm(t, root) -> list[Finding]:
+    lstm = t("lstm")
+    fits, unit, found = _net(lstm, "length", "lstm", PAPER["chen.lstm_steps"].value)
+    row = lstm.iloc[0]
+    return found + [
+        _f("lstm.size", row["layers"], f"{int(row['layers'])} stacked layers of {int(row['hidden']):,} units, a "
+           f"{int(row['input'])}-dimensional input, a {int(row['classes']):,}-way softmax at every step, batch "
+           f"{int(row['batch'])}, {int(lstm['length'].min())} … {int(lstm['length'].max())} steps", "fake")]
 
 
-def graph_check_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """A ``chen-graph-check`` table per net: planned bytes of each Figure 5 strategy, and bitwise-equal plans
-    out of all plans run (strategies, comparisons, every Algorithm 3 budget)."""
-    single = frame[frame["strategy"] != "budget"]
-    table = single.pivot(index="net", columns="strategy", values="planned_bytes")
-    table = table[[s for s in ("no-opt", "inplace", "sharing", "drop-cheap", "sublinear", "sqrt", "optimal")
-                   if s in table.columns]]
-    grouped = frame.groupby("net")
-    table["bitwise equal plans"] = grouped["bitwise_equal"].sum().astype(int).astype(str) + " / " + \
-        grouped.size().astype(str)
-    return table.reset_index()
+def _speed(t, root) -> list[Finding]:
+    speed = t("speed")
+    dev = catalog.GPU_DEVICE if (speed["device"] == catalog.GPU_DEVICE).any() else str(speed["device"].iloc[0])
+    rows = speed[speed["device"] == dev].set_index(["net", "strategy"])
+    sub, none = (rows.xs(s, level="strategy") for s in ("sublinear", "none"))
+    gpu = catalog.gpu_table(catalog.relpath("chen.speed", catalog.GPU_DEVICE), root)
+    where = ("GPU" + (f" ({catalog.label(gpu, root)})" if catalog.is_reference(gpu, root) else "")
+             if dev == catalog.GPU_DEVICE else dev.upper())
+    worst = (100 * sub["overhead"] - PAPER["chen.speed_overhead_pct"].value).abs().idxmax()
+    gates = [noisy(r["step_time_s"], r["step_time_iqr_s"], f"{n} {s}") for (n, s), r in rows.iterrows()]
+    gates += [negative_overhead(sub.loc[n, "overhead"], none.loc[n, "step_time_iqr_s"] / none.loc[n, "step_time_s"],
+                                f"{n} sublinear") for n in sub.index]
+    ours = ", ".join(f"{n} {100 * v:.0f} %" for n, v in sub["overhead"].items())
+    found = gated(_f("speed", 100 * sub.loc[worst, "overhead"], f"{ours} ({where})", where), gates)
+    if found.status != INVALID and dev != catalog.GPU_DEVICE:
+        found = marked(found, NOT_REPRODUCIBLE, "needs a GPU: the paper timed a Titan X; this is a CPU stand-in at "
+                       "small sizes, whose op costs differ (config/gpu.yaml has the paper's sizes)")
+    return [found]
 
 
-def fits_table(fits: pd.DataFrame, unit: tuple[str, float] | None = None) -> pd.DataFrame:
-    """``strategy_fits`` (indexed by strategy) for display: bytes in ``unit`` (default ``decimal_unit`` of the
-    planned bytes; two decimals, as ``size_text``), reductions, recomputed share, the log–log exponent and the
-    r² of a line and of a + b·√n."""
-    unit, scale = unit or decimal_unit(fits["planned_bytes"])
-    return pd.DataFrame({"strategy": fits.index,
-                         f"planned ({unit})": (fits["planned_bytes"] / scale).round(2).values,
-                         f"live peak ({unit})": (fits["live_peak_bytes"] / scale).round(2).values,
-                         "× less than no-opt": fits["vs_no_opt"].round(1).values,
-                         "× less than sharing": fits["vs_sharing"].round(2).values,
-                         "recomputed / forward FLOPs": fits["recompute_ratio"].round(2).values,
-                         "log–log exponent": fits["exponent"].round(2).values,
-                         "r² a + b·n": fits["r2_linear"].round(4).values,
-                         "r² a + b·√n": fits["r2_sqrt"].round(4).values})
+PARTS = {"depth": _depth, "chain": _chain, "resnet": _resnet, "lstm": _lstm, "speed": _speed}
+
+
+def findings(root=".") -> list[Finding]:
+    """Every finding of the chen2016 report from the ``chen.*`` tables under ``root`` (GROUPS names them); a
+    part whose table is absent gives its findings as not measured (naming the snakemake target)."""
+    found = []
+    for part, make in PARTS.items():
+        try:
+            found += make(lambda table: _read(table, root), root)
+        except catalog.Missing as missing:
+            where = {"resnet": "fake", "lstm": "fake", "speed": ""}.get(part, "CPU")
+            found += [_f(id, math.nan, "", where, missing=missing) for id in GROUPS[part]]
+    return found
+
+
+# --- the tables the report shows --------------------------------------------------------------------------------
+
+def _cols(frame: pd.DataFrame, spec: dict) -> pd.DataFrame:
+    """A display frame: header -> a column of ``frame`` (its name) or a function of ``frame``."""
+    return pd.DataFrame({h: frame[c] if isinstance(c, str) else c(frame) for h, c in spec.items()}).reset_index(drop=True)
+
+
+def depth_fits_table(depth: pd.DataFrame) -> pd.DataFrame:
+    """Per schedule of ``chen.depth``: the fits over the sweep (log–log exponents, bytes per doubling of L and the
+    r² of peak ≈ a + b·log₂ L) and the deepest chain's counted peak and forwards beside their closed forms."""
+    fits = depth_fits(depth).set_index("family")
+    deep = depth[depth["layers"] == depth["layers"].max()].set_index("family").join(fits)
+    return _cols(deep.reset_index(), {
+        "schedule": "family", "k or slots": "param", "peak: log–log exponent": lambda f: f["exponent"].round(3),
+        "bytes per doubling of L": lambda f: f["bytes_per_doubling"].round(1),
+        "r² of a + b·log₂ L": lambda f: f["r2_log2"].round(4),
+        "forwards: log–log exponent": lambda f: f["forwards_exponent"].round(3), "peak bytes at deepest L": "peak_bytes",
+        "closed form": "peak_bytes_formula", "formula is": "peak_formula", "forwards": "forwards",
+        "forwards (closed form)": "forwards_formula"})
+
+
+def revolve_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Counted extra forwards of ``chen.revolve``, steps l (rows) × slots s (columns)."""
+    table = frame.pivot(index="steps", columns="slots", values="extra_forwards")
+    return table.set_axis([f"s = {s}" for s in table.columns], axis=1).reset_index().rename(columns={"steps": "l"})
+
+
+def net_table(frame: pd.DataFrame, size: str) -> pd.DataFrame:
+    """``strategy_fits`` of a ``chen.resnet``/``chen.lstm`` table for display, bytes in the net's decimal unit."""
+    fits = strategy_fits(frame, size)
+    name, scale = decimal_unit(fits["planned_bytes"])
+    by = lambda c, d=2, s=1.0: lambda f: (f[c] / s).round(d)
+    return _cols(fits, {"strategy": "strategy", f"planned ({name})": by("planned_bytes", 2, scale),
+                        f"live peak ({name})": by("live_peak_bytes", 2, scale), "× less than no-opt": by("vs_no_opt", 1),
+                        "× less than sharing": by("vs_sharing"), "recomputed / forward FLOPs": by("recompute_ratio"),
+                        "log–log exponent": by("exponent"), f"r² a + b·{size}": by("r2_linear", 4),
+                        f"r² a + b·√{size}": by("r2_sqrt", 4)})
 
 
 def speed_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """A ``chen-speed`` table (one or more devices) for display: per device, net and strategy the median step
-    and IQR (ms), the measured overhead over none, the overhead the FLOPs predict (recomputed / forward +
-    backward FLOPs; elementwise ops count none), and the saved activations (MB = 10⁶ bytes, SAC cache
-    included)."""
-    percent = lambda column: (frame[column] * 100).round(0).astype(int).astype(str) + " %"
-    return pd.DataFrame({
-        "device": frame["device"], "net": frame["net"], "strategy": frame["strategy"], "plan": frame["plan"],
-        "step (ms)": (frame["step_time_s"] * 1e3).round(1), "IQR (ms)": (frame["step_time_iqr_s"] * 1e3).round(1),
-        "overhead": percent("overhead"), "FLOP-predicted": percent("overhead_flops"),
-        "saved (MB)": (frame["saved_bytes"] / 1e6).round(1)}).reset_index(drop=True)
+    """``chen.speed`` (every device): median step and IQR (ms), overhead over none measured and predicted by
+    FLOPs, saved activations (MB = 10⁶ bytes, the selective-checkpoint cache included)."""
+    pct = lambda c: lambda f: (f[c] * 100).round(0).astype(int).astype(str) + " %"
+    ms = lambda c: lambda f: (f[c] * 1e3).round(1)
+    return _cols(frame, {"device": "device", "net": "net", "strategy": "strategy", "plan": "plan",
+                         "step (ms)": ms("step_time_s"), "IQR (ms)": ms("step_time_iqr_s"), "overhead": pct("overhead"),
+                         "FLOP-predicted": pct("overhead_flops"),
+                         "saved (MB)": lambda f: (f["saved_bytes"] / 1e6).round(1)})
 
 
-# --- wording: sentences that read right for every outcome (all, none, some) ------------------------------------
-
-def check_text(check: pd.DataFrame) -> str:
-    """The chain's correctness in one sentence from a ``chen-check`` table: how many schedules passed, and
-    whether every gradient equals the plain backward's bit for bit (then why) or the largest difference."""
-    n, passed = len(check), int(check["passed"].astype(bool).sum())
-    bitwise = int(check["bitwise_equal"].astype(bool).sum())
-    diff = float(check["max_abs_diff_vs_naive"].max())
-    head = f"{capitalized(count_of(passed, n, 'schedule'))} passed"
-    if bitwise == n and diff == 0:
-        return (f"{head}, and every gradient equals the plain backward's bit for bit: recomputation in numpy "
-                "repeats the same operations on the same inputs, so the gradients are the same, not merely close")
-    return (f"{head}; {count_of(bitwise, n, 'schedule', verb=('gives', 'give'))} gradients bitwise equal to the "
-            f"plain backward's, and the largest difference from it is {diff:.1e}")
+TABLES = {"depth": ("depth", depth_fits_table), "revolve": ("revolve", revolve_table),
+          "resnet": ("resnet", lambda f: net_table(f, "depth")), "lstm": ("lstm", lambda f: net_table(f, "length")),
+          "speed": ("speed", speed_table)}
+"""The report's tables: name -> (the chen.* table it reads, its display function)."""
 
 
-def segments_exact(frame: pd.DataFrame) -> int:
-    """Rows of a ``chen-segments`` table whose counted peak bytes and forwards both equal the closed forms."""
-    return int(((frame["peak_bytes"] == frame["peak_bytes_formula"])
-                & (frame["forwards"] == frame["forwards_formula"])).sum())
+def tables(root=".") -> dict[str, pd.DataFrame]:
+    """The report's display tables by name; a missing table shows as one row naming its snakemake target."""
+    shown = {}
+    for name, (table, show) in TABLES.items():
+        try:
+            shown[name] = show(_read(table, root))
+        except catalog.Missing as missing:
+            shown[name] = pd.DataFrame({"not measured yet": [f"`snakemake {missing.target}`"]})
+    return shown
 
 
-def agree_text(k: int, n: int, noun: str, plural: str | None = None) -> str:
-    """Where counts agree with a closed form: "at all 30 values", "only at 28 of the 30 values", "at none of
-    the 30 values" (``count_of`` wording; "only" when some but not all)."""
-    return ("only " if 0 < k < n else "") + f"at {count_of(k, n, noun, plural)}"
+def _read(table: str, root) -> pd.DataFrame:
+    """``chen.<table>``; the speed table of every device (and the reference GPU run's)."""
+    return catalog.read_devices("chen.speed", root) if table == "speed" else catalog.read(f"chen.{table}", root=root)
 
 
-def graph_check_text(frame: pd.DataFrame) -> str:
-    """The executed memory plans of a ``chen-graph-check`` table: "all 45 plans give" / "40 of the 45 plans
-    give" (the loss and every gradient bitwise equal to the naive backward): the subject and its verb."""
-    n, ok = len(frame), int(frame["bitwise_equal"].astype(bool).sum())
-    return count_of(ok, n, "plan", verb=("gives", "give"))
-
-
-def unknown_ops_text(ops: int) -> str:
-    """Ops of both traced nets outside the known kinds: "no op of either net fell" / "3 ops of the two nets
-    fell" outside the known kinds (subject and verb)."""
-    ops = int(ops)
-    return "no op of either net fell" if ops == 0 else f"{count(ops, 'op')} of the two nets fell"
-
-
-def above_text(n_above: int, n: int) -> str:
-    """The sublinear plan's measured overhead against the FLOP prediction over ``n`` nets."""
-    if n_above == 0:
-        return ("the measured overhead stays at or below it" if n else "no net was measured with the sublinear plan")
-    return (f"the measured overhead is above it for {count_of(n_above, n, 'net')} — per-op Python, checkpoint "
-            "bookkeeping and memory traffic weigh on small ops")
-
-
-def xy_text(worse: list[str]) -> str:
-    """Algorithm 3's objective x + y against the grid's best plan: on which nets its optimum plans more bytes."""
-    if not worse:
-        return "Here the optimum of x + y plans no more bytes than the grid's best."
-    return (f"On the {' and the '.join(worse)} the optimum of x + y plans more bytes than the grid's best: x + y "
-            "counts every kept value through the whole backward, while the allocator frees them segment by "
-            "segment and pays for fragmentation — which is why the paper searches a grid with the real planner "
-            "rather than trusting the model.")
+def raw_tables(root=".") -> list[pd.DataFrame]:
+    """Every chen.* table present (the report's provenance list)."""
+    found = [catalog.read_if(f"chen.{t}", root=root) for t in ("check", "segments", "depth", "revolve", "graph-check",
+                                                               "resnet", "lstm")]
+    return [f for f in found if f is not None] + [_read("speed", root)] * bool(catalog.device_paths("chen.speed", root))

@@ -19,6 +19,26 @@ class Tolerance:
 
 # --- Chen et al. 2016 -----------------------------------------------------------------------------------------
 
+CHEN_SQRT_SLOPE = Tolerance(0.1, "", "a log–log slope of memory against n within ±0.1 of 0.5 is O(√n): ⌈√n⌉ rounding "
+                            "and the live segment bend a chain's slope by a few hundredths; the shapes it must be told "
+                            "from, logarithmic (slope ≈ 0.2 over L = 2…512) and linear (1), are 0.3 or more away")
+CHEN_EXTRA_FORWARDS = Tolerance(0.1, " forward passes", "√L segments recompute L − ⌊L/k⌋ layers, 1 − 1/√L of a "
+                                "forward pass: within 0.1 of one pass from L ≈ 100 on; half a pass or two would be "
+                                "another schedule")
+CHEN_RECURSION = Tolerance(0.25, " checkpoints", "g(n) = 1 + g(n/2) adds one checkpoint per doubling of n; uneven "
+                           "halves bend a fit by a fraction of one, while √L segments add several per doubling")
+CHEN_RESNET_REDUCTION = Tolerance(0.25, "", "48 and 7 are printed to one or two figures (7 GB is 6.5–7.5: the "
+                                  "ratio 6.4–7.4× from rounding alone); the paper prints neither its layer layout "
+                                  "nor its allocator's details; ±25 % allows these and still tells 7× from 10×")
+CHEN_RESNET_LIMIT = Tolerance(0.25, "", "the paper's limit is what trained on a 12 GB card, ours counts feature "
+                              "maps only; ±25 % allows the layout, not another scale")
+CHEN_LSTM_REDUCTION_HI = Tolerance(8, "×", "the paper prints a lower bound only (\"more than 4x\"), read off Figure "
+                                   "6(a)'s log₂ axes; we read it as 4–8×, below the next gridline, which the "
+                                   "authors would have named")
+CHEN_SYSTEM_BAND = Tolerance(0, "×", "the paper's own band (\"a factor of two to three\", §5.2), taken as printed")
+CHEN_SPEED_PP = Tolerance(15, " pp", "another GPU, framework and kernels change what a recomputed forward costs; "
+                          "15 points keep \"about a third\" apart from none and from double")
+
 # --- Korthikanti et al. 2022 ----------------------------------------------------------------------------------
 
 KORTHIKANTI_BYTES_REL = Tolerance(0.005, "", "Table 2: counted paper-faithful bytes within 0.5 % of the formula. "

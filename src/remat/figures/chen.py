@@ -13,7 +13,8 @@ import math
 import pandas as pd
 from matplotlib.figure import Figure
 
-from remat.analysis.chen2016 import PAPER, depth_fits, strategy_fits
+from remat.analysis.chen2016 import depth_fits, strategy_fits
+from remat.paper import PAPER
 from remat.units import GiB, KiB
 
 
@@ -85,7 +86,7 @@ STRATEGY_ORDER = ("no-opt", "inplace", "sharing", "drop-cheap", "sublinear")
 
 
 def _strategies(frame: pd.DataFrame, size: str, xlabel: str, title: str) -> Figure:
-    """Left: planned feature-map memory (GiB) of Figure 5's strategies against ``size``, log–log, exponents in
+    """Left: planned feature-map memory (GiB) of the strategies of Figures 5 and 6 against ``size``, log–log, exponents in
     the legend. Right: Algorithm 3 at the largest size — planned bytes against the budget B (B = 0 drawn at
     the left edge), the chosen plan, √n and the optimum of x + y as horizontal lines."""
     fits = strategy_fits(frame, size).set_index("strategy")
@@ -118,23 +119,24 @@ def _strategies(frame: pd.DataFrame, size: str, xlabel: str, title: str) -> Figu
 
 
 def resnet(frames: list[pd.DataFrame]) -> Figure:
-    """Chen Figure 5(a) from a ``chen-resnet`` table, with the paper's 1,000-layer numbers (GB read as 10⁹
+    """Chen Figure 5a from a ``chen-resnet`` table, with the paper's 1,000-layer numbers (GB read as 10⁹
     bytes) marked on the left panel when the sweep reaches that depth."""
     frame = frames[0]
     fig = _strategies(frame, "depth", "requested depth (layers)",
                       f"ResNet (batch {int(frame['batch'].iloc[0])}, {int(frame['image'].iloc[0])}²): memory vs depth")
     memory = fig.axes[0]
-    if frame["depth"].max() < PAPER["resnet_depth"]:
+    depth = PAPER["chen.resnet_depth"].value
+    if frame["depth"].max() < depth:
         return fig
-    for key, label in (("resnet_before_gb", "paper: before"), ("resnet_after_gb", "paper: sublinear")):
-        memory.plot(PAPER["resnet_depth"], PAPER[key] * 1e9 / GiB, "kx", ms=9)
-        memory.annotate(label, (PAPER["resnet_depth"], PAPER[key] * 1e9 / GiB), fontsize=7,
+    for key, label in (("chen.resnet_before_gb", "paper: before"), ("chen.resnet_after_gb", "paper: sublinear, GPU total")):
+        memory.plot(depth, PAPER[key].value * 1e9 / GiB, "kx", ms=9)
+        memory.annotate(label, (depth, PAPER[key].value * 1e9 / GiB), fontsize=7,
                         xytext=(-60, 4), textcoords="offset points")
     return fig
 
 
 def lstm(frames: list[pd.DataFrame]) -> Figure:
-    """Chen Figure 5(b) from a ``chen-lstm`` table."""
+    """Chen Figure 6a from a ``chen-lstm`` table."""
     frame = frames[0]
     return _strategies(frame, "length", "unrolled length (time steps)",
                        f"LSTM ({int(frame['layers'].iloc[0])} × {int(frame['hidden'].iloc[0])}, batch "
