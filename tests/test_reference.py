@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from remat.analysis import planner as planner_summary
+from remat.analysis import planner
 
-from remat.analysis import sweeps as sweeps_summary
+from remat.analysis import sweeps_tables as sweeps_summary
 from remat.report import reference
 
 
@@ -74,6 +74,7 @@ def test_summaries_read_the_reference_gpu_table(tmp_path, monkeypatch):
     (tmp_path / "results" / "sweeps" / "depth" / "cpu.csv").write_text("device,value\ncpu,0\n")
     make_run(tmp_path / "results-reference" / "gpu", "nvidia-h200", "2026-12-01",
              ["sweeps/depth/cuda.csv", "planner/validate/cuda.csv"])
-    frame = sweeps_summary.read_sweep("depth")
+    frame = sweeps_summary.read()["depth"]
     assert list(frame["device"]) == ["cpu", "cuda"]
-    assert planner_summary.validate_path().parts[-4:] == ("nvidia-h200-2026-12-01", "planner", "validate", "cuda.csv")
+    shown = planner.validation()
+    assert list(shown["device"]) == ["cuda"] and shown.attrs["where"].startswith("GPU (NVIDIA H200, 2026-12-01")

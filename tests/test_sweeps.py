@@ -15,7 +15,7 @@ import torch
 
 from remat.errors import UsageError
 from remat.experiments import layer_timing, load, sweep_point
-from remat.analysis import sweeps as sweeps_summary
+from remat.analysis import sweeps_tables as sweeps_summary
 from remat.formulas import korthikanti
 from remat.formulas import torch_gpt
 from remat.measure.timing import Timing
@@ -140,8 +140,8 @@ def test_segment_sweep_rows_optimum_and_overheads(tables):
     assert (frame["saved_ratio"] == 1.0).all()
     assert frame["step_time_s"].gt(0).all() and frame["timing_method"].eq("time.perf_counter").all()
     assert frame["step_time_samples"].eq(5).all()
-    summary = sweeps_summary.segments_summary(frame).iloc[0]
-    assert summary["k_opt_measured"] == summary["k_opt_formula"]
+    good = sweeps_summary.ok(frame)
+    assert good.loc[good["peak_activation_bytes"].idxmin(), "k"] == frame["k_opt_formula"].iloc[0]
     for column in ("device", "git_commit", "torch_version", "timestamp", "threads", "sweep"):
         assert column in frame
 
@@ -160,9 +160,8 @@ def test_seq_hidden_sweep_crossover_and_gap():
     assert (frame["status"] == "ok").all() and (frame["saved_per_layer_ratio"] == 1.0).all()
     assert (frame["paper_measured_per_layer"] == frame["table2_per_layer"]).all()
     assert (frame["gap_bytes"] == frame["extras_per_layer_bytes"]).all()  # LayerNorm statistics, nothing else
-    cross = sweeps_summary.crossover(frame).iloc[0]
-    assert cross["s_star_measured"] == pytest.approx(34 * 32 / (5 * 4))  # the ratio is linear in s
-    assert cross["h_star_measured"] == pytest.approx(5 * 4 * 64 / 34)    # and ∝ 1/h
+    assert sweeps_summary.crossover(frame, "seq")[0] == pytest.approx(34 * 32 / (5 * 4))  # the ratio is linear in s
+    assert sweeps_summary.crossover(frame, "hidden")[0] == pytest.approx(5 * 4 * 64 / 34)  # and ∝ 1/h
 
 
 def test_full_recompute_flop_overhead_is_one_third_per_layer():
@@ -300,14 +299,12 @@ def test_crossing_interpolates_linearly_and_in_reciprocal():
 
 
 def test_read_sweep_orders_devices(tmp_path):
-    folder = tmp_path / "sweeps" / "depth"
+    folder = tmp_path / "results" / "sweeps" / "depth"
     folder.mkdir(parents=True)
     for device in ("cuda", "cpu"):
         pd.DataFrame({"device": [device], "status": ["ok"]}).to_csv(folder / f"{device}.csv", index=False)
-    assert list(sweeps_summary.read_sweep("depth", tmp_path)["device"]) == ["cpu", "cuda"]
-    assert sweeps_summary.read_sweep("segments", tmp_path).empty
-    with pytest.raises(ValueError):
-        sweeps_summary.read_sweep("nope", tmp_path)
+    assert list(sweeps_summary.read(tmp_path)["depth"]["device"]) == ["cpu", "cuda"]
+    assert sweeps_summary.read(tmp_path)["segments"].empty
 
 
 def test_figures_draw_from_tables(tables, tmp_path):

@@ -66,6 +66,27 @@ KORTHIKANTI_PRINTED_UTIL_PP = Tolerance(0.2, " pp", "Table 5 prints MFU and HFU 
 
 # --- sweeps ---------------------------------------------------------------------------------------------------
 
+SWEEPS_EXACT_REL = Tolerance(0.001, "", "saved-tensor hooks count every stored byte and FlopCounterMode every matmul "
+                             "FLOP, exactly as the closed forms do: they agree to the byte and the FLOP, and 0.1 % "
+                             "leaves room for rounding only (the smallest counted term, LayerNorm's statistics, is "
+                             "more at the swept sizes)")
+SWEEPS_OPTIMUM_K = Tolerance(1, " segment", "the measured peak adds the backward working set (tens of KiB that vary "
+                             "with k) to the closed form's live peak, more than neighbouring k differ near the optimum")
+SWEEPS_LINEAR_SLOPE = Tolerance(0.1, "", "memory c0 + yL without recompute: the fixed part c0 (head, loss, the "
+                                "backward working set) bends a log–log slope over L = 2–64 below 1 by up to about "
+                                "0.1; a √L or constant shape is 0.5 or more away")
+SWEEPS_CROSSOVER_REL = Tolerance(0.01, "", "the measured parts follow Eq. 1's shape exactly (linear in s, ∝ 1/h), so "
+                                 "interpolating between swept points is exact but for rounding")
+SWEEPS_TABLE4_PP = Tolerance(3.0, " pp", "as for the predicted paper Table 4: the paper disagrees with itself by about "
+                             "3 pp (Figure 8's 22B full bar, 141 %, against Table 4's 138.8 %); one GPU without TP "
+                             "has no all-reduce to expose, so a gap beyond that is the setup, not noise")
+SWEEPS_MODEL_PP = Tolerance(3.0, " pp", "the roofline's recompute overhead on this machine, held to paper Table 4's "
+                            "tolerance: within it the model prices recomputation as well as the paper is printed")
+SWEEPS_MODEL_REL = Tolerance(0.25, "", "the time model's band (remat.analysis.times.TIME_MODEL_BAND): a roofline "
+                             "has no launch gaps or cache effects, so it is judged by its shape, not its last 10 %")
+SWEEPS_TIMING_IQR = Tolerance(0.10, "", "the time-model table records medians only: 10 % of a median stands in for "
+                              "its IQR, the per-layer timing's IQR share on this CPU (2–16 % of the median)")
+
 # --- offload --------------------------------------------------------------------------------------------------
 
 # --- planner --------------------------------------------------------------------------------------------------

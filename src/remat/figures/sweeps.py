@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from remat.analysis.sweeps import depth_fits, devices, ok
+from remat.analysis.sweeps_tables import depth_fits, devices, ok
 from remat.analysis.times import TIME_MODEL_BAND  # the grey band of the time-model figure
 from remat.units import MiB  # axis unit: 2**20 bytes
 
@@ -90,7 +90,7 @@ def segments(frames: list[pd.DataFrame]) -> Figure:
 
 def depth(frames: list[pd.DataFrame]) -> Figure:
     """sweep-depth: log–log peak activation MiB against L per family (none, √L segments, per-layer full),
-    measured markers over closed-form lines; fitted exponents in the legend (sweeps_summary.depth_fits)."""
+    measured markers over closed-form lines; fitted exponents in the legend (remat.analysis.sweeps_tables.depth_fits)."""
     frame, found, fig, axes = _grid(frames, 1, width=6.0, height=4.2)
     fits = depth_fits(frame)
     for (ax,), device in zip(axes, found):

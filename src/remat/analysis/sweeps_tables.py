@@ -1,0 +1,243 @@
+"""The sweep tables as the sweeps report, its findings and figures use them: every device's table (catalog order),
+the timing gates (``validity``: "" or why a row's timing is invalid — such a row enters no summary), the fits and
+crossovers the findings judge, and the tables the report shows. Only rows with status "ok" enter fits and ratios.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from remat.analysis import catalog, gates
+from remat.analysis.chen2016 import fit_loglog_exponent
+from remat.analysis.tolerances import SWEEPS_TIMING_IQR
+from remat.formulas import torch_gpt
+
+SIZE = ["device", "hidden", "seq", "micro_batch", "heads"]
+"""The columns that make one layer size on one device in the per-layer timing and the time-model tables."""
+
+
+def read(root=".") -> dict[str, pd.DataFrame]:
+    """sweep -> every device's table (catalog.read_devices: the reference GPU run's where this run has no GPU
+    table); an empty frame where a sweep has none."""
+    out = {}
+    for sweep in catalog.SWEEPS:
+        try:
+            out[sweep] = catalog.read_devices(f"sweeps.{sweep}", root)
+        except catalog.Missing:
+            out[sweep] = pd.DataFrame(columns=["device", "status"])
+    return out
+
+
+def devices(frame: pd.DataFrame) -> list[str]:
+    """The devices of a sweep frame in catalog.DEVICES order (then any other, by name)."""
+    rank = lambda d: (catalog.DEVICES.index(d) if d in catalog.DEVICES else len(catalog.DEVICES), d)
+    return sorted(frame["device"].unique(), key=rank) if len(frame) else []
+
+
+def ok(frame: pd.DataFrame) -> pd.DataFrame:
+    """The measured rows (status "ok")."""
+    return frame[frame["status"] == "ok"]
+
+
+def checkpoint_bytes(row) -> int:
+    """x = s·b·h·e, the bytes one checkpoint keeps (a layer's input), at a sweep row's sizes and dtype."""
+    return int(row["seq"] * row["micro_batch"] * row["hidden"]) * torch_gpt.itemsize(row["dtype"])
+
+
+# --- timing gates -------------------------------------------------------------------------------------------------
+
+def _reasons(g: pd.DataFrame, base, note: str = "") -> pd.Series:
+    """Per row of one set of timings against the reference row ``base`` (columns label, forward_s,
+    forward_iqr_s, combined_s, combined_iqr_s, time_overhead; seconds): the first failing gate — a noisy
+    timing, a forward (the same computation in every mode) apart from the reference's beyond their IQRs, a
+    recompute overhead below zero beyond the noise — or "". ``note``: said of the IQRs."""
+    b = g.loc[base]
+    found = [next((x for x in (
+        gates.noisy(r.combined_s, r.combined_iqr_s, f"{r.label}'s time"),
+        gates.noisy(r.forward_s, r.forward_iqr_s, f"{r.label}'s forward"),
+        gates.apart(1e3 * b.forward_s, 1e3 * b.forward_iqr_s, 1e3 * r.forward_s, 1e3 * r.forward_iqr_s,
+                    f"the forward ({b.label} and {r.label}, ms{note})"),
+        gates.negative_overhead(r.time_overhead, (r.combined_iqr_s + b.combined_iqr_s) / b.combined_s,
+                                f"{r.label} recompute")) if x), "") for r in g.itertuples()]
+    return pd.Series(found, index=g.index, dtype=object)
+
+
+def _time_model_reasons(good: pd.DataFrame) -> pd.Series:
+    """Per row of a sweep-time-model table: its size's first failing gate (the table records no IQR:
+    SWEEPS_TIMING_IQR of each median stands in)."""
+    iqr = good["measured_iqr_s"] if "measured_iqr_s" in good else SWEEPS_TIMING_IQR.value * good["measured_s"]
+    note = "" if "measured_iqr_s" in good else f"; IQR: {100 * SWEEPS_TIMING_IQR.value:g} % of the median, none recorded"
+    wide = good.assign(iqr=iqr).pivot_table(index=[*SIZE, "mode"], columns="phase",
+                                            values=["measured_s", "iqr", "measured_overhead"])
+    wide.columns = [f"{phase} {value}" for value, phase in wide.columns]
+    wide = wide.reset_index().rename(columns={
+        "mode": "label", "forward measured_s": "forward_s", "forward iqr": "forward_iqr_s",
+        "combined measured_s": "combined_s", "combined iqr": "combined_iqr_s",
+        "combined measured_overhead": "time_overhead"})
+    why = {k: next((r for r in _reasons(g, g.index[g["label"] == "none"][0], note) if r), "")
+           for k, g in wide.groupby(SIZE) if (g["label"] == "none").any()}
+    return pd.Series([why.get(tuple(k), "") for k in good[SIZE].itertuples(index=False)], index=good.index)
+
+
+def validity(sweep: str, frame: pd.DataFrame) -> pd.Series:
+    """Per row of a sweep table: "" when its timing passes the gates (or it is not timed), else why it is
+    invalid. segments: per point against k = 1 (k = 1's own failure applies to every point); layer-timing: one
+    reason for a device's modes; time-model: for a device's size, every phase. Other sweeps are not timed."""
+    out, good = pd.Series("", index=frame.index, dtype=object), ok(frame)
+    if not len(good) or sweep not in ("segments", "layer-timing", "time-model"):
+        return out
+    if sweep == "time-model":
+        out[good.index] = _time_model_reasons(good)
+        return out
+    for _, g in good.groupby("device"):
+        if sweep == "segments":
+            g = g.assign(label=[f"k = {k}" for k in g["k"]], combined_s=g["step_time_s"], forward_s=np.nan,
+                         combined_iqr_s=g["step_time_iqr_s"], forward_iqr_s=np.nan)
+        g = g.assign(label=g["mode"]) if sweep == "layer-timing" else g
+        base = g.index[g["label"].isin(["none", "k = 1"])]
+        if len(base):
+            why = _reasons(g, base[0])
+            first = why[base[0]] if sweep == "segments" else next((r for r in why if r), "")
+            out[g.index] = why if sweep == "segments" and not first else first
+    return out
+
+
+def valid(sweep: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """The measured rows whose timing passes the gates."""
+    return ok(frame)[validity(sweep, frame)[ok(frame).index] == ""]
+
+
+# --- fits and crossovers ------------------------------------------------------------------------------------------
+
+def depth_fits(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per device and family of a sweep-depth table: points, L_min..L_max, the log-log exponent of the measured
+    peak activation bytes against L and of the closed-form live peak, and the linear fit peak ≈ c0 + c1·L
+    (``intercept_bytes`` c0: what does not grow with L — head, loss, backward working set; ``bytes_per_layer``)."""
+    rows = []
+    for (device, family), part in ok(frame).groupby(["device", "family"], sort=False):
+        part, enough = part.sort_values("layers"), part["layers"].nunique() > 1
+        c1, c0 = np.polyfit(part["layers"], part["peak_activation_bytes"], 1) if enough else (np.nan, np.nan)
+        exponent = lambda col: fit_loglog_exponent(part["layers"], part[col]) if enough else np.nan
+        rows.append({"device": device, "family": family, "points": len(part), "L_min": int(part["layers"].min()),
+                     "L_max": int(part["layers"].max()), "exponent": exponent("peak_activation_bytes"),
+                     "exponent_formula": exponent("peak_activation_bytes_formula"),
+                     "intercept_bytes": c0, "bytes_per_layer": c1})
+    out = pd.DataFrame(rows)
+    order = devices(out)
+    return out.sort_values("device", key=lambda d: d.map(order.index), kind="stable", ignore_index=True) \
+        if len(out) else out
+
+
+def _crossing(x, ratio, reciprocal: bool = False) -> float:
+    """The x where ``ratio`` (sorted by x) first reaches 1, interpolated linearly in x (or in 1/x when
+    ``reciprocal``); NaN if it does not cross inside the range."""
+    x, ratio = np.asarray(x, float), np.asarray(ratio, float) - 1
+    u = 1 / x if reciprocal else x
+    for i in range(len(x)):
+        if ratio[i] == 0:
+            return float(x[i])
+        if i + 1 < len(x) and ratio[i] * ratio[i + 1] < 0:
+            hit = u[i] + (u[i + 1] - u[i]) * ratio[i] / (ratio[i] - ratio[i + 1])
+            return float(1 / hit if reciprocal else hit)
+    return np.nan
+
+
+def crossover(part: pd.DataFrame, axis: str) -> tuple[float, float]:
+    """Where the as²b part of a layer's bytes overtakes the sbh part in one device's sweep-seq-hidden rows
+    (mode none) along ``axis``: "seq" s* (interpolated linearly; closed form 34h/(5a)), "hidden" h*
+    (interpolated in 1/h, the ratio ∝ 1/h; closed form 5as/34). (measured, closed form); NaNs without points."""
+    part = ok(part[(part["mode"] == "none") & (part["axis"] == axis)]).sort_values(axis)
+    if not len(part):
+        return np.nan, np.nan
+    h, a, s = (int(part[c].iloc[0]) for c in ("hidden", "heads", "seq"))
+    ratio = part["as2b_term_measured"] / part["sbh_term_measured"]
+    return _crossing(part[axis], ratio, axis == "hidden"), (34 * h / (5 * a) if axis == "seq" else 5 * a * s / 34)
+
+
+# --- tables the report shows --------------------------------------------------------------------------------------
+
+def _timing_column(sweep: str, frame: pd.DataFrame) -> pd.Series:
+    return validity(sweep, frame).map(lambda why: f"invalid: {why}" if why else "")
+
+
+def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """paper Table 4's layout per device and mode of a sweep-layer-timing table: forward, backward, combined ms
+    (median; IQR), time overhead (%) against none, FLOP overhead (%) counted and by Appendix A, their ratio, and
+    the timing gate's verdict."""
+    ms = lambda c: (1e3 * frame[c]).round(2).astype(str)
+    return pd.DataFrame({
+        "device": frame["device"], "mode": frame["mode"], "status": frame["status"],
+        "forward (ms; IQR)": ms("forward_s") + " (" + ms("forward_iqr_s") + ")", "backward (ms)": ms("backward_s"),
+        "combined (ms; IQR)": ms("combined_s") + " (" + ms("combined_iqr_s") + ")",
+        "time overhead (%)": (100 * frame["time_overhead"]).round(1),
+        "FLOP overhead, counted (%)": (100 * frame["flop_overhead"]).round(2),
+        "FLOP overhead, App. A (%)": (100 * frame["flop_overhead_formula"]).round(2),
+        "time / FLOP overhead (×)": frame["time_per_flop_overhead"].round(2),
+        "timing": _timing_column("layer-timing", frame)}).astype(object).fillna("—")
+
+
+def time_model_table(frame: pd.DataFrame, display) -> pd.DataFrame:
+    """``display`` (remat.analysis.times.validation_display) of a sweep-time-model table, with the device and
+    "invalid" where the row's size fails a timing gate (the reason is its findings')."""
+    invalid = validity("time-model", frame).map(lambda why: "invalid" if why else "")
+    return display(frame).assign(device=frame["device"].to_numpy(), timing=invalid.to_numpy())
+
+
+POINT = {"segments": "k={k}", "depth": "L={layers} {family}", "seq-hidden": "s={seq} h={hidden} {mode}"}
+"""How a point of each memory sweep is named in the points table."""
+
+
+def points_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Every point of the segment, depth and sequence/hidden sweeps: saved bytes and recompute FLOPs measured /
+    closed form, peak above the model state, live peak (closed form) and their difference (bytes), FLOP
+    overhead (%), time / FLOP overhead where timed, status and the timing gate's verdict."""
+    parts = [pd.DataFrame({
+        "device": f["device"], "point": [POINT[s].format(**r) for r in f.to_dict("records")], "status": f["status"],
+        "saved / closed form": f["saved_ratio"].round(4), "saved (bytes)": f["saved_bytes"],
+        "peak (bytes)": f["peak_activation_bytes"], "live peak, closed form (bytes)": f["peak_activation_bytes_formula"],
+        "residual (bytes)": f["peak_residual_bytes"],
+        "recompute FLOPs / closed form": (f["flops_recompute"] / f["flops_recompute_formula"]).round(4),
+        "FLOP overhead (%)": (100 * f["flop_overhead"]).round(2),
+        "time / FLOP overhead (×)": f.get("time_per_flop_overhead", pd.Series(np.nan, f.index)).round(2),
+        "timing": _timing_column(s, f)}) for s, f in frames.items() if s in POINT and len(f)]
+    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    return out.astype(object).where(out.notna(), "—")
+
+
+SIZES = {"model": "model", "layers": "layers L", "seq": "sequence s", "micro_batch": "micro-batch b",
+         "hidden": "hidden h", "heads": "heads a", "vocab": "vocabulary v", "dtype": "dtype", "dropout": "dropout p",
+         "threads": "CPU threads", "warmup": "warm-up calls", "repeats": "timed repeats", "rounds": "rounds"}
+"""The sizes table's columns and headers (sizes in elements, s in tokens)."""
+
+
+def sizes_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per sweep and device: the sizes and protocol of the run (the range where the sweep varies one; "—"
+    where its table has no such column)."""
+    def shown(values):
+        v = sorted(values, key=str)
+        if not v or isinstance(v[0], str):
+            return ", ".join(v) or "—"
+        return f"{v[0]:g}" if len(v) == 1 else f"{min(v):g}–{max(v):g}"
+    return pd.DataFrame([{"sweep": s, "device": d, **{h: shown(f.loc[f["device"] == d, c].dropna().unique()
+                                                                if c in f else []) for c, h in SIZES.items()}}
+                         for s, f in frames.items() for d in devices(f)])
+
+
+DEPTH = {"L_min": "L, least", "L_max": "L, most", "exponent": "exponent a of L^a, measured",
+         "exponent_formula": "exponent a, closed form", "intercept_bytes": "intercept c0 (bytes)",
+         "bytes_per_layer": "slope c1 (bytes per layer)"}
+
+
+def depth_table(fits: pd.DataFrame) -> pd.DataFrame:
+    """``depth_fits`` under the report's headers (DEPTH): exponents to 3 decimals, bytes as integers."""
+    return fits.round({"exponent": 3, "exponent_formula": 3, "intercept_bytes": 0, "bytes_per_layer": 0}) \
+        .astype({"intercept_bytes": int, "bytes_per_layer": int}).rename(columns=DEPTH)
+
+
+def findings_table(found, prefix: str = "") -> pd.DataFrame:
+    """The findings (remat.analysis.findings.Finding) whose id starts with ``prefix``: claim, where, ours, the
+    value judged against and its source, the rule, status and reason."""
+    return pd.DataFrame([{"claim": f.claim, "where": f.where, "ours": f.ours,
+                          "against": f"{f.paper} ({f.source})" if f.paper else "—", "rule": f.rule or "—",
+                          "status": f.status, "reason": f.reason or "—"} for f in found if f.id.startswith(prefix)])
