@@ -77,18 +77,18 @@ def within_abs(tol: Tolerance) -> Rule:
     """Two-sided: |ours − paper| ≤ tol.value (in the values' unit, e.g. percentage points: tol.unit " pp")."""
     def check(ours, paper):
         gap = ours - paper
-        return abs(gap) <= tol.value, (f"ours {_num(ours)} vs the paper's {_num(paper)}: {_num(gap)}{tol.unit} apart, "
+        return abs(gap) <= tol.value, (f"ours {_num(ours)} vs {_num(paper)}: {_num(gap)}{tol.unit} apart, "
                                        f"beyond ±{tol.value:g}{tol.unit}")
-    return Rule(f"within ±{tol.value:g}{tol.unit} of the paper", tol.why, check)
+    return Rule(f"within ±{tol.value:g}{tol.unit}", tol.why, check)
 
 
 def within_rel(tol: Tolerance) -> Rule:
     """Two-sided: |ours / paper − 1| ≤ tol.value (a fraction)."""
     def check(ours, paper):
         gap = ours / paper - 1
-        return abs(gap) <= tol.value, (f"ours {_num(ours)} is {100 * gap:+.1f} % off the paper's {_num(paper)}, "
+        return abs(gap) <= tol.value, (f"ours {_num(ours)} is {100 * gap:+.1f} % off {_num(paper)}, "
                                        f"beyond ±{100 * tol.value:g} %")
-    return Rule(f"within ±{100 * tol.value:g} % of the paper", tol.why, check)
+    return Rule(f"within ±{100 * tol.value:g} %", tol.why, check)
 
 
 def within_range(lo: float, hi: float, unit: str, why: str) -> Rule:

@@ -90,14 +90,14 @@ def verdict(f: Finding) -> str:
 
 
 def versus(f: Finding) -> str:
-    """Ours against the paper's value and where the paper prints it: "38.2 % against the paper's 39 %
-    (Table 4)"; ours alone where no paper value judges it."""
-    return f"{f.ours} against the paper's {f.paper} ({f.source})" if f.paper else f.ours
+    """Ours against the value it is judged by and where that is printed: "38.2 % against 39 % (Table 4)" — the
+    source says whose it is (a paper's table, a closed form, the time model); ours alone where nothing judges it."""
+    return f"{f.ours} against {f.paper} ({f.source})" if f.paper else f.ours
 
 
 def judged(f: Finding) -> str:
-    """One sentence shape for a judged claim: ours against the paper's, then the verdict and the rule: "38.2 %
-    against the paper's 39 % (Table 4): reproduced (within ±3 pp of the paper)."; an invalid or unmeasured
+    """One sentence shape for a judged claim: ours against its reference, then the verdict and the rule: "38.2 %
+    against 39 % (Table 4): reproduced (within ±3 pp)."; an invalid or unmeasured
     finding says so and quotes no number as data."""
     if f.status in (INVALID, NOT_MEASURED, NOT_REPRODUCIBLE):
         return capitalized(verdict(f)) + "."
