@@ -3,7 +3,8 @@
     python benchmarks/report_code.py
 
 - report-serving lines: non-blank lines of src/remat/analysis/ and src/remat/report/ (Python), of the Python in
-  reports/*.qmd (cell code and inline expressions), and of the tests that import remat.analysis or remat.report;
+  reports/*.qmd (cell code and inline expressions), and of the tests of those layers (a test file about them whole;
+  in a file about other code, the test functions that use what it imports from them);
 - sentence builders outside remat.report.phrases: functions in the analysis and report layers that return a string
   of prose (a literal or f-string of three words or more) — a heuristic, listed by name;
 - modules over 400 lines, functions over 60, import cycles, function-local remat imports (tests/test_house.py's
@@ -40,10 +41,24 @@ def qmd_python(path: Path) -> int:
     return cells + inline
 
 
-def serving_tests() -> list[Path]:
-    uses = re.compile(r"^\s*(from|import) remat\.(analysis|report)\b|^from remat\.report import|^from remat\.analysis",
-                      re.M)
-    return [p for p in sorted((ROOT / "tests").glob("test_*.py")) if uses.search(p.read_text(encoding="utf-8"))]
+ABOUT = re.compile(r"test_(findings|phrases|\w+_summary\w*|report\w*|qmd_subset|reference|house)\.py$")
+USES = re.compile(r"^\s*from remat\.(analysis|report)\b.*? import (.+)$|^\s*import remat\.(analysis|report)", re.M)
+
+
+def serving_test_lines(path: Path) -> int:
+    """Lines of ``path`` that test the analysis or report layers: the whole file when it is about them (ABOUT), else
+    only the test functions that use a name it imports from them."""
+    text = path.read_text(encoding="utf-8")
+    names = {n.split(" as ")[-1].strip(" ()") for m in USES.finditer(text) if m.group(2) for n in m.group(2).split(",")}
+    if not USES.search(text):
+        return 0
+    if ABOUT.match(path.name):
+        return _lines(text)
+    tree = ast.parse(text)
+    lines = text.splitlines()
+    used = [f for f in tree.body if isinstance(f, ast.FunctionDef)
+            and {n.id for n in ast.walk(f) if isinstance(n, ast.Name)} & names]
+    return sum(_lines("\n".join(lines[f.lineno - 1:f.end_lineno])) for f in used)
 
 
 def _is_prose(value: ast.AST) -> bool:
@@ -77,7 +92,7 @@ def sentence_builders() -> list[str]:
 def main() -> None:
     src = sum(_lines(p.read_text(encoding="utf-8")) for layer in LAYERS for p in layer.rglob("*.py"))
     qmd = sum(qmd_python(p) for p in sorted((ROOT / "reports").glob("*.qmd")))
-    tests = sum(_lines(p.read_text(encoding="utf-8")) for p in serving_tests())
+    tests = sum(serving_test_lines(p) for p in sorted((ROOT / "tests").glob("test_*.py")))
     print(f"report-serving lines: {src + qmd + tests} (analysis + report {src}, .qmd Python {qmd}, tests {tests})")
     builders = sentence_builders()
     print(f"sentence builders outside phrases (heuristic): {len(builders)} {builders}")
