@@ -63,7 +63,6 @@ KORTHIKANTI_OUTSIDE_BOUND = Tolerance(0.01, " %", "§4.3 states a bound (\"less 
 KORTHIKANTI_PRINTED_UTIL_PP = Tolerance(0.2, " pp", "Table 5 prints MFU and HFU with one decimal and its times with "
                                         "two or three figures; t·p GPUs and the A100's 312 TFLOP/s peak assumed.")
 
-
 # --- sweeps ---------------------------------------------------------------------------------------------------
 
 SWEEPS_EXACT_REL = Tolerance(0.001, "", "saved-tensor hooks count every stored byte and FlopCounterMode every matmul "
@@ -88,6 +87,18 @@ SWEEPS_TIMING_IQR = Tolerance(0.10, "", "the time-model table records medians on
                               "its IQR, the per-layer timing's IQR share on this CPU (2–16 % of the median)")
 
 # --- offload --------------------------------------------------------------------------------------------------
+
+OFFLOAD_FIT = Tolerance(0.10, "×", "the break-even prices every copy with this fit: a copy time it gets within "
+                                   "±10 % moves the bandwidth a break-even needs by at most 10 %, well inside the "
+                                   "gaps (several ×) between break-even and link that decide offload vs recompute")
+"""A copy fit t = t0 + bytes/BW predicts its group when predicted ÷ measured is within 1 ± value at every copy
+of 1 MiB or more (smaller copies are t0 and noise)."""
+OFFLOAD_MODEL = Tolerance(0.25, "×", "an overhead is the difference of two timed medians (each gated: IQR under "
+                                     "half its median); within ±25 % the model ranks offload against "
+                                     "recomputation as the measurement does wherever the two differ by more "
+                                     "than 1.25 / 0.75 ≈ 1.7×")
+"""The model's extra step time (offload copies, recomputation) predicts the measured one when measured ÷ model
+is within 1 ± value at every measured size."""
 
 # --- planner --------------------------------------------------------------------------------------------------
 
