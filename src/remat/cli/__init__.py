@@ -27,12 +27,13 @@ import sys
 import threading
 
 from remat import __version__
+from remat.cli import explain, findings, memplan, pipeline, plan, runtime
 from remat.cli.args import Parser
 from remat.errors import InfeasibleError, UsageError
+from remat.io import discard_pending
 
 
 def _sections():
-    from remat.cli import explain, findings, memplan, pipeline, plan, runtime
     return [pipeline.add_check, pipeline.add_experiment, pipeline.add_figure, findings.add_findings,
             pipeline.add_report, runtime.add_bandwidth, runtime.add_measure, runtime.add_account, plan.add_plan,
             memplan.add_memplan, explain.add_explain]
@@ -62,7 +63,6 @@ def _exit_on_interrupt():
         return
 
     def stop(signum, frame):
-        from remat.io import discard_pending
         discard_pending()
         os.write(2, f"remat: interrupted ({signal.Signals(signum).name}); nothing written\n".encode())
         os._exit(128 + signum)
@@ -86,7 +86,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"remat {args.command}: infeasible: {exc}", file=sys.stderr)
         return exc.exit_code
     except (MemoryError, RuntimeError) as exc:
-        from remat.device import is_out_of_memory
+        from remat.device import is_out_of_memory  # imports torch: kept out of `remat --help` and torch-free commands
         if not is_out_of_memory(exc):
             raise
         detail = (str(exc).splitlines() or [type(exc).__name__])[0][:160]

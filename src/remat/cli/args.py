@@ -6,6 +6,8 @@ import argparse
 import json
 import math
 
+from remat.models.presets import PRESETS
+
 EXIT_CODES = ("exit codes: 0 ok, 1 a check failed, 2 bad input (one line naming the field; nothing written),\n"
               "            3 infeasible plan (names the smallest budget that works), 130 interrupted")
 
@@ -27,7 +29,6 @@ def command(sub, name: str, summary: str, examples: list[str], details: str = ""
 
 def model_help() -> str:
     """The --model help: every preset, a config.json, or a model folder."""
-    from remat.models.presets import PRESETS
     return f"a preset ({', '.join(PRESETS)}), a HuggingFace config.json, or a model folder holding one"
 
 

@@ -1,10 +1,9 @@
-"""`remat explain`: one training step of a HuggingFace model as it is, and why checkpointing saved what it did."""
+"""`remat explain`: one training step of a HuggingFace model as it is, and why checkpointing saved what it did.
+Its arguments here; its work in remat.cli.explain_run."""
 
 from __future__ import annotations
 
-from remat.cli.args import command, emit, model_help, positive_int
-
-CHECKPOINTING = ("none", "hf", "hf-reentrant", "auto-full")
+from remat.cli.args import command, model_help, positive_int
 
 
 def add_explain(sub):
@@ -31,45 +30,5 @@ def add_explain(sub):
 
 
 def _run_explain(args) -> int:
-    from remat.auto.hf import build
-    built = build(args.model, device=args.device, layers=args.layers, seq=args.seq, micro_batch=args.micro_batch)
-    with built.mode:
-        enable_checkpointing(built.model, args.checkpointing)
-        from remat.auto.diagnose import explain
-        report = explain(built.model, (), built.kwargs)
-    if args.json:
-        import json
-        emit(json.loads(report.to_json()), True)
-    else:
-        emit(f"model {built.source}: s = {built.seq}, b = {built.micro_batch}, --checkpointing "
-             f"{args.checkpointing}\n{report}", False)
-    return 0
-
-
-def enable_checkpointing(model, how: str) -> None:
-    """Switch on ``how`` (CHECKPOINTING, or a per-block policy spec for remat.auto.apply) on ``model``.
-    Raises UsageError("--checkpointing") for an unknown value or a spec that does not fit the blocks."""
-    import warnings
-
-    from remat.errors import UsageError
-    text = how.strip()
-    if text == "none":
-        return
-    if text in ("hf", "hf-reentrant"):
-        enable = getattr(model, "activation_checkpointing_enable", None)
-        kwargs = {"use_reentrant": text == "hf-reentrant"}
-        if not getattr(model, "supports_gradient_checkpointing", False):
-            raise UsageError("--checkpointing", f"{type(model).__name__} has no HuggingFace gradient checkpointing")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            if enable is not None:
-                enable(activation_checkpointing_kwargs=kwargs)
-            else:
-                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-        return
-    from remat.auto.wrap import apply
-    names = ["full"] if text == "auto-full" else [t.strip() for t in text.split(",")]
-    try:
-        apply(model, names[0] if len(names) == 1 else names)
-    except UsageError as exc:
-        raise UsageError("--checkpointing", f"{exc} (or one of {', '.join(CHECKPOINTING)})") from None
+    from remat.cli import explain_run  # imports torch (remat.auto): kept out of `remat --help`
+    return explain_run.run_explain(args)

@@ -7,6 +7,7 @@ import dataclasses
 
 from remat.cli.args import command, emit, positive_int
 from remat.errors import UsageError
+from remat.units import format_bytes, parse_bytes
 
 CHOICES = ("no-opt", "inplace", "sharing", "drop-cheap", "sublinear", "sqrt", "optimal")
 
@@ -35,7 +36,6 @@ def add_memplan(sub):
 
 
 def _budget(text: str | None) -> int | None:
-    from remat.units import parse_bytes
     if text is None:
         return None
     if text.strip().startswith("-"):
@@ -44,10 +44,8 @@ def _budget(text: str | None) -> int | None:
 
 
 def _run(args) -> int:
-    from remat.experiments import chen_graph
-    from remat.graph import budget as alg3
-    from remat.graph import strategies
-    from remat.units import format_bytes
+    from remat.experiments import chen_graph  # pandas and numpy: kept out of `remat --help`
+    from remat.graph import budget as alg3, strategies  # numpy: kept out of `remat --help`
 
     budget = _budget(args.budget)
     names = list(dict.fromkeys(args.strategy or CHOICES))

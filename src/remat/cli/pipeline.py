@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
+from remat import experiments, figures
 from remat.cli.args import command, emit, json_object, positive_int
 from remat.errors import UsageError
+from remat.report import RenderError, render
+
 
 def add_check(sub):
     p = command(sub, "check", "numpy gradient checks of every checkpoint schedule and memory plan (Chen 2016): "
@@ -18,7 +22,7 @@ def add_check(sub):
 
 
 def _run_check(args) -> int:
-    from remat.experiments import chen, chen_graph
+    from remat.experiments import chen, chen_graph  # pandas and numpy: kept out of `remat --help`
     table = chen.gradient_check(layers=args.layers, width=args.width)
     graphs = chen_graph.graph_check(chen_graph.GraphCheckParams(layers=args.layers, width=args.width))
     shown = ["schedule", "bitwise_equal", "max_abs_diff_vs_naive", "fd_rel_error", "peak_bytes",
@@ -39,41 +43,35 @@ def _run_check(args) -> int:
 
 
 def add_experiment(sub):
-    from remat.experiments import REGISTRY
     p = command(sub, "experiment", "run one experiment and write its tidy table (CSV); what the pipeline rules call",
                 ["remat experiment chen-depth --params '{\"depths\": [2, 4, 8]}' --out results/chen/depth.csv"],
                 "parameters: the fields of the experiment's dataclass (config/config.yaml lists each with its "
                 "default)")
-    p.add_argument("name", choices=sorted(REGISTRY))
+    p.add_argument("name", choices=sorted(experiments.REGISTRY))
     p.add_argument("--params", type=json_object, default={}, help="experiment parameters as a JSON object")
     p.add_argument("--out", required=True, help="output CSV path (written atomically)")
     p.set_defaults(func=_run_experiment)
 
 
 def _run_experiment(args) -> int:
-    from remat.experiments import run_experiment
-    run_experiment(args.name, args.params, args.out)
+    experiments.run_experiment(args.name, args.params, args.out)
     return 0
 
 
 def add_figure(sub):
-    from remat.figures import REGISTRY
     p = command(sub, "figure", "draw one figure (PNG + SVG beside it) from result tables",
                 ["remat figure chen-depth --inputs results/chen/depth.csv --out figures/chen_depth.png"])
-    p.add_argument("name", choices=sorted(REGISTRY))
+    p.add_argument("name", choices=sorted(figures.REGISTRY))
     p.add_argument("--inputs", nargs="+", required=True, help="result CSV paths")
     p.add_argument("--out", required=True, help="output .png path; an .svg is written beside it")
     p.set_defaults(func=_run_figure)
 
 
 def _run_figure(args) -> int:
-    from pathlib import Path
-
-    from remat.figures import draw
     for path in args.inputs:
         if not Path(path).is_file():
             raise UsageError("--inputs", f"no such results table: {path}")
-    draw(args.name, args.inputs, args.out)
+    figures.draw(args.name, args.inputs, args.out)
     return 0
 
 
@@ -88,7 +86,6 @@ def add_report(sub):
 
 
 def _run_report(args) -> int:
-    from remat.report import RenderError, render
     try:
         paths = render(args.names or None, engine=args.engine)
     except RenderError as exc:

@@ -1,12 +1,13 @@
-"""`remat measure | account | bandwidth`: one training step, one layer's saved bytes, the copy link."""
+"""`remat measure | account | bandwidth`: one training step, one layer's saved bytes, the copy link. Their
+arguments here; their work in remat.cli.runtime_run."""
 
 from __future__ import annotations
 
-from remat.cli.args import command, emit, model_help, nonnegative_int, number, positive_int
-from remat.errors import UsageError
+from remat.cli.args import command, model_help, nonnegative_int, number, positive_int
+from remat.models.presets import DTYPES
+
 
 def add_measure(sub):
-    from remat.models.presets import DTYPES
     p = command(sub, "measure", "measure one training step under a recompute policy: saved bytes, peak bytes, "
                                 "FLOPs, step time",
                 ["remat measure --model gpt2-124m --policy selective --device cpu --seq 256 --json",
@@ -32,23 +33,6 @@ def add_measure(sub):
     p.set_defaults(func=_run_measure)
 
 
-def _run_measure(args) -> int:
-    from remat.measure.provenance import provenance, stamp
-    from remat.measure.step import measure
-    from remat.models.presets import from_name
-    cfg = from_name(args.model, layers=args.layers, seq=args.seq, micro_batch=args.micro_batch,
-                    dtype=args.dtype, attention=args.attention)
-    row = measure(cfg, args.policy, args.device, seed=args.seed, warmup=args.warmup, repeats=args.repeats,
-                  timing=not args.no_timing, early_stop=args.early_stop)
-    row = stamp(row, provenance(device=args.device, dtype=cfg.dtype, seed=args.seed))
-    emit(row, args.json, "\n".join(f"{k}: {v}" for k, v in row.items()))
-    return 0
-
-
-_ACCOUNT_FLAGS = {"mode": "--mode", "tp": "--tp", "sp": "--sp", "seq": "--seq", "micro_batch": "--micro-batch",
-                  "device": "--device", "dtype": "--dtype", "model": "--model"}
-
-
 def add_account(sub):
     p = command(sub, "account", "saved-activation bytes of one GPT layer (one TP rank) beside Korthikanti "
                                 "Table 2, itemized by the paper's terms",
@@ -70,37 +54,6 @@ def add_account(sub):
     p.set_defaults(func=_run_account)
 
 
-def _run_account(args) -> int:
-    from remat.accounting import account_layer, format_account
-    from remat.timemodel.gpus import gpu
-    device = None if args.gpu is None else gpu(args.gpu)   # a bad preset fails before any work
-    try:
-        acc = account_layer(args.model, args.mode, args.tp, args.sp, args.seq, args.micro_batch,
-                            device=args.device, **({"dtype": args.dtype} if args.dtype else {}))
-    except UsageError as exc:  # name the flag, not the library's field
-        flag = _ACCOUNT_FLAGS.get(exc.field)
-        if flag is None:
-            raise
-        raise UsageError(flag, str(exc).removeprefix(f"{exc.field}: ")) from None
-    out, text = acc.to_dict(), format_account(acc)
-    if device is not None:
-        out["time"] = _predicted_ms(args, device)
-        text += "\n  predicted on {gpu} (roofline model, one layer, one micro-batch): forward {forward_ms:.3f} ms, " \
-                "backward {backward_ms:.3f} ms (of which recompute {recompute_ms:.3f} ms)".format(**out["time"])
-    emit(out, args.json, text)
-    return 0
-
-
-def _predicted_ms(args, device) -> dict:
-    """The roofline model's milliseconds for the account's layer, mode, t and SP on GPU ``device``."""
-    from remat.accounting import resolve
-    from remat.timemodel import predict
-    cfg, t = resolve(args.model, args.mode, args.tp, args.sp, args.seq, args.micro_batch,
-                     **({"dtype": args.dtype} if args.dtype else {}))
-    times = predict(cfg, device, args.mode, t, args.sp)
-    return {"gpu": device.name, "time_source": "roofline model (remat.timemodel)", **times.to_ms()}
-
-
 def add_bandwidth(sub):
     p = command(sub, "bandwidth", "host<->device copy bandwidth: pinned/pageable, both directions, fit "
                                   "t = t0 + bytes/BW (without CUDA: simulated, a host memcpy)",
@@ -115,17 +68,19 @@ def add_bandwidth(sub):
     p.set_defaults(func=_run_bandwidth)
 
 
+def _run_measure(args) -> int:
+    return _work().run_measure(args)
+
+
+def _run_account(args) -> int:
+    return _work().run_account(args)
+
+
 def _run_bandwidth(args) -> int:
-    from remat.measure.bandwidth import bandwidth_summary
-    from remat.units import parse_bytes
-    lo = parse_bytes(args.min_size, "--min-size")
-    hi = None if args.max_size is None else parse_bytes(args.max_size, "--max-size")
-    out = bandwidth_summary(args.device, lo, hi, args.repeats, (False,) if args.no_overlap else (False, True))
-    if args.json:
-        emit(out, True)
-        return 0
-    import pandas as pd
-    cols = ["direction", "memory", "overlap", "t0_s", "bw_gb_s", "bw_gib_s", "max_rel_error_ge_1mib", "link"]
-    print(f"remat bandwidth --device {out['device']} ({out['link']}); {out['units']}")
-    print(pd.DataFrame(out["fits"])[cols].to_string(index=False))
-    return 0
+    return _work().run_bandwidth(args)
+
+
+def _work():
+    """remat.cli.runtime_run, where these commands' work is, imported when one of them runs."""
+    from remat.cli import runtime_run  # imports torch, numpy and pandas: kept out of `remat --help`
+    return runtime_run

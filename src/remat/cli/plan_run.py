@@ -1,0 +1,166 @@
+"""What `remat plan` runs once its arguments are parsed (remat.cli.plan): a preset or config.json planned by the
+exact planner (remat.planner.plan_model), or a transformers model measured and planned by remat.auto (``--hf``,
+or a config.json whose model_type remat's own reader does not cover), with ``--check-small`` the plan checked on
+this CPU (remat.auto.check). Imports torch, so the parser loads it only when the command runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from remat import auto, planner  # planner.plan_model looked up when called: a test replaces it
+from remat.auto.check import check_small
+from remat.auto.hf import available, build
+from remat.errors import UsageError
+from remat.io import write_text
+from remat.models.hf_config import SUPPORTED, read_json_object
+from remat.models.presets import from_name
+from remat.planner import render
+from remat.planner.mckp import SearchTooLarge
+from remat.planner.problem import POLICIES
+from remat.timemodel.gpus import GPUS
+from remat.units import format_bytes, parse_bytes
+
+
+def run_plan(args) -> int:
+    """`remat plan`: the plan printed (or written to --out); exit 1 when the exact search hits its memory guard."""
+    if _use_hf(args):
+        text = _hf_plan_text(args)
+        check = _check_text(args) if args.check_small else ""
+        _emit(args, text + check)
+        return 0
+    gpu_overrides = {
+        "peak_flops": args.peak_tflops * 1e12 if args.peak_tflops else None,
+        "achievable": args.achievable,
+        "link_bytes_per_s": args.link_gbps * 1e9 if args.link_gbps else None,
+        "link_t0_s": None if args.link_t0_us is None else args.link_t0_us * 1e-6,
+        "gpus_per_host_link": args.gpus_per_host_link,
+    }
+    cfg = from_name(args.model, layers=args.layers, seq=args.seq, micro_batch=args.micro_batch, tp=args.tp,
+                    pp=args.pp, interleave=args.interleave, global_batch=args.global_batch)
+    try:
+        text = _plan_text(args, cfg, gpu_overrides)
+    except SearchTooLarge as exc:  # the exact solver's memory guard: no unproven plan is ever printed
+        print(f"remat plan: error: {exc}; the exact search is too large at s = {cfg.seq}: plan at your training "
+              "length (--seq), or with fewer choices (--policies none,full)", file=sys.stderr)
+        return 1
+    _warn_budget_above_gpu(args)
+    _emit(args, text + (_check_text(args) if args.check_small else ""))
+    return 0
+
+
+def _emit(args, text: str) -> None:
+    if args.out:
+        write_text(args.out, text)
+    else:
+        print(text)
+
+
+def _use_hf(args) -> bool:
+    """--hf, or a config.json whose model_type remat's reader does not cover (transformers then reads it)."""
+    if args.hf:
+        return True
+    path = Path(args.model)
+    path = path / "config.json" if path.is_dir() else path
+    if path.suffix != ".json":
+        return False
+    try:
+        model_type = read_json_object(path).get("model_type")
+    except UsageError:          # remat's own reader reports it, naming the field
+        return False
+    return model_type not in SUPPORTED and isinstance(model_type, str) and available()
+
+
+_HF_UNSUPPORTED = {"tp": ("--tp", (None, 1)), "sp": ("--sp", (False,)), "pp": ("--pp", (None, 1)),
+                   "interleave": ("--interleave", (None, 1)), "dp": ("--dp", (1,)), "zero": ("--zero", (0,)),
+                   "global_batch": ("--global-batch", (None,)), "calibrate": ("--calibrate", (False,)),
+                   "weight_bytes": ("--weight-bytes", (None,)), "grad_bytes": ("--grad-bytes", (None,)),
+                   "peak_tflops": ("--peak-tflops", (None,)), "achievable": ("--achievable", (None,)),
+                   "link_gbps": ("--link-gbps", (None,)), "link_t0_us": ("--link-t0-us", (None,)),
+                   "gpus_per_host_link": ("--gpus-per-host-link", (None,))}
+"""Flags the transformers path (remat.auto: t = p = 1, measured bytes, the GPU preset's rates) cannot honour:
+argument name -> (flag, the values that mean "not set")."""
+
+
+def _hf_plan_text(args) -> str:
+    """The plan of the transformers model built from --model (remat.auto), rendered like every plan."""
+    for name, (flag, unset) in _HF_UNSUPPORTED.items():
+        if not any(getattr(args, name) is v or getattr(args, name) == v for v in unset):
+            raise UsageError(flag, "not available with a transformers model (remat.auto plans t = p = 1 on one "
+                                   f"GPU, measures the bytes, prices time at the --gpu preset); drop {flag}")
+    choices = tuple(x.strip() for x in args.policies.split(","))
+    unknown = [c for c in choices if c not in POLICIES]
+    if unknown:
+        raise UsageError("--policies", f"unknown policy {unknown[0]!r} (known: {', '.join(POLICIES)})")
+    budget = None if args.memory is None else parse_bytes(args.memory, "--memory")
+    reserve = parse_bytes(args.reserve, "--reserve")
+    built = build(args.model, "fake", layers=args.layers, seq=args.seq, micro_batch=args.micro_batch)
+    with built.mode:
+        params = sum(p.numel() for p in built.model.parameters())
+        optimizer = None if args.optimizer_bytes is None else args.optimizer_bytes * params
+        result = auto.plan(built.model, (), built.kwargs, budget=budget, gpu=args.gpu, choices=choices,
+                           optimizer_state_bytes=optimizer, reserve=reserve,
+                           host_memory=None if args.host_memory is None else
+                           parse_bytes(args.host_memory, "--host-memory"))
+    meta = result.problem.meta
+    extra = "".join(f", {k}={v}" for k, v in (("optimizer_state_bytes", optimizer), ("reserve", reserve))
+                    if v not in (None, 0))
+    meta.update(model=built.source, s=built.seq, b=built.micro_batch, L=len(result.policies),
+                s_from="--seq" if args.seq else "the config's context length; set --seq to your training length",
+                b_from="--micro-batch" if args.micro_batch else "default; set --micro-batch",
+                transformers_class=type(built.model).__name__,
+                auto_call=[f"# batch: input_ids and labels, int64 [b, s] = [{built.micro_batch}, {built.seq}]",
+                           f"result = auto.plan(model, (), batch, budget={result.problem.budget_bytes}, "
+                           f'gpu="{args.gpu}"{extra})  # budget in bytes'])
+    _warn_budget_above_gpu(args)
+    if args.format == "json":
+        return json.dumps(result.to_json(), indent=2, default=str)
+    return render.to_markdown(result.problem, result.plan, result.baselines)
+
+
+def _check_text(args) -> str:
+    """--check-small: the CPU check (remat.auto.check) as a Markdown section (or JSON lines under "check")."""
+    rows = check_small(args.model, layers=args.check_layers, seq=args.check_seq, gpu=args.gpu)
+    if args.format == "json":
+        return "\n" + json.dumps({"check": rows}, indent=2, default=str)
+    lines = ["", f"## Check on this CPU: {args.check_layers} blocks, s = {args.check_seq}, b = 1, vocabulary ≤ "
+                 f"1024, float32, budget {format_bytes(rows[0]['budget_bytes'])} (between every block full and "
+                 "none, so the plan mixes; no optimizer state)", "",
+             "| setup | policies | saved | predicted peak | measured peak | error | step (CPU) | gradients = none |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        predicted = "—" if r["predicted_peak_bytes"] is None else format_bytes(r["predicted_peak_bytes"])
+        error = "—" if r["peak_error"] is None else f"{r['peak_error']:+.2%}"
+        lines.append(f"| {r['setup']} | {r['policies']} | {format_bytes(r['saved_bytes'])} | {predicted} | "
+                     f"{format_bytes(r['measured_peak_bytes'])} | {error} | {r['step_time_s'] * 1e3:.1f} ms | "
+                     f"{'yes' if r['grads_equal'] else 'NO'} |")
+    if not rows[0]["activations_set_peak"]:
+        lines += ["", "At this size the activations do not set the peak (every block full and none peak alike: "
+                      "the parameters' gradients at the end of backward do), so the plan is all none; a longer "
+                      "--check-seq makes the check informative."]
+    return "\n".join(lines) + "\n"
+
+
+def _warn_budget_above_gpu(args) -> None:
+    """One warning line on stderr when --memory exceeds the GPU preset's memory (the plan is still made)."""
+    gpu = GPUS.get(args.gpu)
+    if args.memory is not None and gpu is not None:
+        budget = parse_bytes(args.memory, "--memory")
+        if budget > gpu.memory_bytes:
+            print(f"remat plan: warning: --memory {format_bytes(budget)} exceeds the {gpu.full_name}'s "
+                  f"{format_bytes(gpu.memory_bytes)}", file=sys.stderr)
+
+
+def _plan_text(args, cfg, gpu_overrides) -> str:
+    return planner.plan_model(
+        cfg, gpu_name=args.gpu, gpu_overrides=gpu_overrides,
+        memory=None if args.memory is None else parse_bytes(args.memory, "--memory"),
+        host_memory=None if args.host_memory is None else parse_bytes(args.host_memory, "--host-memory"),
+        reserve=parse_bytes(args.reserve, "--reserve"), sp=args.sp, dp=args.dp, zero=args.zero,
+        weight_bytes=2 if args.weight_bytes is None else args.weight_bytes,
+        grad_bytes=4 if args.grad_bytes is None else args.grad_bytes,
+        optimizer_bytes=12 if args.optimizer_bytes is None else args.optimizer_bytes,
+        policies=tuple(x.strip() for x in args.policies.split(",")), calibrate=args.calibrate,
+        baselines=not args.no_baselines, sac_time_limit_s=args.sac_time_limit, fmt=args.format,
+        given=tuple(k for k in ("seq", "micro_batch") if getattr(args, k) is not None))
