@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from remat.measure.provenance import provenance as row_provenance
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "config" / "gpu-run.json"
@@ -119,7 +122,7 @@ def merged_config(base: dict, overlay: dict) -> dict:
 def write_config() -> Path:
     """Regenerate config/gpu-run.json from config/config.yaml + config/gpu.yaml (needs PyYAML: run it where the
     pipeline runs, not on the GPU node)."""
-    import yaml
+    import yaml  # PyYAML: only here (the GPU node may lack it)
     base = yaml.safe_load((ROOT / "config" / "config.yaml").read_text(encoding="utf-8"))
     overlay = yaml.safe_load((ROOT / "config" / "gpu.yaml").read_text(encoding="utf-8"))
     CONFIG.write_text(json.dumps(merged_config(base, overlay), indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -143,7 +146,7 @@ def experiment_params(config: dict, section: tuple, device: str, quick: bool, sm
 
 def cuda_device() -> str | None:
     """The CUDA device's name, or None (no CUDA build, no device)."""
-    import torch
+    import torch  # heavy: importing this module (--write-config, its tests) does not load torch
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
 
 
@@ -201,7 +204,7 @@ def _tests(budget: float, smoke: bool, log) -> dict:
         log("[tests] pytest -m gpu: skipped (--smoke: the CPU suite runs them as skips)")
         return {**row, "status": "skipped", "reason": "--smoke"}
     try:
-        import pytest  # noqa: F401
+        import pytest  # noqa: F401  (the probe: the GPU node may lack pytest)
     except ImportError:
         log("[tests] pytest -m gpu: skipped (pytest is not installed)")
         return {**row, "status": "skipped", "reason": "pytest is not installed"}
@@ -228,9 +231,7 @@ def provenance(device: str) -> dict:
     """What the reference folder says of itself: the columns every results row carries
     (remat.measure.provenance.provenance: device_name, torch_version, git_commit, host, timestamp, …) plus
     the date, Python and CUDA versions, and on a GPU its memory (bytes) and driver."""
-    import platform
-    import torch
-    from remat.measure.provenance import provenance as row_provenance
+    import torch  # heavy: importing this module (--write-config, its tests) does not load torch
     info = {**row_provenance(device), "date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
             "cuda": torch.version.cuda}
     if device == "cuda":
@@ -255,7 +256,7 @@ def reference_folder(root: Path, prov: dict) -> Path:
 
 def save_reference(results: Path, rows: list[dict], prov: dict, root: Path) -> Path:
     """Copy every table written into the reference folder, with provenance.json and steps.csv."""
-    import pandas as pd
+    import pandas as pd  # heavy: importing this module (--write-config, its tests) does not load pandas
     folder = reference_folder(root, prov)
     for row in rows:
         table = Path(row["table"]) if row["table"] else None
