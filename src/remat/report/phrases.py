@@ -13,7 +13,9 @@ or raises ValueError.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
+from remat.analysis import catalog
 from remat.analysis.findings import (DIFFERS, INVALID, MEASURED, NOT_MEASURED, NOT_REPRODUCIBLE, REPRODUCED,
                                     STATUSES, Finding)
 
@@ -124,3 +126,25 @@ def status_counts(found: Iterable[Finding], noun: str = "claim") -> str:
         return f"{capitalized(count_of(k, k, noun))} {_VERBS[present[0]][k != 1]}."
     parts = [f"{n[s]} {_VERBS[s][n[s] != 1]}" for s in present]
     return f"Of the {count(len(found), noun)}, {join_words(parts)}."
+
+
+def gpu_note(paths, what: str = "GPU measurements", root: str | Path = ".", shows_reference: bool = True) -> str:
+    """The callout a GPU-bearing section opens with (Markdown): "" when this run measured on a GPU; the reference run's
+    label when its tables are shown; otherwise a visible note that no GPU result exists yet and how to get one.
+    ``paths``: the GPU tables the section reads (``catalog.gpu_table`` results, None where absent).
+    ``shows_reference``: False for a section that shows this run's device only: a reference run is then named as
+    where those tables are, not as the source of what is shown. ``root``: the project root."""
+    found = [p for p in paths if p is not None]
+    if found and not any(catalog.is_reference(p, root) for p in found):
+        return ""
+    if found and not shows_reference:
+        return f"A reference GPU run has these tables: {catalog.label(found[0], root)}.\n"
+    if found:
+        return (f"::: {{.callout-note title=\"GPU rows from the committed reference run\"}}\n{what} on this page "
+                f"come from {catalog.label(found[0], root)}: this run measured no GPU.\n:::\n")
+    run = catalog.latest(root)
+    where = (f"{catalog.REFERENCE.as_posix()}/ holds no reference run yet" if run is None else
+             f"the newest reference run ({(catalog.REFERENCE / run.name).as_posix()}) has none")
+    return (f"::: {{.callout-note title=\"No GPU results yet\"}}\nThis page shows no {what}: this run had no GPU "
+            f"and {where}. `make gpu` on a GPU node measures them (README, On a GPU node) and the reports then "
+            "show them here.\n:::\n")
