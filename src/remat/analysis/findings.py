@@ -70,7 +70,8 @@ class Rule:
 
 
 def _num(x: float) -> str:
-    return f"{x:.4g}"
+    """A number as a reason quotes it: four significant figures, a true minus sign."""
+    return f"{x:.4g}".replace("-", "\u2212")
 
 
 def within_abs(tol: Tolerance) -> Rule:
