@@ -17,18 +17,20 @@ import importlib
 from pathlib import Path
 
 from remat.analysis import catalog, findings as _findings
+from remat.errors import UsageError
 
 
 def report_findings(report: str, root: str | Path = ".") -> list[_findings.Finding]:
     """The findings of one report (``catalog.REPORTS``, or "index": the claims the scorecard lists), computed
-    from the result tables under ``root``. ValueError names an unknown report."""
+    from the result tables under ``root``. UsageError("name") names an unknown report."""
     if report not in (*catalog.REPORTS, "index"):
-        raise ValueError(f"unknown report {report!r}; one of {', '.join((*catalog.REPORTS, 'index'))}")
+        raise UsageError("name", f"unknown report {report!r}; one of {', '.join((*catalog.REPORTS, 'index'))}")
     return importlib.import_module(f"remat.analysis.{report}").findings(root)   # one module per report
 
 
 def write_findings(report: str, root: str | Path = ".") -> Path:
     """``results/findings/<report>.csv`` under ``root``, written atomically; returns its path."""
+    found = report_findings(report, root)
     out = catalog.path(f"findings.{report}", root=root)
-    _findings.write(report_findings(report, root), out)
+    _findings.write(found, out)
     return out

@@ -8,7 +8,6 @@ from pathlib import Path
 from remat import experiments, figures
 from remat.cli.args import command, emit, json_object, positive_int
 from remat.errors import UsageError
-from remat.report import RenderError, render
 
 
 def add_check(sub):
@@ -86,6 +85,7 @@ def add_report(sub):
 
 
 def _run_report(args) -> int:
+    from remat.report import RenderError, render   # pandas (the catalog): kept out of `remat --help`
     try:
         paths = render(args.names or None, engine=args.engine)
     except RenderError as exc:

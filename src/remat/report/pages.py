@@ -5,7 +5,8 @@ from __future__ import annotations
 import platform
 from pathlib import Path
 
-from remat.report.qmd import REPORT_ORDER, REPORTS_DIR, parse_qmd
+from remat.analysis.catalog import REPORTS
+from remat.report.qmd import REPORTS_DIR, parse_qmd
 
 
 # --- provenance and index, for report cells -------------------------------------------------------------
@@ -76,11 +77,11 @@ def _versions(*modules: str) -> str:
 
 def index_markdown(root: str | Path = ".") -> str:
     """Markdown list of the reports in ``root/reports``: a link to NAME.html for each report rendered at
-    this moment, "not rendered yet" with the snakemake target that makes it for the others; ``REPORT_ORDER`` first, then the rest alphabetically.
+    this moment, "not rendered yet" with the snakemake target that makes it for the others; ``catalog.REPORTS`` first, then the rest alphabetically.
     Titles come from each .qmd's front matter. (Used by reports/index.qmd.)"""
     folder = Path(root) / REPORTS_DIR
     names = sorted((p.stem for p in folder.glob("*.qmd") if p.stem != "index"),
-                   key=lambda n: (REPORT_ORDER.index(n) if n in REPORT_ORDER else len(REPORT_ORDER), n))
+                   key=lambda n: (REPORTS.index(n) if n in REPORTS else len(REPORTS), n))
     lines = []
     for name in names:
         title = parse_qmd((folder / f"{name}.qmd").read_text(encoding="utf-8")).front.get("title", name)

@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 REPORTS_DIR = "reports"
 ENGINES = ("auto", "quarto", "fallback")
 CELL_TIMEOUT_S = 1200
-# Reports the index lists first, in reading order; any other reports/*.qmd follow alphabetically.
-REPORT_ORDER = ("chen2016", "korthikanti2022", "sweeps", "offload", "planner")
 
 FRONT_MATTER_KEYS = {"title", "subtitle", "author", "date", "jupyter", "format", "execute"}
 HTML_FORMAT_KEYS = {"toc", "toc-depth"}
