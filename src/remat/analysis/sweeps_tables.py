@@ -85,7 +85,8 @@ def validity(sweep: str, frame: pd.DataFrame) -> pd.Series:
     invalid. segments: per point against k = 1 (k = 1's own failure applies to every point); layer-timing: one
     reason for a device's modes; time-model: for a device's size, every phase. Other sweeps are not timed."""
     out, good = pd.Series("", index=frame.index, dtype=object), ok(frame)
-    if not len(good) or sweep not in ("segments", "layer-timing", "time-model"):
+    untimed = sweep == "segments" and "step_time_s" not in good   # the segment sweep run with timing off
+    if not len(good) or untimed or sweep not in ("segments", "layer-timing", "time-model"):
         return out
     if sweep == "time-model":
         out[good.index] = _time_model_reasons(good)
