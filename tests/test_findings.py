@@ -79,3 +79,10 @@ def test_scorecard_is_a_view_over_the_index_findings(tmp_path):
     text = scorecard_markdown(tmp_path)
     assert "The one claim differs." in text and "| Claim A | 6.9× (abstract) | 10.5× |" in text
     assert "chen2016 › resnet (not rendered yet)" in text
+
+
+def test_quoted_and_outcome_never_quote_an_invalid_number():
+    bad = gates.gated(judge("t", "c", -56.1, text="−56.1 %"), [gates.negative_overhead(-0.561, 0.05)])
+    good = judge("g", "c", 38.2, T4_FULL, within_abs(PP3), text="38.2 %")
+    assert phrases.quoted(good) == "38.2 %" and "−56.1" not in phrases.quoted(bad)
+    assert phrases.outcome(good) == "38.2 %: reproduced" and phrases.outcome(bad).startswith("invalid: ")

@@ -97,6 +97,17 @@ def versus(f: Finding) -> str:
     return f"{f.ours} against {f.paper} ({f.source})" if f.paper else f.ours
 
 
+def quoted(f: Finding) -> str:
+    """Ours where it is data (measured, reproduced, differs); else the verdict that says why there is no number to
+    quote (invalid, not measured, not reproducible here)."""
+    return f.ours if f.status in (MEASURED, REPRODUCED, DIFFERS) else verdict(f)
+
+
+def outcome(f: Finding) -> str:
+    """Ours and the verdict, without the reference: "0.36×: differs: …"; the verdict alone where ours is no data."""
+    return f"{f.ours}: {verdict(f)}" if f.status in (REPRODUCED, DIFFERS) else verdict(f)
+
+
 def judged(f: Finding) -> str:
     """One sentence shape for a judged claim: ours against its reference, then the verdict and the rule: "38.2 %
     against 39 % (Table 4): reproduced (within ±3 pp)."; an invalid or unmeasured
