@@ -13,7 +13,7 @@ from remat.analysis.findings import DIFFERS, INVALID, NOT_MEASURED, NOT_REPRODUC
 from remat.analysis.findings import within_abs, within_range, within_rel
 from remat.analysis.tolerances import (KORTHIKANTI_BYTES_REL, KORTHIKANTI_OUTSIDE_BOUND, KORTHIKANTI_QUOTED_FLOPS_PP,
                                        KORTHIKANTI_TIME_PP)
-from remat.timemodel.paper import PAPER_FIGURE8_PERCENT
+from remat.paper import PAPER_FIGURE8_PERCENT
 
 # paper Table 2, Eq. 2 at the 22B sizes (s = 2048, b = 4, h = 6144, a = 64, t = 8): sbh(10 + 24/t + 5as/(ht))
 SBH = 2048 * 4 * 6144

@@ -8,7 +8,7 @@ import pytest
 
 from remat.analysis import planner
 from remat.analysis.findings import DIFFERS, INVALID, MEASURED, NOT_MEASURED, REPRODUCED, Findings
-from remat.timemodel.paper import PAPER_TABLE5_S
+from remat.paper import PAPER_TABLE5_S
 
 
 def write(root, rel, rows, **same):

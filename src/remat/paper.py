@@ -4,8 +4,9 @@ experiments can write them beside their measurements and the analysis can judge 
     PAPER["chen.resnet_after_gb"].value, PAPER["chen.resnet_after_gb"].source     # 7, "abstract, §5.2"
 
 Chen, Xu, Zhang, Guestrin 2016, "Training Deep Nets with Sublinear Memory Cost" (arXiv 1604.06174); Korthikanti
-et al. 2022, "Reducing Activation Recomputation in Large Transformer Models" (arXiv 2205.05198, v1). Korthikanti's
-timing tables (Table 4, Figure 8, Table 5) are in ``remat.timemodel.paper`` beside the model that predicts them.
+et al. 2022, "Reducing Activation Recomputation in Large Transformer Models" (arXiv 2205.05198, v1). Below the scalars,
+Korthikanti's tables: Table 3's models, Table 4, Figure 8 (read off the bars, about ±0.5 percentage points) and
+Table 5; ``remat.timemodel.paper`` predicts them.
 """
 
 from __future__ import annotations
@@ -60,3 +61,38 @@ PAPER: dict[str, PaperValue] = {
                                                          "every model"),
 }
 """Every scalar the reports judge against, by id (``<paper>.<quantity>[.<model>]``)."""
+
+
+# --- Korthikanti et al. 2022: the tables ------------------------------------------------------------------------
+
+TABLE3_MODELS = ("gpt-22b", "gpt3-175b", "mt-nlg-530b", "gpt-1t")
+"""The Table 3 models, in the paper's order."""
+
+PAPER_TABLE4_MS = {  # experiment: (forward, backward, combined) ms, one 22B layer, t = 8 (paper Table 4)
+    "baseline": (7.7, 11.9, 19.6),
+    "sequence parallel": (7.2, 11.8, 19.0),
+    "full recompute": (7.7, 19.5, 27.2),
+    "selective recompute": (7.7, 13.2, 20.9),
+    "selective + sequence parallel": (7.2, 13.1, 20.3),
+}
+PAPER_TABLE4_OVERHEAD = {"baseline": 0.0, "sequence parallel": -3.0, "full recompute": 39.0,
+                         "selective recompute": 7.0, "selective + sequence parallel": 4.0}
+"""Paper Table 4's overhead column, % of the baseline's combined time."""
+
+PAPER_FIGURE8_PERCENT = {  # (model, variant): (forward, forward + backward, total incl. recompute, recompute)
+    ("gpt-22b", "full"): (39.1, 100.0, 141.0, 41.0),
+    ("gpt-22b", "present"): (36.6, 97.4, 104.3, 7.0),
+    ("gpt3-175b", "full"): (36.6, 100.0, 138.8, 38.8),
+    ("gpt3-175b", "present"): (35.5, 99.7, 103.6, 3.9),
+    ("mt-nlg-530b", "full"): (34.2, 100.0, 135.6, 35.6),
+    ("mt-nlg-530b", "present"): (33.2, 99.7, 101.8, 2.1),
+    ("gpt-1t", "full"): (34.8, 100.0, 136.6, 36.6),
+    ("gpt-1t", "present"): (33.9, 101.1, 102.9, 1.8),
+}
+
+PAPER_TABLE5_S = {  # model: (full recompute s, present work s, MFU %, HFU %) — paper Table 5, no data parallelism
+    "gpt-22b": (1.42, 1.10, 41.5, 43.7),
+    "gpt3-175b": (18.13, 13.75, 51.4, 52.8),
+    "mt-nlg-530b": (49.05, 37.83, 56.0, 57.0),
+    "gpt-1t": (94.42, 71.49, 56.3, 57.0),
+}

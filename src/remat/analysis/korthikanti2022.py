@@ -26,7 +26,7 @@ from remat.formulas import korthikanti
 from remat.models.presets import from_name
 from remat.paper import KORTHIKANTI, PAPER, PaperValue
 from remat.timemodel.gpus import GPUS
-from remat.timemodel.paper import PAPER_TABLE5_S, TABLE3_MODELS
+from remat.paper import PAPER_TABLE5_S, TABLE3_MODELS
 from remat.units import GiB, MiB, span_text
 
 PAPER_GPU = "a100-80gb"

@@ -18,7 +18,7 @@ from remat.paper import KORTHIKANTI, PaperValue
 from remat.planner.baselines import UNIFORM
 from remat.policies import POLICIES, parse_plan
 from remat.timemodel.gpus import gpu as gpu_preset
-from remat.timemodel.paper import PAPER_TABLE5_S
+from remat.paper import PAPER_TABLE5_S
 from remat.units import MINUS, GiB, MiB, format_bytes, percent, signed_percent, span_text
 
 TIE, NAN, YES = 1e-12, math.nan, {True: "yes", False: "no"}  # TIE: times this close (relative) are equal

@@ -17,7 +17,7 @@ from remat.analysis.findings import (NOT_MEASURED, NOT_REPRODUCIBLE, Finding, ho
 from remat.analysis.gates import gated
 from remat.analysis.sweeps_tables import checkpoint_bytes, crossover, depth_fits, devices, ok, read, valid, validity
 from remat.paper import KORTHIKANTI, PAPER, PaperValue
-from remat.timemodel.paper import PAPER_TABLE4_OVERHEAD
+from remat.paper import PAPER_TABLE4_OVERHEAD
 from remat.units import format_bytes, signed_percent
 
 TABLE4 = {m: PaperValue(PAPER_TABLE4_OVERHEAD[f"{m} recompute"], "Table 4",

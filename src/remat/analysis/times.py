@@ -18,7 +18,7 @@ from remat.formulas import korthikanti
 from remat.models.presets import from_name
 from remat.paper import KORTHIKANTI, PAPER, PaperValue
 from remat.timemodel.gpus import gpu as gpu_preset
-from remat.timemodel.paper import PAPER_FIGURE8_PERCENT, PAPER_TABLE4_OVERHEAD
+from remat.paper import PAPER_FIGURE8_PERCENT, PAPER_TABLE4_OVERHEAD
 from remat.units import MINUS, ceil_text, span_text
 
 _PHASES = ("forward", "backward", "combined")

@@ -35,10 +35,10 @@ from remat.formulas import korthikanti
 from remat.measure.flops import StepFlopCounter
 from remat.measure.provenance import with_provenance
 from remat.models.presets import from_name
+from remat.paper import TABLE3_MODELS
 from remat.timemodel.gpus import GPUS, check_presets
 from remat.units import GiB
 
-PAPER_MODELS = ("gpt-22b", "gpt3-175b", "mt-nlg-530b", "gpt-1t")  # Table 3
 # (technique, sp, mode) with tensor parallelism t, then without (t = 1)
 TECHNIQUES = [("TP baseline", False, "none"), ("TP+SP", True, "none"), ("TP+selective", False, "selective"),
               ("TP+SP+selective", True, "selective"), ("full recompute", False, "full"),
@@ -50,7 +50,7 @@ SERIAL_TECHNIQUES = [("no parallelism", False, "none"), ("selective", False, "se
 # --- parameters ----------------------------------------------------------------------------------------------------
 
 def _paper_models() -> list[str]:
-    return list(PAPER_MODELS)
+    return list(TABLE3_MODELS)
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ import pandas as pd
 
 from remat.device import resolve_device
 from remat.errors import InfeasibleError, UsageError
-from remat.experiments.korthikanti import PAPER_MODELS
+from remat.paper import TABLE3_MODELS
 from remat.experiments.params import Count, Ge
 from remat.experiments.progress import progress
 from remat.formulas import torch_gpt
@@ -67,7 +67,7 @@ from remat.timemodel.gpus import check_presets
 class PaperParams:
     """planner.paper: the plan and every baseline of each model at the full memory of each GPU, SP off and on."""
 
-    models: list[str] = field(default_factory=lambda: list(PAPER_MODELS))
+    models: list[str] = field(default_factory=lambda: list(TABLE3_MODELS))
     """Presets or config.json paths (default: the four models of Korthikanti Table 3, their t, p, m and b)."""
     gpus: list[str] = field(default_factory=lambda: ["a100-80gb", "h100-80gb"])
     """GPU presets (remat.timemodel.gpus.GPUS); the budget is the preset's memory in bytes."""

@@ -1,5 +1,5 @@
 """Korthikanti et al. 2022 Table 5 predicted by the planner's cost model: the iteration time of each Table 3
-model under full recompute and under SP + selective, beside the paper's (remat.timemodel.paper.PAPER_TABLE5_S).
+model under full recompute and under SP + selective, beside the paper's (remat.paper.PAPER_TABLE5_S).
 
     rows = table5_rows(gpu("a100-80gb"))
 """
@@ -12,7 +12,7 @@ from remat.formulas import korthikanti
 from remat.models.presets import from_name
 from remat.planner.make import make_problem
 from remat.planner.problem import plan_from_policies
-from remat.timemodel.paper import PAPER_TABLE5_S, TABLE3_MODELS
+from remat.paper import PAPER_TABLE5_S, TABLE3_MODELS
 
 TABLE5_VARIANTS = {"full": (False, "full"), "present": (True, "selective")}
 """Table 5's columns (row prefix -> SP, mode): the baseline is full recompute without SP; "present work" is
