@@ -44,6 +44,7 @@ PAPER: dict[str, PaperValue] = {
     "chen.system_reduction_lo": PaperValue(2, "§5.2", "2–3×"),       # in-place + sharing: 2–3×, still linear
     "chen.system_reduction_hi": PaperValue(3, "§5.2", "2–3×"),
     "chen.sqrt_exponent": PaperValue(0.5, "Algorithm 1", "O(√n)"),
+    "chen.linear_exponent": PaperValue(1, "Chen §3 (no recomputation: memory O(n))", "1"),
     "chen.extra_forwards": PaperValue(1, "abstract", "one extra forward pass"),
     "chen.recursion_per_doubling": PaperValue(1, "§4.4, Eq. 3 with k = 1", "log₂ n: one checkpoint per doubling"),
     "chen.speed_overhead_pct": PaperValue(30, "§5.4; Figure 7 (Titan X, 20 batches)", "about 30 %"),

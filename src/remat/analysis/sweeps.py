@@ -22,7 +22,6 @@ from remat.units import format_bytes, signed_percent
 
 TABLE4 = {m: PaperValue(PAPER_TABLE4_OVERHEAD[f"{m} recompute"], "Table 4",
                         f"{PAPER_TABLE4_OVERHEAD[f'{m} recompute']:g} %") for m in ("full", "selective")}
-LINEAR = PaperValue(1, "Chen §3 (no recomputation: memory O(n))", "1")
 ONE = PaperValue(1, "closed form: bytes by Korthikanti Eq. 1 + LayerNorm statistics, FLOPs by Appendix A", "1")
 NEEDS_GPU = "needs a GPU (the paper timed a 22B layer on 8 A100s, t = 8; a CPU's op costs differ)"
 
@@ -133,7 +132,7 @@ def _depth(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]:
                   text=format_bytes(fit(fam, "bytes_per_layer")), paper=PaperValue(
                       closed, f"closed form: one {name} (the saved bytes' growth per layer)", format_bytes(closed)))
     return [
-        _f("depth.exponent.none", d, fit("none"), paper=LINEAR, rule=within_abs(tol.SWEEPS_LINEAR_SLOPE),
+        _f("depth.exponent.none", d, fit("none"), paper=PAPER["chen.linear_exponent"], rule=within_abs(tol.SWEEPS_LINEAR_SLOPE),
            where=where, text=exponent("none")),
         _f("depth.exponent.sqrt", d, fit("sqrt"), paper=PAPER["chen.sqrt_exponent"],
            rule=within_abs(tol.CHEN_SQRT_SLOPE), where=where, text=exponent("sqrt")),
