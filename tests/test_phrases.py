@@ -1,5 +1,6 @@
-"""The reports' generic wording helpers (remat.report.phrases) and number formatters (remat.units): every branch reads as English — all, none and
-some; one thing or many; one, two or three words — and each returns non-empty text or raises."""
+"""The reports' generic wording helpers (remat.report.phrases) and number formatters (remat.units): every branch
+reads as English — all, none and some; one thing or many; one, two or three words — and each returns non-empty text
+or raises."""
 
 from __future__ import annotations
 

@@ -24,9 +24,8 @@ from remat.analysis.tolerances import (KORTHIKANTI_BYTES_REL, KORTHIKANTI_FIGURE
                                        KORTHIKANTI_PRINTED_UTIL_PP, KORTHIKANTI_QUOTED_FLOPS_PP)
 from remat.formulas import korthikanti
 from remat.models.presets import from_name
-from remat.paper import KORTHIKANTI, PAPER, PaperValue
+from remat.paper import KORTHIKANTI, PAPER, PAPER_TABLE5_S, TABLE3_MODELS, PaperValue
 from remat.timemodel.gpus import GPUS
-from remat.paper import PAPER_TABLE5_S, TABLE3_MODELS
 from remat.units import GiB, MiB, span_text
 
 PAPER_GPU = "a100-80gb"

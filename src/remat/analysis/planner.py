@@ -14,11 +14,10 @@ import pandas as pd
 from remat.analysis import catalog, gates
 from remat.analysis.findings import Finding, judge, not_measured, within_abs
 from remat.analysis.tolerances import PLANNER_TABLE5_PP
-from remat.paper import KORTHIKANTI, PaperValue
+from remat.paper import KORTHIKANTI, PAPER_TABLE5_S, PaperValue
 from remat.planner.baselines import UNIFORM
 from remat.policies import POLICIES, parse_plan
 from remat.timemodel.gpus import gpu as gpu_preset
-from remat.paper import PAPER_TABLE5_S
 from remat.units import MINUS, GiB, MiB, format_bytes, percent, signed_percent, span_text
 
 TIE, NAN, YES = 1e-12, math.nan, {True: "yes", False: "no"}  # TIE: times this close (relative) are equal

@@ -16,8 +16,7 @@ from remat.analysis.findings import (NOT_MEASURED, NOT_REPRODUCIBLE, Finding, ho
                                     within_abs, within_rel)
 from remat.analysis.gates import gated
 from remat.analysis.sweeps_tables import checkpoint_bytes, crossover, depth_fits, devices, ok, read, valid, validity
-from remat.paper import KORTHIKANTI, PAPER, PaperValue
-from remat.paper import PAPER_TABLE4_OVERHEAD
+from remat.paper import KORTHIKANTI, PAPER, PAPER_TABLE4_OVERHEAD, PaperValue
 from remat.units import format_bytes, signed_percent
 
 TABLE4 = {m: PaperValue(PAPER_TABLE4_OVERHEAD[f"{m} recompute"], "Table 4",
@@ -195,7 +194,7 @@ def _time_model(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]
                              f"{100 * r['predicted_overhead']:.1f} %"), rule=within_abs(tol.SWEEPS_MODEL_PP)), [why[i]]))
     worst = float(good["error"].loc[good["error"].abs().idxmax()]) if len(good) else np.nan
     error = _f("time-model.error", d, 1 + worst, where=_stand_in(where), text=signed_percent(worst, 1, " %"), rule=within_rel(
-        tol.SWEEPS_MODEL_REL), paper=PaperValue(1, "predicted = measured", "predicted = measured"))
+        tol.TIME_MODEL_BAND), paper=PaperValue(1, "predicted = measured", "predicted = measured"))
     return out + [gated(error, [] if len(good) else ["no size passes the timing gates"])]
 
 

@@ -1,6 +1,6 @@
 """Time-model tables -> display tables and findings (nothing measured or predicted here): paper Table 4, Figure 8
 and Table 5 beside the roofline model (``korthikanti.table4/figure8/table5``), and the model against this
-machine's measurement (``sweeps.time-model``: ``validation_display``, ``validation_checks``, TIME_MODEL_BAND).
+machine's measurement (``sweeps.time-model``: ``validation_display``, ``validation_checks``).
 
     found = korthikanti_time_findings(".")     # table4.*, figure8*, over-ninety, time.rates, table5.mfu
 """
@@ -13,12 +13,11 @@ import pandas as pd
 
 from remat.analysis import catalog
 from remat.analysis.findings import Finding, judge, not_measured, within_abs, within_range
-from remat.analysis.tolerances import KORTHIKANTI_OVER_NINETY, KORTHIKANTI_TIME_PP
+from remat.analysis.tolerances import KORTHIKANTI_OVER_NINETY, KORTHIKANTI_TIME_PP, TIME_MODEL_BAND
 from remat.formulas import korthikanti
 from remat.models.presets import from_name
-from remat.paper import KORTHIKANTI, PAPER, PaperValue
+from remat.paper import KORTHIKANTI, PAPER, PAPER_FIGURE8_PERCENT, PAPER_TABLE4_OVERHEAD, PaperValue
 from remat.timemodel.gpus import gpu as gpu_preset
-from remat.paper import PAPER_FIGURE8_PERCENT, PAPER_TABLE4_OVERHEAD
 from remat.units import MINUS, ceil_text, span_text
 
 _PHASES = ("forward", "backward", "combined")
@@ -108,13 +107,7 @@ def validation_display(frame: pd.DataFrame) -> pd.DataFrame:
     return out.fillna("")
 
 
-TIME_MODEL_BAND = 0.25
-"""Half-width (relative) of the band around predicted = measured that the time model's validation is judged by
-(±25 %): the grey band of the time-model figure (figures.sweeps), the rows the sweeps report counts inside it
-and ``validation_checks``' share."""
-
-
-def validation_checks(frame: pd.DataFrame, band: float = TIME_MODEL_BAND) -> dict:
+def validation_checks(frame: pd.DataFrame, band: float = TIME_MODEL_BAND.value) -> dict:
     """The CPU validation's numbers: |error| per phase (largest, fraction), the share of rows with |error| at
     most ``band`` (``within_band``, with ``band``), the measured rates (first row), and per size the selective
     overhead predicted and measured."""
@@ -207,10 +200,11 @@ def _figure8_findings(f8: pd.DataFrame) -> list[Finding]:
                     text=f"within {ceil_text(gap.max(), 1)} pp of every bar (largest: {r['model']}, {r['variant']})")
     t = f8.loc[(f8["total_pct"] - f8["paper_total_pct"]).abs().idxmax()]
     below = list(present.loc[present["total_pct"] < 100, "model"])
-    paper = replace(_printed(t["paper_total_pct"], "Figure 8"), text=(
-        f"recompute share: full {span_text([v[3] for (m, k), v in PAPER_FIGURE8_PERCENT.items() if k == 'full'], 1, ' %')}"
-        f", present {span_text([v[3] for (m, k), v in PAPER_FIGURE8_PERCENT.items() if k == 'present'], 1, ' %')}; "
-        f"SP + selective total {span_text(present['paper_total_pct'], 1, ' %')}"))
+    shares = {k: span_text([v[3] for (_, kk), v in PAPER_FIGURE8_PERCENT.items() if kk == k], 1, " %")
+              for k in ("full", "present")}
+    paper = replace(_printed(t["paper_total_pct"], "Figure 8"),
+                    text=f"recompute share: full {shares['full']}, present {shares['present']}; "
+                         f"SP + selective total {span_text(present['paper_total_pct'], 1, ' %')}")
     why = (f"the model puts SP + selective at {span_text(present['total_pct'], 1, ' %')} of the baseline "
            f"(below 100 %, faster than no recompute, for {', '.join(below) or 'no model'}) where the paper has "
            f"{span_text(present['paper_total_pct'], 1, ' %')} (“just 2 % vs 36 %”): {t['model']} {t['variant']} "

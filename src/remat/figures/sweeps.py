@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from remat.analysis.sweeps_tables import depth_fits, devices, ok
-from remat.analysis.times import TIME_MODEL_BAND  # the grey band of the time-model figure
+from remat.analysis.tolerances import TIME_MODEL_BAND  # the grey band of the time-model figure
 from remat.units import MiB  # axis unit: 2**20 bytes
 
 
@@ -177,9 +177,9 @@ def time_model(frames: list[pd.DataFrame]) -> Figure:
                     label=f"{mode} {phase}", ms=6, alpha=0.85)
         lo, hi = 0.5 * part["measured_s"].min() * 1e3, 2 * part["measured_s"].max() * 1e3
         ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, label="predicted = measured")
-        low, high = 1 - TIME_MODEL_BAND, 1 + TIME_MODEL_BAND
+        low, high = 1 - TIME_MODEL_BAND.value, 1 + TIME_MODEL_BAND.value
         ax.fill_between([lo, hi], [low * lo, low * hi], [high * lo, high * hi], color="grey", alpha=0.15,
-                        label=f"±{100 * TIME_MODEL_BAND:g} %")
+                        label=f"±{100 * TIME_MODEL_BAND.value:g} %")
         ax.set(xscale="log", yscale="log", xlabel="measured ms per layer (median)", ylabel="predicted ms (roofline)",
                title=f"{device}: roofline at measured rates, h = "
                      f"{', '.join(str(int(h)) for h in sorted(part['hidden'].unique()))}")

@@ -77,7 +77,8 @@ def _versions(*modules: str) -> str:
 
 def index_markdown(root: str | Path = ".") -> str:
     """Markdown list of the reports in ``root/reports``: a link to NAME.html for each report rendered at
-    this moment, "not rendered yet" with the snakemake target that makes it for the others; ``catalog.REPORTS`` first, then the rest alphabetically.
+    this moment, "not rendered yet" with the snakemake target that makes it for the others; ``catalog.REPORTS``
+    first, then the rest alphabetically.
     Titles come from each .qmd's front matter. (Used by reports/index.qmd.)"""
     folder = Path(root) / REPORTS_DIR
     names = sorted((p.stem for p in folder.glob("*.qmd") if p.stem != "index"),
