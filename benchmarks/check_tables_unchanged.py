@@ -6,8 +6,9 @@ For each deterministic experiment (chen/*, korthikanti/*, planner paper and fron
 `remat experiment NAME` with the parameters of its own config/config.yaml (the section the pipeline passes)
 and its own src/ on PYTHONPATH. The two CSVs are compared cell by cell with the provenance columns dropped
 (host, timestamp, git commit, versions); columns the new code adds are listed, and the old columns compared.
-Prints one line per table: identical, or the number of differing rows followed by those rows (base, then new). Exit 1 when any table differs, so the output must be read
-against the changes the refactor intends (e.g. the rows a changed segments(k) rule moves).
+Prints one line per table: identical, or the number of differing rows followed by those rows (base, then new). Exit 1
+when any table differs, so the output must be read against the changes the refactor intends (e.g. the rows a changed
+segments(k) rule moves).
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ def test_every_model_and_mode_matches_table2(model):
         assert abs(acc.rel_error) <= 0.005, where
         # term by term, the measured tensors are the paper's §4.1 terms
         cfg = (acc.seq, acc.micro_batch, acc.hidden, acc.heads, t, sp)
-        assert acc.terms() == {name: korthikanti.term_bytes(name, *cfg) for name in korthikanti.stored_terms(mode)}, where
+        assert acc.terms() == {name: korthikanti.term_bytes(name, *cfg)
+                               for name in korthikanti.stored_terms(mode)}, where
         # the gap to the actual bytes is itemized, not hidden
         assert acc.bytes_per_layer_actual - acc.bytes_per_layer_measured == sum(acc.gap().values()), where
 

@@ -299,7 +299,8 @@ def test_readme_example_runs_as_written(capsys):
     from pathlib import Path
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     section = text[text.index("## Plan for your own model"):]
-    code = section[section.index("```python\n") + len("```python\n"):section.index("```", section.index("```python") + 9)]
+    code = section[section.index("```python\n") + len("```python\n"):
+                   section.index("```", section.index("```python") + 9)]
     assert len(code.strip().splitlines()) <= 14
     exec(compile(code, "README.md", "exec"), {})
     out = capsys.readouterr().out

@@ -47,11 +47,13 @@ def depth_table(sqrt_exponent: float) -> pd.DataFrame:
     """Four schedules over L = 4…256: √L segments with peak ∝ L^sqrt_exponent; the recursion and Revolve add one
     x (256 bytes) per doubling of L."""
     L = np.array([4, 16, 64, 256])
-    rows = {"none": (L * 512, L * 0 + 1, L), "sqrt": (100 * L ** sqrt_exponent, np.ceil(np.sqrt(L)), 2 * L - np.sqrt(L)),
+    rows = {"none": (L * 512, L * 0 + 1, L),
+            "sqrt": (100 * L ** sqrt_exponent, np.ceil(np.sqrt(L)), 2 * L - np.sqrt(L)),
             "recursive": (256 * np.log2(L) + 512, L * 0 + 1, L + L / 2 * np.log2(L)),
             "revolve": (256 * np.log2(L) + 512, np.log2(L), 1.5 * L)}
     return pd.concat([pd.DataFrame({"family": f, "layers": L, "peak_bytes": peak, "param": param, "forwards": fwd,
-                                    "extra_forwards": fwd - L, "x_bytes": 256}) for f, (peak, param, fwd) in rows.items()])
+                                    "extra_forwards": fwd - L, "x_bytes": 256})
+                      for f, (peak, param, fwd) in rows.items()])
 
 
 def resnet_table(after_gb: float) -> pd.DataFrame:

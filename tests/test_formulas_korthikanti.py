@@ -26,7 +26,8 @@ def test_itemization_coefficients_are_the_papers():
 @pytest.mark.parametrize("name,a,h,L,p,m,b", TABLE3)
 @pytest.mark.parametrize("t,sp,recompute", CASES)
 def test_itemized_sum_equals_table2(name, a, h, L, p, m, b, t, sp, recompute):
-    assert korthikanti.layer_bytes(S, b, h, a, t, sp, recompute) == korthikanti.table2_bytes(S, b, h, a, t, sp, recompute)
+    assert korthikanti.layer_bytes(S, b, h, a, t, sp, recompute) == \
+        korthikanti.table2_bytes(S, b, h, a, t, sp, recompute)
 
 
 def test_table2_rows_by_hand():
@@ -44,7 +45,8 @@ def test_table2_rows_by_hand():
 
 def test_stored_terms_by_mode():
     assert len(korthikanti.stored_terms("none")) == 14
-    assert "softmax_output" not in korthikanti.stored_terms("selective") and "v" in korthikanti.stored_terms("selective")
+    assert "softmax_output" not in korthikanti.stored_terms("selective") and \
+        "v" in korthikanti.stored_terms("selective")
     assert korthikanti.stored_terms("full") == ("layer_input",)
 
 
@@ -105,11 +107,13 @@ def test_flops_eq7_eq8():
     text = korthikanti.hardware_flops(B, s, h, L, v, "selective")
     assert text == base * (1 + Fraction(2 * s, 9 * h) + Fraction(v, 12 * h * L))
     # Eq. 8 as printed charges 3x the recomputed core-attention forward, the text 1x
-    assert korthikanti.hardware_flops_eq8(B, s, h, L, v) - korthikanti.model_flops(B, s, h, L, v) == 3 * L * 4 * B * s * s * h
+    assert korthikanti.hardware_flops_eq8(B, s, h, L, v) - korthikanti.model_flops(B, s, h, L, v) == \
+        3 * L * 4 * B * s * s * h
     assert text - korthikanti.model_flops(B, s, h, L, v) == L * korthikanti.core_attn_forward_flops(s, B, h)
     assert korthikanti.hardware_flops(B, s, h, L, v, "full") - korthikanti.model_flops(B, s, h, L, v) == \
         L * korthikanti.layer_forward_flops(s, B, h)
-    assert korthikanti.layer_forward_flops(s, 1, h) * 3 * L + 3 * korthikanti.logits_flops(s, 1, h, v) == korthikanti.model_flops(1, s, h, L, v)
+    assert korthikanti.layer_forward_flops(s, 1, h) * 3 * L + 3 * korthikanti.logits_flops(s, 1, h, v) == \
+        korthikanti.model_flops(1, s, h, L, v)
 
 
 @pytest.mark.parametrize("record,term", [
@@ -139,8 +143,10 @@ def test_paper_term_tells_v_from_dropped_probs_when_shapes_coincide():
     # output (its storage already saved by QKᵀ), the dropped-out probabilities a storage of their own
     square = (8, 16, 16)
     assert korthikanti_labels.paper_term("attn.core", "bmm", square, "torch.bfloat16", shares_storage=True) == "v"
-    assert korthikanti_labels.paper_term("attn.core", "bmm", square, "torch.bfloat16", shares_storage=False) == "attn_probs_dropped"
-    assert korthikanti_labels.paper_term("attn.core", "bmm", square, "torch.bfloat16") == "attn_probs_dropped"  # shape alone
+    assert korthikanti_labels.paper_term("attn.core", "bmm", square, "torch.bfloat16", shares_storage=False) == \
+        "attn_probs_dropped"
+    assert korthikanti_labels.paper_term("attn.core", "bmm", square, "torch.bfloat16") == \
+        "attn_probs_dropped"  # shape alone
 
 
 # --- paper Figure 1's parameter bars, §4.3's share, the selective overhead and HFU (issue 12) -------------------

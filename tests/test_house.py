@@ -17,6 +17,7 @@ REPORTS = SRC.parent / "reports"
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 MAX_LOCAL_IMPORTS = 40
+MAX_COLUMNS = 120
 
 # DESIGN.md's layers, top (0) to bottom: a module may import its own layer or lower ones, never a higher one.
 # One change from DESIGN's map: figures sit above the analysis, since they draw its fits beside the data.
@@ -135,6 +136,15 @@ def test_no_function_over_60_lines():
     long = [f"{n}.{f.name} ({f.end_lineno - f.lineno + 1} lines)" for n, (_, tree) in modules().items()
             for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
             and f.end_lineno - f.lineno + 1 > MAX_FUNCTION_LINES]
+    assert long == []
+
+
+def test_no_line_over_120_columns():
+    """Every line of Python in src/remat, tests/ and benchmarks/ fits in 120 columns."""
+    paths = [p for p, _ in modules().values()] + [p for d in ("tests", "benchmarks")
+                                                  for p in sorted((SRC.parent / d).rglob("*.py"))]
+    long = [f"{p.relative_to(SRC.parent)}:{i} ({len(line)} columns)" for p in paths
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if len(line) > MAX_COLUMNS]
     assert long == []
 
 

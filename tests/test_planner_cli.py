@@ -111,4 +111,5 @@ def test_budget_above_the_gpu_warns_once_and_still_plans(capsys):
                  "--no-baselines", "--format", "json"])
     captured = capsys.readouterr()
     assert code == 0 and '"feasible": true' in captured.out
-    assert captured.err.strip() == "remat plan: warning: --memory 200.00 GiB exceeds the NVIDIA A100 SXM4 80GB's 80.00 GiB"
+    assert captured.err.strip() == ("remat plan: warning: --memory 200.00 GiB exceeds the NVIDIA A100 SXM4 80GB's "
+                                    "80.00 GiB")

@@ -177,7 +177,8 @@ def test_outside_terms_and_head_floor_only_on_a_single_stage():
     cfg = from_name("gpt-22b")                         # p = 1: the head is on this GPU
     problem = build_problem(cfg, settings(sp=True))
     s, b, h, v, t = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.vocab, cfg.tp
-    assert problem.fixed_parts["outside layers (§4.3)"] == sum(korthikanti.outside_layer_bytes(s, b, h, v, t, 1, True).values())
+    assert problem.fixed_parts["outside layers (§4.3)"] == \
+        sum(korthikanti.outside_layer_bytes(s, b, h, v, t, 1, True).values())
     assert problem.transient_floor_bytes == 4 * s * b * v // t
     assert build_problem(from_name("gpt3-175b"), settings()).transient_floor_bytes == 0
 

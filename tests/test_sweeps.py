@@ -37,7 +37,8 @@ TINY_FULL_PER_LAYER = 16 * 2 * 32 * 2                                           
 def test_paper_terms_at_16_bits_are_table2(mode, s, b, h, a):
     sz = torch_gpt.GPTSizes(s=s, b=b, h=h, a=a, v=51200, itemsize=2)
     paper = sum(torch_gpt.paper_layer_terms(sz, mode).values())
-    assert paper == korthikanti.layer_bytes(s, b, h, a, recompute=mode) == korthikanti.table2_bytes(s, b, h, a, recompute=mode)
+    assert paper == korthikanti.layer_bytes(s, b, h, a, recompute=mode) == \
+        korthikanti.table2_bytes(s, b, h, a, recompute=mode)
     extras = 0 if mode == "full" else 4 * s * b * sz.stats_itemsize
     assert torch_gpt.layer_saved_bytes(sz, mode) == paper + extras
 
@@ -61,7 +62,8 @@ def test_segments_units_by_hand():
     assert torch_gpt.sequential_units(7, 2) == [(4, True), (3, False)]
     assert torch_gpt.sequential_units(5, 5) == [(1, True)] * 4 + [(1, False)]
     assert torch_gpt.plan_units(parse_plan("segments:3", 10)) == ([(4, True), (3, True)] + [(1, False)] * 3, "none")
-    assert torch_gpt.plan_units(parse_plan("full,selective,none", 3)) == ([(1, True), (1, False), (1, False)], "selective")
+    assert torch_gpt.plan_units(parse_plan("full,selective,none", 3)) == ([(1, True), (1, False), (1, False)],
+                                                                          "selective")
 
 
 @pytest.mark.parametrize("layers", range(1, 13))

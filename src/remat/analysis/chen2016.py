@@ -286,7 +286,8 @@ def findings(root=".") -> list[Finding]:
 
 def _cols(frame: pd.DataFrame, spec: dict) -> pd.DataFrame:
     """A display frame: header -> a column of ``frame`` (its name) or a function of ``frame``."""
-    return pd.DataFrame({h: frame[c] if isinstance(c, str) else c(frame) for h, c in spec.items()}).reset_index(drop=True)
+    return pd.DataFrame({h: frame[c] if isinstance(c, str) else c(frame)
+                         for h, c in spec.items()}).reset_index(drop=True)
 
 
 def depth_fits_table(depth: pd.DataFrame) -> pd.DataFrame:
@@ -298,9 +299,9 @@ def depth_fits_table(depth: pd.DataFrame) -> pd.DataFrame:
         "schedule": "family", "k or slots": "param", "peak: log–log exponent": lambda f: f["exponent"].round(3),
         "bytes per doubling of L": lambda f: f["bytes_per_doubling"].round(1),
         "r² of a + b·log₂ L": lambda f: f["r2_log2"].round(4),
-        "forwards: log–log exponent": lambda f: f["forwards_exponent"].round(3), "peak bytes at deepest L": "peak_bytes",
-        "closed form": "peak_bytes_formula", "formula is": "peak_formula", "forwards": "forwards",
-        "forwards (closed form)": "forwards_formula"})
+        "forwards: log–log exponent": lambda f: f["forwards_exponent"].round(3),
+        "peak bytes at deepest L": "peak_bytes", "closed form": "peak_bytes_formula", "formula is": "peak_formula",
+        "forwards": "forwards", "forwards (closed form)": "forwards_formula"})
 
 
 def revolve_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -315,10 +316,10 @@ def net_table(frame: pd.DataFrame, size: str) -> pd.DataFrame:
     name, scale = decimal_unit(fits["planned_bytes"])
     by = lambda c, d=2, s=1.0: lambda f: (f[c] / s).round(d)
     return _cols(fits, {"strategy": "strategy", f"planned ({name})": by("planned_bytes", 2, scale),
-                        f"live peak ({name})": by("live_peak_bytes", 2, scale), "× less than no-opt": by("vs_no_opt", 1),
-                        "× less than sharing": by("vs_sharing"), "recomputed / forward FLOPs": by("recompute_ratio"),
-                        "log–log exponent": by("exponent"), f"r² a + b·{size}": by("r2_linear", 4),
-                        f"r² a + b·√{size}": by("r2_sqrt", 4)})
+                        f"live peak ({name})": by("live_peak_bytes", 2, scale),
+                        "× less than no-opt": by("vs_no_opt", 1), "× less than sharing": by("vs_sharing"),
+                        "recomputed / forward FLOPs": by("recompute_ratio"), "log–log exponent": by("exponent"),
+                        f"r² a + b·{size}": by("r2_linear", 4), f"r² a + b·√{size}": by("r2_sqrt", 4)})
 
 
 def speed_table(frame: pd.DataFrame) -> pd.DataFrame:

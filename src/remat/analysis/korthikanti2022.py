@@ -17,8 +17,8 @@ from dataclasses import replace
 import pandas as pd
 
 from remat.analysis import catalog, times
-from remat.analysis.findings import (INVALID, NOT_MEASURED, NOT_REPRODUCIBLE, Finding, judge, marked, not_measured, within_abs,
-                                    within_range, within_rel)
+from remat.analysis.findings import (INVALID, NOT_MEASURED, NOT_REPRODUCIBLE, Finding, judge, marked, not_measured,
+                                     within_abs, within_range, within_rel)
 from remat.analysis.tolerances import (KORTHIKANTI_BYTES_REL, KORTHIKANTI_FIGURE1_MODELS, KORTHIKANTI_FIGURE7_PP,
                                        KORTHIKANTI_FIVE_X, KORTHIKANTI_FULL_FLOPS_PP, KORTHIKANTI_OUTSIDE_BOUND,
                                        KORTHIKANTI_PRINTED_UTIL_PP, KORTHIKANTI_QUOTED_FLOPS_PP)
@@ -61,12 +61,14 @@ def reconciliation(items: pd.DataFrame, model: str, technique: str, tp: int) -> 
         tensors=("name", lambda n: ", ".join(dict.fromkeys(n))), shape=("shape", "first"),
         dtype=("saved_dtype", "first"), actual=("bytes", "sum"), measured=("paper_bytes", "sum"),
         formula=("term_formula_bytes", "first")).reset_index()
-    labels = {t.name: t.label for t in korthikanti.TERMS} | {korthikanti.FULL_RECOMPUTE_TERM: "layer input (checkpoint)"}
+    labels = {t.name: t.label for t in korthikanti.TERMS} | {
+        korthikanti.FULL_RECOMPUTE_TERM: "layer input (checkpoint)"}
     terms.insert(0, "term", terms.pop("paper_term").map(lambda n: labels.get(n, n)))
     apart = rows[rows["paper_term"].isna()]
     frame = pd.concat([terms, pd.DataFrame({
-        "term": "not counted: " + apart["note"].str.split(":").str[0], "tensors": apart["name"], "shape": apart["shape"],
-        "dtype": apart["saved_dtype"], "actual": apart["bytes"], "measured": 0, "formula": 0})], ignore_index=True)
+        "term": "not counted: " + apart["note"].str.split(":").str[0], "tensors": apart["name"],
+        "shape": apart["shape"], "dtype": apart["saved_dtype"], "actual": apart["bytes"], "measured": 0,
+        "formula": 0})], ignore_index=True)
     mib = lambda b: f"{b / MiB:.2g}" if 0 < b < 0.01 * MiB else f"{b / MiB:,.2f}".rstrip("0").rstrip(".")
     return pd.DataFrame({"§4.1 term": frame["term"], **{f"{c} MiB": frame[c].map(mib) for c in (
         "measured", "formula", "actual")}, "saved by (module/op)": frame["tensors"], "shape": frame["shape"],
@@ -80,11 +82,11 @@ def flops_summary(frame: pd.DataFrame) -> pd.DataFrame:
     full = frame[frame["mode"] == "full"].reset_index(drop=True)
     tera = lambda col: (sel[col] / 1e12).round(3)
     return pd.DataFrame({
-        "model": sel["model"], "t": sel["tp"], "forward": tera("flops_forward"), "24bsh²+4bs²h": tera("formula_forward"),
-        "backward": tera("flops_backward"), "selective recompute": tera("flops_recompute"),
-        "text: 4bs²h": tera("recompute_text"), "Eq. 8: 12bs²h": tera("recompute_eq8"),
-        "selective overhead %": (100 * sel["overhead_measured"]).round(3), "Eq. 8 %": (100 * sel["overhead_eq8"]).round(3),
-        "full overhead %": (100 * full["overhead_measured"]).round(3)})
+        "model": sel["model"], "t": sel["tp"], "forward": tera("flops_forward"),
+        "24bsh²+4bs²h": tera("formula_forward"), "backward": tera("flops_backward"),
+        "selective recompute": tera("flops_recompute"), "text: 4bs²h": tera("recompute_text"),
+        "Eq. 8: 12bs²h": tera("recompute_eq8"), "selective overhead %": (100 * sel["overhead_measured"]).round(3),
+        "Eq. 8 %": (100 * sel["overhead_eq8"]).round(3), "full overhead %": (100 * full["overhead_measured"]).round(3)})
 
 
 def memory_summary(frame: pd.DataFrame) -> pd.DataFrame:
@@ -242,7 +244,8 @@ def _outside(memory: pd.DataFrame) -> list[Finding]:
     why = (f"{share:.2f} % is {share / bound.value:.0f}× the stated bound"
            + (f"; read as a fraction ({100 * bound.value:g} %), the bound holds" if share < 100 * bound.value else ""))
     rule = within_range(0, KORTHIKANTI_OUTSIDE_BOUND.value, " %", KORTHIKANTI_OUTSIDE_BOUND.why)
-    measured = (f" (layers measured: {100 * rows.iloc[0]['activations_outside'] / rows.iloc[0]['activations_layers']:.2f} %)"
+    measured = (f" (layers measured: "
+                f"{100 * rows.iloc[0]['activations_outside'] / rows.iloc[0]['activations_layers']:.2f} %)"
                 if len(rows) else "")
     return [_f("outside.gpt-22b", share, bound, rule, where="formula", reason=why, text=f"{share:.2f} %{measured}")]
 
@@ -300,8 +303,8 @@ def _utilization(root) -> list[Finding]:
     predicted = "" if t5 is None else (f"; the time model's MFU, {span_text(t5['mfu_pct'], 0, ' %')}, is a roofline's "
                                        "optimism (no launch gaps, no slow kernels), not comparable with measured MFU")
     card = _f("mfu", found[0].value, where="paper's times" + (" + predicted" if predicted else ""),
-              text=f"Eq. 7 on the printed times gives the MFU within {abs(found[0].value - found[0].paper_value):.2f} pp, "
-                   f"Eq. 8 the HFU within {abs(found[1].value - found[1].paper_value):.2f} pp{predicted}")
+              text=f"Eq. 7 on the printed times gives the MFU within {abs(found[0].value - found[0].paper_value):.2f}"
+                   f" pp, Eq. 8 the HFU within {abs(found[1].value - found[1].paper_value):.2f} pp{predicted}")
     return found + [marked(card, NOT_REPRODUCIBLE, "needs a GPU cluster (the paper measured iteration times on 8 to "
                                                    "512 A100s)")]
 
@@ -309,8 +312,8 @@ def _utilization(root) -> list[Finding]:
 def _modern(modern: pd.DataFrame) -> list[Finding]:
     totals = modern.groupby("variant", sort=False).first()
     found = [judge(f"modern.{i}", f"Saved bytes per layer, {v} (t = 1)", r["layer_bytes_actual"], where="fake",
-                         text=f"{r['layer_bytes_actual'] / MiB:.0f} MiB, {r['layer_bytes_actual'] / r['layer_bytes_formula']:.2f}"
-                              f" of sbh(34 + 5as/h)")
+                         text=f"{r['layer_bytes_actual'] / MiB:.0f} MiB, "
+                              f"{r['layer_bytes_actual'] / r['layer_bytes_formula']:.2f} of sbh(34 + 5as/h)")
              for i, (v, r) in enumerate(totals.iterrows())]
     last = totals.iloc[-1]
     ffn = float(last["ffn_hidden"] / last["hidden"])

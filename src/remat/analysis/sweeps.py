@@ -25,7 +25,8 @@ ONE = PaperValue(1, "closed form: bytes by Korthikanti Eq. 1 + LayerNorm statist
 NEEDS_GPU = "needs a GPU (the paper timed a 22B layer on 8 A100s, t = 8; a CPU's op costs differ)"
 
 CLAIMS = {  # sweep -> {id stem: claim}: the ids every device gets (the report quotes them)
-    "segments": {"saved": "Saved bytes, measured / closed form, worst point of the segment, depth and seq/hidden sweeps",
+    "segments": {"saved": "Saved bytes, measured / closed form, worst point of the segment, depth and "
+                          "seq/hidden sweeps",
                  "recompute-flops": "Recompute FLOPs, measured / closed form, worst point of those sweeps",
                  "segments.optimum": "Segments k with the lowest measured peak, against the closed form's",
                  "segments.k-star": "Continuous optimum k* = √(L·y/x) (x: one checkpoint, y: one kept layer)",
@@ -111,7 +112,8 @@ def _segments(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]:
         _f("segments.time-per-flop", d, timed.median() if len(timed) else np.nan, where=_stand_in(where),
            text=f"{timed.median():.2f}× ({len(timed)} points)" if len(timed) else "—"),
     ] + [gated(judge(f"segments.timing.k{int(r['k'])}.{d}", f"Segment sweep, k = {int(r['k'])}: time overhead",
-                     100 * r["time_overhead"], where=_stand_in(where), text=f"{100 * r['time_overhead']:.1f} %"), [why[i]])
+                     100 * r["time_overhead"], where=_stand_in(where), text=f"{100 * r['time_overhead']:.1f} %"),
+               [why[i]])
          for i, r in ok(part)[why[ok(part).index] != ""].iterrows()]
 
 
@@ -127,12 +129,13 @@ def _depth(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]:
     def slope(fam: str, name: str) -> Finding:   # closed form: the saved bytes' growth per layer
         g = good[good["family"] == fam]
         closed = float(np.polyfit(g["layers"], g["saved_bytes_formula"], 1)[0])
-        return _f(f"depth.slope.{fam}", d, fit(fam, "bytes_per_layer"), where=where, rule=within_rel(tol.SWEEPS_EXACT_REL),
-                  text=format_bytes(fit(fam, "bytes_per_layer")), paper=PaperValue(
-                      closed, f"closed form: one {name} (the saved bytes' growth per layer)", format_bytes(closed)))
+        return _f(f"depth.slope.{fam}", d, fit(fam, "bytes_per_layer"), where=where,
+                  rule=within_rel(tol.SWEEPS_EXACT_REL), text=format_bytes(fit(fam, "bytes_per_layer")),
+                  paper=PaperValue(closed, f"closed form: one {name} (the saved bytes' growth per layer)",
+                                   format_bytes(closed)))
     return [
-        _f("depth.exponent.none", d, fit("none"), paper=PAPER["chen.linear_exponent"], rule=within_abs(tol.SWEEPS_LINEAR_SLOPE),
-           where=where, text=exponent("none")),
+        _f("depth.exponent.none", d, fit("none"), paper=PAPER["chen.linear_exponent"],
+           rule=within_abs(tol.SWEEPS_LINEAR_SLOPE), where=where, text=exponent("none")),
         _f("depth.exponent.sqrt", d, fit("sqrt"), paper=PAPER["chen.sqrt_exponent"],
            rule=within_abs(tol.CHEN_SQRT_SLOPE), where=where, text=exponent("sqrt")),
         _f("depth.exponent.full", d, fit("full"), where=where, text=exponent("full")),
@@ -162,7 +165,8 @@ def _seq_hidden(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]
            paper=PaperValue(1, "Korthikanti Eq. 1 (+ 4sb LayerNorm statistics)", "Eq. 1 + 4sb"),
            rule=holds("the torch layer's bytes beyond Eq. 1 are LayerNorm mean and rstd at every point")),
         _f("selective.keep", d, falls, where=where, rule=holds("the kept share falls as s grows"),
-           text=f"{100 * keep.iloc[0]:.1f} % at s = {keep.index[0]}, {100 * keep.iloc[-1]:.1f} % at s = {keep.index[-1]}",
+           text=f"{100 * keep.iloc[0]:.1f} % at s = {keep.index[0]}, "
+                f"{100 * keep.iloc[-1]:.1f} % at s = {keep.index[-1]}",
            paper=PaperValue(1, "Korthikanti Eq. 1: selective drops 5as²b, quadratic in s", "falls with s"))]
 
 
@@ -189,12 +193,14 @@ def _time_model(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]
         h, s = int(r["hidden"]), int(r["seq"])
         out.append(gated(judge(
             f"time-model.{r['mode']}.h{h}-s{s}.{d}", f"Roofline at measured rates: {r['mode']} recompute overhead, "
-            f"h = {h}, s = {s}", 100 * r["measured_overhead"], where=_stand_in(where), text=f"{100 * r['measured_overhead']:.1f} %",
-            paper=PaperValue(100 * r["predicted_overhead"], "the roofline at the measured rates (remat.timemodel)",
-                             f"{100 * r['predicted_overhead']:.1f} %"), rule=within_abs(tol.SWEEPS_MODEL_PP)), [why[i]]))
+            f"h = {h}, s = {s}", 100 * r["measured_overhead"], where=_stand_in(where),
+            text=f"{100 * r['measured_overhead']:.1f} %", paper=PaperValue(
+                100 * r["predicted_overhead"], "the roofline at the measured rates (remat.timemodel)",
+                f"{100 * r['predicted_overhead']:.1f} %"), rule=within_abs(tol.SWEEPS_MODEL_PP)), [why[i]]))
     worst = float(good["error"].loc[good["error"].abs().idxmax()]) if len(good) else np.nan
-    error = _f("time-model.error", d, 1 + worst, where=_stand_in(where), text=signed_percent(worst, 1, " %"), rule=within_rel(
-        tol.TIME_MODEL_BAND), paper=PaperValue(1, "predicted = measured", "predicted = measured"))
+    error = _f("time-model.error", d, 1 + worst, where=_stand_in(where), text=signed_percent(worst, 1, " %"),
+               rule=within_rel(tol.TIME_MODEL_BAND), paper=PaperValue(
+                   1, "predicted = measured", "predicted = measured"))
     return out + [gated(error, [] if len(good) else ["no size passes the timing gates"])]
 
 

@@ -67,7 +67,8 @@ def _time_model_reasons(good: pd.DataFrame) -> pd.Series:
     """Per row of a sweep-time-model table: its size's first failing gate (the table records no IQR:
     SWEEPS_TIMING_IQR of each median stands in)."""
     iqr = good["measured_iqr_s"] if "measured_iqr_s" in good else SWEEPS_TIMING_IQR.value * good["measured_s"]
-    note = "" if "measured_iqr_s" in good else f"; IQR: {100 * SWEEPS_TIMING_IQR.value:g} % of the median, none recorded"
+    note = ("" if "measured_iqr_s" in good
+            else f"; IQR: {100 * SWEEPS_TIMING_IQR.value:g} % of the median, none recorded")
     wide = good.assign(iqr=iqr).pivot_table(index=[*SIZE, "mode"], columns="phase",
                                             values=["measured_s", "iqr", "measured_overhead"])
     wide.columns = [f"{phase} {value}" for value, phase in wide.columns]
@@ -196,7 +197,8 @@ def points_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     parts = [pd.DataFrame({
         "device": f["device"], "point": [POINT[s].format(**r) for r in f.to_dict("records")], "status": f["status"],
         "saved / closed form": f["saved_ratio"].round(4), "saved (bytes)": f["saved_bytes"],
-        "peak (bytes)": f["peak_activation_bytes"], "live peak, closed form (bytes)": f["peak_activation_bytes_formula"],
+        "peak (bytes)": f["peak_activation_bytes"],
+        "live peak, closed form (bytes)": f["peak_activation_bytes_formula"],
         "residual (bytes)": f["peak_residual_bytes"],
         "recompute FLOPs / closed form": (f["flops_recompute"] / f["flops_recompute_formula"]).round(4),
         "FLOP overhead (%)": (100 * f["flop_overhead"]).round(2),

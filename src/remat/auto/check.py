@@ -22,8 +22,8 @@ forward + backward (torch's MemTracker, remat.measure.peak) beside the predicted
 model; none for hf-full, which remat did not plan), the step time on this CPU (median of interleaved rounds,
 remat.measure.timing), and whether the gradients equal none's bitwise. ``activations_set_peak`` is False
 when every block full and none peak alike — the parameters' gradients at the end of backward set the peak at
-this size, the plan is all none, and a longer ``seq`` makes the check informative. The offload policy is left out: on a CPU its "host" buffers
-are the same memory, so its device peak cannot be measured here.
+this size, the plan is all none, and a longer ``seq`` makes the check informative. The offload policy is left out: on a
+CPU its "host" buffers are the same memory, so its device peak cannot be measured here.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ transformers is an optional extra (``pip install -e '.[hf]'``); without it ``bui
 extra. The config is read by transformers' own classes (``AutoConfig.for_model``), so every field of every
 model_type it knows is understood the way the model's authors meant it; the model is
 ``AutoModelForCausalLM.from_config`` in the config's dtype (``torch_dtype`` / ``dtype``; float32 when absent), in
-training mode (dropout on, as in a training step) with ``use_cache`` off. Example inputs: ``input_ids`` of shape [b, s] and ``labels``
-equal to them, so the output carries the causal-LM loss.
+training mode (dropout on, as in a training step) with ``use_cache`` off. Example inputs: ``input_ids`` of shape [b, s]
+and ``labels`` equal to them, so the output carries the causal-LM loss.
 
 device "fake": built under FakeTensorMode (any size: an 8B model takes seconds, no memory); "cpu": real
 tensors, for the small instances that check a plan by measurement.

@@ -48,7 +48,8 @@ def apply(model: nn.Module, plan, blocks: str | Sequence[nn.Module] | None = Non
     """
     if hf_checkpointing(model):
         raise UsageError("model", "HuggingFace gradient checkpointing is on and would checkpoint every block "
-                                  "again: switch it off (model.activation_checkpointing_disable(), 4.x: gradient_checkpointing_disable()) before auto.apply")
+                                  "again: switch it off (model.activation_checkpointing_disable(), 4.x: "
+                                  "gradient_checkpointing_disable()) before auto.apply")
     found = find_blocks(model, blocks if blocks is not None else getattr(plan, "blocks", None))
     policies = _policies(plan, found)
     clear(model)

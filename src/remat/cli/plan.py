@@ -72,8 +72,9 @@ def _bytes_args(p) -> None:
 def _gpu_args(p) -> None:
     """`remat plan`'s arguments: overrides of the GPU preset's rates and host link."""
     p.add_argument("--peak-tflops", type=positive_float, help="override peak 16-bit TFLOP/s")
-    p.add_argument("--achievable", type=positive_float, help="fraction of the dense peak a large GEMM reaches "
-                                                            "(roofline time model; default 0.8, see remat.timemodel.gpus)")
+    p.add_argument("--achievable", type=positive_float,
+                   help="fraction of the dense peak a large GEMM reaches (roofline time model; default 0.8, see "
+                        "remat.timemodel.gpus)")
     p.add_argument("--link-gbps", type=positive_float,
                    help="override the host link's GB/s (10^9 B/s) per direction, before --gpus-per-host-link "
                         "shares it")

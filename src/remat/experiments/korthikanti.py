@@ -131,7 +131,7 @@ def _frame(rows: list[dict], dtype: str = "bfloat16", device: str = "fake") -> p
     return with_provenance(rows, device=device, dtype=dtype)
 
 
-# --- Table 2 and the reconciliation ------------------------------------------------------------------------------------
+# --- Table 2 and the reconciliation -----------------------------------------------------------------------------------
 
 def _config(technique: str, acc: LayerAccount) -> dict:
     return {"model": acc.model, "technique": technique, "tp": acc.tp, "sp": acc.sp, "mode": acc.mode,
@@ -150,7 +150,8 @@ def table2(p: AccountingParams) -> pd.DataFrame:
     for technique, acc in _accounts(p):
         rows.append({**_config(technique, acc), "bytes_measured": acc.bytes_per_layer_measured,
                      "bytes_actual": acc.bytes_per_layer_actual, "bytes_formula": acc.bytes_per_layer_formula,
-                     "rel_error": acc.rel_error, "gap_bytes": acc.bytes_per_layer_actual - acc.bytes_per_layer_measured})
+                     "rel_error": acc.rel_error,
+                     "gap_bytes": acc.bytes_per_layer_actual - acc.bytes_per_layer_measured})
     frame = pd.DataFrame(rows)
     base = frame[frame["mode"].eq("none") & ~frame["sp"]].set_index(["model", "tp"])
     key = list(zip(frame["model"], frame["tp"]))
@@ -236,7 +237,7 @@ def flops(p: FlopsParams) -> pd.DataFrame:
     return _frame(rows)
 
 
-# --- Figure 1: memory per GPU ------------------------------------------------------------------------------------------
+# --- Figure 1: memory per GPU -----------------------------------------------------------------------------------------
 
 def memory(p: MemoryParams) -> pd.DataFrame:
     """Whole-model memory on one GPU of the first pipeline stage (paper Figure 1), one row per model × technique.
@@ -275,7 +276,8 @@ def memory(p: MemoryParams) -> pd.DataFrame:
                          "model_state_even_bytes": round(bpp * even), **excess,
                          "per_layer_measured": acc.bytes_per_layer_measured,
                          "per_layer_formula": acc.bytes_per_layer_formula, "activations_layers": layers,
-                         "activations_layers_formula": korthikanti.first_stage_bytes(acc.bytes_per_layer_formula, L, pp, m),
+                         "activations_layers_formula": korthikanti.first_stage_bytes(acc.bytes_per_layer_formula,
+                                                                                     L, pp, m),
                          "activations_outside": outside, "total_bytes": total, "total_gib": total / GiB,
                          "gpu": p.gpu, "gpu_memory_bytes": capacity, "fits_gpu": total <= capacity})
     return _frame(rows)

@@ -132,7 +132,8 @@ def layer_timing_sweep(p: LayerTimingParams) -> pd.DataFrame:
             runner = built.pop("runner", None)
             row = {"mode": mode, "layers": L, "seq": s, "micro_batch": b, "hidden": h, "heads": cfg.heads,
                    "model": cfg.name, "vocab": cfg.vocab, "dropout": cfg.dropout, **built,
-                   "flop_overhead_formula": korthikanti.recompute_flops(s, b, h, mode) / (3 * korthikanti.layer_forward_flops(s, b, h))}
+                   "flop_overhead_formula": korthikanti.recompute_flops(s, b, h, mode)
+                                            / (3 * korthikanti.layer_forward_flops(s, b, h))}
             row["peak_bytes_accounted"] = state + live
             if runner is not None:
                 runners[mode] = runner

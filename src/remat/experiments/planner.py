@@ -352,8 +352,8 @@ def _validate_model(cfg: ModelConfig, p: ValidateParams) -> list[dict]:
                "predicted_peak_bytes": entry["peak_bytes"], "predicted_step_time_s": predicted,
                "predicted_slowdown": None if predicted is None else predicted / predicted_none,
                "feasible": entry["feasible"], "reference": spec in ref,
-               "measured_peak_bytes": None, "peak_error_bytes": None, "measured_step_time_s": None, "measured_step_time_iqr_s": None,
-               "measured_slowdown": None, "peak_method": None, "timing_method": None}
+               "measured_peak_bytes": None, "peak_error_bytes": None, "measured_step_time_s": None,
+               "measured_step_time_iqr_s": None, "measured_slowdown": None, "peak_method": None, "timing_method": None}
         if spec in peaks:
             t = timings[spec]
             row.update(measured_peak_bytes=peaks[spec]["peak_bytes"], measured_step_time_s=t.median_s,

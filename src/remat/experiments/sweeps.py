@@ -159,7 +159,8 @@ def depth_sweep(p: DepthParams) -> pd.DataFrame:
 
 def _core_attention(terms: dict[str, int]) -> int:
     """Bytes of the core-attention (as²b) terms among §4.1 ``terms``."""
-    return sum(v for name, v in terms.items() if korthikanti.TERM_BY_NAME.get(name) and korthikanti.TERM_BY_NAME[name].core_attn)
+    return sum(v for name, v in terms.items()
+               if korthikanti.TERM_BY_NAME.get(name) and korthikanti.TERM_BY_NAME[name].core_attn)
 
 
 def layer_columns(cfg: ModelConfig, sz: torch_gpt.GPTSizes, mode: str) -> dict:
@@ -173,7 +174,8 @@ def layer_columns(cfg: ModelConfig, sz: torch_gpt.GPTSizes, mode: str) -> dict:
     return {"mode": mode, "saved_per_layer_formula": sum(torch_gpt.paper_layer_terms(sz, mode).values()) + extras,
             "extras_per_layer_bytes": extras, "table2_per_layer": sum(paper.values()), "as2b_term_formula": as2b,
             "sbh_term_formula": sum(paper.values()) - as2b,
-            "crossover_seq_formula": float(torch_gpt.crossover_seq(cfg.hidden, cfg.heads, korthikanti.ACT_BYTES, sz.dropout))}
+            "crossover_seq_formula": float(torch_gpt.crossover_seq(cfg.hidden, cfg.heads, korthikanti.ACT_BYTES,
+                                                                   sz.dropout))}
 
 
 def account_columns(cfg: ModelConfig, mode: str, device: str) -> dict:

@@ -86,8 +86,8 @@ STRATEGY_ORDER = ("no-opt", "inplace", "sharing", "drop-cheap", "sublinear")
 
 
 def _strategies(frame: pd.DataFrame, size: str, xlabel: str, title: str) -> Figure:
-    """Left: planned feature-map memory (GiB) of the strategies of Figures 5 and 6 against ``size``, log–log, exponents in
-    the legend. Right: Algorithm 3 at the largest size — planned bytes against the budget B (B = 0 drawn at
+    """Left: planned feature-map memory (GiB) of the strategies of Figures 5 and 6 against ``size``, log–log, exponents
+    in the legend. Right: Algorithm 3 at the largest size — planned bytes against the budget B (B = 0 drawn at
     the left edge), the chosen plan, √n and the optimum of x + y as horizontal lines."""
     fits = strategy_fits(frame, size).set_index("strategy")
     fig = Figure(figsize=(11, 4.2))
@@ -128,7 +128,8 @@ def resnet(frames: list[pd.DataFrame]) -> Figure:
     depth = PAPER["chen.resnet_depth"].value
     if frame["depth"].max() < depth:
         return fig
-    for key, label in (("chen.resnet_before_gb", "paper: before"), ("chen.resnet_after_gb", "paper: sublinear, GPU total")):
+    for key, label in (("chen.resnet_before_gb", "paper: before"),
+                       ("chen.resnet_after_gb", "paper: sublinear, GPU total")):
         memory.plot(depth, PAPER[key].value * 1e9 / GiB, "kx", ms=9)
         memory.annotate(label, (depth, PAPER[key].value * 1e9 / GiB), fontsize=7,
                         xytext=(-60, 4), textcoords="offset points")

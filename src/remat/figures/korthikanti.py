@@ -21,8 +21,8 @@ def _order(values) -> list:
 def percent(frames: list[pd.DataFrame]) -> Figure:
     """Paper Figure 7 style: activation bytes per layer as a percent of the TP baseline, per technique and model.
 
-    Bars: measured (paper-faithful) bytes; black ticks: paper Table 2's formula evaluated. Only rows with t > 1 and not the
-    baseline itself. Input: one ``korthikanti-table2`` table.
+    Bars: measured (paper-faithful) bytes; black ticks: paper Table 2's formula evaluated. Only rows with t > 1 and not
+    the baseline itself. Input: one ``korthikanti-table2`` table.
     """
     frame = frames[0]
     frame = frame[(frame["tp"] > 1) & (frame["technique"] != "TP baseline")]

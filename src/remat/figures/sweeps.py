@@ -1,10 +1,14 @@
 """Figures of the torch GPT sweeps, every measurement (markers) over its closed form (lines). One row of
 panels per device present in the inputs (CPU, then GPU), so CPU and GPU results sit side by side.
 
-    remat figure sweep-segments     --inputs results/sweeps/segments/cpu.csv [.../cuda.csv] --out figures/sweeps_segments.png
-    remat figure sweep-depth        --inputs results/sweeps/depth/cpu.csv ...               --out figures/sweeps_depth.png
-    remat figure sweep-seq-hidden   --inputs results/sweeps/seq-hidden/cpu.csv ...          --out figures/sweeps_seq-hidden.png
-    remat figure sweep-layer-timing --inputs results/sweeps/layer-timing/cpu.csv ...        --out figures/sweeps_layer-timing.png
+    remat figure sweep-segments     --inputs results/sweeps/segments/cpu.csv [.../cuda.csv]
+                                    --out figures/sweeps_segments.png
+    remat figure sweep-depth        --inputs results/sweeps/depth/cpu.csv ...
+                                    --out figures/sweeps_depth.png
+    remat figure sweep-seq-hidden   --inputs results/sweeps/seq-hidden/cpu.csv ...
+                                    --out figures/sweeps_seq-hidden.png
+    remat figure sweep-layer-timing --inputs results/sweeps/layer-timing/cpu.csv ...
+                                    --out figures/sweeps_layer-timing.png
 
 Points that ran out of memory ("oom") or were not run ("skipped_too_large") are drawn as crosses at their
 closed-form value. A figure never measures: it reads the tables.
@@ -90,7 +94,8 @@ def segments(frames: list[pd.DataFrame]) -> Figure:
 
 def depth(frames: list[pd.DataFrame]) -> Figure:
     """sweep-depth: log–log peak activation MiB against L per family (none, √L segments, per-layer full),
-    measured markers over closed-form lines; fitted exponents in the legend (remat.analysis.sweeps_tables.depth_fits)."""
+    measured markers over closed-form lines; fitted exponents in the legend
+    (remat.analysis.sweeps_tables.depth_fits)."""
     frame, found, fig, axes = _grid(frames, 1, width=6.0, height=4.2)
     fits = depth_fits(frame)
     for (ax,), device in zip(axes, found):
@@ -136,7 +141,8 @@ def seq_hidden(frames: list[pd.DataFrame]) -> Figure:
             if len(none):
                 h, a, s = int(none["hidden"].iloc[0]), int(none["heads"].iloc[0]), int(none["seq"].iloc[0])
                 star = float(none["crossover_seq_formula"].iloc[0]) if axis == "seq" else 5 * a * s / 34
-                name = f"s* = 34h/(5a) = {star:.1f} (h = {h})" if axis == "seq" else f"h* = 5as/34 = {star:.1f} (s = {s})"
+                name = (f"s* = 34h/(5a) = {star:.1f} (h = {h})" if axis == "seq"
+                        else f"h* = 5as/34 = {star:.1f} (s = {s})")
                 ax.axvline(star, color="grey", ls=":", label=name)
             _log_ticks(ax, none[x])
             ax.set(xlabel="sequence length s" if axis == "seq" else "hidden size h",

@@ -10,9 +10,9 @@ what stays), unless the input is dropped after h_i is made (then h_bytes only).
 
 Derivation for segments(k) (Chen §3, Alg. 1; the last segment keeps its intermediates in the first forward, as
 torch's ``checkpoint_sequential`` does, so k = 1 is the plain backward). Segments j = 0..k−1 have n_j layers
-(``segment_sizes``, the package's one rule: numpy.array_split's, the first L mod k segments one layer longer). While segment j is
-live — its forward with tape, in the first pass (j = k−1) or recomputed in backward (j < k−1) — the store holds
-the inputs of segments 0..j ((j + 1)·x_bytes) plus, for each of its n_j layers, h_i and the layer's output
+(``segment_sizes``, the package's one rule: numpy.array_split's, the first L mod k segments one layer longer). While
+segment j is live — its forward with tape, in the first pass (j = k−1) or recomputed in backward (j < k−1) — the store
+holds the inputs of segments 0..j ((j + 1)·x_bytes) plus, for each of its n_j layers, h_i and the layer's output
 (x_i+1; for the segment's last layer that output is made and dropped at once): n_j·(x_bytes + h_bytes). The
 no-tape forward of a segment j < k−1 peaks at (j + 2)·x_bytes + h_bytes, below segment j + 1's live peak.
 Hence, exactly,

@@ -261,7 +261,8 @@ def recompute_flops(sz: GPTSizes, units: Sequence[Unit], mode: str = "none") -> 
 def step_flops(sz: GPTSizes, layers: int) -> int:
     """Model FLOPs of one step (forward + backward, no recompute): 3·(L·(24bsh² + 4bs²h) + 2bshv)
     (Appendix A; Eq. 7 per micro-batch)."""
-    return 3 * (layers * korthikanti.layer_forward_flops(sz.s, sz.b, sz.h) + korthikanti.logits_flops(sz.s, sz.b, sz.h, sz.v))
+    return 3 * (layers * korthikanti.layer_forward_flops(sz.s, sz.b, sz.h)
+                + korthikanti.logits_flops(sz.s, sz.b, sz.h, sz.v))
 
 
 # --- model state ---------------------------------------------------------------------------------------------------

@@ -5,9 +5,9 @@
 Method: FlopCounterMode around the forward (per-module totals), torch's FLOP registry (the formulas
 FlopCounterMode uses, ``RegistryFlops``) around ``loss.backward()`` and, through
 ``remat.policies.observe_recompute``, inside every recompute that the policies' checkpoints run in backward
-("count inside recompute": torch.utils.checkpoint's context_fn recompute context). ``backward`` is the gradient work alone (backward total minus recompute), so
-hardware FLOPs = forward + backward + recompute and model FLOPs = forward + backward.
-FlopCounterMode counts matmul-like ops only (mm, addmm, bmm, baddbmm, SDPA, convolution) — the same scope
+("count inside recompute": torch.utils.checkpoint's context_fn recompute context). ``backward`` is the gradient work
+alone (backward total minus recompute), so hardware FLOPs = forward + backward + recompute and model FLOPs = forward +
+backward. FlopCounterMode counts matmul-like ops only (mm, addmm, bmm, baddbmm, SDPA, convolution) — the same scope
 as Korthikanti Appendix A.
 
 Fused attention is counted on every device: torch's registry misses the CPU SDPA kernel (so a Llama layer's

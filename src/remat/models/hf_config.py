@@ -106,7 +106,8 @@ _LLAMA_LIKE_READ = {
     "intermediate_size": "ffn_hidden (the SwiGLU width)",
     "max_position_embeddings": "max_positions (the RoPE table) and the default s",
     "rms_norm_eps": "norm_eps",
-    "rope_parameters": "rope_theta (its rope_theta); rope_type recorded as rope_scaling (values only: no shape, byte or FLOP)",
+    "rope_parameters": "rope_theta (its rope_theta); rope_type recorded as rope_scaling (values only: no shape, "
+                       "byte or FLOP)",
     "rope_scaling": "4.x name of rope_parameters (transformers takes it first): the same",
     "rope_theta": "rope_theta (4.x key; rope_parameters' own rope_theta wins)",
     **_COMMON_READ,

@@ -197,7 +197,7 @@ class RowParallelLinear(nn.Linear):
         return y if self.bias is None else y + self.bias
 
 
-# --- the layer ----------------------------------------------------------------------------------------------------------
+# --- the layer --------------------------------------------------------------------------------------------------------
 
 def local_config(cfg: ModelConfig, t: int) -> ModelConfig:
     """The per-rank view of ``cfg`` for core attention: a/t heads and h/t hidden (same head_dim d).

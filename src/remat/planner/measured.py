@@ -20,9 +20,10 @@ recompute inside the policies' checkpoints). Nothing here is a formula of the la
 * the number of tensors a layer saves (the per-copy latency of offload) from the same SavedTensorLog.
 
 Time: the per-op roofline model of the same layer (``remat.timemodel.predict``) and offload through
-``remat.formulas.offload.exposed_offload_s``, as the GPT path; the head by its FLOPs. Transients as the GPT path: none − stored (the recompute of selective/full), 2 × none for offload; the
-head's backward floor is the fp32 logits' gradient 4sbv when p = 1. Only t = 1 without SP: tensor
-parallelism exists for the GPT layer only (UsageError "--tp" / "--sp" from ``remat.planner.costs``).
+``remat.formulas.offload.exposed_offload_s``, as the GPT path; the head by its FLOPs. Transients as the GPT path: none −
+stored (the recompute of selective/full), 2 × none for offload; the head's backward floor is the fp32 logits' gradient
+4sbv when p = 1. Only t = 1 without SP: tensor parallelism exists for the GPT layer only (UsageError "--tp" / "--sp"
+from ``remat.planner.costs``).
 
 Fused attention (``F.scaled_dot_product_attention``, the CPU kernel under FakeTensorMode) is counted by
 ``remat.measure.flops`` (QKᵀ and ·V over the full s × s, Korthikanti's 4bs²h convention).

@@ -166,8 +166,9 @@ def how_to_apply(problem: Problem, plan: Plan) -> dict:
     Keys: layers (how many layers the plan covers: this GPU's, the first pipeline stage's), policies (one per
     layer), python_list (``python_list``), auto (the remat.auto calls: plan-and-apply, and apply of this
     plan's list), runtime_spec and runtime (``remat.policies.apply_plan`` with ``runtime_spec``; None for a
-    plan remat.auto measured, whose selective is op-level), megatron {flags (list or None), command (flags joined, "" for none), why_not (None or a sentence), scope (what the
-    flags count), source}, notes (caveats a user must know, a list of sentences).
+    plan remat.auto measured, whose selective is op-level), megatron {flags (list or None), command (flags joined, ""
+    for none), why_not (None or a sentence), scope (what the flags count), source}, notes (caveats a user must know, a
+    list of sentences).
     Sources: remat.auto.apply (an AutoPlan or one policy name per block), remat.policies.parse_plan,
     remat.planner.megatron (Megatron-LM TransformerConfig recompute_* and cpu_offloading_num_layers).
     """

@@ -24,8 +24,8 @@ bytes (it uses no structure of the times):
    When the host row does not bind the bound, the problem is first solved without it: an optimum within the
    host limit is optimal.
 4. **Memory guard**: the dynamic program holds at most ``mckp.MAX_STATES`` partial plans per layer; past it,
-   the same problem goes to HiGHS as a mixed-integer program (remat.planner.milp, relative gap 0), so ``solve`` returns a
-   proven-optimal plan or raises InfeasibleError; ``mckp.SearchTooLarge`` reaches the caller only when HiGHS
+   the same problem goes to HiGHS as a mixed-integer program (remat.planner.milp, relative gap 0), so ``solve`` returns
+   a proven-optimal plan or raises InfeasibleError; ``mckp.SearchTooLarge`` reaches the caller only when HiGHS
    cannot prove an optimum either.
 
 ``minimum_budget`` (the smallest budget that works, reported by InfeasibleError): max model — the cap search
@@ -315,8 +315,8 @@ def _canonical(problem: Problem, arr: Arrays, plan: Plan) -> Plan:
     ``_peak`` here and ``evaluate`` in ``_plan``); otherwise the plan unchanged.
 
     Within a group the multiset of (policy, stored, seconds, host) is kept, so step time (the same per-layer
-    seconds summed), Σ stored and host bytes are unchanged; only the peak can move (the budget check decides). Exchanging
-    adjacent (none, full) for (full, none) never raises it when none's transient ≤ full's (both running sums
+    seconds summed), Σ stored and host bytes are unchanged; only the peak can move (the budget check decides).
+    Exchanging adjacent (none, full) for (full, none) never raises it when none's transient ≤ full's (both running sums
     of the pair are then bounded by the old ones: P + s_f + t_f ≤ P + s_n + s_f + t_f and
     P + s_f + s_n + t_n ≤ P + s_n + s_f + t_f); for other options the budget check decides. Layers whose
     options differ otherwise are never permuted.

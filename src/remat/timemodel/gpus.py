@@ -166,8 +166,10 @@ def _card(name: str, full_name: str, mib: int, tflops: float, memory_gb_s: int, 
 _A100 = "NVIDIA A100 Tensor Core GPU Datasheet: BF16 312 TFLOP/s dense (624 with sparsity)"
 _H100 = "NVIDIA H100 Tensor Core GPU Datasheet"
 _CARDS = (   # datasheet rates; completed by the host and scale tables below
-    _card("a100-40gb", "NVIDIA A100 SXM4 40GB", 40960, 312, 1555, _GEN4, _NODE, f"{_A100}; HBM2 1,555 GB/s; NVLink 600 GB/s", 300),
-    _card("a100-80gb", "NVIDIA A100 SXM4 80GB", 81920, 312, 2039, _GEN4, _NODE, f"{_A100}; HBM2e 2,039 GB/s; NVLink 600 GB/s", 300),
+    _card("a100-40gb", "NVIDIA A100 SXM4 40GB", 40960, 312, 1555, _GEN4, _NODE,
+          f"{_A100}; HBM2 1,555 GB/s; NVLink 600 GB/s", 300),
+    _card("a100-80gb", "NVIDIA A100 SXM4 80GB", 81920, 312, 2039, _GEN4, _NODE,
+          f"{_A100}; HBM2e 2,039 GB/s; NVLink 600 GB/s", 300),
     _card("h100-pcie-80gb", "NVIDIA H100 PCIe 80GB", 81559, 756, 2000, _GEN5, _NODE,
           f"{_H100}, H100 PCIe: BF16 1,513 TFLOP/s with sparsity (756 dense); HBM2e 2 TB/s; NVLink bridge "
           "600 GB/s", 300),
