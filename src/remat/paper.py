@@ -15,6 +15,9 @@ from dataclasses import dataclass
 
 CHEN, KORTHIKANTI = "Chen et al. 2016", "Korthikanti et al. 2022"
 
+PAPER_GPU = "a100-80gb"
+"""Korthikanti's GPU (A100 SXM4 80GB, Selene): its preset's peak (312·10¹² FLOP/s dense BF16) prices MFU/HFU."""
+
 
 @dataclass(frozen=True)
 class PaperValue:

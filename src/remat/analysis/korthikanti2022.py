@@ -24,12 +24,9 @@ from remat.analysis.tolerances import (KORTHIKANTI_BYTES_REL, KORTHIKANTI_FIGURE
                                        KORTHIKANTI_PRINTED_UTIL_PP, KORTHIKANTI_QUOTED_FLOPS_PP)
 from remat.formulas import korthikanti
 from remat.models.presets import from_name
-from remat.paper import KORTHIKANTI, PAPER, PAPER_TABLE5_S, TABLE3_MODELS, PaperValue
+from remat.paper import KORTHIKANTI, PAPER, PAPER_GPU, PAPER_TABLE5_S, TABLE3_MODELS, PaperValue
 from remat.timemodel.gpus import GPUS
 from remat.units import GiB, MiB, span_text
-
-PAPER_GPU = "a100-80gb"
-"""The paper's GPU (A100 SXM4 80GB, Selene): its preset's peak (312·10¹² FLOP/s dense BF16) prices MFU/HFU."""
 
 EXTENSION = "TP+SP+full"
 """Table 2's technique the paper does not print (full recompute keeping the layer input's sequence shard)."""

@@ -14,7 +14,7 @@ import pandas as pd
 from remat.analysis import catalog, gates
 from remat.analysis.findings import Finding, judge, not_measured, within_abs
 from remat.analysis.tolerances import PLANNER_TABLE5_PP
-from remat.paper import KORTHIKANTI, PAPER_TABLE5_S, PaperValue
+from remat.paper import KORTHIKANTI, PAPER_GPU, PAPER_TABLE5_S, PaperValue
 from remat.planner.baselines import UNIFORM
 from remat.policies import POLICIES, parse_plan
 from remat.timemodel.gpus import gpu as gpu_preset
@@ -37,6 +37,7 @@ CLAIMS = {  # every finding id of the report: its claim
     "paper.no_sp": "Largest gain over the fastest uniform policy without SP", "paper.no_sp.against": "That policy",
     "paper.sp": "Gain over SP + selective on every layer (the paper's setting), same model and GPU",
     "paper.sp.range": "Gain over SP + selective on every layer, across the settings with SP",
+    "paper.sp.paper_gpu": "Gain over SP + selective on every layer, same model on the paper's GPU",
     "paper.megatron": "Plans faster than every baseline that Megatron-LM cannot run",
     **{f"paper.uses.{p}": f"Settings whose plan has a {p} layer" for p in ("selective", "full", "offload")},
     "paper.sac_limit": "sac_milp time limit per setting", "frontier.sac_limit": "sac_milp time limit per budget",
@@ -118,11 +119,14 @@ def _paper(paper: pd.DataFrame) -> list[Finding]:
     top = s.loc[s[~s["sp"]]["uniform_gain"].idxmax()]
     same = s[s["sp"] & (s["model"] == top["model"]) & (s["gpu"] == top["gpu"])]["over_selective_gain"].iloc[0]
     with_sp = s[s["sp"]]["over_selective_gain"].dropna()
+    on_paper_gpu = s[s["sp"] & (s["model"] == top["model"]) & (s["gpu"] == PAPER_GPU)]["over_selective_gain"]
+    paper_gpu = float(on_paper_gpu.iloc[0]) if len(on_paper_gpu) else NAN
     return out + [
         _m("paper.no_sp", top["uniform_gain"], percent(top["uniform_gain"], 2), at),
         _m("paper.no_sp.setting", NAN, f"{top['model']} on {top['gpu']}"),
         _m("paper.no_sp.against", NAN, top["uniform_method"]), _m("paper.sp", same, percent(same, 2), at),
         _m("paper.sp.range", with_sp.median(), span_text(100 * with_sp, 2, "%"), at),
+        _m("paper.sp.paper_gpu", paper_gpu, percent(paper_gpu, 2) if paper_gpu == paper_gpu else "—", at),
         _m("paper.megatron", int((~s[s["best_gain"] > TIE]["megatron"]).sum()), where=at),
         *(_m(f"paper.uses.{p}", int((s[p] > 0).sum())) for p in ("selective", "full", "offload")),
         _m("paper.sac_limit", float(paper["sac_time_limit_s"].iloc[0]), f"{paper['sac_time_limit_s'].iloc[0]:g} s")]
