@@ -28,7 +28,7 @@ def test_conda_route_parses(project, flags):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("delay", [0.3, 1.0, 2.0, 2.5])
+@pytest.mark.parametrize("delay", [0.3, 1.0, 1.8])
 def test_interrupt_at_any_moment_stops_at_once_and_writes_nothing(tmp_path, delay):
     """Ctrl-C while the interpreter imports torch, builds the model or runs the experiment: exit 130 within a
     second or two, one line on stderr, no table and no temp file (it used to be swallowed during imports)."""
@@ -37,11 +37,12 @@ def test_interrupt_at_any_moment_stops_at_once_and_writes_nothing(tmp_path, dela
     import sys
     import time
 
-    out = tmp_path / "items.csv"  # the four paper models under fake tensors: about 1 s of imports, 3 s of work
+    out = tmp_path / "items.csv"  # the four paper models under fake tensors: about 2.9 s in all on a quiet machine,
+    # the last few tenths of it the interpreter's exit (after the table is written): the delays stay well inside
     proc = subprocess.Popen([sys.executable, "-m", "remat", "experiment", "korthikanti-items", "--params", "{}",
                              "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(delay)
-    assert proc.poll() is None, "the experiment ended before the interrupt: the delays need longer work"
+    assert proc.poll() is None and not out.exists(), "the work ended before the interrupt: the delays need longer work"
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
