@@ -79,8 +79,8 @@ def _where(root, device: str) -> str:
     return f"{device}, {catalog.label(gpu, root)}" if gpu is not None else device
 
 
-def _stand_in(where: str) -> str:
-    return f"{where} (a CPU stand-in for a GPU)" if where == "cpu" else where
+STAND_IN = {"cpu": "cpu (a CPU stand-in for a GPU)"}
+"""Where a timing was taken, labelled: a CPU's times stand in for a GPU's (any other ``where`` as it is)."""
 
 
 def _f(stem: str, d: str, ours, **kw) -> Finding:
@@ -109,10 +109,11 @@ def _segments(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]:
         _f("segments.optimum", d, k_best, where=where, text=f"{k_best}", rule=within_abs(tol.SWEEPS_OPTIMUM_K),
            paper=PaperValue(k_formula, "closed form: the live peak (Chen §3 for this model)", f"{k_formula}")),
         _f("segments.k-star", d, k_star, where=f"x = {format_bytes(x)}, y = {format_bytes(y)}", text=f"{k_star:.1f}"),
-        _f("segments.time-per-flop", d, timed.median() if len(timed) else np.nan, where=_stand_in(where),
+        _f("segments.time-per-flop", d, timed.median() if len(timed) else np.nan, where=STAND_IN.get(where, where),
            text=f"{timed.median():.2f}× ({len(timed)} points)" if len(timed) else "—"),
     ] + [gated(judge(f"segments.timing.k{int(r['k'])}.{d}", f"Segment sweep, k = {int(r['k'])}: time overhead",
-                     100 * r["time_overhead"], where=_stand_in(where), text=f"{100 * r['time_overhead']:.1f} %"),
+                     100 * r["time_overhead"], where=STAND_IN.get(where, where),
+                     text=f"{100 * r['time_overhead']:.1f} %"),
                [why[i]])
          for i, r in ok(part)[why[ok(part).index] != ""].iterrows()]
 
@@ -175,7 +176,7 @@ def _timing(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]:
     out = []
     for m in ("full", "selective"):
         r, formula = rows.loc[m], 100 * rows.loc[m, "flop_overhead_formula"]
-        f = _f(f"timing.{m}", d, 100 * r["time_overhead"], paper=TABLE4[m], where=_stand_in(where),
+        f = _f(f"timing.{m}", d, 100 * r["time_overhead"], paper=TABLE4[m], where=STAND_IN.get(where, where),
                rule=within_abs(tol.SWEEPS_TABLE4_PP), text=f"{100 * r['time_overhead']:.1f} %")
         flops = dict(paper=PAPER["korthikanti.full_flops_pct"], rule=within_abs(tol.KORTHIKANTI_FULL_FLOPS_PP)) \
             if m == "full" else dict(paper=PaperValue(formula, "Appendix A: 4bs²h / 3(24bsh² + 4bs²h)",
@@ -193,12 +194,12 @@ def _time_model(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]
         h, s = int(r["hidden"]), int(r["seq"])
         out.append(gated(judge(
             f"time-model.{r['mode']}.h{h}-s{s}.{d}", f"Roofline at measured rates: {r['mode']} recompute overhead, "
-            f"h = {h}, s = {s}", 100 * r["measured_overhead"], where=_stand_in(where),
+            f"h = {h}, s = {s}", 100 * r["measured_overhead"], where=STAND_IN.get(where, where),
             text=f"{100 * r['measured_overhead']:.1f} %", paper=PaperValue(
                 100 * r["predicted_overhead"], "the roofline at the measured rates (remat.timemodel)",
                 f"{100 * r['predicted_overhead']:.1f} %"), rule=within_abs(tol.SWEEPS_MODEL_PP)), [why[i]]))
     worst = float(good["error"].loc[good["error"].abs().idxmax()]) if len(good) else np.nan
-    error = _f("time-model.error", d, 1 + worst, where=_stand_in(where), text=signed_percent(worst, 1, " %"),
+    error = _f("time-model.error", d, 1 + worst, where=STAND_IN.get(where, where), text=signed_percent(worst, 1, " %"),
                rule=within_rel(tol.TIME_MODEL_BAND), paper=PaperValue(
                    1, "predicted = measured", "predicted = measured"))
     return out + [gated(error, [] if len(good) else ["no size passes the timing gates"])]
