@@ -27,6 +27,7 @@ from remat.analysis import catalog
 from remat.analysis.tolerances import Tolerance
 from remat.io import atomic_path
 from remat.paper import PaperValue
+from remat.units import signed_percent
 
 REPRODUCED, DIFFERS, NOT_MEASURED, NOT_REPRODUCIBLE, INVALID, MEASURED = (
     "reproduced", "differs", "not measured", "not reproducible here", "invalid", "measured")
@@ -87,7 +88,7 @@ def within_rel(tol: Tolerance) -> Rule:
     """Two-sided: |ours / paper − 1| ≤ tol.value (a fraction)."""
     def check(ours, paper):
         gap = ours / paper - 1
-        return abs(gap) <= tol.value, (f"ours {_num(ours)} is {100 * gap:+.1f} % off {_num(paper)}, "
+        return abs(gap) <= tol.value, (f"ours {_num(ours)} is {signed_percent(gap, 1, ' %')} off {_num(paper)}, "
                                        f"beyond ±{100 * tol.value:g} %")
     return Rule(f"within ±{100 * tol.value:g} %", tol.why, check)
 
