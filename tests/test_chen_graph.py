@@ -56,7 +56,7 @@ def test_findings_and_figures_from_the_tables(tables, tmp_path):
     assert found["sqrt"].status == REPRODUCED                          # √L on the chain
     assert found["resnet"].claim == "1,000-layer ResNet: memory reduction of the sublinear plan"
     assert found["resnet"].status == found["lstm"].status == NOT_MEASURED    # depth 1000, 64 steps not swept
-    assert found["speed"].reason == "`snakemake results/chen/speed/cpu.csv`"
+    assert found["speed"].reason == "snakemake results/chen/speed/cpu.csv"
     assert found["budget.resnet"].status == MEASURED
     for draw, frame in ((figures.resnet, resnet), (figures.lstm, lstm)):
         fig = draw([frame])

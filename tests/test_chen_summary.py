@@ -114,7 +114,7 @@ def test_missing_tables_give_every_finding_not_measured(tmp_path):
     assert [f.id for f in found] == [id for part in chen.GROUPS.values() for id in part]
     assert {f.status for f in found} == {NOT_MEASURED}
     by = {f.id: f for f in found}
-    assert by["sqrt"].reason == "`snakemake results/chen/depth.csv`" and by["sqrt"].paper == "O(√n)"
+    assert by["sqrt"].reason == "snakemake results/chen/depth.csv" and by["sqrt"].paper == "O(√n)"
     assert by["speed"].scorecard == "Chen et al. 2016" and by["speed"].link == "chen2016.html#sec-speed"
     assert math.isnan(by["lstm"].value)
     assert list(chen.tables(tmp_path)["resnet"].columns) == ["not measured yet"]

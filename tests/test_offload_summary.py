@@ -104,7 +104,7 @@ def test_breakeven_findings():
 def test_missing_tables_are_not_measured_and_name_the_target(tmp_path):
     found = offload.findings(tmp_path, device="cpu")
     assert {f.id for f in found} == set(offload.CLAIM) and {f.status for f in found} == {"not measured"}
-    assert by_id(found)["steps.pool"].reason == "`snakemake results/offload/cpu/steps.csv`"
+    assert by_id(found)["steps.pool"].reason == "snakemake results/offload/cpu/steps.csv"
 
 
 def test_report_device_is_read_from_the_environment():

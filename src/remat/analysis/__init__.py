@@ -30,7 +30,12 @@ def report_findings(report: str, root: str | Path = ".") -> list[_findings.Findi
 
 def write_findings(report: str, root: str | Path = ".") -> Path:
     """``results/findings/<report>.csv`` under ``root``, written atomically; returns its path."""
-    found = report_findings(report, root)
+    try:
+        found = report_findings(report, root)
+    except (KeyError, IndexError) as exc:   # a table from another version of remat, or cut at a row boundary
+        target = (catalog.RESULTS / catalog.relpath(f"findings.{report}")).as_posix()
+        raise UsageError(f"results tables of {report}", f"a table lacks what the analysis reads ({exc}); remake "
+                                                        f"them: snakemake -f {target}") from None
     out = catalog.path(f"findings.{report}", root=root)
     _findings.write(found, out)
     return out

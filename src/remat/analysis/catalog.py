@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from remat.errors import UsageError
+
 RESULTS = Path("results")
 REFERENCE = Path("results-reference/gpu")
 GPU_DEVICE = "cuda"
@@ -50,6 +52,12 @@ DEVICE_TABLES: dict[str, str] = {
 """Tables made once per device: id -> path under results/ with ``{device}``."""
 
 
+SOURCES = {"chen2016": ("chen",), "korthikanti2022": ("korthikanti",), "sweeps": ("sweeps",), "offload": ("offload",),
+           "planner": ("planner", "korthikanti/table5.csv"), "index": ("findings",)}
+"""What each report's findings are judged from (folders or files under results/): a table there newer than the
+findings means they are stale."""
+
+
 class Missing(Exception):
     """An input table is absent: ``target`` is the path snakemake makes it at."""
 
@@ -74,11 +82,21 @@ def path(table: str, device: str | None = None, root: str | Path = ".") -> Path:
 
 
 def read(table: str, device: str | None = None, root: str | Path = ".") -> pd.DataFrame:
-    """The table as a DataFrame; Missing(its results/ path) when the file is absent."""
+    """The table as a DataFrame; Missing(its results/ path) when the file is absent; UsageError naming the file
+    when it is empty or not a CSV (a truncated or corrupt table: remake it)."""
     where = path(table, device, root)
     if not where.exists():
         raise Missing((RESULTS / relpath(table, device)).as_posix())
-    return pd.read_csv(where)
+    return read_csv(where)
+
+
+def read_csv(where: Path) -> pd.DataFrame:
+    """``where`` as a DataFrame; UsageError(the path) when it is empty or not a CSV."""
+    try:
+        return pd.read_csv(where)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise UsageError(str(where), f"not a readable table ({str(exc).splitlines()[0]}); remake it with "
+                                     f"snakemake -f {where}") from None
 
 
 def read_if(table: str, device: str | None = None, root: str | Path = ".") -> pd.DataFrame | None:
@@ -106,7 +124,22 @@ def read_devices(table: str, root: str | Path = ".") -> pd.DataFrame:
     paths = device_paths(table, root)
     if not paths:
         raise Missing((RESULTS / relpath(table, DEVICES[0])).as_posix())
-    return pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
+    return pd.concat([read_csv(p) for p in paths], ignore_index=True)
+
+
+def stale(report: str, root: str | Path = ".") -> Path | None:
+    """A table under the report's SOURCES newer than its findings (they were judged before it changed), or None
+    (also when the findings are not made yet: the page says so itself)."""
+    made = path(f"findings.{report}", root=root)
+    if not made.exists():
+        return None
+    for source in SOURCES[report]:
+        base = Path(root) / RESULTS / source
+        tables = [base] if base.suffix else sorted(base.rglob("*.csv"))
+        newer = [t for t in tables if t.exists() and t != made and t.stat().st_mtime > made.stat().st_mtime]
+        if newer:
+            return newer[0]
+    return None
 
 
 # --- the committed reference GPU run --------------------------------------------------------------------------

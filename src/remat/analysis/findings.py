@@ -25,6 +25,7 @@ import pandas as pd
 
 from remat.analysis import catalog
 from remat.analysis.tolerances import Tolerance
+from remat.errors import UsageError
 from remat.io import atomic_path
 from remat.paper import PaperValue
 from remat.units import signed_percent
@@ -141,7 +142,7 @@ def not_measured(id: str, claim: str, missing: catalog.Missing, paper: PaperValu
     """The finding of a claim whose table is absent: status NOT_MEASURED, reason the snakemake target."""
     base = _paper(paper, rule) if paper is not None and rule is not None else {}
     return Finding(id=id, claim=claim, ours="—", **base, status=NOT_MEASURED,
-                   reason=f"`snakemake {missing.target}`", **extra)
+                   reason=f"snakemake {missing.target}", **extra)
 
 
 # --- one CSV per report -----------------------------------------------------------------------------------------
@@ -171,14 +172,18 @@ class Findings(dict):
 
 def read(path: str | Path) -> Findings:
     """A findings CSV as Findings (strings stay strings; empty cells "")."""
-    frame = pd.read_csv(path, dtype={c: str for c in COLUMNS if c not in ("value", "paper_value")},
-                        keep_default_na=False, na_values={"value": [""], "paper_value": [""]})
-    return Findings((Finding(**row) for row in frame.to_dict("records")), str(path))
+    try:
+        frame = pd.read_csv(path, dtype={c: str for c in COLUMNS if c not in ("value", "paper_value")},
+                            keep_default_na=False, na_values={"value": [""], "paper_value": [""]})
+        return Findings((Finding(**row) for row in frame.to_dict("records")), str(path))
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, TypeError, ValueError) as exc:
+        raise UsageError(str(path), f"not a findings table ({str(exc).splitlines()[0]}); remake it with "
+                                    f"snakemake -f {path}") from None
 
 
 def load(report: str, root: str | Path = ".") -> Findings:
     """``results/findings/<report>.csv`` under ``root``; catalog.Missing when it is absent."""
     where = catalog.path(f"findings.{report}", root=root)
     if not where.exists():
-        raise catalog.Missing(catalog.relpath(f"findings.{report}"))
+        raise catalog.Missing((catalog.RESULTS / catalog.relpath(f"findings.{report}")).as_posix())
     return read(where)

@@ -47,6 +47,7 @@ from pathlib import Path
 from remat.errors import UsageError
 from remat.report.fallback import render_fallback
 from remat.report.pages import index_markdown, provenance_markdown
+from remat.analysis import catalog
 from remat.report.lint import lint_qmd
 from remat.report.qmd import CELL_TIMEOUT_S, ENGINES, REPORTS_DIR, RenderError, parse_qmd
 
@@ -93,6 +94,7 @@ def render(names: list[str] | None = None, engine: str = "auto", root: str | Pat
     engine: "auto" (Quarto when a ``quarto`` binary is on PATH, else the fallback), "quarto", "fallback".
     root: the project root (default: the folder with _quarto.yml at or above cwd). timeout: seconds per cell.
     Every selected .qmd is linted first (``lint_qmd``); nothing is rendered if one is outside the subset.
+    A report whose findings are older than a table they are judged from is refused (UsageError naming both).
     Raises UsageError("--engine") for an unknown engine or "quarto" without Quarto on PATH,
     UsageError("NAME") for an unknown report, UsageError("reports/NAME.qmd") listing lint problems,
     RenderError when a cell raises or pandoc/quarto fails (that report's HTML is not written).
@@ -104,9 +106,20 @@ def render(names: list[str] | None = None, engine: str = "auto", root: str | Pat
         problems = lint_qmd(qmd.read_text(encoding="utf-8"))
         if problems:
             raise UsageError(str(qmd.relative_to(root)), "outside the Quarto subset: " + "; ".join(problems))
+        _refuse_stale(qmd.stem, root)
     if quarto is None:
         return [render_fallback(qmd, root, timeout) for qmd in sources]
     return [render_quarto(qmd, root, quarto) for qmd in sources]
+
+
+def _refuse_stale(report: str, root: Path) -> None:
+    """UsageError when the report's findings are older than a table they are judged from: the page would quote
+    old verdicts beside new tables."""
+    newer = catalog.stale(report, root) if report in catalog.SOURCES else None
+    if newer is not None:
+        findings = catalog.RESULTS / catalog.relpath(f"findings.{report}")
+        raise UsageError(findings.as_posix(), f"older than {newer.relative_to(root).as_posix()}: remake it first "
+                                              f"(remat findings {report}, or snakemake -f {findings.as_posix()})")
 
 
 def quarto_binary(engine: str) -> str | None:

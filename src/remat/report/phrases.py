@@ -83,7 +83,7 @@ def capitalized(text: str) -> str:
 
 def verdict(f: Finding) -> str:
     """The finding's status as a reader sees it: "reproduced"; "differs: <reason>"; "not measured yet
-    (`snakemake <target>`)"; "not reproducible here: <reason>"; "invalid: <reason>"; "measured"."""
+    (snakemake <target>)"; "not reproducible here: <reason>"; "invalid: <reason>"; "measured"."""
     if f.status == NOT_MEASURED:
         return f"not measured yet ({f.reason})"
     if f.status in (REPRODUCED, MEASURED) or not f.reason:
@@ -98,9 +98,9 @@ def versus(f: Finding) -> str:
 
 
 def quoted(f: Finding) -> str:
-    """Ours where it is data (measured, reproduced, differs); else the verdict that says why there is no number to
-    quote (invalid, not measured, not reproducible here)."""
-    return f.ours if f.status in (MEASURED, REPRODUCED, DIFFERS) else verdict(f)
+    """Ours where it is data (measured, reproduced, differs, or a labelled stand-in not reproducible here); else the
+    verdict that says why there is no number to quote (invalid, not measured)."""
+    return f.ours if f.status in (MEASURED, REPRODUCED, DIFFERS, NOT_REPRODUCIBLE) else verdict(f)
 
 
 def outcome(f: Finding) -> str:
