@@ -72,8 +72,8 @@ class Rule:
 
 
 def _num(x: float) -> str:
-    """A number as a reason quotes it: four significant figures, a true minus sign."""
-    return f"{x:.4g}".replace("-", "\u2212")
+    """A number as a reason quotes it: three significant figures, a true minus sign."""
+    return f"{x:.3g}".replace("-", "\u2212")
 
 
 def within_abs(tol: Tolerance) -> Rule:
@@ -100,6 +100,11 @@ def within_range(lo: float, hi: float, unit: str, why: str) -> Rule:
     def check(ours, paper):
         return lo <= ours <= hi, f"ours {_num(ours)}{unit} outside {lo:g}–{hi:g}{unit}"
     return Rule(f"within {lo:g}–{hi:g}{unit}", why, check)
+
+
+def exact(text: str, why: str) -> Rule:
+    """Two-sided and exact: ours equals the paper's value (a count, a yes/no per item); ``text`` says what."""
+    return Rule(text, why, lambda ours, paper: (ours == paper, f"ours {_num(ours)} vs {_num(paper)}"))
 
 
 def holds(text: str, why: str = "") -> Rule:
