@@ -14,6 +14,7 @@ import importlib
 import typing
 
 from remat.experiments.params import load_params
+from remat.measure.provenance import run_columns, snapshot
 
 REGISTRY: dict[str, str] = {
     "chen-check": "remat.experiments.chen:gradient_check_table",
@@ -72,13 +73,16 @@ def load(name: str, params: dict | None):
 
 
 def run_experiment(name: str, params: dict, out: str) -> None:
-    """Run experiment ``name`` with ``params`` and write its table to ``out`` (CSV, atomic)."""
+    """Run experiment ``name`` with ``params`` and write its table to ``out`` (CSV, atomic), every row stamped
+    with the run's load (``remat.measure.provenance.run_columns``: load averages before and after, wall and own
+    CPU seconds, the cores other processes used, and the busiest timing window's)."""
     import sys
-    import time
 
     from remat.io import write_csv
-    start = time.perf_counter()
+    start = snapshot()
     frame = resolve(name)(load(name, params))
+    run = run_columns(start)
+    frame = frame.assign(**{k: v for k, v in run.items() if k not in frame})
     write_csv(out, frame)
-    print(f"[{name}] wrote {len(frame)} rows to {out} in {time.perf_counter() - start:.1f} s; params {params}",
-          file=sys.stderr, flush=True)
+    print(f"[{name}] wrote {len(frame)} rows to {out} in {run['run_wall_s']:.1f} s (others used "
+          f"{run['run_other_cores']:.2f} cores); params {params}", file=sys.stderr, flush=True)

@@ -1,13 +1,31 @@
-"""Provenance carried by every results row: device, dtype, versions, git commit, host, timestamp, seed."""
+"""Provenance carried by every results row: device, dtype, versions, git commit, host, timestamp, seed; and the
+machine's load while a table was made (``run_columns``) or a timing was taken (``Load``, via remat.measure.timing).
+
+    start = snapshot(); ...; load = load_since(start)     # load.other_cores: others' CPU s per wall s (cores)
+"""
 
 from __future__ import annotations
 
 import datetime as _dt
+import math
+import os
 import platform
 import socket
 import subprocess
+import time
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+BUSY_CORES = 0.25
+"""A window is busy when other processes used more than this many cores meanwhile (CPU seconds per wall second).
+On the project's 2-core machine, while other helpers' jobs ran, a 1 s window saw 1.2-1.7 cores used by others
+beside a spinning (one-thread) timing and 2.0 beside a sleeping one: the two-core machine's whole remainder.
+The reading's own error is one 10 ms tick per CPU at each end: 0.04 cores over a 1 s window. A quarter core is
+far above that error and far below one busy neighbour."""
+MIN_WINDOW_S = 0.5
+"""Windows shorter than this are never called busy: their reading's error (two ticks per CPU, 0.08 cores of 2
+over 0.5 s) nears BUSY_CORES. The experiments' timing calls last seconds."""
 
 
 @lru_cache(maxsize=1)
@@ -87,3 +105,100 @@ def with_provenance(rows: list[dict], device: str = "cpu", dtype: str = "float32
     import pandas as pd
     prov = provenance(device=device, dtype=dtype, seed=seed)
     return pd.DataFrame([stamp(row, prov) for row in rows])
+
+
+# --- the machine's load over a measured window ----------------------------------------------------------------
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The clocks at one instant: wall (perf_counter, s), this process's CPU time (process_time: every thread,
+    s), all CPUs' busy seconds since boot (NaN off Linux) and the 1-minute load average (NaN where unknown)."""
+
+    wall: float
+    cpu: float
+    busy: float
+    load: float
+
+
+def _busy_cpu_s() -> float:
+    """Seconds every CPU together has been busy since boot: /proc/stat's first line, user + nice + system + irq +
+    softirq + steal jiffies ÷ CLK_TCK (guest time is inside user); NaN without /proc/stat (not Linux)."""
+    try:
+        with open("/proc/stat") as f:
+            user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in f.readline().split()[1:9])
+    except (OSError, ValueError):
+        return math.nan
+    return (user + nice + system + irq + softirq + steal) / _TICK
+
+
+def _load_average() -> float:
+    try:
+        return float(os.getloadavg()[0])
+    except (OSError, AttributeError):
+        return math.nan
+
+
+def snapshot() -> Snapshot:
+    """The clocks now (``Snapshot``)."""
+    return Snapshot(time.perf_counter(), time.process_time(), _busy_cpu_s(), _load_average())
+
+
+@dataclass(frozen=True)
+class Load:
+    """The machine's load over one window: 1-minute load averages at its start and end, its wall time and this
+    process's own CPU time (seconds), and the CPU seconds all OTHER processes used meanwhile (every CPU's busy
+    time minus ours; NaN off Linux; resolution one 10 ms tick per CPU). ``started``: perf_counter at the start."""
+
+    load_before: float
+    load_after: float
+    wall_s: float
+    cpu_s: float
+    other_cpu_s: float
+    started: float = math.nan
+
+    @property
+    def other_cores(self) -> float:
+        """Others' CPU seconds per wall second: the cores other processes kept busy on average (≥ 0)."""
+        return max(self.other_cpu_s, 0.0) / self.wall_s if self.wall_s > 0 else math.nan
+
+    @property
+    def busy(self) -> bool:
+        """Others used more than BUSY_CORES cores over a window of MIN_WINDOW_S or more (False where unknown)."""
+        return bool(self.wall_s >= MIN_WINDOW_S and self.other_cores > BUSY_CORES)
+
+    def columns(self, prefix: str) -> dict:
+        """``<prefix>load_before``, ``<prefix>load_after`` (1-min load averages), ``<prefix>wall_s``,
+        ``<prefix>cpu_s`` (this process's CPU seconds), ``<prefix>other_cores`` (others' CPU s per wall s)."""
+        return {f"{prefix}load_before": self.load_before, f"{prefix}load_after": self.load_after,
+                f"{prefix}wall_s": self.wall_s, f"{prefix}cpu_s": self.cpu_s, f"{prefix}other_cores": self.other_cores}
+
+
+def load_since(start: Snapshot) -> Load:
+    """The load from ``start`` to now."""
+    end = snapshot()
+    cpu = end.cpu - start.cpu
+    return Load(start.load, end.load, end.wall - start.wall, cpu, end.busy - start.busy - cpu, start.wall)
+
+
+_TIMED: list[Load] = []
+
+
+def record_timed(load: Load) -> None:
+    """Note one timing window of this process (remat.measure.timing calls it), for ``run_columns``."""
+    _TIMED.append(load)
+
+
+def run_columns(start: Snapshot) -> dict:
+    """The run-level load columns stamped on every row of a table made since ``start``: ``run_load_before``,
+    ``run_load_after``, ``run_wall_s``, ``run_cpu_s``, ``run_other_cores`` (as ``Load.columns``), ``run_cores``
+    (the CPUs this machine has), and over the
+    timing windows since ``start`` (remat.measure.timing.time_steps) of MIN_WINDOW_S or more the busiest one's
+    ``run_timed_other_cores`` (NaN when none) and ``run_timed_busy`` (it exceeds BUSY_CORES)."""
+    timed = [w.other_cores for w in _TIMED if w.started >= start.wall and w.wall_s >= MIN_WINDOW_S
+             and w.other_cores == w.other_cores]
+    worst = max(timed) if timed else math.nan
+    return {**load_since(start).columns("run_"), "run_cores": os.cpu_count(), "run_timed_other_cores": worst,
+            "run_timed_busy": worst > BUSY_CORES}
