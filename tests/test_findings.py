@@ -4,15 +4,17 @@ sanity gates and the scorecard view."""
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import astuple
 
 import pytest
 
-from remat.analysis import catalog, gates
-from remat.analysis.findings import (DIFFERS, INVALID, MEASURED, NOT_MEASURED, REPRODUCED, judge, not_measured, read,
-                                    within_abs, within_range, within_rel, write)
+from remat.analysis import catalog, gates, index
+from remat.analysis.findings import (DIFFERS, INVALID, MEASURED, NOT_MEASURED, REPRODUCED, exact, judge, not_measured,
+                                    read, within_abs, within_range, within_rel, write)
 from remat.analysis.tolerances import Tolerance
-from remat.paper import PaperValue
+from remat.errors import UsageError
+from remat.paper import CHEN, KORTHIKANTI, PaperValue
 from remat.report import phrases
 from remat.report.scorecard import scorecard_markdown
 
@@ -71,6 +73,35 @@ def test_gates_fail_what_breaks_an_invariant():
     assert f.status == INVALID and "below zero" in f.reason
 
 
+def test_a_timing_made_on_a_busy_machine_is_invalid_with_its_reason():
+    import pandas as pd
+    busy = {"step_time_s": 1.0, "timing_other_cores": 1.3, "run_cores": 2}
+    quiet = {"step_time_s": 1.0, "timing_other_cores": 0.02, "run_cores": 2}
+    assert gates.busy(busy) == "timed while other processes used 1.30 cores of 2 (over 0.25: a busy machine)"
+    assert gates.busy(quiet) == "" and gates.busy({"step_time_s": 1.0}) == ""   # no load recorded: no verdict
+    assert gates.busy({**busy, "timing_wall_s": 0.1}) == ""                     # too short a window to tell
+    f = gates.gated(judge("t", "c", 2.9), [gates.busy(busy), gates.noisy(1.0, 0.1)])
+    assert f.status == INVALID and f.reason.startswith("timed while other processes used 1.30 cores")
+    assert gates.gated(judge("t", "c", 2.9), [gates.busy(quiet)]).status != INVALID
+    # a frame: its busiest row; a row without its own window falls back on the run's busiest one
+    frame = pd.DataFrame({"timing_other_cores": [0.0, float("nan")], "run_timed_other_cores": [0.1, 0.9]})
+    assert "0.90 cores" in gates.busy(frame) and not gates.busy(frame.iloc[:1])
+
+
+def test_busy_rows_leave_the_sweep_summaries():
+    import pandas as pd
+
+    from remat.analysis import sweeps_tables
+    rows = pd.DataFrame({"status": "ok", "device": "cpu", "k": [1, 2, 3], "step_time_s": [1.0, 1.1, 1.2],
+                         "step_time_iqr_s": 0.01, "time_overhead": [0.0, 0.1, 0.2],
+                         "timing_other_cores": [0.01, 0.9, 0.02], "run_cores": 2})
+    why = sweeps_tables.validity("segments", rows)
+    assert why[0] == "" and why[2] == "" and why[1].startswith("timed while other processes used 0.90 cores of 2")
+    assert list(sweeps_tables.valid("segments", rows)["k"]) == [1, 3]
+    base_busy = sweeps_tables.validity("segments", rows.assign(timing_other_cores=[0.9, 0.0, 0.0]))
+    assert all(w.startswith("timed while") for w in base_busy)          # k = 1's busy window voids every point
+
+
 def test_scorecard_is_a_view_over_the_index_findings(tmp_path):
     claims = [judge("chen2016.x", "Claim A", 10.5, PaperValue(6.9, "abstract", "6.9×"),
                     within_rel(Tolerance(0.1, "", "why")), text="10.5×", scorecard="Chen et al. 2016",
@@ -86,3 +117,34 @@ def test_quoted_and_outcome_never_quote_an_invalid_number():
     good = judge("g", "c", 38.2, T4_FULL, within_abs(PP3), text="38.2 %")
     assert phrases.quoted(good) == "38.2 %" and "−56.1" not in phrases.quoted(bad)
     assert phrases.outcome(good) == "38.2 %: reproduced" and phrases.outcome(bad).startswith("invalid: ")
+
+
+def test_a_corrupt_table_is_one_line_naming_it(tmp_path):
+    bad = catalog.path("chen.depth", root=tmp_path)
+    bad.parent.mkdir(parents=True)
+    bad.write_text("")
+    with pytest.raises(UsageError, match="chen/depth.csv: not a readable table"):
+        catalog.read("chen.depth", root=tmp_path)
+
+
+def test_the_index_names_the_target_of_missing_findings(tmp_path):
+    rows = index.findings(tmp_path)
+    assert {f.reason for f in rows} >= {"snakemake results/findings/chen2016.csv"}
+    assert {f.scorecard for f in rows} == {CHEN, KORTHIKANTI}
+
+
+def test_stale_findings_are_found(tmp_path):
+    table, made = catalog.path("chen.depth", root=tmp_path), catalog.path("findings.chen2016", root=tmp_path)
+    for p in (table, made):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("x\n1\n")
+    os.utime(table, (1_000_000_000, 1_000_000_000))
+    assert catalog.stale("chen2016", tmp_path) is None
+    os.utime(table, (4_000_000_000, 4_000_000_000))
+    assert catalog.stale("chen2016", tmp_path) == table
+
+
+def test_exact_fails_any_difference():
+    rule = exact("every model on the paper's side of the line", "a yes/no per model")
+    assert judge("f", "c", 4, PaperValue(4, "Figure 1"), rule).status == REPRODUCED
+    assert judge("f", "c", 3, PaperValue(4, "Figure 1"), rule).status == DIFFERS

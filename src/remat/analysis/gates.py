@@ -1,13 +1,19 @@
 """Sanity gates: a measurement that breaks an invariant becomes an ``invalid`` finding, shown with its reason
 and never summarised as data. Each gate returns the reason it fails, or "" when the measurement passes.
 
-    reasons = [noisy(m, iqr), negative_overhead(over, noise), apart(t1, iqr1, t2, iqr2, "forward")]
+    reasons = [busy(rows), noisy(m, iqr), negative_overhead(over, noise), apart(t1, iqr1, t2, iqr2, "forward")]
     finding = gated(finding, reasons)          # INVALID with the first reason, else unchanged
 """
 
 from __future__ import annotations
 
+from typing import Mapping
+
+import pandas as pd
+
 from remat.analysis.findings import INVALID, Finding, marked
+from remat.analysis.tolerances import TIMING_BUSY
+from remat.measure.provenance import MIN_WINDOW_S
 
 MAX_IQR_SHARE = 0.5
 """A timing whose interquartile range exceeds half its median is noise, not a measurement (the rounds disagree
@@ -35,6 +41,28 @@ def apart(a: float, iqr_a: float, b: float, iqr_b: float, what: str = "the same 
     if abs(a - b) > max(iqr_a, iqr_b):
         return f"{what} timed twice: {a:.4g} vs {b:.4g}, apart beyond their IQR ({max(iqr_a, iqr_b):.2g})"
     return ""
+
+
+def busy(rows: Mapping | pd.Series | pd.DataFrame) -> str:
+    """Fails when a timed row (a dict or Series; a DataFrame: its busiest row) was measured while other processes
+    used more than TIMING_BUSY cores: by its own timing window (``timing_other_cores``, remat.measure.timing) or,
+    where it records none, the busiest timing window of its table's run (``run_timed_other_cores``,
+    remat.measure.provenance.run_columns); a window under MIN_WINDOW_S is too short to tell. Tables made before
+    either was recorded get no verdict on load ("")."""
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame([dict(rows)])
+    cores = pd.Series(float("nan"), index=frame.index)
+    for col in ("run_timed_other_cores", "timing_other_cores"):   # a row's own window wins over the run's
+        if col in frame:
+            own = pd.to_numeric(frame[col], errors="coerce")
+            cores = own.where(own.notna(), cores)
+    if "timing_wall_s" in frame:                                    # too short a window to tell (MIN_WINDOW_S)
+        cores = cores.where(~(pd.to_numeric(frame["timing_wall_s"], errors="coerce") < MIN_WINDOW_S))
+    worst = cores.max()
+    if not worst > TIMING_BUSY.value:
+        return ""
+    total = pd.to_numeric(frame["run_cores"], errors="coerce").max() if "run_cores" in frame else float("nan")
+    of = f" of {total:.0f}" if total == total else ""
+    return f"timed while other processes used {worst:.2f} cores{of} (over {TIMING_BUSY.value:g}: a busy machine)"
 
 
 def gated(finding: Finding, reasons: list[str]) -> Finding:

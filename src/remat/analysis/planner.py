@@ -218,14 +218,14 @@ def _validate(v: pd.DataFrame) -> list[Finding]:
            _m("validate.baselines.worst", NAN, worst), _m("validate.budgets", n), beaten,
            _m("validate.base_error", int((v["predicted_base_bytes"] - v["measured_base_bytes"]).abs().max()),
               where=at), *(_m(f"validate.{k}", int(first[k])) for k in ("rounds", "repeats", "threads"))]
-    noise = [gates.noisy(t, q, f"the {s} step") for t, q, s in
-             zip(plans["measured_step_time_s"], plans["measured_step_time_iqr_s"], plans["spec"])]
+    noise = [gates.busy(plans)] + [gates.noisy(t, q, f"the {s} step") for t, q, s in
+                                   zip(plans["measured_step_time_s"], plans["measured_step_time_iqr_s"], plans["spec"])]
     for name, rows in (("plans", plans), ("baselines", base)):
         err = rows["peak_rel_error"].abs().max() if len(rows) else NAN
         out += [_m(f"validate.{name}", len(rows), where=at), _m(f"validate.{name}.error", err, percent(err, 2), at),
                 _m(f"validate.{name}.fit", int((rows["measured_peak_bytes"] <= rows["budget_bytes"]).sum()), where=at),
                 _m(f"validate.{name}.exact", int((rows["peak_error_bytes"] == 0).sum()), where=at)]
-    for name, col in (("slowdown", "slowdown_rel_error"), ("time", "time_rel_error")):   # invalid where noise
+    for name, col in (("slowdown", "slowdown_rel_error"), ("time", "time_rel_error")):   # invalid: noise, busy
         err = plans[col].abs()
         out += [gates.gated(_m(f"validate.{name}{k}", x, percent(x), at), noise)
                 for k, x in (("", err.median()), (".worst", err.max()))]

@@ -83,15 +83,16 @@ def _time_model_reasons(good: pd.DataFrame) -> pd.Series:
 
 def validity(sweep: str, frame: pd.DataFrame) -> pd.Series:
     """Per row of a sweep table: "" when its timing passes the gates (or it is not timed), else why it is
-    invalid. segments: per point against k = 1 (k = 1's own failure applies to every point); layer-timing: one
-    reason for a device's modes; time-model: for a device's size, every phase. Other sweeps are not timed."""
+    invalid: first timed on a busy machine (gates.busy), then the other gates. segments: per point against k = 1
+    (k = 1's own failure applies to every point); layer-timing: one reason for a device's modes; time-model: for a
+    device's size, every phase. Other sweeps are not timed."""
     out, good = pd.Series("", index=frame.index, dtype=object), ok(frame)
     untimed = sweep == "segments" and "step_time_s" not in good   # the segment sweep run with timing off
     if not len(good) or untimed or sweep not in ("segments", "layer-timing", "time-model"):
         return out
     if sweep == "time-model":
         out[good.index] = _time_model_reasons(good)
-        return out
+        return _busy_first(sweep, good, out)
     for _, g in good.groupby("device"):
         if sweep == "segments":
             g = g.assign(label=[f"k = {k}" for k in g["k"]], combined_s=g["step_time_s"], forward_s=np.nan,
@@ -102,7 +103,18 @@ def validity(sweep: str, frame: pd.DataFrame) -> pd.Series:
             why = _reasons(g, base[0])
             first = why[base[0]] if sweep == "segments" else next((r for r in why if r), "")
             out[g.index] = why if sweep == "segments" and not first else first
-    return out
+    return _busy_first(sweep, good, out)
+
+
+def _busy_first(sweep: str, good: pd.DataFrame, why: pd.Series) -> pd.Series:
+    """``why`` with gates.busy's reason first on the rows of ``good`` it covers: a segment point with its k = 1
+    (k = 1's applies to every point), a device's modes (layer-timing), a size's phases (time-model)."""
+    why = why.copy()
+    for _, g in good.groupby(SIZE if sweep == "time-model" else "device", dropna=False):
+        base = gates.busy(g[g["k"] == 1]) if sweep == "segments" else gates.busy(g)
+        busy = [base] * len(g) if base or sweep != "segments" else [gates.busy(r) for _, r in g.iterrows()]
+        why[g.index] = [b or w for b, w in zip(busy, why[g.index])]
+    return why
 
 
 def valid(sweep: str, frame: pd.DataFrame) -> pd.DataFrame:

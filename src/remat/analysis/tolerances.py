@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from remat.measure.provenance import BUSY_CORES
+
 
 @dataclass(frozen=True)
 class Tolerance:
@@ -55,9 +57,10 @@ KORTHIKANTI_QUOTED_FLOPS_PP = Tolerance(0.05, " pp", "the text prints 2.7 % and 
 KORTHIKANTI_TIME_PP = Tolerance(3.0, " pp", "the paper disagrees with itself by about that much — Figure 8's 22B "
                                 "full-recompute bar (141 %) against Table 4 (27.2 / 19.6 = 138.8 %) — plus about half "
                                 "a point of rounding and of reading the bars.")
-KORTHIKANTI_OVER_NINETY = Tolerance(90, " %", "the abstract's \"over 90 %\": the cut of the recompute time "
-                                    "(1 − SP + selective / full) lies in 90–100 % on every model where the paper's own "
-                                    "Figure 8 bars give over 90 % (its 22B and 175B bars give less).")
+KORTHIKANTI_CUT_PP = Tolerance(3, " pp", "the cut of the recompute time (1 − SP + selective / full) is a ratio of "
+                               "Figure 8's bars, read to about ±0.5 pp, whose 22B bar disagrees with Table 4 by about "
+                               "2 pp: held to the time overheads' 3 pp, per model, against the cut the bars give (the "
+                               "abstract's \"over 90 %\" is their typical value, not a bound every model meets)")
 KORTHIKANTI_OUTSIDE_BOUND = Tolerance(0.01, " %", "§4.3 states a bound (\"less than 0.01 %\" for the 22B model): "
                                       "the share from its own terms must lie between 0 and it.")
 KORTHIKANTI_PRINTED_UTIL_PP = Tolerance(0.2, " pp", "Table 5 prints MFU and HFU with one decimal and its times with "
@@ -86,6 +89,10 @@ TIME_MODEL_BAND = Tolerance(0.25, "", "a roofline has no launch gaps or cache ef
                             "time-model figure)")
 SWEEPS_TIMING_IQR = Tolerance(0.10, "", "the time-model table records medians only: 10 % of a median stands in for "
                               "its IQR, the per-layer timing's IQR share on this CPU (2–16 % of the median)")
+
+TIMING_BUSY = Tolerance(BUSY_CORES, " cores", "a timing is data only while other processes used at most a "
+                        "quarter core beside it (remat.measure.provenance.BUSY_CORES: a quiet 2-core machine shows "
+                        "under 0.05, a busy loop beside it about 1); more, and its medians measure the other jobs")
 
 # --- offload --------------------------------------------------------------------------------------------------
 
