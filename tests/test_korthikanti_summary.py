@@ -84,13 +84,13 @@ def test_figure8_judges_the_total_as_well_as_the_share():
     assert low["figure8"].value == 99.6
 
 
-def test_over_ninety_judges_where_the_papers_bars_exceed_it():
-    # the paper's bars: 530B 1 − 2.1/35.6 = 94 %, 1T 1 − 1.8/36.6 = 95 % (22B and 175B give less than 90 %)
-    f = times._over_ninety(_figure8())
-    assert f.status == REPRODUCED and round(f.value) == 94
-    worse = _figure8()
-    worse.loc[(worse["model"] == "mt-nlg-530b") & (worse["variant"] == "present"), "recompute_pct"] = 5.0
-    assert times._over_ninety(worse).status == DIFFERS           # 1 − 5/35.6 = 86 %
+def test_over_ninety_is_judged_two_sided_against_the_papers_bars():
+    # ours = the paper's bars: every cut equal to the bars' own (22B 1 − 7.0/41.0 = 83 %, ... 1T 95 %)
+    assert times._over_ninety(_figure8()).status == REPRODUCED
+    for present in (5.0, 0.0):   # 530B: 1 − 5/35.6 = 86 % (8 pp below its bars' 94 %); 100 % (6 pp above)
+        off = _figure8()
+        off.loc[(off["model"] == "mt-nlg-530b") & (off["variant"] == "present"), "recompute_pct"] = present
+        assert times._over_ninety(off).status == DIFFERS
 
 
 def test_missing_tables_are_not_measured(tmp_path):
