@@ -13,7 +13,8 @@ def add_findings(sub):
                                  "per finding: claim, ours, the paper's value and source, rule, status, reason)",
                 ["remat findings korthikanti2022", "remat findings index"],
                 "a missing table gives 'not measured' findings naming the snakemake target; index collects the "
-                "claims the scorecard lists from the other reports' findings")
+                "claims the scorecard lists from the other reports' findings; offload judges the tables of the "
+                "device REMAT_OFFLOAD_DEVICE names (default cpu)")
     p.add_argument("name", help="the report: chen2016, korthikanti2022, sweeps, offload, planner or index")
     p.set_defaults(func=_run_findings)
 
