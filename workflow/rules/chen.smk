@@ -9,6 +9,8 @@ rule chen_check:
         p=params_json("chen", "check"),
     log:
         "logs/chen/check.log",
+    benchmark:
+        bench("chen_check"),
     # the remat CLI imports torch (and chen-resnet / chen-lstm trace torch models)
     conda:
         TORCH_ENV
@@ -25,6 +27,8 @@ rule chen_sweep:
         p=lambda wc: params_json("chen", wc.sweep),
     log:
         "logs/chen/{sweep}.log",
+    benchmark:
+        bench("chen_sweep", "sweep"),
     # the remat CLI imports torch (and chen-resnet / chen-lstm trace torch models)
     conda:
         TORCH_ENV
@@ -42,6 +46,8 @@ rule chen_figure:
         sweep="segments|depth|resnet|lstm",
     log:
         "logs/figures/chen_{sweep}.log",
+    benchmark:
+        bench("chen_figure", "sweep"),
     conda:
         "../../envs/reports.yaml"
     shell:
@@ -55,12 +61,13 @@ rule chen_speed:
         device=config["device"],  # another device's table is an input only
     params:
         p=lambda wc: params_json("chen", "speed", device=wc.device),
-    threads: workflow.cores  # alone on the machine while it times (intra-op threads: chen.speed.threads)
+    threads: ALONE  # times: alone on the machine (common.smk); intra-op threads while timing: chen.speed.threads
     resources:
         gpu=lambda wc: int(wc.device == "cuda"),
-        timing=1,
     log:
         "logs/chen/speed/{device}.log",
+    benchmark:
+        bench("chen_speed", "device"),
     conda:
         TORCH_ENV
     shell:

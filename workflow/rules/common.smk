@@ -18,6 +18,30 @@ def params_json(*keys, **extra):
     return shlex.quote(json.dumps({**section, **extra}, sort_keys=True))
 
 
+def bench(rule, *wildcards):
+    """Where Snakemake writes the `benchmark:` TSV of a job of ``rule`` (wall time s, cpu_time, max_rss, ...):
+    logs/benchmarks/<rule>/<wildcard>/....tsv, or logs/benchmarks/<rule>.tsv for a rule without wildcards. logs/ is
+    not tracked, and results/ keeps only tables (benchmarks/bench_pipeline.py sums these per rule)."""
+    return "/".join(["logs/benchmarks", rule, *("{%s}" % w for w in wildcards)]) + ".tsv"
+
+
+# A rule that times (remat.measure.timing's time_steps / time_step, the copy benchmark) runs ALONE on the machine:
+# its job claims every core of the run (`threads: ALONE`, i.e. workflow.cores, whatever --cores says), so
+# Snakemake starts no other job beside it while it times; the timed work itself runs at the intra-op threads its
+# params ask for (each experiment's `threads`, fixed by remat.measure.timing). tests/test_pipeline.py checks it on
+# the run log. (Do not scale these rules down with --max-threads or --set-threads: other jobs would share the
+# machine.) Under a cluster executor workflow.cores is 1 and each job is its own allocation.
+ALONE = workflow.cores
+
+
+def sweep_times(sweep):
+    """Whether torch sweep ``sweep`` times steps: layer-timing and time-model always; segments, depth and
+    seq-hidden when their config ``timing`` is true (a missing key counts as true: running alone is never wrong)."""
+    if sweep in ("layer-timing", "time-model"):
+        return True
+    return bool(((config.get("sweeps") or {}).get(sweep) or {}).get("timing", True))
+
+
 # torch rules run in the CUDA build of the env on a GPU node, in the CPU build elsewhere
 TORCH_ENV = "../../envs/torch-cuda.yaml" if config["device"] == "cuda" else "../../envs/torch-cpu.yaml"
 SWEEPS = ["segments", "depth", "seq-hidden", "layer-timing", "time-model"]

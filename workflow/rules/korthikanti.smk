@@ -11,6 +11,8 @@ rule korthikanti_experiment:
         p=lambda wc: params_json("korthikanti", wc.name),
     log:
         "logs/korthikanti/{name}.log",
+    benchmark:
+        bench("korthikanti_experiment", "name"),
     conda:
         "../../envs/torch-cpu.yaml"
     shell:
@@ -31,6 +33,8 @@ rule korthikanti_figure:
         name="percent|memory|figure8",
     log:
         "logs/figures/korthikanti_{name}.log",
+    benchmark:
+        bench("korthikanti_figure", "name"),
     conda:
         "../../envs/reports.yaml"
     shell:

@@ -11,12 +11,13 @@ rule offload_experiment:
         device=config["device"],  # another device's tables are inputs only: never rebuilt with these sizes
     params:
         p=lambda wc: params_json("offload", wc.name, device=wc.device),
-    threads: 1
+    threads: ALONE  # both tables time (copy benchmark, time_steps): alone on the machine (common.smk)
     resources:
         gpu=lambda wc: int(wc.device == "cuda"),
-        timing=1,
     log:
         "logs/offload/{device}/{name}.log",
+    benchmark:
+        bench("offload_experiment", "device", "name"),
     conda:
         TORCH_ENV
     shell:
@@ -35,6 +36,8 @@ rule offload_breakeven:
         p=lambda wc, input: params_json("offload", "breakeven", steps=input.steps, bandwidth=input.bandwidth),
     log:
         "logs/offload/{device}/breakeven.log",
+    benchmark:
+        bench("offload_breakeven", "device"),
     conda:
         TORCH_ENV
     shell:
@@ -51,6 +54,8 @@ rule offload_figure:
         name="bandwidth|breakeven",
     log:
         "logs/figures/offload_{name}.log",
+    benchmark:
+        bench("offload_figure", "name"),
     conda:
         "../../envs/reports.yaml"
     shell:

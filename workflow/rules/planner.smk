@@ -12,6 +12,8 @@ rule planner_plans:
         p=lambda wc: params_json("planner", wc.name),
     log:
         "logs/planner/{name}.log",
+    benchmark:
+        bench("planner_plans", "name"),
     conda:
         TORCH_ENV
     shell:
@@ -25,12 +27,13 @@ rule planner_validate:
         device=config["device"],  # another device's table is an input only (like the sweeps)
     params:
         p=lambda wc: params_json("planner", "validate", device=wc.device),
-    threads: 1
+    threads: ALONE  # times every plan (time_steps): alone on the machine (common.smk)
     resources:
         gpu=lambda wc: int(wc.device == "cuda"),
-        timing=1,
     log:
         "logs/planner/validate/{device}.log",
+    benchmark:
+        bench("planner_validate", "device"),
     conda:
         TORCH_ENV
     shell:
@@ -47,6 +50,8 @@ rule planner_figure:
         name="frontier|measured|peak",
     log:
         "logs/figures/planner_{name}.log",
+    benchmark:
+        bench("planner_figure", "name"),
     conda:
         "../../envs/reports.yaml"
     shell:

@@ -33,6 +33,8 @@ rule findings:
         offload_device=OFFLOAD_DEVICE,  # whose offload tables the offload findings judge (offload.report_device)
     log:
         "logs/findings/{name}.log",
+    benchmark:
+        bench("findings", "name"),
     conda:
         "../../envs/reports.yaml"
     shell:
@@ -46,6 +48,8 @@ rule findings_index:
         "results/findings/index.csv",
     log:
         "logs/findings/index.log",
+    benchmark:
+        bench("findings_index"),
     conda:
         "../../envs/reports.yaml"
     shell:
@@ -66,6 +70,8 @@ rule report:
         offload_device=OFFLOAD_DEVICE,  # whose offload tables the offload report reads (offload.report_device)
     log:
         "logs/reports/{name}.log",
+    benchmark:
+        bench("report", "name"),
     conda:
         "../../envs/reports.yaml"
     shell:
@@ -81,6 +87,8 @@ rule report_index:
         "reports/index.html",
     log:
         "logs/reports/index.log",
+    benchmark:
+        bench("report_index"),
     conda:
         "../../envs/reports.yaml"
     shell:

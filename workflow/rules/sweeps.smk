@@ -11,13 +11,15 @@ rule sweep:
         device=config["device"],  # another device's tables are inputs only: never rebuilt with these sizes
     params:
         p=lambda wc: params_json("sweeps", wc.sweep, device=wc.device),
-    threads: 1
+    # a sweep that times steps runs alone on the machine (common.smk); one that does not runs beside other jobs
+    threads: lambda wc: ALONE if sweep_times(wc.sweep) else 1
     resources:
         gpu=lambda wc: int(wc.device == "cuda"),
-        timing=1,
         runtime=60,
     log:
         "logs/sweeps/{sweep}/{device}.log",
+    benchmark:
+        bench("sweep", "sweep", "device"),
     conda:
         TORCH_ENV
     shell:
@@ -34,6 +36,8 @@ rule sweep_figure:
         sweep="segments|depth|seq-hidden|layer-timing|time-model",
     log:
         "logs/figures/sweeps_{sweep}.log",
+    benchmark:
+        bench("sweep_figure", "sweep"),
     conda:
         "../../envs/reports.yaml"
     shell:
