@@ -110,6 +110,10 @@ def test_rows_state_their_calibration(table):
     assert (table["repeats"] == 5).all() and (table["threads"] == 1).all()
     timed = table[table["measured_step_time_s"].notna()]
     assert set(timed["timing_method"]) == {"time.perf_counter"}
+    # by default the plans (and none, the slowdown's reference) are timed; a baseline only where it is a plan's
+    plans = table[(table["method"] == "plan") & table["feasible"].astype(bool)]
+    assert plans["measured_step_time_s"].notna().all() and not table["time_baselines"].any()
+    assert set(timed["spec"]) <= set(plans["spec"]) | {"none"}
 
 
 def test_interior_budgets_leave_out_both_ends():

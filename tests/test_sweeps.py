@@ -116,7 +116,7 @@ def _run(name: str, **params) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def tables() -> dict[str, pd.DataFrame]:
     """Small runs of three sweeps, shared by the tests below (one measurement each)."""
-    return {"sweep-segments": _run("sweep-segments", layers=4, repeats=5),
+    return {"sweep-segments": _run("sweep-segments", layers=4, repeats=5, rounds=1),
             "sweep-depth": _run("sweep-depth", depths=[1, 3]),
             "sweep-layer-timing": _run("sweep-layer-timing", repeats=5, rounds=1)}
 
@@ -204,6 +204,26 @@ def test_layer_timing_times_every_mode_in_one_run_and_divides_by_layers(monkeypa
     assert by["time_overhead"].tolist() == pytest.approx([0.0, 0.1, 0.5])
     assert by.loc["full", "time_per_flop_overhead"] == pytest.approx(0.5 / (1 / 3))
     assert by["forward_iqr_s"].tolist() == [0.05] * 3 and by["timing_method"].eq("fake clock").all()
+
+
+def test_segment_sweep_times_every_k_in_one_interleaved_run(monkeypatch):
+    """time_steps replaced by a clock with known medians: one call times every k together (rounds as given,
+    the plan applied per visit), and each k's step-time columns and overhead against k = 1 follow."""
+    medians = {"none": 2.0, "segments:2": 2.5, "segments:3": 3.0}
+    calls = []
+
+    def fake_time_steps(steps, device, **kwargs):
+        calls.append((list(steps), kwargs["rounds"], kwargs["repeats"]))
+        for name in steps:
+            kwargs["setup"](name)
+        return {name: Timing(medians[name], 0.1, (medians[name],) * 10, 1, "fake clock") for name in steps}
+
+    monkeypatch.setattr(sweep_point, "time_steps", fake_time_steps)
+    by = _run("sweep-segments", layers=3, repeats=5, rounds=2).set_index("k")
+    assert calls == [(["none", "segments:2", "segments:3"], 2, 5)]
+    assert by["step_time_s"].tolist() == [2.0, 2.5, 3.0] and by["step_time_iqr_s"].tolist() == [0.1] * 3
+    assert by["step_time_samples"].eq(10).all() and by["timing_method"].eq("fake clock").all()
+    assert by["time_overhead"].tolist() == pytest.approx([0.0, 0.25, 0.5]) and by["rounds"].eq(2).all()
 
 
 def test_overheads_by_hand():

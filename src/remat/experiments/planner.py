@@ -16,7 +16,8 @@ applied to real (tiny) models and measured.
   Then, at ``points`` budgets strictly inside the feasible range (``interior_budgets``: neither the least
   feasible peak nor the peak of all-none, the calibration's own points), the plan and every baseline are
   applied with ``remat.policies.apply_plan`` and measured: peak bytes by ``remat.measure.step.measure``
-  (MemTracker on a CPU), step time by the one timing protocol over all the plans at once (``step_seconds``:
+  (MemTracker on a CPU), step time of the plans (and, with ``time_baselines``, of every baseline) and of
+  ``none`` by the one timing protocol, all at once (``step_seconds``:
   ``remat.measure.timing.time_steps``, one intra-op thread by default, so other work on a shared machine
   disturbs every plan alike). Times are calibrated (``calibrate_torch``) in an earlier session than the one
   that measures the plans, so besides absolute seconds each row carries the slowdown against ``none``
@@ -45,19 +46,18 @@ from remat.errors import InfeasibleError, UsageError
 from remat.paper import TABLE3_MODELS
 from remat.experiments.params import Count, Ge
 from remat.experiments.progress import progress
+from remat.experiments.sweep_point import time_plans
 from remat.formulas import torch_gpt
 from remat.formulas.korthikanti import RECOMPUTE
 from remat.measure.provenance import with_provenance
 from remat.measure.step import layernorm_stats_itemsize, measure
-from remat.measure.timing import time_steps
 from remat.models.presets import ModelConfig, from_name
-from remat.models.transformer import build_model, lm_loss, random_tokens
 from remat.planner import make_problem
 from remat.planner.baselines import baselines
 from remat.planner.costs import TorchCalibration, torch_problem
 from remat.planner.problem import Problem, evaluate, plan_from_policies
 from remat.planner.solve import minimum_budget, solve
-from remat.policies import POLICIES, apply_plan, parse_plan
+from remat.policies import POLICIES, parse_plan
 from remat.timemodel.gpus import check_presets
 
 # --- parameters ------------------------------------------------------------------------------------------------
@@ -149,6 +149,10 @@ class ValidateParams:
     """Interleaved timing rounds (remat.measure.timing.time_steps)."""
     threads: Count = 1
     """torch intra-op threads while timing on a CPU."""
+    time_baselines: bool = False
+    """Also time every applied baseline (the measured × of the baselines in the step-time figure); the
+    findings use the plans' times only, so by default only the plans and ``none`` are timed (every applied
+    plan and baseline has its peak measured either way)."""
     device: Literal["cpu", "cuda"] = "cpu"
     """Where the models run (the rule passes config.device)."""
 
@@ -259,20 +263,9 @@ def step_seconds(cfg: ModelConfig, specs, device: str = "cpu", repeats: int = 5,
                  threads: int | None = 1, seed: int = 0) -> dict:
     """spec -> ``remat.measure.timing.Timing`` (seconds) of a training step (forward, fp32 loss, backward)
     under that plan (a ``remat.policies.parse_plan`` spec, applied per visit): ``time_steps`` over all
-    specs at once, ``rounds`` interleaved rounds of one warm-up and ``repeats`` timed steps each."""
-    import torch
-
-
-    torch.manual_seed(seed)
-    model = build_model(cfg, device)
-    tokens, targets = random_tokens(cfg, device), random_tokens(cfg, device)
-
-    def step():
-        model.zero_grad(set_to_none=True)
-        lm_loss(model(tokens), targets).backward()
-
-    return time_steps({spec: step for spec in dict.fromkeys(specs)}, device, rounds=rounds, repeats=repeats,
-                      warmup=1, setup=lambda spec: apply_plan(model, spec), threads=threads)
+    specs at once, ``rounds`` interleaved rounds of one warm-up and ``repeats`` timed steps each
+    (``remat.experiments.sweep_point.time_plans``, gradients set to None each step)."""
+    return time_plans(cfg, specs, device, rounds=rounds, repeats=repeats, warmup=1, threads=threads, seed=seed)
 
 
 def _spec(name: str, entry: dict) -> str | None:
@@ -335,7 +328,9 @@ def _validate_model(cfg: ModelConfig, p: ValidateParams) -> list[dict]:
         entries += [(budget, name, {**entry, "spec": _spec(name, entry)}) for name, entry in baselines(at).items()]
     _share_specs(entries, cfg.layers)
     runnable = list(dict.fromkeys(e["spec"] for _, _, e in entries if e["feasible"] and e["spec"] is not None))
-    timings = step_seconds(cfg, ["none"] + runnable, p.device, p.repeats, p.rounds, p.threads)
+    timed = [e["spec"] for _, method, e in entries
+             if e["spec"] in runnable and (p.time_baselines or method == "plan")]
+    timings = step_seconds(cfg, ["none"] + timed, p.device, p.repeats, p.rounds, p.threads)
     peaks = {spec: ref[spec] if spec in ref else measure(cfg, spec, p.device, timing=False) for spec in runnable}
     predicted_none = cfg.layers * cal.layer_seconds["none"]
     keys = {"model": cfg.name, "layers": cfg.layers, "seq": cfg.seq, "micro_batch": cfg.micro_batch,
@@ -344,7 +339,8 @@ def _validate_model(cfg: ModelConfig, p: ValidateParams) -> list[dict]:
             "predicted_base_bytes": base_bytes(cfg, problem, cal.stats_itemsize),
             "measured_base_bytes": ref["none"]["base_bytes"],
             **{f"layer_seconds_{policy}": v for policy, v in cal.layer_seconds.items()},
-            "points": p.points, "repeats": p.repeats, "rounds": p.rounds, "threads": p.threads}
+            "points": p.points, "repeats": p.repeats, "rounds": p.rounds, "threads": p.threads,
+            "time_baselines": p.time_baselines}
     rows = []
     for budget, method, entry in entries:
         spec, predicted = entry["spec"], entry["step_time_s"]
@@ -355,11 +351,12 @@ def _validate_model(cfg: ModelConfig, p: ValidateParams) -> list[dict]:
                "measured_peak_bytes": None, "peak_error_bytes": None, "measured_step_time_s": None,
                "measured_step_time_iqr_s": None, "measured_slowdown": None, "peak_method": None, "timing_method": None}
         if spec in peaks:
+            row.update(measured_peak_bytes=peaks[spec]["peak_bytes"], peak_method=peaks[spec]["peak_method"],
+                       peak_error_bytes=entry["peak_bytes"] - peaks[spec]["peak_bytes"])
+        if spec in timings:
             t = timings[spec]
-            row.update(measured_peak_bytes=peaks[spec]["peak_bytes"], measured_step_time_s=t.median_s,
-                   peak_error_bytes=entry["peak_bytes"] - peaks[spec]["peak_bytes"],
-                       measured_step_time_iqr_s=t.iqr_s, measured_slowdown=t.median_s / timings["none"].median_s,
-                       peak_method=peaks[spec]["peak_method"], timing_method=t.method)
+            row.update(measured_step_time_s=t.median_s, measured_step_time_iqr_s=t.iqr_s, timing_method=t.method,
+                       measured_slowdown=t.median_s / timings["none"].median_s)
         rows.append(row)
     return rows
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Annotated, Callable, ClassVar, Literal
 
 import pandas as pd
+import torch
 
 from remat.device import is_out_of_memory, release_memory, resolve_device
 from remat.errors import UsageError
@@ -28,9 +29,10 @@ from remat.experiments.params import Bytes, Count, Ge, NonNegative
 from remat.formulas import torch_gpt
 from remat.measure import step
 from remat.measure.provenance import with_provenance
-from remat.measure.timing import MIN_REPEATS, intra_op_threads
+from remat.measure.timing import MIN_REPEATS, Timing, intra_op_threads, time_steps
 from remat.models.presets import ModelConfig, from_name, validate
-from remat.policies import LayerPolicies, parse_plan
+from remat.models.transformer import build_model, lm_loss, random_tokens
+from remat.policies import LayerPolicies, apply_plan, parse_plan
 from remat.units import GiB
 
 MODEL_FIELDS = ("hidden", "heads", "seq", "micro_batch", "vocab", "dtype", "dropout", "attention")
@@ -178,6 +180,25 @@ def measured(p: SweepParams, cfg: ModelConfig, policy: str, timing: bool) -> dic
         out.update(step_time_s=row["step_time_s"], step_time_iqr_s=row["step_time_iqr_s"],
                    step_time_samples=len(row["step_time_samples"]), timing_method=row["timing_method"])
     return out
+
+
+def time_plans(cfg: ModelConfig, specs, device: str = "cpu", *, rounds: int = 3, repeats: int = MIN_REPEATS,
+               warmup: int = 1, threads: int | None = 1, seed: int = 0, keep_grads: bool = False) -> dict[str, Timing]:
+    """spec -> ``remat.measure.timing.Timing`` (seconds) of a training step (forward, fp32 loss, backward) of one
+    seeded ``cfg`` model under each plan (a ``remat.policies.parse_plan`` spec, applied per visit):
+    ``time_steps`` over all specs at once, ``rounds`` interleaved rounds of ``warmup`` untimed and ``repeats``
+    timed steps per visit, so a load change on a shared machine hits every plan alike. ``keep_grads``: the
+    gradients are zeroed in place and kept (``remat.measure.step.measure``'s keep_grads), else set to None."""
+    torch.manual_seed(seed)
+    model = build_model(cfg, device)
+    tokens, targets = random_tokens(cfg, device), random_tokens(cfg, device)
+
+    def train_step():
+        model.zero_grad(set_to_none=not keep_grads)
+        lm_loss(model(tokens), targets).backward()
+
+    return time_steps({spec: train_step for spec in dict.fromkeys(specs)}, device, rounds=rounds, repeats=repeats,
+                      warmup=warmup, setup=lambda spec: apply_plan(model, spec), threads=threads)
 
 
 def point(p: SweepParams, cfg: ModelConfig, policy: str, timing: bool) -> dict:

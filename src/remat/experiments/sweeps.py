@@ -12,15 +12,18 @@ h = 128, v = 64, bfloat16) and returns a tidy DataFrame, one row per point, with
 point is measured and set beside its closed forms by ``remat.experiments.sweep_point`` (closed forms
 ``remat.formulas.torch_gpt`` on top of ``remat.formulas.korthikanti``; the step measured by
 ``remat.measure.step.measure``: saved bytes by saved-tensor hooks, peak bytes by the CUDA allocator or
-torch's MemTracker, FLOPs by FlopCounterMode with recompute counted inside each recompute, and, if timed,
-``warmup`` untimed and ``repeats`` timed steps: median and IQR, CUDA events on a GPU, time.perf_counter
-with the thread count fixed on the CPU). Time overheads are ratios to the sweep's own reference point
-(k = 1) timed in the same run. One line per point goes to stderr (the rule's log).
+torch's MemTracker, FLOPs by FlopCounterMode with recompute counted inside each recompute). Timed steps
+follow the one timing protocol (remat.measure.timing.time_steps: median and IQR, CUDA events on a GPU,
+time.perf_counter with the thread count fixed on the CPU); the segment sweep times all its k together in
+``rounds`` interleaved rounds (each visits every k once, rotated order, ``warmup`` untimed and ``repeats``
+timed steps per visit), so a load change hits every k alike. Time overheads are ratios to the sweep's own
+reference point (k = 1) timed in the same rounds. One line per point goes to stderr (the rule's log).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -29,7 +32,8 @@ import pandas as pd
 from remat.accounting import account_layer
 from remat.errors import UsageError
 from remat.experiments.params import Count
-from remat.experiments.sweep_point import Repeats, SweepParams, frame, guarded, overheads, run_points, sizes
+from remat.experiments.sweep_point import (Repeats, SweepParams, frame, guarded, log, overheads, run_points, sizes,
+                                          time_plans)
 from remat.formulas import chen as chen_formulas, korthikanti, torch_gpt
 from remat.models.presets import ModelConfig
 
@@ -45,14 +49,16 @@ class SegmentsParams(SweepParams):
     NAME: ClassVar[str] = "sweep-segments"
     SECTION: ClassVar[str] = "sweeps.segments"
 
-    repeats: Repeats = 10
-    """Timed steps per point (≥ 5)."""
+    repeats: Repeats = 5
+    """Timed steps per k and round (≥ 5)."""
+    rounds: Count = 3
+    """Interleaved timing rounds: each visits every k once, in rotated order (remat.measure.timing.time_steps)."""
     layers: Count = 16
     """L, layers of the model."""
     ks: list[Count] | None = None
     """Segment counts k to run (each ≤ layers); None: every k in 1..layers."""
     timing: bool = True
-    """Also time each point's step (seconds; time_overhead against k = 1)."""
+    """Also time the step at every k, all k in the same interleaved rounds (seconds; time_overhead against k = 1)."""
 
     def __post_init__(self):
         super().__post_init__()
@@ -123,9 +129,25 @@ def segment_sweep(p: SegmentsParams) -> pd.DataFrame:
              "k_star": torch_gpt.optimal_segments_approx(sz, p.layers)}
     ks = p.ks or list(range(1, p.layers + 1))
     with p.threads_fixed():
-        rows = run_points(p, [(f"k={k}", {"k": k}, cfg, segments_spec(k)) for k in ks], p.timing)
+        rows = run_points(p, [(f"k={k}", {"k": k}, cfg, segments_spec(k)) for k in ks], timing=False)
+        if p.timing:
+            _time_segments(p, cfg, rows)
     overheads(rows, next((r for r in rows if r["k"] == 1), None))
-    return frame(p, rows, **extra)
+    return frame(p, rows, **extra, **({"rounds": p.rounds} if p.timing else {}))
+
+
+def _time_segments(p: SegmentsParams, cfg: ModelConfig, rows: list[dict]) -> None:
+    """In place: the step-time columns (Timing.columns: step_time_s, step_time_iqr_s, step_time_samples,
+    timing_method; seconds) of every measured k, all k of the model timed together in ``p.rounds`` interleaved
+    rounds (sweep_point.time_plans: one model, the plan applied per visit, gradients kept as in the measured
+    step), so a load change hits every k alike instead of one k's point."""
+    specs = {segments_spec(r["k"]): r for r in rows if r["status"] == "ok"}
+    start = time.perf_counter()
+    times = time_plans(cfg, list(specs), p.device, rounds=p.rounds, repeats=p.repeats, warmup=p.warmup,
+                       threads=p.threads if p.device == "cpu" else None, seed=p.seed, keep_grads=True)
+    for i, (spec, row) in enumerate(specs.items(), 1):
+        row.update(times[spec].columns())
+        log(p, i, len(specs), f"timed k={row['k']}", row, time.perf_counter() - start if i == len(specs) else 0.0)
 
 
 def segments_spec(k: int) -> str:
