@@ -80,6 +80,8 @@ def test_a_timing_made_on_a_busy_machine_is_invalid_with_its_reason():
     assert gates.busy(busy) == "timed while other processes used 1.30 cores of 2 (over 0.25: a busy machine)"
     assert gates.busy(quiet) == "" and gates.busy({"step_time_s": 1.0}) == ""   # no load recorded: no verdict
     assert gates.busy({**busy, "timing_wall_s": 0.1}) == ""                     # too short a window to tell
+    short = {**busy, "timing_wall_s": 0.1, "run_other_cores": 0.8, "run_wall_s": 30.0}
+    assert "0.80 cores of 2" in gates.busy(short)                               # ... then the whole run tells
     f = gates.gated(judge("t", "c", 2.9), [gates.busy(busy), gates.noisy(1.0, 0.1)])
     assert f.status == INVALID and f.reason.startswith("timed while other processes used 1.30 cores")
     assert gates.gated(judge("t", "c", 2.9), [gates.busy(quiet)]).status != INVALID

@@ -45,22 +45,22 @@ def apart(a: float, iqr_a: float, b: float, iqr_b: float, what: str = "the same 
 
 def busy(rows: Mapping | pd.Series | pd.DataFrame) -> str:
     """Fails when a timed row (a dict or Series; a DataFrame: its busiest row) was measured while other processes
-    used more than TIMING_BUSY cores: by its own timing window (``timing_other_cores``, remat.measure.timing) or,
-    where it records none, the busiest timing window of its table's run (``run_timed_other_cores``,
-    remat.measure.provenance.run_columns); a window under MIN_WINDOW_S is too short to tell. Tables made before
-    either was recorded get no verdict on load ("")."""
+    used more than TIMING_BUSY cores: by its own timing window (``timing_other_cores``, remat.measure.timing); where
+    it records none (or one under MIN_WINDOW_S, too short to tell), the busiest timing window of its table's run
+    (``run_timed_other_cores``, remat.measure.provenance.run_columns), else the whole run (``run_other_cores``).
+    Tables made before any was recorded get no verdict on load ("")."""
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame([dict(rows)])
+    number = lambda col: pd.to_numeric(frame[col], errors="coerce")
     cores = pd.Series(float("nan"), index=frame.index)
-    for col in ("run_timed_other_cores", "timing_other_cores"):   # a row's own window wins over the run's
+    for col, wall in (("run_other_cores", "run_wall_s"), ("run_timed_other_cores", ""),
+                      ("timing_other_cores", "timing_wall_s")):        # later wins: the row's own window first
         if col in frame:
-            own = pd.to_numeric(frame[col], errors="coerce")
-            cores = own.where(own.notna(), cores)
-    if "timing_wall_s" in frame:                                    # too short a window to tell (MIN_WINDOW_S)
-        cores = cores.where(~(pd.to_numeric(frame["timing_wall_s"], errors="coerce") < MIN_WINDOW_S))
+            x = number(col).where(~(number(wall) < MIN_WINDOW_S)) if wall in frame else number(col)
+            cores = x.where(x.notna(), cores)
     worst = cores.max()
     if not worst > TIMING_BUSY.value:
         return ""
-    total = pd.to_numeric(frame["run_cores"], errors="coerce").max() if "run_cores" in frame else float("nan")
+    total = number("run_cores").max() if "run_cores" in frame else float("nan")
     of = f" of {total:.0f}" if total == total else ""
     return f"timed while other processes used {worst:.2f} cores{of} (over {TIMING_BUSY.value:g}: a busy machine)"
 

@@ -91,8 +91,9 @@ SWEEPS_TIMING_IQR = Tolerance(0.10, "", "the time-model table records medians on
                               "its IQR, the per-layer timing's IQR share on this CPU (2–16 % of the median)")
 
 TIMING_BUSY = Tolerance(BUSY_CORES, " cores", "a timing is data only while other processes used at most a "
-                        "quarter core beside it (remat.measure.provenance.BUSY_CORES: a quiet 2-core machine shows "
-                        "under 0.05, a busy loop beside it about 1); more, and its medians measure the other jobs")
+                        "quarter core beside it (remat.measure.provenance.BUSY_CORES: on the 2-core machine a quiet "
+                        "second reads 0.00-0.04 cores, one busy loop beside it 1.0); more, and its medians time "
+                        "the other jobs too")
 
 # --- offload --------------------------------------------------------------------------------------------------
 

@@ -19,13 +19,14 @@ from pathlib import Path
 
 BUSY_CORES = 0.25
 """A window is busy when other processes used more than this many cores meanwhile (CPU seconds per wall second).
-On the project's 2-core machine, while other helpers' jobs ran, a 1 s window saw 1.2-1.7 cores used by others
-beside a spinning (one-thread) timing and 2.0 beside a sleeping one: the two-core machine's whole remainder.
-The reading's own error is one 10 ms tick per CPU at each end: 0.04 cores over a 1 s window. A quarter core is
-far above that error and far below one busy neighbour."""
+Measured on the project's 2-core machine over 1 s windows (2026-12-01): quiet, others read 0.00-0.04 cores
+(beside a spinning or a sleeping process); with `yes > /dev/null` beside it, 1.00-1.02 (one 1.26); while
+other sessions' jobs ran, 1.0-1.7 beside a spinning timing and 2.0 beside a sleeping one. This process's
+tick-accounted CPU time agrees with its exact CPU time to ±0.015 cores. A quarter core lies far above quiet and
+far below one busy neighbour."""
 MIN_WINDOW_S = 0.5
-"""Windows shorter than this are never called busy: their reading's error (two ticks per CPU, 0.08 cores of 2
-over 0.5 s) nears BUSY_CORES. The experiments' timing calls last seconds."""
+"""Windows shorter than this are never called busy: the reading's error (up to a 10 ms tick per CPU at each end,
+0.08 cores of 2 over 0.5 s) grows past a third of BUSY_CORES below it; the analysis then reads the run's load."""
 
 
 @lru_cache(maxsize=1)
