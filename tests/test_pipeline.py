@@ -1,8 +1,10 @@
-"""A tiny end-to-end run of the pipeline in a temp copy: every output made, no-op rerun does nothing."""
+"""A tiny end-to-end run of the pipeline in a temp copy: every output made, timed jobs ran alone, every job wrote its
+benchmark TSV, no-op rerun does nothing."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import pandas as pd
 import pytest
@@ -109,3 +111,101 @@ def test_rerun_is_a_no_op(pipeline):
     proc = snakemake(pipeline, "-n", "--cores", "2", "--configfile", "tiny.yaml")
     assert proc.returncode == 0
     assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+# The jobs of the tiny run that time (remat.measure.timing's time_steps / time_step, the copy benchmark), found in
+# the experiments' code, not in the Snakefile, so that a rule which stops claiming every core fails here: chen_speed,
+# offload_experiment (bandwidth: copy benchmark; steps: time_steps), planner_validate, and the sweeps layer-timing
+# and time-model (segments times only with timing: true, off in TINY; depth and seq-hidden do not time there).
+TIMED_RULES = {"chen_speed", "offload_experiment", "planner_validate"}
+TIMED_SWEEPS = {"layer-timing", "time-model"}
+STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]$")
+
+
+@dataclass
+class Job:
+    """One job of a Snakemake run log: its rule and wildcards, and when it started and finished — as positions in
+    the log (the scheduler writes start and finish events in the order it acts: a total order, finer than the 1 s
+    timestamps) and as those timestamps (for the message)."""
+
+    jobid: int
+    rule: str
+    wildcards: str
+    start: int
+    started: str
+    end: int | None = None
+    ended: str | None = None
+
+    @property
+    def timed(self) -> bool:
+        return self.rule in TIMED_RULES or (self.rule == "sweep" and self.wildcards.split(",")[0] in
+                                            {f"sweep={s}" for s in TIMED_SWEEPS})
+
+    def overlaps(self, other: "Job") -> bool:
+        """Both ran at once: each started before the other finished. The log orders every event, so a job that
+        starts right after another finishes (same second or not) does not overlap it."""
+        return self.start < other.end and other.start < self.end
+
+    def __str__(self) -> str:
+        return f"{self.rule}[{self.wildcards}] {self.started} .. {self.ended}"
+
+
+def run_log_jobs(text: str) -> list[Job]:
+    """The jobs of one `.snakemake/log/*.snakemake.log`: a job starts at "[timestamp]" + "(local)rule NAME:" ...
+    "jobid: N" (+ "wildcards: ..."), and finishes at "[timestamp]" + "Finished jobid: N"."""
+    jobs: dict[int, Job] = {}
+    stamp, pending = None, None
+    for pos, line in enumerate(text.splitlines()):
+        if m := STAMP.match(line):
+            stamp = m.group(1)
+        elif m := re.match(r"^(?:local)?rule (\w+):$", line):
+            pending = Job(-1, m.group(1), "", pos, stamp)
+        elif pending and (m := re.match(r"^\s+jobid: (\d+)$", line)):
+            pending.jobid = int(m.group(1))
+            jobs[pending.jobid] = pending
+        elif pending and (m := re.match(r"^\s+wildcards: (.*)$", line)):
+            pending.wildcards = m.group(1).replace(" ", "")
+        elif m := re.match(r"^Finished jobid: (\d+)", line):
+            job = jobs[int(m.group(1))]
+            job.end, job.ended, pending = pos, stamp, None
+        elif not line.startswith((" ", "\t")):
+            pending = None
+    return list(jobs.values())
+
+
+def pipeline_jobs(project) -> list[Job]:
+    """The jobs of the one run in ``project``'s .snakemake/log/ that ran any (a dry run writes a log too)."""
+    logs = [t for t in (p.read_text() for p in sorted((project / ".snakemake" / "log").glob("*.snakemake.log")))
+            if "Finished jobid" in t]
+    assert len(logs) == 1, len(logs)
+    return run_log_jobs(logs[0])
+
+
+@pytest.mark.slow
+def test_timed_jobs_run_alone(pipeline):
+    """While a job that times runs, no other job runs (the rules that time claim every core, `--cores 2` here);
+    the untimed jobs still run two at a time."""
+    jobs = pipeline_jobs(pipeline)
+    assert all(j.end is not None for j in jobs), [str(j) for j in jobs if j.end is None]
+    timed = [j for j in jobs if j.timed]
+    assert len(timed) == len(TIMED_RULES) + 1 + len(TIMED_SWEEPS), [str(j) for j in timed]  # offload: 2 tables
+    shared = [f"{t} overlaps {o}" for t in timed for o in jobs if o is not t and t.overlaps(o)]
+    assert shared == []
+    untimed = [j for j in jobs if not j.timed]
+    assert any(a.overlaps(b) for i, a in enumerate(untimed) for b in untimed[i + 1:]), "no two jobs ran at once"
+
+
+@pytest.mark.slow
+def test_every_job_writes_its_benchmark(pipeline):
+    """Every job that ran wrote its `benchmark:` TSV under logs/benchmarks/<rule>/ (wall s, cpu_time, max_rss);
+    results/ holds tables only."""
+    jobs = [j for j in pipeline_jobs(pipeline) if j.rule != "all"]  # `all` runs nothing
+    tsvs = sorted((pipeline / "logs" / "benchmarks").rglob("*.tsv"))
+    assert len(tsvs) == len(jobs)
+    assert {p.relative_to(pipeline / "logs" / "benchmarks").parts[0].removesuffix(".tsv") for p in tsvs} == \
+        {j.rule for j in jobs}
+    for tsv in tsvs:
+        frame = pd.read_csv(tsv, sep="\t")
+        assert len(frame) == 1 and {"s", "cpu_time", "max_rss"} <= set(frame.columns), tsv
+        assert frame["s"].iloc[0] > 0, tsv
+    assert not list((pipeline / "results").rglob("*.tsv"))
