@@ -13,6 +13,9 @@ REPORT_TABLES = {
     + ["results/korthikanti/table5.csv"],
 }
 
+JUDGES = sorted(str(p) for p in Path("src/remat/analysis").glob("*.py")) + ["src/remat/paper.py"]
+"""The code that judges (rules, tolerances, paper values, each report's analysis): a change re-judges every report."""
+
 REPORT_FIGURES = {
     "chen2016": expand("figures/chen_{f}.png", f=["segments", "depth", "resnet", "lstm"]),
     "korthikanti2022": expand("figures/korthikanti_{f}.png", f=["percent", "memory", "figure8"]),
@@ -24,7 +27,8 @@ REPORT_FIGURES = {
 
 rule findings:
     input:
-        lambda wc: REPORT_TABLES[wc.name],
+        tables=lambda wc: REPORT_TABLES[wc.name],
+        judges=JUDGES,
     output:
         "results/findings/{name}.csv",
     wildcard_constraints:
@@ -43,7 +47,8 @@ rule findings:
 
 rule findings_index:
     input:
-        expand("results/findings/{name}.csv", name=REPORT_TABLES),
+        findings=expand("results/findings/{name}.csv", name=REPORT_TABLES),
+        judges=JUDGES,
     output:
         "results/findings/index.csv",
     log:
