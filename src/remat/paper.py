@@ -95,6 +95,9 @@ PAPER_FIGURE8_PERCENT = {  # (model, variant): (forward, forward + backward, tot
     ("gpt-1t", "present"): (33.9, 101.1, 102.9, 1.8),
 }
 
+PAPER_TABLE5_GAIN_PCT = {"gpt-22b": 29.0, "gpt3-175b": 31.8, "mt-nlg-530b": 29.7, "gpt-1t": 32.1}
+"""Paper Table 5's "throughput increase" column as printed (SP + selective over full recompute, percent)."""
+
 PAPER_TABLE5_S = {  # model: (full recompute s, present work s, MFU %, HFU %) — paper Table 5, no data parallelism
     "gpt-22b": (1.42, 1.10, 41.5, 43.7),
     "gpt3-175b": (18.13, 13.75, 51.4, 52.8),
