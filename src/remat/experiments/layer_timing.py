@@ -46,8 +46,8 @@ class LayerTimingParams(SweepParams):
     """s, tokens per sequence; None: the model's."""
     warmup: NonNegative = 2
     """Untimed calls per step and round, before its timed ones."""
-    repeats: Repeats = 10
-    """Timed calls per step and round (≥ 5)."""
+    repeats: Repeats = 5
+    """Timed calls per step and round (≥ 5); 3 rounds pool 15 samples per step, as sweep-time-model's."""
     layers: Count = 1
     """L; times and FLOPs are reported per layer (totals / L)."""
     modes: list[torch_gpt.Mode] = field(default_factory=lambda: ["none", "selective", "full"])

@@ -51,8 +51,9 @@ class SegmentsParams(SweepParams):
 
     repeats: Repeats = 5
     """Timed steps per k and round (≥ 5)."""
-    rounds: Count = 3
-    """Interleaved timing rounds: each visits every k once, in rotated order (remat.measure.timing.time_steps)."""
+    rounds: Count = 2
+    """Interleaved timing rounds: each visits every k once, in rotated order (remat.measure.timing.time_steps);
+    2 rounds of 5 pool 10 samples per k, the count each k had when timed on its own."""
     layers: Count = 16
     """L, layers of the model."""
     ks: list[Count] | None = None
