@@ -64,8 +64,8 @@ def _reasons(g: pd.DataFrame, base, note: str = "") -> pd.Series:
 
 
 def _time_model_reasons(good: pd.DataFrame) -> pd.Series:
-    """Per row of a sweep-time-model table: its size's first failing gate (the table records no IQR:
-    SWEEPS_TIMING_IQR of each median stands in)."""
+    """Per row of a sweep-time-model table: its size's first failing gate (on the forward and combined IQRs the
+    table records; in an older table without them, SWEEPS_TIMING_IQR of each median stands in)."""
     iqr = good["measured_iqr_s"] if "measured_iqr_s" in good else SWEEPS_TIMING_IQR.value * good["measured_s"]
     note = ("" if "measured_iqr_s" in good
             else f"; IQR: {100 * SWEEPS_TIMING_IQR.value:g} % of the median, none recorded")

@@ -95,12 +95,14 @@ def table5_display(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def validation_display(frame: pd.DataFrame) -> pd.DataFrame:
-    """This machine: per size, mode and phase, predicted and measured ms and the relative error (%), with the
+    """This machine: per size, mode and phase, predicted and measured ms (with the measurement's IQR where the table
+    records it: forward and combined; backward is their difference) and the relative error (%), with the
     recompute overhead (%) predicted and measured on the combined rows; headers name the unit in parentheses
     ("predicted (ms)", "error (%)"). Input: a ``sweeps.time-model`` table."""
     out = pd.DataFrame({"h": frame["hidden"], "s": frame["seq"], "b": frame["micro_batch"], "mode": frame["mode"],
                         "phase": frame["phase"], "predicted (ms)": (1e3 * frame["predicted_s"]).round(2),
                         "measured (ms)": (1e3 * frame["measured_s"]).round(2),
+                        "IQR (ms)": (1e3 * frame.get("measured_iqr_s", pd.Series(float("nan"), frame.index))).round(2),
                         "error (%)": (100 * frame["error"]).round(1),
                         "overhead predicted (%)": (100 * frame["predicted_overhead"]).round(1),
                         "overhead measured (%)": (100 * frame["measured_overhead"]).round(1)})

@@ -68,8 +68,9 @@ def _predicted(cfg, mode: str, rates) -> dict[str, float]:
 
 
 def _measured(cfg, p: TimeModelParams):
-    """(mode -> phase -> seconds per layer, Rates): the layers and the rate microbenchmarks timed in one
-    interleaved run, so a load change on the machine hits both alike."""
+    """(mode -> phase -> seconds per layer, mode -> phase -> IQR seconds per layer, Rates): the layers and the
+    rate microbenchmarks timed in one interleaved run, so a load change on the machine hits both alike. Backward
+    is combined − forward: a derived phase with no IQR of its own (NaN)."""
     steps, to_rates = rate_steps(p.device, cfg.dtype)
     for mode in p.modes:
         run = layer_runner(cfg, mode, p)
@@ -79,7 +80,9 @@ def _measured(cfg, p: TimeModelParams):
     measured = {mode: {"forward": per_layer(f"{mode} forward"), "combined": per_layer(f"{mode} combined"),
                        "backward": per_layer(f"{mode} combined") - per_layer(f"{mode} forward")}
                 for mode in p.modes}
-    return measured, to_rates(t)
+    iqr = {mode: {"forward": t[f"{mode} forward"].iqr_s / p.layers, "backward": float("nan"),
+                  "combined": t[f"{mode} combined"].iqr_s / p.layers} for mode in p.modes}
+    return measured, iqr, to_rates(t)
 
 
 def time_model_sweep(p: TimeModelParams) -> pd.DataFrame:
@@ -88,13 +91,14 @@ def time_model_sweep(p: TimeModelParams) -> pd.DataFrame:
     with p.threads_fixed():
         for h in p.hiddens:
             cfg = p.model_config(hidden=h, layers=p.layers)
-            measured, rates = _measured(cfg, p)
+            measured, iqr, rates = _measured(cfg, p)
             for mode in p.modes:
                 predicted = _predicted(cfg, mode, rates)
                 for phase in PHASES:
                     rows.append({"hidden": h, "seq": cfg.seq, "micro_batch": cfg.micro_batch, "heads": cfg.heads,
                                  "dropout": cfg.dropout, "mode": mode, "phase": phase, "status": "ok",
                                  "predicted_s": predicted[phase], "measured_s": measured[mode][phase],
+                                 "measured_iqr_s": iqr[mode][phase],
                                  "error": predicted[phase] / measured[mode][phase] - 1,
                                  "flops_per_s": rates.flops_per_s, "memory_bytes_per_s": rates.memory_bytes_per_s,
                                  "op_overhead_s": rates.op_overhead_s, "rates_source": rates.source})
