@@ -52,7 +52,8 @@ def test_not_measured_names_the_target():
 
 
 def test_csv_round_trip_and_unique_ids(tmp_path):
-    found = [judge("a.b", "claim, with a comma", 38.2, T4_FULL, within_abs(PP3), text="38.2 %", scorecard="P"),
+    found = [judge("a.b", "claim, with a comma", 38.2, T4_FULL, within_abs(PP3), text="38.2 %", scorecard="P",
+                   where="predicted"),
              judge("c", "plain", 2.0)]
     write(found, tmp_path / "f.csv")
     back = read(tmp_path / "f.csv")
@@ -62,6 +63,8 @@ def test_csv_round_trip_and_unique_ids(tmp_path):
         back["zz"]
     with pytest.raises(ValueError, match="repeated"):
         write(found + found[:1], tmp_path / "g.csv")
+    with pytest.raises(ValueError, match="'where' is not one of"):   # a judged finding says where ours comes from
+        write([judge("d", "c", 38.2, T4_FULL, within_abs(PP3), where="somewhere")], tmp_path / "h.csv")
 
 
 def test_gates_fail_what_breaks_an_invariant():
@@ -107,7 +110,7 @@ def test_busy_rows_leave_the_sweep_summaries():
 def test_scorecard_is_a_view_over_the_index_findings(tmp_path):
     claims = [judge("chen2016.x", "Claim A", 10.5, PaperValue(6.9, "abstract", "6.9×"),
                     within_rel(Tolerance(0.1, "", "why")), text="10.5×", scorecard="Chen et al. 2016",
-                    link="chen2016.html#sec-resnet")]
+                    link="chen2016.html#sec-resnet", where="fake")]
     write(claims, catalog.path("findings.index", root=tmp_path))
     text = scorecard_markdown(tmp_path)
     assert "The one claim differs." in text and "| Claim A | 6.9× (abstract) | 10.5× |" in text

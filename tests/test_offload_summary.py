@@ -41,7 +41,7 @@ def test_bandwidth_findings():
     f = by_id(offload._bandwidth(bandwidth()))
     assert f["bandwidth.fit_alone"].status == "reproduced" and f["bandwidth.fit_alone"].ours == "0.95× (−5.0%)"
     assert f["bandwidth.h2d"].ours == "10.00 GB/s (pageable)" and f["bandwidth.overlap_ratio"].ours == "0.80×"
-    assert f["bandwidth.h2d"].where == "CPU stand-in (simulated: host memcpy)"
+    assert f["bandwidth.h2d"].where == "CPU (a stand-in; simulated: host memcpy)"
     wrong = by_id(offload._bandwidth(bandwidth(err_2mib=0.12, overlap=False)))  # 1.12×; no overlapped copies
     assert wrong["bandwidth.fit_alone"].status == "differs" and "2.00 MiB" in wrong["bandwidth.fit_alone"].reason
     assert wrong["bandwidth.fit_overlap"].status == wrong["bandwidth.overlap_ratio"].status == "not measured"

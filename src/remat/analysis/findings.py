@@ -154,12 +154,21 @@ def not_measured(id: str, claim: str, missing: catalog.Missing, paper: PaperValu
 
 COLUMNS = [f.name for f in fields(Finding)]
 
+WHERE = ("CPU", "GPU", "fake", "predicted", "formula", "paper")
+"""Where ours comes from, the first word of a judged finding's ``where`` (details may follow): measured on this
+machine's CPU or on a GPU, counted under FakeTensorMode, predicted by the time model, a closed form, or computed
+from the paper's own printed numbers."""
+
 
 def write(found: list[Finding], out: str | Path) -> None:
-    """The findings as one CSV (one row each, COLUMNS), written atomically. ValueError on a repeated id."""
+    """The findings as one CSV (one row each, COLUMNS), written atomically. ValueError on a repeated id or a judged
+    finding whose ``where`` does not start with one of WHERE."""
     ids = [f.id for f in found]
     if len(set(ids)) != len(ids):
         raise ValueError(f"repeated finding ids: {sorted({i for i in ids if ids.count(i) > 1})}")
+    unsaid = [f.id for f in found if f.status != MEASURED and not f.where.startswith(WHERE)]
+    if unsaid:
+        raise ValueError(f"findings whose 'where' is not one of {', '.join(WHERE)}: {unsaid}")
     with atomic_path(Path(out)) as tmp:
         pd.DataFrame([asdict(f) for f in found], columns=COLUMNS).to_csv(tmp, index=False)
 

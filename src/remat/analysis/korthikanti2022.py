@@ -295,13 +295,13 @@ def _utilization(root) -> list[Finding]:
                                                                                    "HFU % (paper)", 3)):
         m = (u[ours] - u[paper]).abs().idxmax()
         found.append(_f(id, u.loc[m, ours], PaperValue(PAPER_TABLE5_S[m][col], "Table 5", f"{u.loc[m, paper]} % ({m})"),
-                        rule, where="paper's times", text=f"{u.loc[m, ours]:.2f} % ({m}, the model farthest from it)"))
+                        rule, where="paper (its printed times)", text=f"{u.loc[m, ours]:.2f} % ({m}, the model farthest from it)"))
     lower = (u["HFU % (Eq. 8)"] - u["HFU % (text)"]).max()
-    found.append(_f("hfu.text", lower, where="paper's times", text=f"{lower:.1f} pp"))
+    found.append(_f("hfu.text", lower, where="paper (its printed times)", text=f"{lower:.1f} pp"))
     t5 = catalog.read_if("korthikanti.table5", root=root)
     predicted = "" if t5 is None else (f"; the time model's MFU, {span_text(t5['mfu_pct'], 0, ' %')}, is a roofline's "
                                        "optimism (no launch gaps, no slow kernels), not comparable with measured MFU")
-    card = _f("mfu", found[0].value, where="paper's times" + (" + predicted" if predicted else ""),
+    card = _f("mfu", found[0].value, where="paper (its printed times)" + (" + predicted" if predicted else ""),
               text=f"Eq. 7 on the printed times gives the MFU within {abs(found[0].value - found[0].paper_value):.2f}"
                    f" pp, Eq. 8 the HFU within {abs(found[1].value - found[1].paper_value):.2f} pp{predicted}")
     return found + [marked(card, NOT_REPRODUCIBLE, "needs a GPU cluster (the paper measured iteration times on 8 to "

@@ -1,6 +1,6 @@
 """The offload report's findings (``findings(root)``) and display tables, from one device's offload tables.
 Seconds unless a header says ms / µs; GB/s = 10^9 bytes/s, GiB = 2^30 bytes, MiB = 2^20 bytes. On a CPU the link
-is a host memcpy: ``where`` then says "CPU stand-in (simulated: host memcpy)", never PCIe. No paper is replicated
+is a host memcpy: ``where`` then says "CPU (a stand-in; simulated: host memcpy)", never PCIe. No paper is replicated
 here: a judged claim sets a measurement against the model that predicts it or an invariant (the ``paper`` fields).
 """
 
@@ -89,7 +89,7 @@ def _m(id: str, value: float, text: str, where: str, **kw) -> Finding:
 
 def _where(t: pd.DataFrame) -> str:
     link = str(t["link"].iloc[0])
-    return f"CPU stand-in ({link})" if link == SIMULATED else f"{t['device_name'].iloc[0]}: {link}"
+    return f"CPU (a stand-in; {link})" if link == SIMULATED else f"GPU ({t['device_name'].iloc[0]}; {link})"
 
 
 def _range(values, fmt=lambda x: percent(x, 0)) -> str:
@@ -145,7 +145,7 @@ def _steps(steps: pd.DataFrame) -> list[Finding]:
     unequal = [v for v in ran if not steps.loc[steps["variant"] == v, "grads_bitwise_equal"].astype(bool).all()]
     time, held = (steps.pivot_table(index=["s", "h"], columns="variant", values=c)
                   for c in ("step_time_s", "device_held_after_forward_bytes"))
-    host, cpu = steps[steps["variant"] == "offload"], where.startswith("CPU stand-in")
+    host, cpu = steps[steps["variant"] == "offload"], where.startswith("CPU")
     live, pinned = int(host["host_live_after_step_bytes"].max()), host["host_pinned"].fillna(False).astype(bool).all()
     pool = (f"{format_bytes(int(host['host_reserved_bytes'].max()))} reserved "
             f"({'pinned' if pinned else 'pageable'}), {format_bytes(live)} live after a step")
@@ -186,9 +186,9 @@ def _model(id: str, measured: pd.Series, model: pd.Series, label: str, where: st
 
 def _breakeven(be: pd.DataFrame, steps: pd.DataFrame | None) -> list[Finding]:
     grid, m, r = be[be["kind"] == "grid"], be[be["kind"] == "measured"], _at_point(be).iloc[0]
-    gpu, here = f"predicted for the {r['gpu_name']} by remat.timemodel's per-op roofline, not measured", _where(m)
-    link, serial_applies = r["link_per_gpu_gb_s"], here.startswith("CPU stand-in")
-    presets = f"predicted for the presets {', '.join(dict.fromkeys(grid['gpu']))}"
+    gpu, here = f"predicted (the {r['gpu_name']}, by remat.timemodel's per-op roofline; not measured)", _where(m)
+    link, serial_applies = r["link_per_gpu_gb_s"], here.startswith("CPU")
+    presets = f"predicted (the presets {', '.join(dict.fromkeys(grid['gpu']))})"
     point = f"s = {r['s']}, h = {r['h']}, b = {r['b']}, t = {r['t']:g} on the {r['gpu_name']}"
     out = [_m("breakeven.point", NAN, point, gpu), _m("breakeven.link", link, f"{link:.1f} GB/s", gpu)]
     for k in ("selective", "full"):
@@ -196,7 +196,7 @@ def _breakeven(be: pd.DataFrame, steps: pd.DataFrame | None) -> list[Finding]:
         out += [_m(f"breakeven.{k}", gb_s, f"{gb_s:.1f} GB/s ({gb_s / link:.1f}× that link)", gpu),
                 _m(f"breakeven.cheaper_{k}", cheap == "offload", cheap.replace(k, f"{k} recomputation"), gpu),
                 _m(f"breakeven.wins_{k}", wins, f"{wins} of {len(grid)}", presets)]
-    model = f"predicted by the model at this run's rates; {here}"
+    model = f"predicted (the model at this run's rates) beside {here}"
     serial, overlap = m["predicted_offload_serial_s"], m["predicted_offload_overlap_s"]
     extra = float(((m["measured_offload_s"] - serial) / (m["L"] * 2 * m["tensors"])).mean()) * 1e6
     below, hidden = int((m["measured_offload_s"] < m["measured_full_s"]).sum()), (1 - overlap / serial)[serial > 0]

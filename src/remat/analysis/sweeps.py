@@ -74,12 +74,12 @@ def findings(root=".") -> list[Finding]:
 
 def _where(root, device: str) -> str:
     if device != catalog.GPU_DEVICE:
-        return device
+        return device.upper()
     gpu = catalog.gpu_table(catalog.relpath("sweeps.layer-timing", device), root)
-    return f"{device}, {catalog.label(gpu, root)}" if gpu is not None else device
+    return f"GPU ({catalog.label(gpu, root)})" if gpu is not None else "GPU"
 
 
-STAND_IN = {"cpu": "cpu (a CPU stand-in for a GPU)"}
+STAND_IN = {"CPU": "CPU (a stand-in for a GPU)"}
 """Where a timing was taken, labelled: a CPU's times stand in for a GPU's (any other ``where`` as it is)."""
 
 
