@@ -28,6 +28,9 @@ from remat.paper import KORTHIKANTI, PAPER, PAPER_GPU, PAPER_TABLE5_S, TABLE3_MO
 from remat.timemodel.gpus import GPUS
 from remat.units import GiB, MiB, span_text
 
+PRINTED = "paper (its printed times)"
+"""Where a value computed from the paper's printed iteration times comes from (findings.WHERE)."""
+
 EXTENSION = "TP+SP+full"
 """Table 2's technique the paper does not print (full recompute keeping the layer input's sequence shard)."""
 
@@ -294,14 +297,15 @@ def _utilization(root) -> list[Finding]:
     for id, ours, paper, col in (("mfu.eq7", "MFU % (Eq. 7)", "MFU % (paper)", 2), ("hfu.eq8", "HFU % (Eq. 8)",
                                                                                    "HFU % (paper)", 3)):
         m = (u[ours] - u[paper]).abs().idxmax()
-        found.append(_f(id, u.loc[m, ours], PaperValue(PAPER_TABLE5_S[m][col], "Table 5", f"{u.loc[m, paper]} % ({m})"),
-                        rule, where="paper (its printed times)", text=f"{u.loc[m, ours]:.2f} % ({m}, the model farthest from it)"))
+        printed = PaperValue(PAPER_TABLE5_S[m][col], "Table 5", f"{u.loc[m, paper]} % ({m})")
+        found.append(_f(id, u.loc[m, ours], printed, rule, where=PRINTED,
+                        text=f"{u.loc[m, ours]:.2f} % ({m}, the model farthest from it)"))
     lower = (u["HFU % (Eq. 8)"] - u["HFU % (text)"]).max()
-    found.append(_f("hfu.text", lower, where="paper (its printed times)", text=f"{lower:.1f} pp"))
+    found.append(_f("hfu.text", lower, where=PRINTED, text=f"{lower:.1f} pp"))
     t5 = catalog.read_if("korthikanti.table5", root=root)
     predicted = "" if t5 is None else (f"; the time model's MFU, {span_text(t5['mfu_pct'], 0, ' %')}, is a roofline's "
                                        "optimism (no launch gaps, no slow kernels), not comparable with measured MFU")
-    card = _f("mfu", found[0].value, where="paper (its printed times)" + (" + predicted" if predicted else ""),
+    card = _f("mfu", found[0].value, where=PRINTED + (" + predicted" if predicted else ""),
               text=f"Eq. 7 on the printed times gives the MFU within {abs(found[0].value - found[0].paper_value):.2f}"
                    f" pp, Eq. 8 the HFU within {abs(found[1].value - found[1].paper_value):.2f} pp{predicted}")
     return found + [marked(card, NOT_REPRODUCIBLE, "needs a GPU cluster (the paper measured iteration times on 8 to "
