@@ -33,7 +33,7 @@ def write_findings(report: str, root: str | Path = ".") -> Path:
     try:
         found = report_findings(report, root)
     except (KeyError, IndexError) as exc:   # a table from another version of remat, or cut at a row boundary
-        target = (catalog.RESULTS / catalog.relpath(f"findings.{report}")).as_posix()
+        target = catalog.target(f"findings.{report}")
         raise UsageError(f"results tables of {report}", f"a table lacks what the analysis reads ({exc}); remake "
                                                         f"them: snakemake -f {target}") from None
     out = catalog.path(f"findings.{report}", root=root)

@@ -81,12 +81,17 @@ def path(table: str, device: str | None = None, root: str | Path = ".") -> Path:
     return Path(root) / RESULTS / relpath(table, device)
 
 
+def target(table: str, device: str | None = None) -> str:
+    """The path snakemake makes ``table`` at, as a user types it: "results/chen/depth.csv"."""
+    return (RESULTS / relpath(table, device)).as_posix()
+
+
 def read(table: str, device: str | None = None, root: str | Path = ".") -> pd.DataFrame:
     """The table as a DataFrame; Missing(its results/ path) when the file is absent; UsageError naming the file
     when it is empty or not a CSV (a truncated or corrupt table: remake it)."""
     where = path(table, device, root)
     if not where.exists():
-        raise Missing((RESULTS / relpath(table, device)).as_posix())
+        raise Missing(target(table, device))
     return read_csv(where)
 
 
@@ -123,7 +128,7 @@ def read_devices(table: str, root: str | Path = ".") -> pd.DataFrame:
     """``device_paths`` as one frame; Missing(this device's path) when there is none."""
     paths = device_paths(table, root)
     if not paths:
-        raise Missing((RESULTS / relpath(table, DEVICES[0])).as_posix())
+        raise Missing(target(table, DEVICES[0]))
     return pd.concat([read_csv(p) for p in paths], ignore_index=True)
 
 
@@ -158,6 +163,20 @@ def gpu_table(rel: str, root: str | Path = ".") -> Path | None:
         return here
     folder = latest(root)
     return folder / rel if folder is not None and (folder / rel).exists() else None
+
+
+def gpu_of(table: str, root: str | Path = ".") -> Path | None:
+    """The GPU file of per-device table ``table`` (an id): this run's, else the reference run's, else None."""
+    return gpu_table(relpath(table, GPU_DEVICE), root)
+
+
+def where(device: str, table: str, root: str | Path = ".") -> str:
+    """Where a device's rows of ``table`` were measured, as findings say it (findings.WHERE): "CPU"; "GPU" for
+    this run's; "GPU (<the reference run>)" where the committed reference run's table stands in."""
+    if device != GPU_DEVICE:
+        return device.upper()
+    gpu = gpu_of(table, root)
+    return f"GPU ({label(gpu, root)})" if is_reference(gpu, root) else "GPU"
 
 
 def is_reference(table: Path | None, root: str | Path = ".") -> bool:

@@ -253,9 +253,7 @@ def _speed(t, root) -> list[Finding]:
     dev = catalog.GPU_DEVICE if (speed["device"] == catalog.GPU_DEVICE).any() else str(speed["device"].iloc[0])
     rows = speed[speed["device"] == dev].set_index(["net", "strategy"])
     sub, none = (rows.xs(s, level="strategy") for s in ("sublinear", "none"))
-    gpu = catalog.gpu_table(catalog.relpath("chen.speed", catalog.GPU_DEVICE), root)
-    where = ("GPU" + (f" ({catalog.label(gpu, root)})" if catalog.is_reference(gpu, root) else "")
-             if dev == catalog.GPU_DEVICE else dev.upper())
+    where = catalog.where(dev, "chen.speed", root)
     worst = (100 * sub["overhead"] - PAPER["chen.speed_overhead_pct"].value).abs().idxmax()
     gates = [busy(rows)] + [noisy(r["step_time_s"], r["step_time_iqr_s"], f"{n} {s}") for (n, s), r in rows.iterrows()]
     gates += [negative_overhead(sub.loc[n, "overhead"], none.loc[n, "step_time_iqr_s"] / none.loc[n, "step_time_s"],

@@ -199,5 +199,5 @@ def load(report: str, root: str | Path = ".") -> Findings:
     """``results/findings/<report>.csv`` under ``root``; catalog.Missing when it is absent."""
     where = catalog.path(f"findings.{report}", root=root)
     if not where.exists():
-        raise catalog.Missing((catalog.RESULTS / catalog.relpath(f"findings.{report}")).as_posix())
+        raise catalog.Missing(catalog.target(f"findings.{report}"))
     return read(where)

@@ -190,8 +190,7 @@ def validation(root=".") -> pd.DataFrame:
     frame = catalog.read_devices("planner.validate", root)
     gpu = (frame["device"] == catalog.GPU_DEVICE).any()
     out = frame[frame["device"] == (catalog.GPU_DEVICE if gpu else frame["device"].iloc[0])].reset_index(drop=True)
-    table = catalog.gpu_table(catalog.relpath("planner.validate", catalog.GPU_DEVICE), root)
-    out.attrs["where"] = f"GPU ({catalog.label(table, root)})" if gpu else str(out["device"].iloc[0]).upper()
+    out.attrs["where"] = catalog.where(str(out["device"].iloc[0]), "planner.validate", root)
     return out
 
 

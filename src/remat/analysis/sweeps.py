@@ -58,10 +58,10 @@ def findings(root=".") -> list[Finding]:
     found = devices(pd.concat([f[["device"]] for f in frames.values()])) or [catalog.DEVICES[0]]
     out = []
     for d in found:
-        where = _where(root, d)
+        where = catalog.where(d, "sweeps.layer-timing", root)
         for sweep, build in BUILDERS.items():
             part = frames[sweep][frames[sweep]["device"] == d]
-            target = f"{catalog.RESULTS.as_posix()}/{catalog.relpath(f'sweeps.{sweep}', d)}"
+            target = catalog.target(f"sweeps.{sweep}", d)
             try:
                 out += build(part, d, where, frames) if len(ok(part)) else [
                     not_measured(f"{i}.{d}", c, catalog.Missing(target)) for i, c in CLAIMS[sweep].items()]
@@ -70,13 +70,6 @@ def findings(root=".") -> list[Finding]:
                                 reason=f"a point it needs did not run ({e}): see {target}")
                         for i, c in CLAIMS[sweep].items()]
     return out + [_table4(out, found)]
-
-
-def _where(root, device: str) -> str:
-    if device != catalog.GPU_DEVICE:
-        return device.upper()
-    gpu = catalog.gpu_table(catalog.relpath("sweeps.layer-timing", device), root)
-    return f"GPU ({catalog.label(gpu, root)})" if gpu is not None else "GPU"
 
 
 STAND_IN = {"CPU": "CPU (a stand-in for a GPU)"}

@@ -117,9 +117,9 @@ def _refuse_stale(report: str, root: Path) -> None:
     old verdicts beside new tables."""
     newer = catalog.stale(report, root) if report in catalog.SOURCES else None
     if newer is not None:
-        findings = catalog.RESULTS / catalog.relpath(f"findings.{report}")
-        raise UsageError(findings.as_posix(), f"older than {newer.relative_to(root).as_posix()}: remake it first "
-                                              f"(remat findings {report}, or snakemake -f {findings.as_posix()})")
+        findings = catalog.target(f"findings.{report}")
+        raise UsageError(findings, f"older than {newer.relative_to(root).as_posix()}: remake it first "
+                                   f"(remat findings {report}, or snakemake -f {findings})")
 
 
 def quarto_binary(engine: str) -> str | None:

@@ -142,7 +142,7 @@ def status_counts(found: Iterable[Finding], noun: str = "claim") -> str:
 def gpu_note(paths, what: str = "GPU measurements", root: str | Path = ".", shows_reference: bool = True) -> str:
     """The callout a GPU-bearing section opens with (Markdown): "" when this run measured on a GPU; the reference run's
     label when its tables are shown; otherwise a visible note that no GPU result exists yet and how to get one.
-    ``paths``: the GPU tables the section reads (``catalog.gpu_table`` results, None where absent).
+    ``paths``: the GPU tables the section reads (``catalog.gpu_of`` results, None where absent).
     ``shows_reference``: False for a section that shows this run's device only: a reference run is then named as
     where those tables are, not as the source of what is shown. ``root``: the project root."""
     found = [p for p in paths if p is not None]
