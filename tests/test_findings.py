@@ -153,3 +153,10 @@ def test_exact_fails_any_difference():
     rule = exact("every model on the paper's side of the line", "a yes/no per model")
     assert judge("f", "c", 4, PaperValue(4, "Figure 1"), rule).status == REPRODUCED
     assert judge("f", "c", 3, PaperValue(4, "Figure 1"), rule).status == DIFFERS
+
+
+def test_claim_bullets_cross_reference_the_section():
+    f = judge("resnet", "ResNet: reduction", 10.5, PaperValue(6.9, "abstract", "6.9×"),
+              within_rel(Tolerance(0.25, "", "why")), text="10.5×", where="fake", link="chen2016.html#sec-resnet")
+    assert phrases.claim_bullets([f]) == ("* **ResNet: reduction** (@sec-resnet): 10.5× against 6.9× (abstract): "
+                                          "differs: ours 10.5 is +52.2 % off 6.9, beyond ±25 %.")

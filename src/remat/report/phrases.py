@@ -118,6 +118,13 @@ def judged(f: Finding) -> str:
     return f"{versus(f)}: {verdict(f)}{rule}."   # not capitalized: ours may start with a name (gpt3-175b)
 
 
+def claim_bullets(found: Iterable[Finding]) -> str:
+    """Judged findings as a Markdown list, one line each: "* **claim** (@sec-…): <judged>", cross-referencing the
+    report section the finding links to (its id where it links nowhere)."""
+    return "\n".join(f"* **{f.claim}** ({'@' + f.link.split('#')[1] if '#' in f.link else f.id}): {judged(f)}"
+                     for f in found)
+
+
 _VERBS = {REPRODUCED: ("is reproduced", "are reproduced"), DIFFERS: ("differs", "differ"),
           NOT_REPRODUCIBLE: ("is not reproducible here", "are not reproducible here"),
           NOT_MEASURED: ("is not measured yet", "are not measured yet"), INVALID: ("is invalid", "are invalid"),

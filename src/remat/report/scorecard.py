@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from remat.analysis import catalog
 from remat.analysis.findings import REPRODUCED, Finding, load
 from remat.report.phrases import status_counts, verdict
 
-HEADER = "| claim | paper value (source) | ours | where | status | reproduced when | shown in |"
+CLAIM_COLUMNS = ("claim", "paper value (source)", "ours", "where", "status", "reproduced when")
+HEADER = "| " + " | ".join((*CLAIM_COLUMNS, "shown in")) + " |"
 _COLUMN_WIDTHS = (14, 14, 20, 7, 19, 14, 12)
 """Relative column widths (pandoc and Quarto read them from the dashes of a pipe table's rule line when rows are
 long): the claim, the values and the status get the room; "where" is one word."""
@@ -34,11 +37,21 @@ def scorecard_markdown(root: str | Path = ".") -> str:
     return "\n".join(lines) + "\n"
 
 
-def _row(f: Finding, root: Path) -> str:
+def claim_cells(f: Finding) -> tuple[str, ...]:
+    """One judged finding as a claims table shows it (the scorecard's rows; a report's own claims table):
+    CLAIM_COLUMNS."""
     status = f"**{REPRODUCED}**" if f.status == REPRODUCED else verdict(f)
     paper = f"{f.paper} ({f.source})" if f.paper else "—"
-    cells = (f.claim, paper, f.ours, f.where or "—", status, f.rule or "—")
-    return "| " + " | ".join(_cell(c) for c in cells) + f" | {_link(f.link, root)} |"
+    return (f.claim, paper, f.ours, f.where or "—", status, f.rule or "—")
+
+
+def claims_table(found) -> pd.DataFrame:
+    """Judged findings as a table, one row each (CLAIM_COLUMNS)."""
+    return pd.DataFrame([claim_cells(f) for f in found], columns=list(CLAIM_COLUMNS))
+
+
+def _row(f: Finding, root: Path) -> str:
+    return "| " + " | ".join(_cell(c) for c in claim_cells(f)) + f" | {_link(f.link, root)} |"
 
 
 def _cell(text: str) -> str:
