@@ -36,6 +36,7 @@ def fit_log2_growth(x, y) -> tuple[float, float]:
 def _r2(x, y) -> float:
     return float(stats.linregress(np.asarray(x, float), np.asarray(y, float)).rvalue ** 2)
 
+
 def depth_fits(frame: pd.DataFrame) -> pd.DataFrame:
     """Per schedule family of a ``chen.depth`` table: exponent (log–log slope of peak bytes vs L),
     bytes_per_doubling and r2_log2 (peak bytes ≈ a + b·log2 L), forwards_exponent."""
@@ -110,6 +111,9 @@ RULES = {"sqrt": _SQRT, "resnet-sqrt": _SQRT, "lstm-sqrt": _SQRT,
          "speed": ("chen.speed_overhead_pct", within_abs(tol.CHEN_SPEED_PP))}
 """The judged findings: id -> (the paper value's id in remat.paper, the rule for "reproduced")."""
 
+_DEPTH = f"{PAPER['chen.resnet_depth'].value:,.0f}"                                 # "1,000"
+_GPU, _STEPS = PAPER["chen.gpu_memory_gb"].text, PAPER["chen.lstm_steps"].text      # "12 GB", "64 steps"
+
 GROUPS = {
     "depth": {"sqrt": "√L segments: O(√n) memory", "sqrt-forwards": "…for one extra forward pass",
               "recursion": "Recursion: O(log n) memory", "revolve.growth": "Revolve: memory per doubling of L",
@@ -119,11 +123,11 @@ GROUPS = {
               "segments.sqrt": "Peak at k = √L", "segments.opt": "Peak at the best k",
               "revolve.exact": "Revolve: counted = closed form = DP", "graph.check": "Executed plans bitwise equal"},
     "resnet": {"resnet-sqrt": "ResNet, sublinear plan: memory O(√depth)", "budget.resnet": "ResNet: Algorithm 3 "
-               "against √n and x + y", "resnet": "1,000-layer ResNet: memory reduction of the sublinear plan",
-               "resnet-limit": "Without the plan a 12 GB GPU trains a ResNet of",
+               "against √n and x + y", "resnet": f"{_DEPTH}-layer ResNet: memory reduction of the sublinear plan",
+               "resnet-limit": f"Without the plan a {_GPU} GPU trains a ResNet of",
                "resnet-sharing": "In-place + sharing cut memory", "resnet.size": "The ResNet traced"},
     "lstm": {"lstm-sqrt": "LSTM, sublinear plan: memory O(√length)", "budget.lstm": "LSTM: Algorithm 3 against √n "
-             "and x + y", "lstm": "LSTM, 64 steps: reduction over the optimized plan", "lstm.size": "The LSTM traced"},
+             "and x + y", "lstm": f"LSTM, {_STEPS}: reduction over the optimized plan", "lstm.size": "The LSTM traced"},
     "speed": {"speed": "Sublinear plan: extra runtime"}}
 """Every finding by the part of ``findings`` that makes it: id -> claim. A missing table makes the part's not
 measured."""
@@ -218,7 +222,8 @@ def _net(frame: pd.DataFrame, size: str, net: str, steps: float, why: str = "") 
 def _resnet(t, root) -> list[Finding]:
     resnet = t("resnet")
     fits, unit, found = _net(resnet, "depth", "resnet", PAPER["chen.resnet_depth"].value, why=(
-        "ours counts feature maps before and after; the paper's 7 GB is GPU memory at run time (§5.2, Figure 5b), "
+        f"ours counts feature maps before and after; the paper's {PAPER['chen.resnet_after_gb'].text} is GPU memory "
+        "at run time (§5.2, Figure 5b), "
         "which also holds parameters, their gradients and workspace that no plan shrinks"))
     deep = resnet[resnet["depth"] == resnet["depth"].max()].iloc[0]
     limit = depth_at(resnet, "depth", "sharing", PAPER["chen.gpu_memory_gb"].value * 1e9)
@@ -228,7 +233,7 @@ def _resnet(t, root) -> list[Finding]:
         "which the paper does not print") if deeper else "")
     s, mb = fits.loc["sharing"], lambda v: size_text(v, unit)
     return found + [
-        limit_f if limit else marked(limit_f, NOT_MEASURED, "12 GB lies outside the swept depths"),
+        limit_f if limit else marked(limit_f, NOT_MEASURED, f"{_GPU} lies outside the swept depths"),
         _f("resnet-sharing", s["vs_no_opt"], f"{s['vs_no_opt']:.1f}× ({mb(fits.loc['no-opt', 'planned_bytes'])} → "
            f"{mb(s['planned_bytes'])})", "fake", reason="our no-opt gives every value, activation or gradient, its "
            "own storage; the paper does not say what its baseline shares"),
@@ -357,6 +362,7 @@ def _read(table: str, root) -> pd.DataFrame:
 
 def raw_tables(root=".") -> list[pd.DataFrame]:
     """Every chen.* table present (the report's provenance list)."""
-    found = [catalog.read_if(f"chen.{t}", root=root) for t in ("check", "segments", "depth", "revolve", "graph-check",
-                                                               "resnet", "lstm")]
-    return [f for f in found if f is not None] + [_read("speed", root)] * bool(catalog.device_paths("chen.speed", root))
+    found = [catalog.read_if(t, root=root) for t in catalog.TABLES if t.startswith("chen.")]
+    if catalog.device_paths("chen.speed", root):
+        found.append(_read("speed", root))
+    return [f for f in found if f is not None]
