@@ -115,17 +115,17 @@ def holds(text: str, why: str = "") -> Rule:
 def judge(id: str, claim: str, ours: float, paper: PaperValue | None = None, rule: Rule | None = None,
           where: str = "", text: str | None = None, reason: str = "", **extra) -> Finding:
     """The one judge: a Finding whose status follows ``rule`` applied to ours and the paper's value. Without a
-    rule or a paper value the status is MEASURED (a quoted value, nothing judged). ``text``: ours as printed
-    (default: the number, 4 significant figures). ``reason``: set when the rule fails, to say why in the
+    rule or a paper value the status is MEASURED (a quoted value, nothing judged); a judged value that is NaN is
+    INVALID. ``text``: ours as printed (default: the number, 3 significant figures). ``reason``: set when the rule fails, to say why in the
     paper's terms (default: the rule's own). ``extra``: scorecard=, link=, value= overrides."""
     value = float(ours)
     shown = text if text is not None else _num(value)
     base = dict(id=id, claim=claim, ours=shown, value=value, where=where, **extra)
     if paper is None or rule is None:
         return Finding(**base, status=MEASURED, reason=reason)
-    ok, why = rule.check(value, paper.value) if not math.isnan(value) else (False, "no value")
     if math.isnan(value):
-        return Finding(**base, **_paper(paper, rule), status=INVALID, reason=reason or why)
+        return Finding(**base, **_paper(paper, rule), status=INVALID, reason=reason or "no value")
+    ok, why = rule.check(value, paper.value)
     return Finding(**base, **_paper(paper, rule), status=REPRODUCED if ok else DIFFERS,
                    reason="" if ok else (reason or why))
 

@@ -14,6 +14,7 @@ import pandas as pd
 from remat.analysis.findings import INVALID, Finding, marked
 from remat.analysis.tolerances import TIMING_BUSY
 from remat.measure.provenance import MIN_WINDOW_S
+from remat.units import signed_percent
 
 MAX_IQR_SHARE = 0.5
 """A timing whose interquartile range exceeds half its median is noise, not a measurement (the rounds disagree
@@ -31,7 +32,8 @@ def negative_overhead(overhead: float, noise: float, what: str = "recompute") ->
     """Fails when an overhead that can only add work (recomputation) is below zero by more than the noise
     (both as fractions of the same baseline)."""
     if overhead < -noise:
-        return f"{what} overhead {100 * overhead:+.1f} % is below zero beyond the noise (±{100 * noise:.1f} %)"
+        return (f"{what} overhead {signed_percent(overhead, 1, ' %')} is below zero beyond the noise "
+                f"(±{100 * noise:.1f} %)")
     return ""
 
 
