@@ -116,8 +116,9 @@ def judge(id: str, claim: str, ours: float, paper: PaperValue | None = None, rul
           where: str = "", text: str | None = None, reason: str = "", **extra) -> Finding:
     """The one judge: a Finding whose status follows ``rule`` applied to ours and the paper's value. Without a
     rule or a paper value the status is MEASURED (a quoted value, nothing judged); a judged value that is NaN is
-    INVALID. ``text``: ours as printed (default: the number, 3 significant figures). ``reason``: set when the rule fails, to say why in the
-    paper's terms (default: the rule's own). ``extra``: scorecard=, link=, value= overrides."""
+    INVALID. ``text``: ours as printed (default: the number, 3 significant figures). ``reason``: set when the rule
+    fails, to say why in the paper's terms (default: the rule's own). ``extra``: scorecard=, link=, value=
+    overrides."""
     value = float(ours)
     shown = text if text is not None else _num(value)
     base = dict(id=id, claim=claim, ours=shown, value=value, where=where, **extra)
