@@ -27,12 +27,11 @@ import torch
 from torch.utils.benchmark import Measurement
 from torch.utils.benchmark.utils.common import TaskSpec
 
-from remat.measure.provenance import BUSY_CORES, Load, load_since, record_timed, snapshot
+from remat.measure.provenance import Load, load_since, record_timed, snapshot
 
 MIN_REPEATS = 5
 UNMEASURED = Load(math.nan, math.nan, math.nan, math.nan, math.nan)
 """The load of a Timing made without a measured window (a test's fake clock)."""
-__all__ = ["BUSY_CORES", "MIN_REPEATS", "UNMEASURED", "Timing", "time_steps", "time_step", "intra_op_threads"]
 
 
 @dataclass(frozen=True)
