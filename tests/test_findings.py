@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import astuple
+from dataclasses import astuple, replace
 
 import pytest
 
 from remat.analysis import catalog, gates, index
-from remat.analysis.findings import (DIFFERS, INVALID, MEASURED, NOT_MEASURED, REPRODUCED, exact, judge, not_measured,
-                                    read, within_abs, within_range, within_rel, write)
+from remat.analysis.findings import (DIFFERS, INVALID, MEASURED, NOT_MEASURED, NOT_REPRODUCIBLE, REPRODUCED, exact,
+                                    judge, marked, not_measured, read, within_abs, within_range, within_rel, write)
 from remat.analysis.tolerances import Tolerance
 from remat.errors import UsageError
 from remat.paper import CHEN, KORTHIKANTI, PaperValue
@@ -123,6 +123,10 @@ def test_quoted_and_outcome_never_quote_an_invalid_number():
     assert phrases.quoted(good) == "38.2 %"
     assert phrases.quoted(bad) == "invalid: recompute overhead −56.1 % is below zero beyond the noise (±5.0 %)"
     assert phrases.outcome(good) == "38.2 %: reproduced" and phrases.outcome(bad).startswith("invalid: ")
+    stand_in = marked(judge("s", "c", 48.5, T4_FULL, within_abs(PP3), text="48.5 %"), NOT_REPRODUCIBLE, "needs a GPU")
+    nothing = marked(replace(stand_in, ours="—"), NOT_REPRODUCIBLE, "no copy engine on a CPU")
+    assert phrases.quoted(stand_in) == "48.5 %"   # a labelled stand-in is data; nothing measured is not
+    assert phrases.quoted(nothing) == "not reproducible here: no copy engine on a CPU"
 
 
 def test_a_corrupt_table_is_one_line_naming_it(tmp_path):

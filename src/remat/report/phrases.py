@@ -99,8 +99,10 @@ def versus(f: Finding) -> str:
 
 def quoted(f: Finding) -> str:
     """Ours where it is data (measured, reproduced, differs, or a labelled stand-in not reproducible here); else the
-    verdict that says why there is no number to quote (invalid, not measured)."""
-    return f.ours if f.status in (MEASURED, REPRODUCED, DIFFERS, NOT_REPRODUCIBLE) else verdict(f)
+    verdict that says why there is no number to quote (invalid, not measured, or not reproducible here with
+    nothing measured: ours "—")."""
+    data = f.status in (MEASURED, REPRODUCED, DIFFERS) or (f.status == NOT_REPRODUCIBLE and f.ours not in ("", "—"))
+    return f.ours if data else verdict(f)
 
 
 def outcome(f: Finding) -> str:
