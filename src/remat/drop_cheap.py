@@ -32,6 +32,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 from torch.utils.flop_counter import flop_registry
 
+from remat.errors import RecomputeError
 from remat.formulas.op_flops import FORMULAS
 
 _LOGS: list["KeptLog"] = []
@@ -54,9 +55,51 @@ def policy(ctx, func, *args, **kwargs) -> CheckpointPolicy:
     return CheckpointPolicy.MUST_SAVE
 
 
-def contexts() -> tuple:
-    """A fresh (forward, recompute) context pair of torch's selective checkpointing under ``policy``."""
-    return create_selective_checkpoint_contexts(policy)
+class _Guarded:
+    """``policy`` for one checkpointed region, refusing an in-place write into a kept output.
+
+    SAC keeps a MUST_SAVE output by reference and serves it back in the recompute. An op that later writes
+    into its storage in forward (``nn.ReLU(inplace=True)`` after a Linear, ``torch.selu_(x @ w)``) makes the
+    recompute read the written values: torch's own check compares version counters and so misses a write
+    through an ``_unsafe_view`` of a 3-D matmul (silently wrong gradients), and otherwise raises at backward
+    without naming the op. This guard compares storages instead, at the write, in forward (the policy sees
+    every op after it ran; a write into a kept storage is an op whose schema marks an argument written).
+    """
+
+    def __init__(self):
+        self.kept: dict[int, str] = {}   # storage key -> the op whose output it is
+
+    def __call__(self, ctx, func, *args, **kwargs) -> CheckpointPolicy:
+        if not ctx.is_recompute and self.kept and func._schema.is_mutable:
+            self._check_writes(func, args, kwargs)
+        decision = policy(ctx, func, *args, **kwargs)
+        if decision == CheckpointPolicy.MUST_SAVE:
+            for t in tree_flatten(ctx.op_output)[0]:
+                if isinstance(t, torch.Tensor):
+                    self.kept[t.untyped_storage()._cdata] = func.overloadpacket.__name__
+        return decision
+
+    def _check_writes(self, func, args, kwargs) -> None:
+        schema = func._schema
+        values = dict(zip((a.name for a in schema.arguments), args)) | kwargs
+        for arg in schema.arguments:
+            value = values.get(arg.name)
+            if arg.alias_info is None or not arg.alias_info.is_write or not isinstance(value, torch.Tensor):
+                continue
+            kept = self.kept.get(value.untyped_storage()._cdata)
+            if kept is not None:
+                raise RecomputeError("", f"selective recompute keeps the output of aten.{kept}, and "
+                                         f"aten.{func.overloadpacket.__name__} then writes into it in place: the "
+                                         "recompute would read the written values. Make that op out of place "
+                                         "(inplace=False) or give this block policy full, offload or none")
+
+
+def contexts(compiling: bool = False) -> tuple:
+    """A fresh (forward, recompute) context pair of torch's selective checkpointing under ``policy``, guarded
+    for one region (``_Guarded``: raises RecomputeError on an in-place write into a kept output). Under
+    torch.compile (``compiling``) the plain ``policy``: the traced graph is functional, so a write makes a new
+    tensor and the kept one stays as it was."""
+    return create_selective_checkpoint_contexts(policy if compiling else _Guarded())
 
 
 # --- saved bytes -----------------------------------------------------------------------------------------------

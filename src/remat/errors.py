@@ -2,6 +2,9 @@
 
 UsageError  -> exit 2: a bad flag value, config key or config.json field; the message names the field.
 InfeasibleError -> exit 3: a memory budget no plan fits; the message names the smallest budget that works.
+RecomputeError: a recompute policy met a model it cannot recompute correctly (a kept tensor modified in place,
+parameters changed between forward and backward, a forward that runs differently in backward); raised in the
+step instead of a silently different gradient. The message names the block, the op or the tensor, and the fix.
 """
 
 
@@ -23,3 +26,11 @@ class InfeasibleError(RuntimeError):
     def __init__(self, message: str, minimum_bytes: int | None = None):
         self.minimum_bytes = minimum_bytes
         super().__init__(message)
+
+
+class RecomputeError(RuntimeError):
+    """Recompute would change the result (module docstring). ``block``: the block's qualified name ("" unknown)."""
+
+    def __init__(self, block: str, message: str):
+        self.block = block
+        super().__init__(f"{block}: {message}" if block else message)

@@ -21,7 +21,6 @@ Used by the runtime's ``offload`` policy (``remat.policies``) and by ``remat exp
 from __future__ import annotations
 
 import contextlib
-import threading
 import weakref
 from dataclasses import dataclass
 
@@ -31,113 +30,12 @@ from torch.autograd.graph import saved_tensors_hooks
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from remat.device import resolve_device
-from remat.errors import UsageError
+from remat.errors import RecomputeError, UsageError
 from remat.formulas.offload import link_label
+from remat.offload_pool import HostBufferPool, Sync
 from remat.units import KiB
 
 DEFAULT_MIN_BYTES = 64 * KiB  # storages below this stay on the device (per-copy latency t0 dominates)
-
-
-# --- synchronization: CUDA streams and events, or no-ops on the CPU ---------------------------------------------
-
-class _Sync:
-    """A side stream and events on CUDA (torch.cuda.Stream / torch.cuda.Event); every method a no-op on CPU."""
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda" and torch.cuda.is_available()  # else CPU, or fake CUDA tensors
-        self.side = torch.cuda.Stream(device) if self.cuda else None
-
-    def on_side(self):
-        """Context: work issued inside runs on the side stream, after all work already on the current stream."""
-        if not self.cuda:
-            return contextlib.nullcontext()
-        self.side.wait_stream(torch.cuda.current_stream(self.side.device))
-        return torch.cuda.stream(self.side)
-
-    def record(self):
-        """An event recorded on the current stream (None on CPU)."""
-        if not self.cuda:
-            return None
-        event = torch.cuda.Event()
-        event.record()
-        return event
-
-    def used_on_side(self, tensor: torch.Tensor) -> None:
-        """Tell the caching allocator ``tensor`` is in use on the side stream (Tensor.record_stream)."""
-        if self.cuda:
-            tensor.record_stream(self.side)
-
-    def wait(self, event) -> None:
-        """Make the current stream wait for ``event`` (no-op for None)."""
-        if event is not None:
-            torch.cuda.current_stream(self.side.device).wait_event(event)
-
-
-# --- the host buffer pool ------------------------------------------------------------------------------------------
-
-class HostBufferPool:
-    """Host byte buffers reused across steps; pinned (page-locked) when ``pin`` and CUDA is present.
-
-    ``acquire(nbytes)`` returns a 1-D uint8 tensor of exactly ``nbytes`` bytes, reusing a free buffer of that
-    size when there is one (a training step saves the same sizes every step, so after the first step the pool
-    stops growing). ``release(buf, event)`` returns it; a buffer released with a CUDA event (a copy still
-    reading it) is reused only after that event completes.
-
-    Accounting (int bytes): ``reserved_bytes`` — all buffers the pool holds (the bytes pinned when pinned);
-    ``live_bytes`` — buffers handed out now; ``peak_live_bytes`` — the most live at once since the last
-    ``reset_peak()``. ``clear()`` frees the cached buffers (reserved back to the live bytes).
-    Pinned memory: torch.empty(..., pin_memory=True) (CUDA's caching host allocator).
-    """
-
-    def __init__(self, pin: bool = False):
-        self.pin = bool(pin) and torch.cuda.is_available()
-        self._free: dict[int, list[tuple[torch.Tensor, object]]] = {}
-        self._lock = threading.Lock()
-        self.reserved_bytes = 0
-        self.live_bytes = 0
-        self.peak_live_bytes = 0
-        self.allocations = 0
-
-    def acquire(self, nbytes: int) -> torch.Tensor:
-        """A uint8 host buffer of ``nbytes`` bytes (reused or newly allocated)."""
-        with self._lock:
-            free = self._free.get(nbytes)
-            buf, event = free.pop() if free else (None, None)
-            self.live_bytes += nbytes
-            self.peak_live_bytes = max(self.peak_live_bytes, self.live_bytes)
-            if buf is None:
-                self.reserved_bytes += nbytes
-                self.allocations += 1
-        if event is not None:
-            event.synchronize()  # a device copy may still be reading the buffer
-        if buf is None:
-            buf = torch.empty(nbytes, dtype=torch.uint8, pin_memory=self.pin)
-        return buf
-
-    def release(self, buf: torch.Tensor, event=None) -> None:
-        """Give ``buf`` back; ``event`` (CUDA) marks when the last copy using it is done."""
-        with self._lock:
-            self.live_bytes -= buf.numel()
-            self._free.setdefault(buf.numel(), []).append((buf, event))
-
-    def reset_peak(self) -> None:
-        """Start a new peak measurement at the current live bytes."""
-        self.peak_live_bytes = self.live_bytes
-
-    def clear(self) -> None:
-        """Free every cached (not live) buffer."""
-        with self._lock:
-            for bufs in self._free.values():
-                for buf, event in bufs:
-                    if event is not None:
-                        event.synchronize()
-                    self.reserved_bytes -= buf.numel()
-            self._free.clear()
-
-    def stats(self) -> dict:
-        """{'pinned': bool, 'reserved_bytes', 'live_bytes', 'peak_live_bytes', 'allocations'} (bytes, ints)."""
-        return {"pinned": self.pin, "reserved_bytes": self.reserved_bytes, "live_bytes": self.live_bytes,
-                "peak_live_bytes": self.peak_live_bytes, "allocations": self.allocations}
 
 
 # --- offload saved-tensor hooks ------------------------------------------------------------------------------------
@@ -145,12 +43,15 @@ class HostBufferPool:
 class _Stored:
     """One device storage moved to the host: its bytes in a pool buffer, and (after a fetch) back on device."""
 
-    __slots__ = ("nbytes", "group", "version", "host", "host_event", "device_bytes", "ready", "cell",
-                 "fake_mode", "__weakref__")
+    __slots__ = ("nbytes", "group", "name", "version", "host", "host_event", "device_bytes", "ready", "cell",
+                 "fake_mode", "pending", "source", "modified", "__weakref__")
 
-    def __init__(self, nbytes: int, group: int, version: int):
-        self.nbytes, self.group, self.version = nbytes, group, version
+    def __init__(self, nbytes: int, group: int, tensor: torch.Tensor, name: str = ""):
+        self.nbytes, self.group, self.name, self.version = nbytes, group, name, tensor._version
         self.host = self.host_event = self.device_bytes = self.ready = self.fake_mode = None
+        self.pending = tensor              # held until its group's forward ends, then copied
+        self.source = weakref.ref(tensor)  # the saved tensor, to check its version at unpack
+        self.modified = False              # written in place between saving and the copy
         self.cell = [None]  # [(host buffer, event)] while the host copy is held; shared with the finalizer
 
 
@@ -162,6 +63,15 @@ def _give_back(pool: HostBufferPool, cell: list) -> None:
 
 
 @dataclass
+class _Kept:
+    """What autograd keeps for a saved tensor left on the device: the tensor and its version when saved."""
+
+    tensor: torch.Tensor
+    version: int
+    name: str = ""
+
+
+@dataclass
 class _Packed:
     """What autograd keeps for one offloaded saved tensor: the layout of the view and its stored storage."""
 
@@ -170,6 +80,16 @@ class _Packed:
     size: tuple
     stride: tuple
     offset: int
+
+
+def _check_version(modified: bool, shape: tuple, dtype: torch.dtype, name: str) -> None:
+    """Autograd's own check, which saved-tensor hooks bypass: a saved tensor written in place after it was saved
+    is refused (without offload, autograd raises "modified by an inplace operation" here)."""
+    if modified:
+        raise RecomputeError(name, f"a tensor saved for backward ({shape} {dtype}) was "
+                                   "modified by an in-place operation after it was saved (an optimizer step, a "
+                                   "weight update or an in-place op before backward?); without offload autograd "
+                                   "refuses it too. Run backward before changing it, or make the op out of place")
 
 
 class OffloadHooks:
@@ -217,7 +137,7 @@ class OffloadHooks:
         self.min_bytes = min_bytes
         self.pool = pool if pool is not None else HostBufferPool(pin=self.device.type == "cuda")
         self.prefetch = prefetch
-        self.sync = _Sync(self.device)
+        self.sync = Sync(self.device)
         self._groups: list[list] = []  # per group: weakrefs to its _Stored not yet fetched
         self._visited: set[int] = set()  # groups whose backward has started (their successor prefetched)
         self._by_storage: dict[int, tuple[StorageWeakRef, weakref.ref]] = {}
@@ -257,11 +177,31 @@ class OffloadHooks:
                 **{f"host_{k}": v for k, v in self.pool.stats().items()}}
 
     # contexts ---------------------------------------------------------------------------------------------------
-    def layer(self) -> saved_tensors_hooks:
-        """Context manager: tensors saved inside form one new group (one layer call)."""
+    @contextlib.contextmanager
+    def layer(self, name: str = ""):
+        """Context manager: tensors saved inside form one new group (one layer call, ``name`` in errors); their
+        copies to the host are issued when it exits — a kernel may fill a tensor after autograd saved it
+        (``rrelu_with_noise``'s noise, pytorch#193671), so a copy at save time could read it unfilled."""
         self._prune()
         self._groups.append([])
-        return saved_tensors_hooks(self._pack_into(len(self._groups) - 1), self._unpack)
+        group = len(self._groups) - 1
+        try:
+            with saved_tensors_hooks(self._pack_into(group, name), self._unpack):
+                yield
+        finally:
+            self._flush(group)
+
+    def _flush(self, group: int) -> None:
+        """Copy to the host every storage of ``group`` still held on the device, noting any written in place
+        since it was saved (autograd's version counter moved)."""
+        for ref in self._groups[group]:
+            stored = ref()
+            if stored is None or stored.pending is None:
+                continue
+            tensor, stored.pending = stored.pending, None
+            stored.modified = tensor._version != stored.version
+            if stored.fake_mode is None:
+                self._copy_to_host(stored, tensor.untyped_storage())
 
     def _prune(self) -> None:
         """Forget expired storages; start group numbering afresh once no group holds a host copy (new step)."""
@@ -286,13 +226,13 @@ class OffloadHooks:
             return "leaf"  # a parameter or buffer of ``keep`` (model state, e.g. a causal-mask buffer)
         return "small" if tensor.untyped_storage().nbytes() < max(self.min_bytes, 1) else None
 
-    def _pack_into(self, group: int):
+    def _pack_into(self, group: int, name: str = ""):
         def pack(tensor: torch.Tensor):
             reason = self._keep_reason(tensor)
             if reason is not None:
                 self._count_kept(tensor.untyped_storage(), reason)
-                return tensor
-            stored = self._offload(tensor, group)
+                return _Kept(tensor, tensor._version, name)
+            stored = self._offload(tensor, group, name)
             return _Packed(stored, tensor.dtype, tuple(tensor.size()), tuple(tensor.stride()),
                            tensor.storage_offset())
         return pack
@@ -304,7 +244,7 @@ class OffloadHooks:
             if reason != "leaf":
                 self.kept_bytes += storage.nbytes()
 
-    def _offload(self, tensor: torch.Tensor, group: int) -> _Stored:
+    def _offload(self, tensor: torch.Tensor, group: int, name: str = "") -> _Stored:
         """The _Stored for ``tensor``'s storage: an earlier copy of the same live storage, or a new async copy.
 
         A fake tensor (FakeTensorMode) is accounted like a real one but not copied: its _Stored keeps the
@@ -316,11 +256,9 @@ class OffloadHooks:
         if hit is not None and not hit[0].expired() and hit[1]() is not None \
                 and hit[1]().version == tensor._version:  # same bytes: not modified in place since
             return hit[1]()
-        stored = _Stored(storage.nbytes(), group, tensor._version)
+        stored = _Stored(storage.nbytes(), group, tensor, name)
         if is_fake(tensor):
             stored.fake_mode = tensor.fake_mode  # nothing to copy, nothing on the host
-        else:
-            self._copy_to_host(stored, storage)
         self._by_storage[key] = (StorageWeakRef(storage), weakref.ref(stored))
         self._groups[group].append(weakref.ref(stored))
         self.offloaded_bytes += stored.nbytes
@@ -364,9 +302,16 @@ class OffloadHooks:
         stored.host, stored.cell[0] = None, None
 
     def _unpack(self, packed):
-        if not isinstance(packed, _Packed):
-            return packed  # kept on device
+        if isinstance(packed, _Kept):  # left on the device
+            _check_version(packed.tensor._version != packed.version, tuple(packed.tensor.shape), packed.tensor.dtype,
+                           packed.name)
+            return packed.tensor
         stored = packed.stored
+        source = stored.source()
+        _check_version(stored.modified or (source is not None and source._version != stored.version),
+                       packed.size, packed.dtype, stored.name)
+        if stored.pending is not None:  # backward before the group's forward ended: still on the device
+            return stored.pending.detach().as_strided(packed.size, packed.stride, packed.offset)
         if stored.device_bytes is None:
             self._fetch(stored.group, "demand")
             if stored.device_bytes is None:  # deduplicated into a group fetched earlier, then re-saved

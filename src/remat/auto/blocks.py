@@ -42,27 +42,35 @@ def find_blocks(model: nn.Module, blocks: str | Sequence[nn.Module] | None = Non
     """The blocks of ``model`` (module docstring).
 
     ``blocks``: None (find them), the qualified name of an nn.ModuleList / nn.Sequential inside ``model``, or a
-    sequence of ``model``'s submodules. Raises UsageError("blocks") when nothing qualifies, the name does not
-    exist or is not a container, or a given module is not inside ``model``.
+    sequence of ``model``'s submodules or of their qualified names (an AutoPlan's ``block_names``). A block is
+    named by its place in its container ("layers.3"), so one module object at two places (shared weights) has
+    both names. Raises UsageError("blocks") when nothing qualifies, a name does not exist or is not a
+    container, or a given module is not inside ``model``.
     """
     qualified = {id(m): name for name, m in model.named_modules()}
     if blocks is None:
         return _longest(model)
+    if not isinstance(blocks, str) and all(isinstance(b, str) for b in blocks) and len(blocks):
+        return Blocks("", tuple(blocks), tuple(_submodule(model, name) for name in blocks))
     if isinstance(blocks, str):
-        try:
-            container = model.get_submodule(blocks)
-        except AttributeError:
-            raise UsageError("blocks", f"{type(model).__name__} has no submodule {blocks!r}") from None
+        container = _submodule(model, blocks)
         if not isinstance(container, (nn.ModuleList, nn.Sequential)) or len(container) == 0:
             raise UsageError("blocks", f"{blocks!r} is a {type(container).__name__}, not a non-empty "
                                        "nn.ModuleList or nn.Sequential")
-        return Blocks(blocks, tuple(qualified[id(m)] for m in container), tuple(container))
+        return Blocks(blocks, tuple(f"{blocks}.{key}" for key in container._modules), tuple(container))
     modules = tuple(blocks)
     missing = [type(m).__name__ for m in modules if id(m) not in qualified]
     if missing or not modules:
         raise UsageError("blocks", f"not submodules of the model: {', '.join(missing)}" if missing
                          else "an empty list of blocks")
     return Blocks("", tuple(qualified[id(m)] for m in modules), modules)
+
+
+def _submodule(model: nn.Module, name: str) -> nn.Module:
+    try:
+        return model.get_submodule(name)
+    except AttributeError:
+        raise UsageError("blocks", f"{type(model).__name__} has no submodule {name!r}") from None
 
 
 def _longest(model: nn.Module) -> Blocks:
@@ -82,4 +90,4 @@ def _longest(model: nn.Module) -> Blocks:
     prefix = f"{name}." if name else ""
     inside = lambda other: other.startswith(prefix) or name.startswith(f"{other}.")   # nested in or around it
     skipped = tuple(f"{other} ({n})" for n, other in candidates if n >= 2 and other != name and not inside(other))
-    return Blocks(name, tuple(f"{prefix}{i}" for i in range(len(container))), tuple(container), skipped)
+    return Blocks(name, tuple(f"{prefix}{key}" for key in container._modules), tuple(container), skipped)

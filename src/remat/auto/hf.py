@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +56,30 @@ def hf_checkpointing(model) -> bool:
         if name in dir(type(model)):
             return bool(getattr(model, name))
     return False
+
+
+CACHE_OFF = ("use_cache off in training: a recomputed block would append its keys and values to the KV cache "
+             "again (as HuggingFace gradient checkpointing does)")
+
+
+def cache_off_in_training(model):
+    """For a model with ``config.use_cache`` (HuggingFace): a forward pre-hook that passes ``use_cache=False``
+    to every training call with grad on, warning once (``CACHE_OFF``); returns its handle, or None for other
+    models. remat.auto.plan measures and remat.auto.apply runs with the same hook, so they agree."""
+    if not hasattr(getattr(model, "config", None), "use_cache"):
+        return None
+    warned = []
+
+    def hook(module, args, kwargs):
+        if not (module.training and torch.is_grad_enabled()):
+            return None
+        if not kwargs.get("use_cache", module.config.use_cache):
+            return None
+        if not warned:
+            warned.append(True)
+            warnings.warn(f"remat.auto: {CACHE_OFF}", stacklevel=3)
+        return args, {**kwargs, "use_cache": False}
+    return model.register_forward_pre_hook(hook, with_kwargs=True)
 
 
 def set_hf_checkpointing(model, on: bool, use_reentrant: bool = False) -> None:

@@ -29,7 +29,7 @@ from typing import Sequence
 from torch import nn
 
 from remat.auto.blocks import Blocks, find_blocks
-from remat.auto.hf import hf_checkpointing
+from remat.auto.hf import cache_off_in_training, hf_checkpointing
 from remat.errors import UsageError
 from remat.planner.problem import POLICIES
 from remat.policies import OffloadStats, _offloaded, checkpointed, drop_cheap
@@ -41,47 +41,59 @@ def apply(model: nn.Module, plan, blocks: str | Sequence[nn.Module] | None = Non
     """Wrap ``model``'s blocks by ``plan`` (an AutoPlan, or a sequence of policy names, one per block, or one
     name for every block), replacing an earlier ``apply``. Returns the per-block policies applied.
 
-    ``blocks``: as remat.auto.find_blocks (default: the AutoPlan's blocks, else found). Raises UsageError
-    ("policy") for an unknown name or a plan whose length differs from the blocks, UsageError("blocks") when
-    an AutoPlan's blocks are not this model's, UsageError("model") when HuggingFace gradient checkpointing is
-    on (it would checkpoint the blocks a second time).
+    ``blocks``: as remat.auto.find_blocks (default: the AutoPlan's blocks by name, else found). One module
+    object at several depths (shared weights) is one block with one policy. A HuggingFace model trains with
+    ``use_cache`` off while a block recomputes (remat.auto.hf.CACHE_OFF, warned once). Raises UsageError
+    ("policy") for an unknown name, a plan whose length differs from the blocks, or two policies for one shared
+    module; UsageError("blocks") when an AutoPlan's blocks are not this model's; UsageError("model") when
+    HuggingFace gradient checkpointing is on (it would checkpoint the blocks a second time).
     """
     if hf_checkpointing(model):
         raise UsageError("model", "HuggingFace gradient checkpointing is on and would checkpoint every block "
                                   "again: switch it off (model.activation_checkpointing_disable(), 4.x: "
                                   "gradient_checkpointing_disable()) before auto.apply")
-    found = find_blocks(model, blocks if blocks is not None else getattr(plan, "blocks", None))
+    found = find_blocks(model, blocks if blocks is not None else plan_blocks(plan))
     policies = _policies(plan, found)
     clear(model)
     stats = getattr(model, "remat_offload", None) or OffloadStats()
     model.remat_offload = stats
-    wrapped = []
-    for module, policy in zip(found.modules, policies):
-        if policy != "none":
-            module.forward = wrapper(module, policy, stats)
-            wrapped.append(module)
-    setattr(model, _ATTR, (found, policies, wrapped))
+    wrapped = {}
+    for module, name, policy in zip(found.modules, found.names, policies):
+        if policy != "none" and id(module) not in wrapped:
+            module.forward = wrapper(module, policy, stats, name)
+            wrapped[id(module)] = module
+    cache = cache_off_in_training(model) if set(policies) & {"full", "selective"} else None
+    setattr(model, _ATTR, (found, policies, list(wrapped.values()), cache))
     return policies
 
 
-def wrapper(module: nn.Module, policy: str, stats=None):
+def plan_blocks(plan):
+    """The blocks an AutoPlan was made for: its container's name, or its blocks' qualified names (a plan made
+    with ``blocks=[...]``); None for a plain list of policies."""
+    return getattr(plan, "blocks", None) or getattr(plan, "block_names", None) or None
+
+
+def wrapper(module: nn.Module, policy: str, stats=None, name: str = ""):
     """``module``'s class forward run under ``policy`` (module docstring) — a callable to set as its forward.
-    ``stats``: the remat.policies.OffloadStats that offload counts into (a new one when None)."""
+    ``stats``: the remat.policies.OffloadStats that offload counts into (a new one when None); ``name``: the
+    block's qualified name, in errors."""
     own = functools.partial(type(module).forward, module)
     if policy == "full":
-        return checkpointed(own, [module])
+        return checkpointed(own, [module], name=name)
     if policy == "selective":
-        return drop_cheap(own, [module])
+        return drop_cheap(own, [module], name=name)
     if policy == "offload":
-        return _offloaded(own, module, stats if stats is not None else OffloadStats())
+        return _offloaded(own, module, stats if stats is not None else OffloadStats(), name)
     raise UsageError("policy", f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
 
 
 def clear(model: nn.Module) -> None:
     """Undo ``apply``: every wrapped block back to its class forward."""
-    _, _, wrapped = getattr(model, _ATTR, (None, None, []))
+    _, _, wrapped, cache = getattr(model, _ATTR, (None, None, [], None))
     for module in wrapped:
         module.__dict__.pop("forward", None)
+    if cache is not None:
+        cache.remove()
     for name in (_ATTR, "remat_offload"):
         if name in model.__dict__:
             delattr(model, name)
@@ -105,6 +117,20 @@ def _policies(plan, found: Blocks) -> tuple[str, ...]:
         raise UsageError("policy", f"{len(names)} policies for {len(found)} blocks ({found.name or 'given'})")
     expected = getattr(plan, "block_names", None)
     if expected is not None and tuple(expected) != found.names:
-        raise UsageError("blocks", f"the plan is for blocks {expected[0]}…{expected[-1]}, this model's are "
-                                   f"{found.names[0]}…{found.names[-1]}")
+        raise UsageError("blocks", f"the plan is for blocks {_difference(tuple(expected), found.names)}")
+    first: dict[int, int] = {}
+    for i, module in enumerate(found.modules):
+        j = first.setdefault(id(module), i)
+        if names[j] != names[i]:
+            raise UsageError("policy", f"{found.names[j]} and {found.names[i]} are one module object (shared "
+                                       f"weights) given {names[j]} and {names[i]}: a shared block takes one policy")
     return names
+
+
+def _difference(expected: tuple, found: tuple) -> str:
+    """Where two lists of block names part: "…, this model's are …" with the first position that differs."""
+    if len(expected) != len(found):
+        return f"{len(expected)} blocks ({expected[0]}…{expected[-1]}), this model has {len(found)}"
+    i = next(i for i, (a, b) in enumerate(zip(expected, found)) if a != b)
+    return (f"{expected[0]}…{expected[-1]}, this model's differ at position {i}: {expected[i]} in the plan, "
+            f"{found[i]} here")

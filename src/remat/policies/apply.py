@@ -41,7 +41,7 @@ class OffloadStats:
         return OffloadStats(self.bytes, self.tensors, self.simulated)
 
 
-def _offloaded(fn: Callable, module: nn.Module, stats: OffloadStats) -> Callable:
+def _offloaded(fn: Callable, module: nn.Module, stats: OffloadStats, name: str = "") -> Callable:
     """``fn`` with its saved activations offloaded asynchronously by the model's shared
     remat.offload.OffloadHooks (pinned host pool, side stream, prefetch of the next layer in backward; views
     of one storage copied once); ``module``'s parameters and buffers stay. min_bytes=0: every activation
@@ -54,7 +54,7 @@ def _offloaded(fn: Callable, module: nn.Module, stats: OffloadStats) -> Callable
         hooks = stats.hooks
         hooks.keep_state(module)
         before = hooks.offloaded_bytes, hooks.copies
-        with hooks.layer():
+        with hooks.layer(name):
             out = fn(*args, **kwargs)
         stats.bytes += hooks.offloaded_bytes - before[0]
         stats.tensors += hooks.copies - before[1]
@@ -114,14 +114,15 @@ def apply_plan(model: nn.Module, plan: LayerPolicies | Sequence[str] | str, earl
         if i in grouped or policy == "none":
             continue
         if policy == "full":
-            _set_forward(model, layer, checkpointed(_own_forward(layer), [layer], early_stop))
+            _set_forward(model, layer, checkpointed(_own_forward(layer), [layer], early_stop, name=f"layers.{i}"))
         elif policy == "selective":
             core = _core(layer)
-            _set_forward(model, core, checkpointed(_own_forward(core), [core], early_stop))
+            _set_forward(model, core, checkpointed(_own_forward(core), [core], early_stop,
+                                                   name=f"layers.{i}.attn.core"))
         elif policy == "offload":
-            _set_forward(model, layer, _offloaded(_own_forward(layer), layer, model.remat_offload))
+            _set_forward(model, layer, _offloaded(_own_forward(layer), layer, model.remat_offload, f"layers.{i}"))
         elif policy == "drop-cheap":
-            _set_forward(model, layer, drop_cheap(_own_forward(layer), [layer], early_stop))
+            _set_forward(model, layer, drop_cheap(_own_forward(layer), [layer], early_stop, name=f"layers.{i}"))
     if plan.groups:
         model.run_layers = _grouped_runner(model, plan, early_stop)
     model.remat_plan = plan
@@ -137,7 +138,8 @@ def _grouped_runner(model: nn.Module, plan: LayerPolicies, early_stop: bool) -> 
         while i < len(layers):
             if i in starts:
                 unit = list(layers[i:starts[i]])
-                x = checkpointed(functools.partial(_run_sequence, unit), unit, early_stop)(x)
+                x = checkpointed(functools.partial(_run_sequence, unit), unit, early_stop,
+                                 name=f"layers.{i}–{starts[i] - 1}")(x)
                 i = starts[i]
             else:
                 x = layers[i](x)

@@ -15,9 +15,10 @@ from typing import Callable, Sequence
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
+from torch.utils.checkpoint import CheckpointError, checkpoint, noop_context_fn
 
 from remat.drop_cheap import contexts as drop_cheap_contexts
+from remat.errors import RecomputeError
 
 # --- recompute context (torch.utils.checkpoint context_fn) ----------------------------------------------------
 
@@ -53,14 +54,15 @@ def _running_stats(modules: Sequence[nn.Module]) -> list[torch.Tensor]:
 
 
 class _ForwardWatch:
-    """Forward context: notes which buffers of the region the forward mutates.
+    """Forward context: notes which buffers of the region the forward mutates, and the versions of the rest of
+    its state (parameters and other buffers) when the forward ends.
 
     A buffer counts as mutated if its version counter moved (any in-place op through autograd) or if it is a
     BatchNorm-family running statistic.
     """
 
     def __init__(self, modules: Sequence[nn.Module]):
-        self.modules, self.mutated = modules, []
+        self.modules, self.mutated, self.state = modules, [], []
 
     def __enter__(self):
         self.buffers = [b for m in self.modules for b in m.buffers()]
@@ -70,62 +72,112 @@ class _ForwardWatch:
         moved = [b for b, v in zip(self.buffers, self.versions) if b._version != v]
         ids = {id(b) for b in moved}
         self.mutated = moved + [b for b in _running_stats(self.modules) if id(b) not in ids]
+        ids |= {id(b) for b in self.mutated}
+        self.state = [(name, t, t._version) for name, t in _named_state(self.modules) if id(t) not in ids]
+
+
+def _named_state(modules: Sequence[nn.Module]) -> list[tuple[str, torch.Tensor]]:
+    """(name, tensor) of every parameter and buffer of the region's modules, each tensor once."""
+    seen, named = set(), []
+    for i, module in enumerate(modules):
+        prefix = f"[{i}]." if len(modules) > 1 else ""
+        for name, t in [*module.named_parameters(), *module.named_buffers()]:
+            if id(t) not in seen:
+                seen.add(id(t))
+                named.append((prefix + name, t))
+    return named
 
 
 class _Recompute:
-    """Recompute context: sets recomputing(), restores mutated buffers afterwards, enters observers."""
+    """Recompute context: checks the region's state is the forward's, sets recomputing(), restores mutated
+    buffers afterwards, enters observers, and names the region in an error raised while it re-runs."""
 
-    def __init__(self, watch: _ForwardWatch):
-        self.watch, self.factories = watch, list(_OBSERVERS)
+    def __init__(self, watch: _ForwardWatch, name: str):
+        self.watch, self.name, self.factories = watch, name, list(_OBSERVERS)
 
     def __enter__(self):
+        changed = [name for name, t, version in self.watch.state if t._version != version]
+        if changed:
+            raise RecomputeError(self.name, f"{changed[0]} was modified in place between forward and backward "
+                                            "(an optimizer step or a weight update before backward?): the "
+                                            "recompute would run on the new values and the gradients would "
+                                            "differ. Run backward before changing the parameters")
         _state.depth = getattr(_state, "depth", 0) + 1
         self.saved = [b.detach().clone() for b in self.watch.mutated]
         self.stack = contextlib.ExitStack()
         for factory in self.factories:
             self.stack.enter_context(factory())
 
-    def __exit__(self, *exc):
+    def __exit__(self, kind, error, trace):
         self.stack.close()
         with torch.no_grad():
             for buffer, value in zip(self.watch.mutated, self.saved):
                 buffer.copy_(value)
         _state.depth -= 1
+        if isinstance(error, RuntimeError) and not isinstance(error, (RecomputeError, CheckpointError)):
+            raise RecomputeError(self.name, f"the recompute in backward failed ({error}): the region ran "
+                                            "differently than in forward — data-dependent shapes (token routing) "
+                                            "or state that is not its inputs. Give it policy none or offload"
+                                 ) from error
+
+
+class _Pair:
+    """Two contexts entered as one, re-enterable (a region recomputed twice: ``retain_graph=True``, a gradient
+    penalty). ``once``: the inner one (torch's SAC cache, consumed by its first recompute) is entered only the
+    first time; later recomputes re-run every op, which gives the same values."""
+
+    def __init__(self, outer, inner, once: bool = False):
+        self.outer, self.inner, self.once, self.entries = outer, inner, once, 0
+
+    def __enter__(self):
+        self.entries += 1
+        self.stack = contextlib.ExitStack()
+        self.stack.enter_context(self.outer)
+        if not (self.once and self.entries > 1):
+            self.stack.enter_context(self.inner)
+
+    def __exit__(self, *exc):
+        return self.stack.__exit__(*exc)
 
 
 def checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = False,
-                 selective: Callable[[], tuple] | None = None) -> Callable:
+                 selective: Callable[..., tuple] | None = None, name: str = "") -> Callable:
     """``fn`` run under non-reentrant torch.utils.checkpoint with the recompute context above.
 
-    ``modules``: the region's modules (their mutated buffers are restored after each recompute).
-    ``selective``: optional factory of a (forward, recompute) context pair entered inside ours, e.g.
-    torch.utils.checkpoint.create_selective_checkpoint_contexts (remat.drop_cheap); its recompute mode is the
+    ``modules``: the region's modules (their mutated buffers are restored after each recompute; their other
+    state must not change between forward and backward). ``selective``: optional factory of a (forward,
+    recompute) context pair entered inside ours, e.g. torch.utils.checkpoint.create_selective_checkpoint_contexts
+    (remat.drop_cheap.contexts; called with ``compiling=True`` under torch.compile); its recompute mode is the
     innermost, so outputs it serves from its cache never reach the recompute observers (FLOP counters).
+    ``name``: the region's name in a RecomputeError. Under torch.compile the region is torch's own (no
+    context but the selective pair): the compiled graph replays buffer updates once and checks nothing here.
     Source: torch.utils.checkpoint.checkpoint(use_reentrant=False, context_fn=...).
     """
     def contexts():
         watch = _ForwardWatch(modules)
         if selective is None:
-            return watch, _Recompute(watch)
+            return watch, _Recompute(watch, name)
         forward, recompute = selective()
-        return _nested(watch, forward), _nested(_Recompute(watch), recompute)
+        return _Pair(watch, forward), _Pair(_Recompute(watch, name), recompute, once=True)
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        return checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True, context_fn=contexts,
-                          early_stop=early_stop, **kwargs)
+        context_fn = contexts
+        if torch.compiler.is_compiling():
+            context_fn = noop_context_fn if selective is None else functools.partial(selective, compiling=True)
+        try:
+            return checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True, context_fn=context_fn,
+                              early_stop=early_stop, **kwargs)
+        except RecomputeError as error:   # raised in forward by the region's guard: name the region
+            if error.block or not name:
+                raise
+            raise RecomputeError(name, str(error)) from None
     return run
-
-
-@contextlib.contextmanager
-def _nested(outer: contextlib.AbstractContextManager, inner: contextlib.AbstractContextManager):
-    with outer, inner:
-        yield
 
 
 # --- drop-cheap (Chen §4.2): the checkpoint above with remat.drop_cheap's op-level selective policy -------------
 
-def drop_cheap(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = False) -> Callable:
+def drop_cheap(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = False, name: str = "") -> Callable:
     """``fn`` under drop-cheap: one non-reentrant checkpoint whose recompute re-runs only the cheap ops.
 
     ``modules``: the modules ``fn`` runs (their BatchNorm running statistics are restored after the
@@ -133,7 +185,7 @@ def drop_cheap(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = Fa
     deterministic kernels. Source: Chen et al. 2016 §4.2; torch.utils.checkpoint.checkpoint(
     use_reentrant=False, context_fn=create_selective_checkpoint_contexts(remat.drop_cheap.policy)).
     """
-    return checkpointed(fn, modules, early_stop, selective=drop_cheap_contexts)
+    return checkpointed(fn, modules, early_stop, selective=drop_cheap_contexts, name=name)
 
 
 def wrap(module: nn.Module, early_stop: bool = False) -> nn.Module:
