@@ -10,7 +10,8 @@
 What runs: ONE step (forward, loss, backward) of ``model`` exactly as it is — wrapped by remat.auto.apply,
 by hand with torch.utils.checkpoint (reentrant or not, per block or per child), by
 ``checkpoint_sequential``, or by HuggingFace's ``gradient_checkpointing_enable()`` — with measuring hooks
-around it; nothing about the model is changed (gradients accumulate into ``.grad`` as in a normal step).
+around it; nothing about the model is changed: its buffers (BatchNorm running statistics), ``.grad``, tensor
+attributes and the RNG state are as before afterwards (remat.auto.preserve).
 
 What is measured, per block (the blocks: remat.auto.find_blocks):
 * ``kept_bytes`` — bytes the block keeps for backward: autograd's saved tensors (remat.measure.saved.
@@ -48,7 +49,12 @@ The traps (``Trap.code``), each with one sentence and what to do:
 * ``per-child``        each child checkpointed instead of the block: the block's own ops and the children's
                        inputs are still kept;
 * ``caller-keeps``     live bytes at backward start beyond everything above (output_hidden_states,
-                       output_attentions, a hook keeping activations).
+                       output_attentions, a hook keeping activations);
+* ``stashed``          a block keeps tensors on itself (``self.last_h = h``, a list it appends to): alive until
+                       the next step, outside autograd (remat.auto.preserve);
+* ``recompute-differs`` a block remat checkpoints recomputed other values than its forward (remat.policies.
+                       ValueCheck: a checksum of every op's outputs compared): it reads state that is not its
+                       inputs, and its gradients are not the unmodified model's.
 
 Works with real tensors and under FakeTensorMode (when the parameters are fake, their mode is entered).
 
@@ -64,17 +70,20 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils._pytree import tree_map
 
 from remat.auto.blocks import Blocks, find_blocks
 from remat.auto.explain_step import Step
 from remat.auto.explanation import Explanation, Trap
-from remat.auto.measure import default_loss
+from remat.auto.measure import default_loss, fake_model, input_device
+from remat.auto.preserve import ModelState
 from remat.auto.traps import (CALLER_KEEPS, CALLER_SHARE, KEEPS_ALL, LAST_SEGMENT, NO_SAVING, PER_CHILD,
-                              REENTRANT_NO_GRAD, TRAPS)
-from remat.auto.wrap import applied
+                              REENTRANT_NO_GRAD, RECOMPUTE_DIFFERS, STASHED, TRAPS)
+from remat.auto.wrap import applied, apply, clear
+from remat.policies import ValueCheck
 
 __all__ = ["explain", "Explanation", "Trap", "TRAPS", "NO_SAVING", "LAST_SEGMENT", "REENTRANT_NO_GRAD", "PER_CHILD",
-           "CALLER_KEEPS", "KEEPS_ALL", "CALLER_SHARE"]
+           "CALLER_KEEPS", "KEEPS_ALL", "CALLER_SHARE", "STASHED", "RECOMPUTE_DIFFERS"]
 
 
 def explain(model: nn.Module, example_args=(), example_kwargs: dict | None = None, result=None,
@@ -95,8 +104,29 @@ def explain(model: nn.Module, example_args=(), example_kwargs: dict | None = Non
     args = tuple(example_args) if isinstance(example_args, (tuple, list)) else (example_args,)
     kwargs = dict(example_kwargs or {})
     found = _blocks(model, blocks, result)
-    with _fake_mode_of(model):
-        return Step(model, found, result, loss_fn or default_loss).run(args, kwargs)
+    if any(p.device.type == "meta" for p in model.parameters()):
+        return _explain_fake_copy(model, args, kwargs, found, result, loss_fn)
+    with _fake_mode_of(model), ModelState(model) as state, ValueCheck(strict=False) as check:
+        return Step(model, found, result, loss_fn or default_loss, state, check).run(args, kwargs)
+
+
+def _explain_fake_copy(model: nn.Module, args: tuple, kwargs: dict, found: Blocks, result, loss_fn):
+    """A model on the meta device has no values to run: explain a fake copy of it (remat.auto.measure.
+    fake_model) on the inputs' device, its blocks wrapped as the model's are."""
+    done = applied(model)
+    if done is not None:
+        clear(model)             # the wrappers call the original modules: lift them while copying
+    try:
+        mode, copied = fake_model(model, input_device(args, kwargs))
+    finally:
+        if done is not None:
+            apply(model, done[1], list(done[0].modules))
+    blocks = Blocks(found.name, found.names, tuple(copied.get_submodule(n) for n in found.names))
+    if done is not None:
+        apply(copied, done[1], list(blocks.modules))
+    with mode:
+        args, kwargs = tree_map(lambda x: mode.from_tensor(x) if isinstance(x, torch.Tensor) else x, (args, kwargs))
+        return explain(copied, args, kwargs, result, list(blocks.modules), loss_fn)
 
 
 def _blocks(model: nn.Module, blocks, result) -> Blocks:

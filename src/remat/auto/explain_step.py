@@ -54,8 +54,10 @@ class BlockStep:
 class Step:
     """One step of ``model`` watched per block of ``found`` (module docstring); ``run`` returns the Explanation."""
 
-    def __init__(self, model: nn.Module, found: Blocks, result, loss_fn):
+    def __init__(self, model: nn.Module, found: Blocks, result, loss_fn, state=None, check=None):
         self.model, self.found, self.result, self.loss_fn = model, found, result, loss_fn
+        self.state, self.check = state, check    # remat.auto.preserve.ModelState, remat.policies.ValueCheck
+        self.stashed: list = []
         self.steps = [BlockStep() for _ in found.modules]
         self.phase = "off"
         self.stack: list[int] = []        # block indices of the running modules
@@ -155,6 +157,8 @@ class Step:
                     loss = self.loss_fn(output)
                     self.phase = "off"
                 alive = tracker.alive()
+            if self.state is not None:        # before the plain re-runs set the blocks' attributes again
+                self.stashed = self.state.stashed(self.found.names, self.found.modules)
             self._rerun_plain()
             for st in self.steps:             # explain's captures: what only they held is not the caller's
                 st.args = st.kwargs = None
@@ -211,6 +215,7 @@ class Step:
             "saved": {r.address for r in log.activations()},
             "cache": {r.storage for r in kept.records},
             "loss": {address(loss)},
+            "kept on the blocks (attributes)": {s for st in self.stashed for s in st.storages},
         }
         counts: dict = {}
         for st in self.steps:

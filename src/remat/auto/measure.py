@@ -108,21 +108,41 @@ class ModelCosts:
     dtype: str
 
 
-def fake_model(model: nn.Module) -> tuple:
+def fake_model(model: nn.Module, device: str | torch.device = "cpu") -> tuple:
     """(mode, model') with model' living in FakeTensorMode ``mode``: ``model`` itself when its parameters are
     fake already, else a fake copy (torch's FakeCopyMode: deepcopy with every tensor turned into a fake one of
-    the same shape, dtype and device — no real memory; the caller's model is untouched). Measuring the real
-    model under FakeTensorMode instead would count every parameter twice (its fake conversion is a new
-    storage to the memory tracker)."""
+    the same shape, dtype and device — no real memory; the caller's model is untouched). Parameters and buffers
+    on the meta device (a model built under ``torch.device("meta")`` or accelerate's ``init_empty_weights``)
+    become fake tensors on ``device``, where the inputs are. Measuring the real model under FakeTensorMode
+    instead would count every parameter twice (its fake conversion is a new storage to the memory tracker)."""
     for p in model.parameters():
         if isinstance(p, FakeTensor):
             return p.fake_mode, model
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     with FakeCopyMode(mode):
         copied = copy.deepcopy(model)
+    _off_meta(copied, mode, torch.device(device))
     if hf_checkpointing(copied):
         set_hf_checkpointing(copied, False)
     return mode, copied
+
+
+def _off_meta(model: nn.Module, mode: FakeTensorMode, device: torch.device) -> None:
+    """Every meta parameter and buffer of ``model`` replaced by a fake tensor on ``device`` (tied ones stay
+    tied)."""
+    made: dict[int, torch.Tensor] = {}
+
+    def fake(t: torch.Tensor) -> torch.Tensor:
+        if id(t) not in made:
+            with mode:
+                new = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device)
+            made[id(t)] = nn.Parameter(new, t.requires_grad) if isinstance(t, nn.Parameter) else new
+        return made[id(t)]
+    for module in model.modules():
+        for table in (module._parameters, module._buffers):
+            for name, t in table.items():
+                if t is not None and t.device.type == "meta":
+                    table[name] = fake(t)
 
 
 def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, gpu, loss_fn=None,
@@ -136,7 +156,7 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
     source, state = model, wrap.applied(model)
     wrap.clear(source)
     try:
-        mode, model = fake_model(source)
+        mode, model = fake_model(source, input_device(args, kwargs))
         blocks = Blocks(blocks.name, blocks.names, tuple(model.get_submodule(n) for n in blocks.names))
         with mode, unpacked_masks():
             args, kwargs = tree_map(lambda x: mode.from_tensor(x) if _real(x) else x, (args, kwargs))
@@ -263,6 +283,12 @@ def _signature(module, captured) -> tuple:
     leaves, spec = tree_flatten(captured)
     return (type(module), tuple((tuple(p.shape), str(p.dtype), p.requires_grad) for p in module.parameters()),
             str(spec), tuple(describe(x) for x in leaves))
+
+
+def input_device(args, kwargs) -> torch.device:
+    """Where the example inputs are (cpu when none is a tensor)."""
+    return next((t.device for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)),
+                torch.device("cpu"))
 
 
 def _real(x) -> bool:

@@ -1,5 +1,5 @@
 """The known traps remat.auto.explain names (``Trap.code``: no-saving, last-segment, reentrant-no-grad,
-per-child, caller-keeps; what each means: remat.auto.diagnose), each found from the per-block rows of one step,
+per-child, caller-keeps, stashed, recompute-differs; what each means: remat.auto.diagnose), each found from the per-block rows of one step,
 with one sentence holding the measured numbers and what to do.
 """
 
@@ -14,7 +14,9 @@ LAST_SEGMENT = "last-segment"
 REENTRANT_NO_GRAD = "reentrant-no-grad"
 PER_CHILD = "per-child"
 CALLER_KEEPS = "caller-keeps"
-TRAPS = (NO_SAVING, LAST_SEGMENT, REENTRANT_NO_GRAD, PER_CHILD, CALLER_KEEPS)
+STASHED = "stashed"
+RECOMPUTE_DIFFERS = "recompute-differs"
+TRAPS = (NO_SAVING, LAST_SEGMENT, REENTRANT_NO_GRAD, PER_CHILD, CALLER_KEEPS, STASHED, RECOMPUTE_DIFFERS)
 
 KEEPS_ALL = 0.9
 """A checkpointed block keeping at least this fraction of its plain bytes saved (about) nothing."""
@@ -24,20 +26,22 @@ a caller keeping tensors (below it: allocator-level noise such as RNG state copi
 
 
 def find_traps(rows: list[dict], steps: list, model: nn.Module, policies: list, live: dict, saved: int,
-               backward_ran: bool) -> list[Trap]:
+               backward_ran: bool, stashed=(), mismatches=()) -> list[Trap]:
     """The traps seen in one step, in the order: reentrant-no-grad, no-saving (keeps all or idle, then switched
     on but not run), last-segment, per-child, caller-keeps.
 
     rows: the Explanation's rows; steps: what the step saw per block (remat.auto.explain_step.BlockStep);
     policies: the checkpointing declared per block; live: bytes live at backward start and what explains them;
-    saved: bytes autograd and the SAC caches kept (int bytes); backward_ran: whether the loss required grad."""
+    saved: bytes autograd and the SAC caches kept (int bytes); backward_ran: whether the loss required grad;
+    stashed: remat.auto.preserve.Stashed tensors the blocks keep on themselves; mismatches: remat.policies.
+    Mismatch, recomputes that gave other values."""
     checkpointed = [r for r in rows if r["region"] in ("block", "segment")]
     lost = [r for r, st in zip(rows, steps)
             if st.reentrant and st.calls and not st.inputs_require_grad and r["got_grads"] is False]
     skip = {r["index"] for r in lost}
     found = [_reentrant_no_grad(lost), _keeps_all(checkpointed, skip, backward_ran), _not_run(rows, skip),
              _last_segment(rows, steps, policies, checkpointed, _segments_spec(model)), _per_child(rows),
-             _caller_keeps(live, saved)]
+             _caller_keeps(live, saved), _stashed(stashed), _recompute_differs(mismatches)]
     return [trap for trap in found if trap is not None]
 
 
@@ -160,3 +164,29 @@ def _segments_spec(model: nn.Module) -> str | None:
     """The model's ``segments:k`` plan spec (remat.policies), or None."""
     spec = getattr(getattr(model, "remat_plan", None), "spec", "") or ""
     return spec if spec.startswith("segments:") else None
+
+
+def _stashed(stashed) -> Trap | None:
+    """Blocks whose forward left tensors on their modules (attributes, lists they append to)."""
+    if not stashed:
+        return None
+    listed = ", ".join(f"{s.attribute} ({bytes_text(s.nbytes)})" for s in stashed[:4])
+    more = f" and {len(stashed) - 4} more" if len(stashed) > 4 else ""
+    return Trap(STASHED, tuple(dict.fromkeys(s.block for s in stashed)), (
+        f"blocks keep tensors on themselves after forward: {listed}{more} — "
+        f"{bytes_text(sum(s.nbytes for s in stashed))} alive until the next step replaces them, whatever "
+        "checkpointing saves, and a recompute sets them again."),
+        "do not store activations on the module (return them, or store them detached and only when needed); "
+        "guard such side effects with remat.policies.recomputing().")
+
+
+def _recompute_differs(mismatches) -> Trap | None:
+    """Blocks whose recompute gave other values than their forward (remat.policies.ValueCheck)."""
+    if not mismatches:
+        return None
+    first = mismatches[0]
+    return Trap(RECOMPUTE_DIFFERS, tuple(dict.fromkeys(m.region for m in mismatches)), (
+        f"{len(mismatches)} recomputed block{'s' if len(mismatches) > 1 else ''} gave other values than in "
+        f"forward; {first.region}: {first} — its gradients differ from the unmodified model's."),
+        "make the block depend only on its inputs (pass the state as an argument), or give it policy none or "
+        "offload.")

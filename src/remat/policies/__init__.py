@@ -35,15 +35,21 @@ Shorthands (Megatron-LM recompute_method, Chen 2016):
 Recompute changes nothing: dropout RNG is replayed (preserve_rng_state), autocast state is restored by
 checkpoint, buffers a region mutated in forward (BatchNorm running statistics) are restored after each
 recompute, so they update once per step, and ``recomputing()`` lets forward code skip Python side effects
-while torch re-runs it.
+while torch re-runs it. Or it refuses with one RecomputeError (remat.errors) naming the region: parameters or
+buffers changed between forward and backward, an in-place write into an output selective keeps, a saved tensor
+written after offload saved it, a recompute that fails (data-dependent shapes). ``ValueCheck`` (remat.policies.
+values) compares every recomputed op's values with the forward's. A region recomputes as often as backward
+asks (``retain_graph``, double backward); under torch.compile it is torch's own checkpoint.
 """
 
 from remat.policies.apply import OffloadStats, apply_plan, apply_step_plan, clear_plan
 from remat.policies.apply import _offloaded  # noqa: F401  (remat.auto.wrap's offload wrapper)
 from remat.policies.checkpoint import checkpointed, drop_cheap, observe_recompute, recomputing, unwrap, wrap
+from remat.policies.values import Mismatch, ValueCheck
 from remat.policies.plans import (POLICIES, RUNTIME_POLICIES, SHORTHANDS, STEP_POLICIES, LayerPolicies, Policy,
                                   parse_plan)
 
-__all__ = ["POLICIES", "RUNTIME_POLICIES", "SHORTHANDS", "STEP_POLICIES", "LayerPolicies", "OffloadStats", "Policy",
+__all__ = ["POLICIES", "RUNTIME_POLICIES", "SHORTHANDS", "STEP_POLICIES", "LayerPolicies", "Mismatch", "OffloadStats",
+           "Policy", "ValueCheck",
            "apply_plan", "apply_step_plan", "checkpointed", "clear_plan", "drop_cheap", "observe_recompute",
            "parse_plan", "recomputing", "unwrap", "wrap"]

@@ -19,6 +19,7 @@ from torch.utils.checkpoint import CheckpointError, checkpoint, noop_context_fn
 
 from remat.drop_cheap import contexts as drop_cheap_contexts
 from remat.errors import RecomputeError
+from remat.policies.values import Compare, Record, active_check
 
 # --- recompute context (torch.utils.checkpoint context_fn) ----------------------------------------------------
 
@@ -121,23 +122,38 @@ class _Recompute:
                                  ) from error
 
 
-class _Pair:
-    """Two contexts entered as one, re-enterable (a region recomputed twice: ``retain_graph=True``, a gradient
-    penalty). ``once``: the inner one (torch's SAC cache, consumed by its first recompute) is entered only the
-    first time; later recomputes re-run every op, which gives the same values."""
+class _Stack:
+    """Contexts entered as one, in order, re-enterable (a region recomputed twice: ``retain_graph=True``, a
+    gradient penalty). ``inner``: entered last, and with ``once`` only the first time — torch's SAC cache is
+    consumed by its first recompute; later recomputes re-run every op, which gives the same values."""
 
-    def __init__(self, outer, inner, once: bool = False):
-        self.outer, self.inner, self.once, self.entries = outer, inner, once, 0
+    def __init__(self, outer: Sequence, inner=None, once: bool = False):
+        self.outer, self.inner, self.once, self.entries = list(outer), inner, once, 0
 
     def __enter__(self):
         self.entries += 1
         self.stack = contextlib.ExitStack()
-        self.stack.enter_context(self.outer)
-        if not (self.once and self.entries > 1):
+        for context in self.outer:
+            self.stack.enter_context(context)
+        if self.inner is not None and not (self.once and self.entries > 1):
             self.stack.enter_context(self.inner)
 
     def __exit__(self, *exc):
         return self.stack.__exit__(*exc)
+
+
+def _contexts(modules: Sequence[nn.Module], selective, name: str) -> tuple:
+    """(forward, recompute) contexts of one region: ours (watch, recompute), a ValueCheck's modes when one is
+    active (remat.policies.values), then the selective pair innermost."""
+    watch, check, sums = _ForwardWatch(modules), active_check(), []
+    forward, recompute = [watch], [_Recompute(watch, name)]
+    if check is not None:
+        forward.append(Record(sums))
+        recompute.append(Compare(sums, check, name))
+    if selective is None:
+        return _Stack(forward), _Stack(recompute)
+    sac_forward, sac_recompute = selective()
+    return _Stack(forward, sac_forward), _Stack(recompute, sac_recompute, once=True)
 
 
 def checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = False,
@@ -153,16 +169,9 @@ def checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = 
     context but the selective pair): the compiled graph replays buffer updates once and checks nothing here.
     Source: torch.utils.checkpoint.checkpoint(use_reentrant=False, context_fn=...).
     """
-    def contexts():
-        watch = _ForwardWatch(modules)
-        if selective is None:
-            return watch, _Recompute(watch, name)
-        forward, recompute = selective()
-        return _Pair(watch, forward), _Pair(_Recompute(watch, name), recompute, once=True)
-
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        context_fn = contexts
+        context_fn = functools.partial(_contexts, modules, selective, name)
         if torch.compiler.is_compiling():
             context_fn = noop_context_fn if selective is None else functools.partial(selective, compiling=True)
         try:

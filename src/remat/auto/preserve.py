@@ -1,0 +1,113 @@
+"""What remat.auto.explain leaves as it found it: the model's buffers (BatchNorm running statistics), gradients,
+the tensors its modules hold as plain attributes, and the RNG state; and the tensors a block keeps on itself.
+
+    with ModelState(model) as state:
+        output = model(x)                    # one step, watched
+        stashed = state.stashed(blocks)      # tensors the forward left on the blocks' modules
+    # buffers, .grad, attributes and RNG state are back as they were
+
+A block that keeps a tensor on itself (``self.last_h = h``, a list it appends to) keeps it alive until the next
+step replaces it, outside autograd's saved tensors — the Megatron-LM#3221 kind of leak. explain reports those
+tensors with their bytes (``Stashed``); re-running a block would overwrite them, so they are read right after the
+step's forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.utils._pytree import tree_flatten
+
+
+@dataclass(frozen=True)
+class Stashed:
+    """A tensor attribute a block's forward set or grew: the block, the attribute's qualified name, its bytes
+    (storages not among the model's parameters and buffers, each once)."""
+
+    block: str
+    attribute: str
+    nbytes: int
+    storages: frozenset = frozenset()
+
+
+_INTERNAL = frozenset(vars(nn.Module()))   # _parameters, _buffers, _modules, hook dicts, training, ...
+
+
+def _tensor_attributes(module: nn.Module) -> dict:
+    """Plain attributes of ``module`` holding tensors (directly or in a list, tuple or dict): name -> value."""
+    return {name: value for name, value in vars(module).items() if name not in _INTERNAL
+            and any(isinstance(t, torch.Tensor) for t in tree_flatten(value)[0])}
+
+
+def _ids(value) -> set:
+    return {id(t) for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)}
+
+
+class ModelState:
+    """Context manager: snapshot on entry, restore on exit (module docstring). Inside it the model has no
+    ``.grad`` (the step makes its own; the caller's come back on exit)."""
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+
+    def __enter__(self) -> "ModelState":
+        self.buffers = [(b, b.detach().clone()) for b in self.model.buffers()]
+        self.grads = [(p, p.grad) for p in self.model.parameters()]
+        for p, _ in self.grads:
+            p.grad = None
+        self.attributes = {}
+        for module in self.model.modules():
+            found = _tensor_attributes(module)
+            self.attributes[id(module)] = (module, {k: (v, _shallow(v)) for k, v in found.items()})
+        self.rng = torch.random.fork_rng(devices=self._cuda_devices())
+        self.rng.__enter__()
+        return self
+
+    def _cuda_devices(self) -> list:
+        return sorted({p.device.index or 0 for p in self.model.parameters() if p.device.type == "cuda"})
+
+    def stashed(self, names, modules) -> list[Stashed]:
+        """Tensors the forward set or grew on each block's modules (``names``/``modules``: the blocks)."""
+        owned = {t.untyped_storage()._cdata for t in [*self.model.parameters(), *self.model.buffers()]}
+        found = []
+        for name, block in zip(names, modules):
+            for sub, module in block.named_modules():
+                before = self.attributes.get(id(module), (module, {}))[1]
+                for attr, value in _tensor_attributes(module).items():
+                    new = _ids(value) - (_ids(before[attr][1]) if attr in before else set())
+                    storages = {t.untyped_storage()._cdata: t.untyped_storage().nbytes()
+                                for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor) and id(t) in new}
+                    mine = {s: b for s, b in storages.items() if s not in owned}
+                    if mine:
+                        found.append(Stashed(name, f"{name}.{sub + '.' if sub else ''}{attr}",
+                                             sum(mine.values()), frozenset(mine)))
+        return found
+
+    def __exit__(self, *exc):
+        with torch.no_grad():
+            for buffer, value in self.buffers:
+                buffer.copy_(value)
+        for p, grad in self.grads:
+            p.grad = grad
+        for module, before in self.attributes.values():
+            for attr in set(_tensor_attributes(module)) - set(before):
+                delattr(module, attr)
+            for attr, (value, content) in before.items():
+                _restore(module, attr, value, content)
+        self.rng.__exit__(*exc)
+
+
+def _shallow(value):
+    """A copy of a list's or dict's items (the step may append to the very object), else the value."""
+    return list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value
+
+
+def _restore(module: nn.Module, attr: str, value, content) -> None:
+    if isinstance(value, list):
+        value[:] = content
+    elif isinstance(value, dict):
+        value.clear()
+        value.update(content)
+    setattr(module, attr, value)
