@@ -29,8 +29,9 @@ class InfeasibleError(RuntimeError):
 
 
 class RecomputeError(RuntimeError):
-    """Recompute would change the result (module docstring). ``block``: the block's qualified name ("" unknown)."""
+    """Recompute would change the result (module docstring). ``block``: the block's qualified name ("" unknown);
+    ``detail``: the message without it."""
 
     def __init__(self, block: str, message: str):
-        self.block = block
+        self.block, self.detail = block, message
         super().__init__(f"{block}: {message}" if block else message)

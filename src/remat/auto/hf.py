@@ -58,17 +58,19 @@ def hf_checkpointing(model) -> bool:
     return False
 
 
-CACHE_OFF = ("use_cache off in training: a recomputed block would append its keys and values to the KV cache "
-             "again (as HuggingFace gradient checkpointing does)")
+CACHE_OFF = ("use_cache off in training, as HuggingFace gradient checkpointing does: a recomputed block would "
+             "append its keys and values to the KV cache again, and the cache would keep on the device what offload "
+             "moves")
 
 
-def cache_off_in_training(model):
+def cache_off_in_training(model, warn: bool = True):
     """For a model with ``config.use_cache`` (HuggingFace): a forward pre-hook that passes ``use_cache=False``
     to every training call with grad on, warning once (``CACHE_OFF``); returns its handle, or None for other
-    models. remat.auto.plan measures and remat.auto.apply runs with the same hook, so they agree."""
+    models. remat.auto.plan measures (``warn`` False: its plan says so) and remat.auto.apply runs with the same
+    hook, so they agree."""
     if not hasattr(getattr(model, "config", None), "use_cache"):
         return None
-    warned = []
+    warned = [] if warn else [True]
 
     def hook(module, args, kwargs):
         if not (module.training and torch.is_grad_enabled()):

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -50,10 +50,10 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from remat.auto import wrap
 from remat.auto.blocks import Blocks
-from remat.auto.hf import hf_checkpointing, set_hf_checkpointing, unpacked_masks
+from remat.auto.hf import CACHE_OFF, cache_off_in_training, hf_checkpointing, set_hf_checkpointing, unpacked_masks
 from remat.auto.whole_step import check_inputs, device_of, unique_bytes, weight_shapes, whole_seconds, whole_step
 from remat.drop_cheap import KeptLog
-from remat.errors import UsageError
+from remat.errors import RecomputeError, UsageError
 from remat.formulas import offload as offload_formulas
 from remat.measure.flops import RecomputeTally
 from remat.measure.peak import PeakMemory
@@ -91,6 +91,7 @@ class BlockCost:
     name: str
     grad_bytes: int
     costs: dict
+    refused: dict = field(default_factory=dict)   # policy -> why it cannot run on this block (RecomputeError)
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class ModelCosts:
     end_bytes: int
     outside_time_s: float
     dtype: str
+    notes: tuple = ()         # how the model was run (remat.auto.hf.CACHE_OFF)
 
 
 def fake_model(model: nn.Module, device: str | torch.device = "cpu") -> tuple:
@@ -157,6 +159,9 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
     wrap.clear(source)
     try:
         mode, model = fake_model(source, input_device(args, kwargs))
+        cache_off = cache_off_in_training(model, warn=False)     # as remat.auto.apply runs it
+        notes = (CACHE_OFF,) if cache_off is not None and model.training and model.config.use_cache \
+            and kwargs.get("use_cache", True) else ()
         blocks = Blocks(blocks.name, blocks.names, tuple(model.get_submodule(n) for n in blocks.names))
         with mode, unpacked_masks():
             args, kwargs = tree_map(lambda x: mode.from_tensor(x) if _real(x) else x, (args, kwargs))
@@ -170,7 +175,7 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
                 key = _signature(module, captured)
                 if key not in cache:
                     cache[key] = _block_costs(module, captured, rates, gpu, policies)
-                block_costs.append(BlockCost(name, _grad_bytes(module), cache[key]))
+                block_costs.append(BlockCost(name, _grad_bytes(module), *cache[key]))
             outside_s = whole_seconds(model, args, kwargs, loss_fn, rates) - sum(
                 b.costs["none"].time_s for b in block_costs)
     finally:
@@ -183,7 +188,7 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
         held_bytes=whole["live_last"] - whole["params"] - stored,
         floor_bytes=max(0, whole["peak_head"] - whole["live_last"]),
         end_bytes=0 if whole["peak_end"] is None else whole["peak_end"] - whole["live_last"] + stored,
-        outside_time_s=max(0.0, outside_s), dtype=dtype)
+        outside_time_s=max(0.0, outside_s), dtype=dtype, notes=notes)
 
 
 def default_loss(output) -> torch.Tensor:
@@ -202,11 +207,18 @@ def default_loss(output) -> torch.Tensor:
     return first.sum()
 
 
-def _block_costs(module, captured, rates, gpu, policies) -> dict:
-    out = {}
+def _block_costs(module, captured, rates, gpu, policies) -> tuple[dict, dict]:
+    """(policy -> PolicyCost, policy -> why it was refused): a policy whose run raises RecomputeError (an
+    in-place write into what selective keeps) is not offered for this block."""
+    out, refused = {}, {}
     for policy in MEASURED:
         if policy == "none" or policy in policies:
-            out[policy] = _run_block(module, captured, policy, rates)
+            try:
+                out[policy] = _run_block(module, captured, policy, rates)
+            except RecomputeError as error:
+                if policy == "none":
+                    raise
+                refused[policy] = error.detail
     none = out["none"]
     if "offload" in policies:
         exposed = offload_formulas.exposed_offload_s(none.stored_bytes, max(1, none.saved_tensors), none.forward_s,
@@ -214,7 +226,7 @@ def _block_costs(module, captured, rates, gpu, policies) -> dict:
         out["offload"] = PolicyCost(0, none.transient_bytes + 2 * none.stored_bytes, none.forward_s,
                                     none.backward_s + exposed, 0, offload_bytes=none.stored_bytes,
                                     saved_tensors=none.saved_tensors)
-    return {p: out[p] for p in POLICIES if p in out and (p in policies or p == "none")}
+    return {p: out[p] for p in POLICIES if p in out and (p in policies or p == "none")}, refused
 
 
 def _run_block(module, captured, policy, rates) -> PolicyCost:

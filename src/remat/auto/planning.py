@@ -23,8 +23,8 @@ The optimizer step itself (its temporaries) is not part of the peak.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from itertools import groupby
+from dataclasses import dataclass, field, replace
+from itertools import groupby, product
 
 from remat.auto.blocks import Blocks
 from remat.auto.measure import ModelCosts
@@ -57,6 +57,7 @@ class AutoPlan:
     costs: ModelCosts
     baselines: dict = field(default_factory=dict)
     skipped: tuple = ()       # other containers of same-class modules, left out ("decoder.block (3)")
+    notes: tuple = ()         # refused policies (why), shared blocks, use_cache turned off
 
     @property
     def policies(self) -> tuple:
@@ -82,6 +83,8 @@ def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimi
     for i, block in enumerate(costs.blocks):
         options = []
         for policy in choices:
+            if policy not in block.costs:      # refused for this block (BlockCost.refused)
+                continue
             c = block.costs[policy]
             transient = c.transient_bytes + later[i]
             if i == 0:
@@ -105,17 +108,66 @@ def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimi
 
 
 def solve_blocks(problem: Problem, blocks: Blocks, costs: ModelCosts) -> AutoPlan:
-    """Solve ``problem`` exactly (remat.planner.solve) and score the uniform baselines. Raises
-    InfeasibleError naming the smallest budget that works."""
-    offered = {o.policy for o in problem.layers[0].options}
+    """Solve ``problem`` exactly (remat.planner.solve; one module object at several places takes one policy)
+    and score the uniform baselines. Raises InfeasibleError naming the smallest budget that works."""
+    offered = set.intersection(*({o.policy for o in layer.options} for layer in problem.layers))
     try:
-        best = solve(problem)
+        best = _solve_shared(problem, _shared(blocks))
     except InfeasibleError as exc:
         raise InfeasibleError(f"{exc}. Measured per block under fake tensors (remat.auto)", exc.minimum_bytes) \
             from None
     baselines = {name: entry(plan_from_policies(problem, [p] * len(problem.layers)), problem)
                  for name, p in BASELINES.items() if p in offered}
-    return AutoPlan(blocks.names, blocks.name, best, problem, costs, baselines, blocks.skipped)
+    return AutoPlan(blocks.names, blocks.name, best, problem, costs, baselines, blocks.skipped, _notes(blocks, costs))
+
+
+def _shared(blocks: Blocks) -> list[list[int]]:
+    """Positions holding one module object (shared weights), groups of two or more."""
+    places: dict[int, list[int]] = {}
+    for i, module in enumerate(blocks.modules):
+        places.setdefault(id(module), []).append(i)
+    return [p for p in places.values() if len(p) > 1]
+
+
+def _solve_shared(problem: Problem, groups: list[list[int]]) -> Plan:
+    """The exact plan in which every group of ``groups`` takes one policy: each assignment of policies to the
+    groups solved with those layers fixed, the least step time kept (ties: the lower peak)."""
+    if not groups:
+        return solve(problem)
+    common = [sorted(set.intersection(*({o.policy for o in problem.layers[i].options} for i in g)))
+              for g in groups]
+    best, error = None, None
+    for assignment in product(*common):
+        fixed = {i: policy for g, policy in zip(groups, assignment) for i in g}
+        layers = tuple(replace(layer, options=(layer.option(fixed[layer.index]),)) if layer.index in fixed
+                       else layer for layer in problem.layers)
+        try:
+            plan = solve(replace(problem, layers=layers))
+        except InfeasibleError as exc:
+            error = exc if error is None or (exc.minimum_bytes or 0) < (error.minimum_bytes or 0) else error
+            continue
+        if best is None or (plan.step_time_s, plan.peak_bytes) < (best.step_time_s, best.peak_bytes):
+            best = plan
+    if best is None:
+        raise error
+    return best
+
+
+def _notes(blocks: Blocks, costs: ModelCosts) -> tuple[str, ...]:
+    """What the plan's reader must know: policies refused for some blocks (why), shared blocks, the cache."""
+    notes = []
+    for policy in POLICIES:
+        refused = [(b.name, b.refused[policy]) for b in costs.blocks if policy in b.refused]
+        if refused:
+            notes.append(f"{policy} not offered for {_span([n for n, _ in refused])}: {refused[0][1]}")
+    for group in _shared(blocks):
+        notes.append(f"{', '.join(blocks.names[i] for i in group)} are one module object (shared weights): "
+                     "one policy")
+    return tuple(notes) + tuple(costs.notes)
+
+
+def _span(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{len(names)} blocks ({names[0]}…{names[-1]})"
 
 
 def block_rows(result: AutoPlan) -> list[dict]:
@@ -150,6 +202,7 @@ def to_text(result: AutoPlan) -> str:
     for name, base in result.baselines.items():
         lines.append(f"  {name}: peak {format_bytes(base['peak_bytes'])}, step {base['step_time_s'] * 1e3:.2f} "
                      f"ms{'' if base['feasible'] else ' (over budget)'}")
+    lines += [f"note: {note}" for note in result.notes]
     if result.skipped:
         lines.append(f"not planned (other block containers; pass blocks= a list to plan them too): "
                      f"{', '.join(result.skipped)}")

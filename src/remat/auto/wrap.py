@@ -23,6 +23,7 @@ names, ``state_dict`` and module hooks are unchanged: nothing is wrapped in a ne
 
 from __future__ import annotations
 
+import copy
 import functools
 from typing import Sequence
 
@@ -43,7 +44,7 @@ def apply(model: nn.Module, plan, blocks: str | Sequence[nn.Module] | None = Non
 
     ``blocks``: as remat.auto.find_blocks (default: the AutoPlan's blocks by name, else found). One module
     object at several depths (shared weights) is one block with one policy. A HuggingFace model trains with
-    ``use_cache`` off while a block recomputes (remat.auto.hf.CACHE_OFF, warned once). Raises UsageError
+    ``use_cache`` off (remat.auto.hf.CACHE_OFF, warned once), as remat.auto.plan measured it. Raises UsageError
     ("policy") for an unknown name, a plan whose length differs from the blocks, or two policies for one shared
     module; UsageError("blocks") when an AutoPlan's blocks are not this model's; UsageError("model") when
     HuggingFace gradient checkpointing is on (it would checkpoint the blocks a second time).
@@ -60,11 +61,27 @@ def apply(model: nn.Module, plan, blocks: str | Sequence[nn.Module] | None = Non
     wrapped = {}
     for module, name, policy in zip(found.modules, found.names, policies):
         if policy != "none" and id(module) not in wrapped:
-            module.forward = wrapper(module, policy, stats, name)
+            module.forward = _Forward(module, policy, stats, name)
             wrapped[id(module)] = module
-    cache = cache_off_in_training(model) if set(policies) & {"full", "selective"} else None
+    cache = cache_off_in_training(model)
     setattr(model, _ATTR, (found, policies, list(wrapped.values()), cache))
     return policies
+
+
+class _Forward:
+    """A block's forward under a policy, set on the instance. A copy of the model (copy.deepcopy: an EMA model, a
+    trainer's copy) gets a _Forward over its own copy of the block — a plain closure would keep running, and
+    sending gradients to, the original's."""
+
+    def __init__(self, module: nn.Module, policy: str, stats, name: str):
+        self.module, self.policy, self.stats, self.name = module, policy, stats, name
+        self.run = wrapper(module, policy, stats, name)
+
+    def __call__(self, *args, **kwargs):
+        return self.run(*args, **kwargs)
+
+    def __deepcopy__(self, memo) -> "_Forward":
+        return _Forward(copy.deepcopy(self.module, memo), self.policy, copy.deepcopy(self.stats, memo), self.name)
 
 
 def plan_blocks(plan):

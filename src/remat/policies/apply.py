@@ -45,7 +45,9 @@ def _offloaded(fn: Callable, module: nn.Module, stats: OffloadStats, name: str =
     """``fn`` with its saved activations offloaded asynchronously by the model's shared
     remat.offload.OffloadHooks (pinned host pool, side stream, prefetch of the next layer in backward; views
     of one storage copied once); ``module``'s parameters and buffers stay. min_bytes=0: every activation
-    moves. ``stats.bytes``/``tensors`` count the storages copied."""
+    moves. ``stats.bytes``/``tensors`` count the storages copied. Under torch.compile the block runs eagerly (a
+    graph break: saved-tensor hooks that copy to the host are not traced), its neighbours compiled."""
+    @torch.compiler.disable
     @functools.wraps(fn)
     def run(*args, **kwargs):
         device = next(module.parameters()).device

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import CheckpointError, checkpoint, noop_context_fn
+from torch.utils.checkpoint import CheckpointError, checkpoint
 
 from remat.drop_cheap import contexts as drop_cheap_contexts
 from remat.errors import RecomputeError
@@ -171,16 +171,17 @@ def checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = 
     """
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        context_fn = functools.partial(_contexts, modules, selective, name)
-        if torch.compiler.is_compiling():
-            context_fn = noop_context_fn if selective is None else functools.partial(selective, compiling=True)
+        if torch.compiler.is_compiling():   # torch's own region: the traced graph is recomputed as torch plans
+            contexts = {} if selective is None else {"context_fn": functools.partial(selective, compiling=True)}
+            return checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True, **contexts, **kwargs)
         try:
-            return checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True, context_fn=context_fn,
+            return checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True,
+                              context_fn=functools.partial(_contexts, modules, selective, name),
                               early_stop=early_stop, **kwargs)
         except RecomputeError as error:   # raised in forward by the region's guard: name the region
             if error.block or not name:
                 raise
-            raise RecomputeError(name, str(error)) from None
+            raise RecomputeError(name, error.detail) from None
     return run
 
 
