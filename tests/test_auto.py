@@ -228,13 +228,15 @@ def test_hf_family_plan_checked_on_cpu_against_hf_gradient_checkpointing(tmp_pat
     assert rows["auto-full"]["saved_bytes"] == rows["hf-full"]["saved_bytes"] < rows["none"]["saved_bytes"]
 
 
-def test_hf_model_receiving_a_cache_is_refused():
+def test_hf_model_asked_for_a_cache_in_training_is_planned_without_one_as_hf_checkpointing_does():
     pytest.importorskip("transformers")
     from transformers import LlamaConfig
     from remat.auto.hf import build
     built = build(LlamaConfig(**{k: v for k, v in FAMILIES["llama"].items() if k != "model_type"}), "cpu", seq=16)
-    with pytest.raises(UsageError, match="use_cache=False"):
-        auto.plan(built.model, (), {**built.kwargs, "use_cache": True})
+    with_cache = auto.plan(built.model, (), {**built.kwargs, "use_cache": True}, budget="1GiB")
+    without = auto.plan(built.model, (), {**built.kwargs, "use_cache": False}, budget="1GiB")
+    assert any(n.startswith("use_cache off in training") for n in with_cache.notes)
+    assert with_cache.plan.peak_bytes == without.plan.peak_bytes
 
 
 def test_hf_fake_model_plans_an_8b_shape_without_memory():

@@ -29,7 +29,7 @@ LAYERS = [
     ("remat.experiments",),
     ("remat.auto", "remat.planner"),
     ("remat.timemodel", "remat.measure", "remat.accounting"),
-    ("remat.policies", "remat.drop_cheap", "remat.offload"),
+    ("remat.policies", "remat.drop_cheap", "remat.offload", "remat.offload_pool"),
     ("remat.models", "remat.graph"),
     ("remat.formulas", "remat.chain", "remat.schedules"),
     ("remat.units", "remat.io", "remat.device", "remat.errors", "remat.paper"),

@@ -79,7 +79,8 @@ def test_an_in_place_write_into_what_selective_keeps_is_refused_naming_block_and
     reference = _grads(model, x)
     for policy in ("full", "offload"):
         assert _bitwise(_grads(model, x, policy), reference), policy
-    with pytest.raises(RecomputeError, match=rf"^layers\.0: .*keeps the output of aten\.\w*mm.*aten\.{op}.*out of place"):
+    with pytest.raises(RecomputeError,
+                       match=rf"^layers\.0: .*keeps the output of aten\.\w*mm.*aten\.{op}.*out of place"):
         _grads(model, x, "selective")
 
 
@@ -194,6 +195,27 @@ def test_a_huggingface_model_trains_with_its_cache_off_under_plan_and_apply_alik
         assert _bitwise([p.grad for p in m.parameters()], [p.grad for p in reference.parameters()]), policy
         auto.clear(m)
         assert m(input_ids=ids[:, :4], use_cache=True).past_key_values is not None   # inference untouched
+
+
+def test_a_model_switched_to_eval_before_backward_recomputes_in_its_forward_mode():
+    """A loop that calls model.eval() (for logging) between forward and backward: the recompute must run
+    dropout as the forward did (it used to fail with torch's "different number of tensors" CheckpointError)."""
+    model = _model(lambda: nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.3), nn.GELU()))
+    x = torch.randn(4, 8)
+    reference = _grads(model, x, between=lambda m: m.eval())
+    for policy in POLICIES:
+        assert _bitwise(_grads(model, x, policy, between=lambda m: m.eval()), reference), policy
+
+
+def test_blocks_without_parameters_take_every_policy():
+    model, x = _model(nn.Identity), torch.randn(4, 8, requires_grad=True)
+    for policy in POLICIES:
+        m = copy.deepcopy(model)
+        auto.apply(m, policy)
+        y = m(x * 2)
+        y.pow(2).sum().backward()
+        assert torch.equal(x.grad, 8 * x), policy              # d/dx Σ(2x)² = 8x, by hand
+        x.grad = None
 
 
 # --- 3. explain changes nothing ----------------------------------------------------------------------------------

@@ -160,8 +160,8 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
     try:
         mode, model = fake_model(source, input_device(args, kwargs))
         cache_off = cache_off_in_training(model, warn=False)     # as remat.auto.apply runs it
-        notes = (CACHE_OFF,) if cache_off is not None and model.training and model.config.use_cache \
-            and kwargs.get("use_cache", True) else ()
+        notes = (CACHE_OFF,) if cache_off is not None and model.training \
+            and kwargs.get("use_cache", model.config.use_cache) else ()
         blocks = Blocks(blocks.name, blocks.names, tuple(model.get_submodule(n) for n in blocks.names))
         with mode, unpacked_masks():
             args, kwargs = tree_map(lambda x: mode.from_tensor(x) if _real(x) else x, (args, kwargs))

@@ -1,6 +1,6 @@
 """The known traps remat.auto.explain names (``Trap.code``: no-saving, last-segment, reentrant-no-grad,
-per-child, caller-keeps, stashed, recompute-differs; what each means: remat.auto.diagnose), each found from the per-block rows of one step,
-with one sentence holding the measured numbers and what to do.
+per-child, caller-keeps, stashed, recompute-differs; what each means: remat.auto.diagnose), each found from the
+per-block rows of one step, with one sentence holding the measured numbers and what to do.
 """
 
 from __future__ import annotations

@@ -50,7 +50,8 @@ def _offloaded(fn: Callable, module: nn.Module, stats: OffloadStats, name: str =
     @torch.compiler.disable
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        device = next(module.parameters()).device
+        device = next((t.device for t in [*module.parameters(), *module.buffers(), *args, *kwargs.values()]
+                       if isinstance(t, torch.Tensor)), torch.device("cpu"))
         if stats.hooks is None or stats.hooks.device.type != device.type:
             stats.hooks = OffloadHooks(device, min_bytes=0)
         hooks = stats.hooks

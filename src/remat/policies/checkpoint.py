@@ -55,8 +55,8 @@ def _running_stats(modules: Sequence[nn.Module]) -> list[torch.Tensor]:
 
 
 class _ForwardWatch:
-    """Forward context: notes which buffers of the region the forward mutates, and the versions of the rest of
-    its state (parameters and other buffers) when the forward ends.
+    """Forward context: notes which buffers of the region the forward mutates, the versions of the rest of its
+    state (parameters and other buffers) when the forward ends, and each module's training flag.
 
     A buffer counts as mutated if its version counter moved (any in-place op through autograd) or if it is a
     BatchNorm-family running statistic.
@@ -68,6 +68,7 @@ class _ForwardWatch:
     def __enter__(self):
         self.buffers = [b for m in self.modules for b in m.buffers()]
         self.versions = [b._version for b in self.buffers]
+        self.training = [(m, m.training) for region in self.modules for m in region.modules()]
 
     def __exit__(self, *exc):
         moved = [b for b, v in zip(self.buffers, self.versions) if b._version != v]
@@ -90,8 +91,9 @@ def _named_state(modules: Sequence[nn.Module]) -> list[tuple[str, torch.Tensor]]
 
 
 class _Recompute:
-    """Recompute context: checks the region's state is the forward's, sets recomputing(), restores mutated
-    buffers afterwards, enters observers, and names the region in an error raised while it re-runs."""
+    """Recompute context: checks the region's state is the forward's, sets recomputing(), runs the modules in
+    the training mode they had in forward, restores mutated buffers and modes afterwards, enters observers, and
+    names the region in an error raised while it re-runs."""
 
     def __init__(self, watch: _ForwardWatch, name: str):
         self.watch, self.name, self.factories = watch, name, list(_OBSERVERS)
@@ -105,6 +107,9 @@ class _Recompute:
                                             "differ. Run backward before changing the parameters")
         _state.depth = getattr(_state, "depth", 0) + 1
         self.saved = [b.detach().clone() for b in self.watch.mutated]
+        self.modes = [(m, m.training) for m, _ in self.watch.training]
+        for m, training in self.watch.training:     # model.eval() before backward: recompute as forward ran
+            m.training = training
         self.stack = contextlib.ExitStack()
         for factory in self.factories:
             self.stack.enter_context(factory())
@@ -114,6 +119,8 @@ class _Recompute:
         with torch.no_grad():
             for buffer, value in zip(self.watch.mutated, self.saved):
                 buffer.copy_(value)
+        for m, training in self.modes:
+            m.training = training
         _state.depth -= 1
         if isinstance(error, RuntimeError) and not isinstance(error, (RecomputeError, CheckpointError)):
             raise RecomputeError(self.name, f"the recompute in backward failed ({error}): the region ran "
