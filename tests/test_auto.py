@@ -347,3 +347,16 @@ def test_offloaded_model_can_be_copied_and_replanned():
     auto.clear(model)
     assert not hasattr(model, "remat_offload")
     auto.plan(model, args, kwargs, budget="1GiB")
+
+
+def test_block_discovery_ties_go_to_the_container_met_first():
+    """Two containers of equally many same-class modules (an encoder and a decoder of 3 blocks each): the one
+    registered first in the model (named_modules order) is planned, the other is listed as skipped."""
+    class TwoStacks(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+            self.decoder = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+    found = auto.find_blocks(TwoStacks())
+    assert (found.name, found.names, found.skipped) == ("encoder", ("encoder.0", "encoder.1", "encoder.2"),
+                                                         ("decoder (3)",))

@@ -114,3 +114,18 @@ def test_bad_sizes_name_the_field():
     with pytest.raises(UsageError) as err:
         chain.finite_differences(chain.make_chain(2, 4), np.zeros((1, 4), np.float32))
     assert err.value.field == "dtype"
+
+
+def test_bitwise_equal_sees_a_one_ulp_difference_in_any_gradient():
+    """The comparator behind every schedule's "gradients bitwise equal" (a weaker np.allclose would pass all
+    schedules and this test would fail): one unit in the last place anywhere makes two gradients unequal."""
+    rng = np.random.default_rng(0)
+    arrays = {name: rng.standard_normal(shape) for name, shape in
+              (("W1", (2, 3, 4)), ("b1", (2, 4)), ("W2", (2, 4, 3)), ("b2", (2, 3)), ("x", (5, 3)))}
+    base = chain.Gradients(**arrays)
+    assert base.bitwise_equal(chain.Gradients(**{k: v.copy() for k, v in arrays.items()}))
+    for name, a in arrays.items():
+        moved = a.copy()
+        moved.flat[-1] = np.nextafter(moved.flat[-1], np.inf)      # the next representable float64
+        assert moved.flat[-1] != a.flat[-1] and abs(moved.flat[-1] - a.flat[-1]) < 1e-15
+        assert not base.bitwise_equal(chain.Gradients(**{**arrays, name: moved})), name

@@ -69,8 +69,10 @@ class AutoPlan:
 
     def to_json(self) -> dict:
         """JSON-ready: every plan's keys (remat.planner.render.to_json: predicted, memory, baselines, apply,
-        settings, …) plus blocks [{name, policy, stored_bytes, offload_bytes, extra_s}]."""
-        return {**to_json(self.problem, self.plan, self.baselines), "blocks": block_rows(self)}
+        settings, …) plus blocks [{name, policy, stored_bytes, offload_bytes, extra_s}] and notes (refused
+        policies, shared blocks, use_cache)."""
+        return {**to_json(self.problem, self.plan, self.baselines), "blocks": block_rows(self),
+                "notes": list(self.notes)}
 
 
 def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimizer_state_bytes: int | None = None,
