@@ -218,3 +218,11 @@ def test_hfu_of_paper_table5_by_eq8_and_by_the_text():
     assert mfu < hfu_text < hfu8
     with pytest.raises(ValueError):
         korthikanti.flops_utilization(1, 0, gpus, peak)
+
+
+def test_full_recompute_flops_follow_the_mlp_width():
+    """One extra forward with an MLP of inner width ffn ≠ 4h, GEMM by GEMM by hand (s = 2, b = 1, h = 4,
+    ffn = 10): QKV 2·bs·h·3h = 192, QKᵀ 2·b·s²·h = 32, ·V 32, projection 2·bs·h² = 64, MLP up and down
+    2·(2·bs·h·ffn) = 320 — 640 in all; with ffn = 4h the MLP is 512 and the sum 832."""
+    assert korthikanti.recompute_flops(2, 1, 4, "full", ffn=10) == 192 + 32 + 32 + 64 + 320
+    assert korthikanti.recompute_flops(2, 1, 4, "full") == 192 + 32 + 32 + 64 + 512
