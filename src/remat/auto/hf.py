@@ -70,18 +70,24 @@ def cache_off_in_training(model, warn: bool = True):
     hook, so they agree."""
     if not hasattr(getattr(model, "config", None), "use_cache"):
         return None
-    warned = [] if warn else [True]
+    return model.register_forward_pre_hook(_CacheOff(warn), with_kwargs=True)
 
-    def hook(module, args, kwargs):
+
+class _CacheOff:
+    """The pre-hook of ``cache_off_in_training`` (a class, so a model holding it still pickles)."""
+
+    def __init__(self, warn: bool):
+        self.warned = not warn
+
+    def __call__(self, module, args, kwargs):
         if not (module.training and torch.is_grad_enabled()):
             return None
         if not kwargs.get("use_cache", module.config.use_cache):
             return None
-        if not warned:
-            warned.append(True)
+        if not self.warned:
+            self.warned = True
             warnings.warn(f"remat.auto: {CACHE_OFF}", stacklevel=3)
         return args, {**kwargs, "use_cache": False}
-    return model.register_forward_pre_hook(hook, with_kwargs=True)
 
 
 def set_hf_checkpointing(model, on: bool, use_reentrant: bool = False) -> None:

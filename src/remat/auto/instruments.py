@@ -189,10 +189,13 @@ def plain_checkpoints():
 
 
 def detached(x):
-    """``x`` detached for a re-run: a floating (or complex) tensor keeps its requires_grad as a new leaf."""
-    if isinstance(x, torch.Tensor):
-        return x.detach().requires_grad_(x.requires_grad) if x.is_floating_point() or x.is_complex() else x.detach()
-    return x
+    """``x`` detached for a re-run: a floating (or complex) tensor that required grad becomes a copy of a new
+    leaf that does (the block may write its input in place, which a leaf refuses)."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    if x.requires_grad and (x.is_floating_point() or x.is_complex()):
+        return x.detach().requires_grad_(True).clone()
+    return x.detach()
 
 
 def address(t: torch.Tensor) -> int:

@@ -121,12 +121,20 @@ def fake_model(model: nn.Module, device: str | torch.device = "cpu") -> tuple:
         if isinstance(p, FakeTensor):
             return p.fake_mode, model
     mode = FakeTensorMode(allow_non_fake_inputs=True)
+    memo = {id(g): _clone_generator(g) for m in model.modules() for g in vars(m).values()
+            if isinstance(g, torch.Generator)}      # FakeCopyMode cannot copy one; the caller's must not advance
     with FakeCopyMode(mode):
-        copied = copy.deepcopy(model)
+        copied = copy.deepcopy(model, memo)
     _off_meta(copied, mode, torch.device(device))
     if hf_checkpointing(copied):
         set_hf_checkpointing(copied, False)
     return mode, copied
+
+
+def _clone_generator(g: torch.Generator) -> torch.Generator:
+    clone = torch.Generator(device=g.device)
+    clone.set_state(g.get_state())
+    return clone
 
 
 def _off_meta(model: nn.Module, mode: FakeTensorMode, device: torch.device) -> None:
@@ -274,13 +282,14 @@ def _backward_args(out):
 
 
 def _leaves(captured):
-    """Fresh copies of a block's captured inputs for an isolated run: tensors that required grad become leaves
-    that do (detached views: no copy); others are passed as they are."""
+    """Fresh copies of a block's captured inputs for an isolated run: tensors that required grad become copies
+    of leaves that do (a block may write its input in place, which a leaf refuses; the copy is made before the
+    run's memory is measured); others are passed as they are."""
     args, kwargs = captured[:2]
 
     def leaf(t):
-        if isinstance(t, torch.Tensor) and t.requires_grad:
-            return t.detach().requires_grad_(True)
+        if isinstance(t, torch.Tensor) and t.requires_grad:   # a copy of a leaf: the block may write it in place
+            return t.detach().requires_grad_(True).clone()
         return t
     return tree_map(leaf, args), tree_map(leaf, kwargs)
 

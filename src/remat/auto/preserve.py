@@ -1,5 +1,7 @@
 """What remat.auto.explain leaves as it found it: the model's buffers (BatchNorm running statistics), gradients,
-the tensors its modules hold as plain attributes, and the RNG state; and the tensors a block keeps on itself.
+its modules' plain attributes (tensors, counters a hook keeps), and the RNG state; and the tensors a block keeps
+on itself. Parameters are not copied (that would double the model's memory): a forward that writes one in place
+(``nn.Embedding(max_norm=...)``) is warned about.
 
     with ModelState(model) as state:
         output = model(x)                    # one step, watched
@@ -14,6 +16,7 @@ step's forward.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -59,8 +62,9 @@ class ModelState:
             p.grad = None
         self.attributes = {}
         for module in self.model.modules():
-            found = _tensor_attributes(module)
+            found = {k: v for k, v in vars(module).items() if k not in _INTERNAL}
             self.attributes[id(module)] = (module, {k: (v, _shallow(v)) for k, v in found.items()})
+        self.versions = [(name, p, p._version) for name, p in self.model.named_parameters()]
         self.rng = torch.random.fork_rng(devices=self._cuda_devices())
         self.rng.__enter__()
         return self
@@ -92,11 +96,16 @@ class ModelState:
         for p, grad in self.grads:
             p.grad = grad
         for module, before in self.attributes.values():
-            for attr in set(_tensor_attributes(module)) - set(before):
+            for attr in {k for k in vars(module) if k not in _INTERNAL} - set(before):
                 delattr(module, attr)
             for attr, (value, content) in before.items():
                 _restore(module, attr, value, content)
         self.rng.__exit__(*exc)
+        written = [name for name, p, version in self.versions if p._version != version]
+        if written:
+            warnings.warn(f"remat.auto.explain: the model's forward wrote {len(written)} parameter(s) in place "
+                          f"({written[0]}; e.g. nn.Embedding(max_norm=...)); explain does not copy parameters "
+                          "to undo that", stacklevel=3)
 
 
 def _shallow(value):

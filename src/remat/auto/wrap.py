@@ -61,7 +61,7 @@ def apply(model: nn.Module, plan, blocks: str | Sequence[nn.Module] | None = Non
     wrapped = {}
     for module, name, policy in zip(found.modules, found.names, policies):
         if policy != "none" and id(module) not in wrapped:
-            module.forward = _Forward(module, policy, stats, name)
+            module.forward = _Forward(module, policy, stats, name, module.__dict__.get("forward"))
             wrapped[id(module)] = module
     cache = cache_off_in_training(model)
     setattr(model, _ATTR, (found, policies, list(wrapped.values()), cache))
@@ -69,19 +69,28 @@ def apply(model: nn.Module, plan, blocks: str | Sequence[nn.Module] | None = Non
 
 
 class _Forward:
-    """A block's forward under a policy, set on the instance. A copy of the model (copy.deepcopy: an EMA model, a
-    trainer's copy) gets a _Forward over its own copy of the block — a plain closure would keep running, and
-    sending gradients to, the original's."""
+    """A block's forward under a policy, set on the instance over the forward it had (its class's, or one
+    already set on the instance, as accelerate's hooks do; ``clear`` puts that one back). A copy of the model
+    (copy.deepcopy: an EMA model, a trainer's copy; pickle, torch.save) gets a _Forward over its own copy of the
+    block — a plain closure would keep running, and sending gradients to, the original's."""
 
-    def __init__(self, module: nn.Module, policy: str, stats, name: str):
-        self.module, self.policy, self.stats, self.name = module, policy, stats, name
-        self.run = wrapper(module, policy, stats, name)
+    def __init__(self, module: nn.Module, policy: str, stats, name: str, previous=None):
+        self.module, self.policy, self.stats, self.name, self.previous = module, policy, stats, name, previous
+        self.run = wrapper(module, policy, stats, name, previous)
 
     def __call__(self, *args, **kwargs):
         return self.run(*args, **kwargs)
 
     def __deepcopy__(self, memo) -> "_Forward":
-        return _Forward(copy.deepcopy(self.module, memo), self.policy, copy.deepcopy(self.stats, memo), self.name)
+        return _Forward(copy.deepcopy(self.module, memo), self.policy, copy.deepcopy(self.stats, memo), self.name,
+                        copy.deepcopy(self.previous, memo))
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in vars(self).items() if k != "run"}
+
+    def __setstate__(self, state: dict) -> None:
+        vars(self).update(state)
+        self.run = wrapper(self.module, self.policy, self.stats, self.name, self.previous)
 
 
 def plan_blocks(plan):
@@ -90,11 +99,11 @@ def plan_blocks(plan):
     return getattr(plan, "blocks", None) or getattr(plan, "block_names", None) or None
 
 
-def wrapper(module: nn.Module, policy: str, stats=None, name: str = ""):
-    """``module``'s class forward run under ``policy`` (module docstring) — a callable to set as its forward.
-    ``stats``: the remat.policies.OffloadStats that offload counts into (a new one when None); ``name``: the
-    block's qualified name, in errors."""
-    own = functools.partial(type(module).forward, module)
+def wrapper(module: nn.Module, policy: str, stats=None, name: str = "", forward=None):
+    """``forward`` (default: ``module``'s class forward) run under ``policy`` (module docstring) — a callable to
+    set as its forward. ``stats``: the remat.policies.OffloadStats that offload counts into (a new one when
+    None); ``name``: the block's qualified name, in errors."""
+    own = forward if forward is not None else functools.partial(type(module).forward, module)
     if policy == "full":
         return checkpointed(own, [module], name=name)
     if policy == "selective":
@@ -108,7 +117,9 @@ def clear(model: nn.Module) -> None:
     """Undo ``apply``: every wrapped block back to its class forward."""
     _, _, wrapped, cache = getattr(model, _ATTR, (None, None, [], None))
     for module in wrapped:
-        module.__dict__.pop("forward", None)
+        current = module.__dict__.pop("forward", None)
+        if isinstance(current, _Forward) and current.previous is not None:
+            module.forward = current.previous
     if cache is not None:
         cache.remove()
     for name in (_ATTR, "remat_offload"):

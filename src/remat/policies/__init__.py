@@ -44,7 +44,8 @@ asks (``retain_graph``, double backward); under torch.compile it is torch's own 
 
 from remat.policies.apply import OffloadStats, apply_plan, apply_step_plan, clear_plan
 from remat.policies.apply import _offloaded  # noqa: F401  (remat.auto.wrap's offload wrapper)
-from remat.policies.checkpoint import checkpointed, drop_cheap, observe_recompute, recomputing, unwrap, wrap
+from remat.policies.checkpoint import checkpointed, drop_cheap, unwrap, wrap
+from remat.policies.region import observe_recompute, recomputing
 from remat.policies.values import Mismatch, ValueCheck
 from remat.policies.plans import (POLICIES, RUNTIME_POLICIES, SHORTHANDS, STEP_POLICIES, LayerPolicies, Policy,
                                   parse_plan)

@@ -40,6 +40,10 @@ class OffloadStats:
         model (EMA, copy.deepcopy) makes its own hooks at its first offloaded forward."""
         return OffloadStats(self.bytes, self.tensors, self.simulated)
 
+    def __getstate__(self) -> dict:
+        """Pickled (torch.save of the model) without the hooks, as ``__deepcopy__``."""
+        return {**vars(self), "hooks": None}
+
 
 def _offloaded(fn: Callable, module: nn.Module, stats: OffloadStats, name: str = "") -> Callable:
     """``fn`` with its saved activations offloaded asynchronously by the model's shared
