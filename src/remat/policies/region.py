@@ -1,8 +1,8 @@
 """What a checkpointed region's recompute must see: the state its forward saw. The forward and recompute contexts
 that remat.policies.checkpointed hands torch.utils.checkpoint (``context_fn``).
 
-Forward (``ForwardWatch``), when the region starts: the values of its small buffers and BatchNorm running
-statistics, the states of the ``torch.Generator`` objects its modules own, each module's training flag, the
+Forward (``ForwardWatch``), when the region starts: the values of its small persistent buffers (``_copied``),
+the states of the ``torch.Generator`` objects its modules own, each module's training flag, the
 versions of its parameters and buffers; when it ends: which buffers it wrote, and which tensors its modules hold
 (``torch.func.functional_call`` swaps them in only for the forward).
 
@@ -30,8 +30,8 @@ from remat.errors import RecomputeError
 from remat.units import KiB
 
 SNAPSHOT_BYTES = 256 * KiB
-"""Buffers up to this size are copied when a region's forward starts (BatchNorm statistics always): a larger
-buffer the forward writes cannot be given back to the recompute, which is refused instead."""
+"""Persistent buffers up to this size are copied when a region's forward starts (``_copied``): a buffer the
+forward writes in place without such a copy (BatchNorm's statistics excepted) is refused at recompute."""
 
 _state = threading.local()
 _OBSERVERS: list[Callable[[], contextlib.AbstractContextManager]] = []
@@ -65,23 +65,28 @@ def _version(t: torch.Tensor) -> int:
 
 def _running_stats(modules: Sequence[nn.Module]) -> set[int]:
     """ids of the running statistics of BatchNorm-family modules (updated by their kernel without a version
-    bump, never read in training)."""
-    return {id(b) for region in modules for m in region.modules()
-            if isinstance(m, nn.modules.batchnorm._NormBase) and m.track_running_stats
-            for b in (m.running_mean, m.running_var) if b is not None}
+    bump, never read by a forward in training: given back after the recompute, not before)."""
+    return {id(b) for m in modules if isinstance(m, nn.modules.batchnorm._NormBase) and m.track_running_stats
+            for b in (m.running_mean, m.running_var, m.num_batches_tracked) if b is not None}
 
 
-def _slots(modules: Sequence[nn.Module]) -> list[tuple[str, nn.Module, dict, str]]:
-    """(qualified name, module, its _parameters or _buffers, key) for every tensor slot of the region."""
-    slots = []
-    for i, region in enumerate(modules):
-        prefix = f"[{i}]." if len(modules) > 1 else ""
-        for path, module in region.named_modules(remove_duplicate=False):
-            for table in (module._parameters, module._buffers):
-                for key, t in table.items():
-                    if t is not None:
-                        slots.append((f"{prefix}{path + '.' if path else ''}{key}", module, table, key))
-    return slots
+def _copied(module: nn.Module, table: dict, key: str, stats: set[int]) -> bool:
+    """Whether a buffer is copied when its region's forward starts: state (persistent: in the state_dict, as a
+    spectral norm's vectors or an EMA statistic) up to SNAPSHOT_BYTES, BatchNorm's statistics excepted. Masks
+    and tables (non-persistent: derived, not state) are not, so they cost no memory."""
+    t = table[key]
+    return (table is module._buffers and id(t) not in stats and key not in module._non_persistent_buffers_set
+            and t.untyped_storage().nbytes() <= SNAPSHOT_BYTES)
+
+
+def _name(regions: Sequence[nn.Module], module: nn.Module, key: str) -> str:
+    """The qualified name of ``module``'s tensor ``key`` within the region (for errors only: it walks names)."""
+    for i, region in enumerate(regions):
+        prefix = f"[{i}]." if len(regions) > 1 else ""
+        for path, m in region.named_modules(remove_duplicate=False):
+            if m is module:
+                return f"{prefix}{path + '.' if path else ''}{key}"
+    return key
 
 
 class ForwardWatch:
@@ -91,30 +96,36 @@ class ForwardWatch:
         self.modules = modules
 
     def __enter__(self):
-        slots, self.stats = _slots(self.modules), _running_stats(self.modules)
-        self.start = {(id(table), key): (table[key], _version(table[key])) for _, _, table, key in slots}
-        self.copies = {id(t): t.detach().clone() for _, module, table, key in slots for t in [table[key]]
-                       if table is module._buffers
-                       and (id(t) in self.stats or t.untyped_storage().nbytes() <= SNAPSHOT_BYTES)}
-        self.training = [(m, m.training) for region in self.modules for m in region.modules()]
-        self.generators = [(g, g.get_state()) for region in self.modules for m in region.modules()
-                           for g in vars(m).values() if isinstance(g, torch.Generator)]
+        self.all = [m for region in self.modules for m in region.modules()]
+        self.stats = _running_stats(self.all)
+        self.slots = [(m, table, key) for m in self.all for table in (m._parameters, m._buffers)
+                      for key, t in table.items() if t is not None]
+        self.start = [(table[key], _version(table[key])) for _, table, key in self.slots]
+        self.copies = {id(table[key]): table[key].detach().clone() for m, table, key in self.slots
+                       if _copied(m, table, key, self.stats)}
+        self.training = [(m, m.training) for m in self.all]
+        self.generators = [(g, g.get_state()) for m in self.all for g in vars(m).values()
+                           if type(g) is torch.Generator]
 
     def __exit__(self, *exc):
-        """``held``: per slot (name, table, key, the tensor the recompute must see, its version now);
-        ``written``: buffers the forward wrote in place; ``changed``: parameters it wrote in place."""
+        """``held``: per slot (module, table, key, the tensor the recompute must see, its version now);
+        ``written``: (module, key, buffer) the forward wrote in place; ``changed``: (module, key) of parameters
+        it wrote in place."""
         self.held, self.written, self.changed = [], [], []
-        for name, module, table, key in _slots(self.modules):
-            t = table[key]
-            start, version = self.start.get((id(table), key), (t, _version(t)))
-            if start is not t:                      # replaced during the forward: recompute sees the first
-                self.held.append((name, table, key, start, _version(start)))
+        for (module, table, key), (start, version) in zip(self.slots, self.start):
+            t = table.get(key)
+            if t is None or start is not t:         # replaced during the forward: recompute sees the first
+                self.held.append((module, table, key, start, _version(start)))
                 continue
-            self.held.append((name, table, key, t, _version(t)))
-            if table is module._buffers and (version != _version(t) or id(t) in self.stats):
-                self.written.append((name, t))
-            elif version != _version(t):
-                self.changed.append(name)
+            now = _version(t)
+            self.held.append((module, table, key, t, now))
+            if table is module._buffers and (version != now or id(t) in self.stats):
+                self.written.append((module, key, t))
+            elif version != now:
+                self.changed.append((module, key))
+
+    def name(self, module: nn.Module, key: str) -> str:
+        return _name(self.modules, module, key)
 
 
 class Recompute:
@@ -127,19 +138,20 @@ class Recompute:
         self._check()
         _state.depth = getattr(_state, "depth", 0) + 1
         watch = self.watch
-        self.slots = [(table, key, table[key]) for _, table, key, _, _ in watch.held]
-        for _, table, key, t, _ in watch.held:      # torch.func.functional_call's tensors, as in forward
-            table[key] = t
+        self.slots = [(table, key, table.get(key)) for _, table, key, t, _ in watch.held if table.get(key) is not t]
+        for table, key, _ in self.slots:            # torch.func.functional_call's tensors, as in forward
+            table[key] = next(t for _, tb, k, t, _ in watch.held if tb is table and k == key)
         with torch.no_grad():
-            self.after = [(t, t.detach().clone()) for _, t in watch.written]
-            for _, t in watch.written:
-                t.copy_(watch.copies[id(t)])
+            self.after = [(t, t.detach().clone()) for _, _, t in watch.written]
+            for _, _, t in watch.written:
+                if id(t) in watch.copies:
+                    t.copy_(watch.copies[id(t)])
         self.generators = [(g, g.get_state()) for g, _ in watch.generators]
         for g, state in watch.generators:
             g.set_state(state)
-        self.modes = [(m, m.training) for m, _ in watch.training]
-        for m, training in watch.training:     # model.eval() before backward: recompute as forward ran
-            m.training = training
+        self.modes = [(m, m.training) for m, training in watch.training if m.training != training]
+        for m, _ in self.modes:                      # model.eval() before backward: recompute as forward ran
+            m.__dict__["training"] = not m.training
         self.stack = contextlib.ExitStack()
         for factory in self.factories:
             self.stack.enter_context(factory())
@@ -147,21 +159,22 @@ class Recompute:
     def _check(self) -> None:
         watch = self.watch
         if watch.changed:
-            raise RecomputeError(self.name, f"{watch.changed[0]} was written in place during the forward (as "
-                                            "nn.Embedding(max_norm=...) renormalises its weight): the recompute "
-                                            "would write it again. Give this block policy none or offload")
-        moved = [name for name, _, _, t, version in watch.held if _version(t) != version
-                 and all(t is not w for _, w in watch.written)]
+            raise RecomputeError(self.name, f"{watch.name(*watch.changed[0])} was written in place during the "
+                                            "forward (as nn.Embedding(max_norm=...) renormalises its weight): the "
+                                            "recompute would write it again. Give this block policy none or offload")
+        written = {id(t) for _, _, t in watch.written}
+        moved = [(m, key) for m, _, key, t, version in watch.held if _version(t) != version and id(t) not in written]
         if moved:
-            raise RecomputeError(self.name, f"{moved[0]} was modified in place between forward and backward "
-                                            "(an optimizer step or a weight update before backward?): the "
+            raise RecomputeError(self.name, f"{watch.name(*moved[0])} was modified in place between forward and "
+                                            "backward (an optimizer step or a weight update before backward?): the "
                                             "recompute would run on the new values and the gradients would "
                                             "differ. Run backward before changing the parameters")
-        lost = [name for name, t in watch.written if id(t) not in watch.copies]
+        lost = [(m, key) for m, key, t in watch.written if id(t) not in watch.copies and id(t) not in watch.stats]
         if lost:
-            raise RecomputeError(self.name, f"the forward wrote buffer {lost[0]}, larger than the "
-                                            f"{SNAPSHOT_BYTES // KiB} KiB copied when a region starts: the recompute "
-                                            "cannot start from its value. Give this block policy none or offload")
+            raise RecomputeError(self.name, f"the forward wrote buffer {watch.name(*lost[0])} in place, which is "
+                                            f"not copied when a region starts (non-persistent, or over "
+                                            f"{SNAPSHOT_BYTES // KiB} KiB): the recompute cannot start from its "
+                                            "value. Give this block policy none or offload")
 
     def __exit__(self, kind, error, trace):
         self.stack.close()
@@ -173,7 +186,7 @@ class Recompute:
         for g, state in self.generators:
             g.set_state(state)
         for m, training in self.modes:
-            m.training = training
+            m.__dict__["training"] = training
         _state.depth -= 1
         if isinstance(error, RuntimeError) and not isinstance(error, (RecomputeError, CheckpointError)):
             raise RecomputeError(self.name, f"the recompute in backward failed ({error}): the region ran "
