@@ -291,19 +291,6 @@ def test_a_plan_for_other_blocks_says_where_they_differ():
         auto.apply(Renamed(), result, blocks="blocks")
 
 
-def test_a_copy_of_an_applied_model_recomputes_its_own_blocks():
-    """copy.deepcopy (an EMA model, a trainer's copy) used to keep forwards bound to the original's blocks."""
-    model, x = _model(lambda: nn.Sequential(nn.Linear(8, 8), nn.Tanh())), torch.randn(4, 8)
-    reference = _grads(model, x)
-    for policy in POLICIES:
-        applied = copy.deepcopy(model)
-        auto.apply(applied, policy)
-        twin = copy.deepcopy(applied)
-        twin(x).pow(2).sum().backward()
-        assert all(p.grad is None for p in applied.parameters()), policy
-        assert _bitwise([p.grad for p in twin.parameters()], reference), policy
-
-
 # --- 5. composition -----------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("policy", POLICIES)
