@@ -93,4 +93,9 @@ def test_gpu_config_loads(root, name):
     merged = {**_section(base, name), **(_section(gpu, name) or {})}
     if name in RULE_KEYS and "device" in RULE_KEYS[name]:
         merged["device"] = "cpu"  # the rule passes config.device; cuda is checked where it runs
-    load(name, merged)
+    params = load(name, merged)
+    for key, value in (_section(gpu, name) or {}).items():      # every GPU override reaches the parameters
+        if key == "device":
+            continue
+        got = getattr(params, key.replace("-", "_"))
+        assert got == value or (isinstance(got, tuple) and list(got) == value), f"{name}.{key}: {got!r} != {value!r}"
