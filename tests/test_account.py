@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from remat.accounting import account_layer
+from remat.accounting import Item, _paper_faithful, account_layer
 from remat.cli import main
 from remat.experiments import korthikanti as tables
 from remat.formulas import korthikanti
@@ -103,3 +103,14 @@ def test_table2_items_memory_experiments_and_figures(tmp_path):
         frame.to_csv(csv, index=False)
         draw(name, [str(csv)], str(tmp_path / f"{name}.png"))
         assert (tmp_path / f"{name}.png").stat().st_size > 10_000 and (tmp_path / f"{name}.svg").exists()
+
+
+def test_overlapping_saved_views_are_counted_once_in_the_paper_faithful_bytes():
+    """Two saved views of one 150-byte storage, 100 bytes each (they overlap by 50: slack −50), count the
+    storage's bytes once — each at 3/4 — while a view with a storage larger than itself counts whole:
+    (100 + 100)·3/4 + 200 = 350 paper bytes, by hand."""
+    item = lambda storage, nbytes: Item(f"m/{storage}", "m", "op", (nbytes,), "torch.uint8", nbytes, "q_k",
+                                        nbytes, storage, "")
+    items = [item("shared", 100), item("shared", 100), item("alone", 200)]
+    assert _paper_faithful(items, {"shared": 150 - 200, "alone": 300 - 200}) == 350
+    assert _paper_faithful(items, {}) == 400          # no overlap reported: every view counts whole
