@@ -360,3 +360,18 @@ def test_block_discovery_ties_go_to_the_container_met_first():
     found = auto.find_blocks(TwoStacks())
     assert (found.name, found.names, found.skipped) == ("encoder", ("encoder.0", "encoder.1", "encoder.2"),
                                                          ("decoder (3)",))
+
+
+def test_default_optimizer_state_is_adams_two_moments_in_the_parameters_dtype():
+    """Three Linear(8, 8) in float32: 3·(64 + 8) = 216 parameters, 864 bytes; torch.optim.Adam keeps exp_avg and
+    exp_avg_sq of each parameter's shape and dtype: 1728 bytes, by hand."""
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(3)])
+    fixed = auto.plan(model, (torch.randn(4, 8),), budget="1GiB").problem.fixed_parts
+    assert fixed["parameters and buffers"] == 864
+    assert fixed["optimizer state (Adam m, v in float32)"] == 1728
+    adam = torch.optim.Adam(model.parameters())
+    model(torch.randn(4, 8)).sum().backward()
+    adam.step()                                    # a second method: the bytes Adam's state really holds
+    held = sum(t.numel() * t.element_size() for s in adam.state.values() for k, t in s.items() if k != "step")
+    assert held == 1728
