@@ -10,6 +10,7 @@ from remat.errors import UsageError
 from remat.formulas import korthikanti
 from remat.formulas import offload as offload_formulas
 from remat.models.presets import from_name
+from remat.models.transformer import build_model
 from remat.planner import make_problem
 from remat.planner.costs import Settings, build_problem, in_flight, model_state, step_multiplier
 from remat.timemodel.gpus import GPUS, gpu
@@ -207,3 +208,13 @@ def test_bad_models_name_the_field():
         build_problem(from_name("gpt3-175b", pp=5), settings())
     with pytest.raises(UsageError, match="--tp"):   # Llama is planned from measured costs, t = 1 only
         make_problem(from_name("llama-tiny", tp=2))
+
+
+def test_model_state_counts_the_position_table_not_the_trained_length():
+    """gpt-tiny trained at s = 16 holds its whole 64-row position table: the weights are 2 bytes per parameter
+    the torch model really has (a second method: counting them), whatever s is."""
+    cfg = from_name("gpt-tiny", seq=16)
+    assert cfg.seq < cfg.max_positions
+    counted = sum(p.numel() for p in build_model(cfg).parameters())
+    state = model_state(cfg, settings())
+    assert (state["weights"], state["gradients"], state["optimizer"]) == (2 * counted, 4 * counted, 12 * counted)
