@@ -332,8 +332,12 @@ def test_a_model_on_the_meta_device_is_planned_and_explained_as_the_real_one():
         a = auto.plan(empty, (x,), budget="1GiB", choices=choices)
         b = auto.plan(real, (x,), budget="1GiB", choices=choices)
         assert (a.policies, a.plan.peak_bytes) == (b.policies, b.plan.peak_bytes)
-    assert [r["kept_bytes"] for r in auto.explain(empty, (x,)).rows] == \
-           [r["kept_bytes"] for r in auto.explain(real, (x,)).rows]
+    for policy in ("none", "full"):
+        auto.apply(empty, policy)
+        auto.apply(real, policy)
+        fake, measured = auto.explain(empty, (x,)).rows, auto.explain(real, (x,)).rows
+        assert [(r["kept_bytes"], r["recompute_flops"]) for r in fake] == \
+               [(r["kept_bytes"], r["recompute_flops"]) for r in measured], policy
 
 
 class Routed(nn.Module):

@@ -37,6 +37,13 @@ class Blocks:
     def __len__(self) -> int:
         return len(self.modules)
 
+    def shared(self) -> list[list[int]]:
+        """Positions holding one module object (shared weights), in groups of two or more."""
+        places: dict[int, list[int]] = {}
+        for i, module in enumerate(self.modules):
+            places.setdefault(id(module), []).append(i)
+        return [p for p in places.values() if len(p) > 1]
+
 
 def find_blocks(model: nn.Module, blocks: str | Sequence[nn.Module] | None = None) -> Blocks:
     """The blocks of ``model`` (module docstring).

@@ -79,7 +79,7 @@ from remat.auto.measure import default_loss, fake_model, input_device
 from remat.auto.preserve import ModelState
 from remat.auto.traps import (CALLER_KEEPS, CALLER_SHARE, KEEPS_ALL, LAST_SEGMENT, NO_SAVING, PER_CHILD,
                               REENTRANT_NO_GRAD, RECOMPUTE_DIFFERS, STASHED, TRAPS)
-from remat.auto.wrap import applied, apply, clear
+from remat.auto.wrap import applied
 from remat.policies import ValueCheck
 
 __all__ = ["explain", "Explanation", "Trap", "TRAPS", "NO_SAVING", "LAST_SEGMENT", "REENTRANT_NO_GRAD", "PER_CHILD",
@@ -112,21 +112,11 @@ def explain(model: nn.Module, example_args=(), example_kwargs: dict | None = Non
 
 def _explain_fake_copy(model: nn.Module, args: tuple, kwargs: dict, found: Blocks, result, loss_fn):
     """A model on the meta device has no values to run: explain a fake copy of it (remat.auto.measure.
-    fake_model) on the inputs' device, its blocks wrapped as the model's are."""
-    done = applied(model)
-    if done is not None:
-        clear(model)             # the wrappers call the original modules: lift them while copying
-    try:
-        mode, copied = fake_model(model, input_device(args, kwargs))
-    finally:
-        if done is not None:
-            apply(model, done[1], list(done[0].modules))
-    blocks = Blocks(found.name, found.names, tuple(copied.get_submodule(n) for n in found.names))
-    if done is not None:
-        apply(copied, done[1], list(blocks.modules))
+    fake_model) on the inputs' device; a copy keeps remat.auto.apply's wrappers, over its own blocks."""
+    mode, copied = fake_model(model, input_device(args, kwargs))
     with mode:
         args, kwargs = tree_map(lambda x: mode.from_tensor(x) if isinstance(x, torch.Tensor) else x, (args, kwargs))
-        return explain(copied, args, kwargs, result, list(blocks.modules), loss_fn)
+        return explain(copied, args, kwargs, result, [copied.get_submodule(n) for n in found.names], loss_fn)
 
 
 def _blocks(model: nn.Module, blocks, result) -> Blocks:

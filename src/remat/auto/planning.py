@@ -114,21 +114,13 @@ def solve_blocks(problem: Problem, blocks: Blocks, costs: ModelCosts) -> AutoPla
     and score the uniform baselines. Raises InfeasibleError naming the smallest budget that works."""
     offered = set.intersection(*({o.policy for o in layer.options} for layer in problem.layers))
     try:
-        best = _solve_shared(problem, _shared(blocks))
+        best = _solve_shared(problem, blocks.shared())
     except InfeasibleError as exc:
         raise InfeasibleError(f"{exc}. Measured per block under fake tensors (remat.auto)", exc.minimum_bytes) \
             from None
     baselines = {name: entry(plan_from_policies(problem, [p] * len(problem.layers)), problem)
                  for name, p in BASELINES.items() if p in offered}
     return AutoPlan(blocks.names, blocks.name, best, problem, costs, baselines, blocks.skipped, _notes(blocks, costs))
-
-
-def _shared(blocks: Blocks) -> list[list[int]]:
-    """Positions holding one module object (shared weights), groups of two or more."""
-    places: dict[int, list[int]] = {}
-    for i, module in enumerate(blocks.modules):
-        places.setdefault(id(module), []).append(i)
-    return [p for p in places.values() if len(p) > 1]
 
 
 def _solve_shared(problem: Problem, groups: list[list[int]]) -> Plan:
@@ -162,7 +154,7 @@ def _notes(blocks: Blocks, costs: ModelCosts) -> tuple[str, ...]:
         refused = [(b.name, b.refused[policy]) for b in costs.blocks if policy in b.refused]
         if refused:
             notes.append(f"{policy} not offered for {_span([n for n, _ in refused])}: {refused[0][1]}")
-    for group in _shared(blocks):
+    for group in blocks.shared():
         notes.append(f"{', '.join(blocks.names[i] for i in group)} are one module object (shared weights): "
                      "one policy")
     return tuple(notes) + tuple(costs.notes)

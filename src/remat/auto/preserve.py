@@ -23,6 +23,8 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
+from remat.policies.region import version_of
+
 
 @dataclass(frozen=True)
 class Stashed:
@@ -64,7 +66,7 @@ class ModelState:
         for module in self.model.modules():
             found = {k: v for k, v in vars(module).items() if k not in _INTERNAL}
             self.attributes[id(module)] = (module, {k: (v, _shallow(v)) for k, v in found.items()})
-        self.versions = [(name, p, p._version) for name, p in self.model.named_parameters()]
+        self.versions = [(name, p, version_of(p)) for name, p in self.model.named_parameters()]
         self.rng = torch.random.fork_rng(devices=self._cuda_devices())
         self.rng.__enter__()
         return self
@@ -101,7 +103,7 @@ class ModelState:
             for attr, (value, content) in before.items():
                 _restore(module, attr, value, content)
         self.rng.__exit__(*exc)
-        written = [name for name, p, version in self.versions if p._version != version]
+        written = [name for name, p, version in self.versions if version_of(p) != version]
         if written:
             warnings.warn(f"remat.auto.explain: the model's forward wrote {len(written)} parameter(s) in place "
                           f"({written[0]}; e.g. nn.Embedding(max_norm=...)); explain does not copy parameters "

@@ -114,7 +114,7 @@ def wrapper(module: nn.Module, policy: str, stats=None, name: str = "", forward=
 
 
 def clear(model: nn.Module) -> None:
-    """Undo ``apply``: every wrapped block back to its class forward."""
+    """Undo ``apply``: every wrapped block back to the forward it had (its class's, or one set on the instance)."""
     _, _, wrapped, cache = getattr(model, _ATTR, (None, None, [], None))
     for module in wrapped:
         current = module.__dict__.pop("forward", None)
@@ -146,10 +146,10 @@ def _policies(plan, found: Blocks) -> tuple[str, ...]:
     expected = getattr(plan, "block_names", None)
     if expected is not None and tuple(expected) != found.names:
         raise UsageError("blocks", f"the plan is for blocks {_difference(tuple(expected), found.names)}")
-    first: dict[int, int] = {}
-    for i, module in enumerate(found.modules):
-        j = first.setdefault(id(module), i)
-        if names[j] != names[i]:
+    for group in found.shared():
+        j, differing = group[0], [i for i in group if names[i] != names[group[0]]]
+        if differing:
+            i = differing[0]
             raise UsageError("policy", f"{found.names[j]} and {found.names[i]} are one module object (shared "
                                        f"weights) given {names[j]} and {names[i]}: a shared block takes one policy")
     return names

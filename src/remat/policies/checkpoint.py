@@ -18,7 +18,7 @@ from torch.utils.checkpoint import checkpoint
 
 from remat.drop_cheap import contexts as drop_cheap_contexts
 from remat.errors import RecomputeError
-from remat.policies.region import ForwardWatch, Recompute
+from remat.policies.region import ForwardWatch, Recompute, version_of
 from remat.policies.values import Compare, Record, active_check
 
 # --- the region's contexts (torch.utils.checkpoint context_fn) -----------------------------------------------
@@ -75,8 +75,7 @@ def checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = 
         if torch.compiler.is_compiling():   # torch's own region: the traced graph is recomputed as torch plans
             contexts = {} if selective is None else {"context_fn": functools.partial(selective, compiling=True)}
             return checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True, **contexts, **kwargs)
-        inputs = [(t, t._version) for t in tree_flatten((args, kwargs))[0]
-                  if isinstance(t, torch.Tensor) and not t.is_inference()]   # inference tensors have no version
+        inputs = [(t, version_of(t)) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
         try:
             out = checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True,
                              context_fn=functools.partial(_contexts, modules, selective, name),
@@ -85,7 +84,7 @@ def checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = 
             if error.block or not name:
                 raise
             raise RecomputeError(name, error.detail) from None
-        if any(t._version != version for t, version in inputs):
+        if any(version_of(t) != version for t, version in inputs):
             raise RecomputeError(name, "the region writes its input in place (an in-place op such as "
                                        "nn.ReLU(inplace=True) first): the recompute needs the input as it was. "
                                        "Make that op out of place, or give this block policy none or offload")

@@ -57,7 +57,7 @@ def observe_recompute(factory: Callable[[], contextlib.AbstractContextManager]):
         _OBSERVERS.remove(factory)
 
 
-def _version(t: torch.Tensor) -> int:
+def version_of(t: torch.Tensor) -> int:
     """Autograd's version counter (0 for an inference tensor, which has none and cannot be written in
     autograd anyway)."""
     return 0 if t.is_inference() else t._version
@@ -100,7 +100,7 @@ class ForwardWatch:
         self.stats = _running_stats(self.all)
         self.slots = [(m, table, key) for m in self.all for table in (m._parameters, m._buffers)
                       for key, t in table.items() if t is not None]
-        self.start = [(table[key], _version(table[key])) for _, table, key in self.slots]
+        self.start = [(table[key], version_of(table[key])) for _, table, key in self.slots]
         self.copies = {id(table[key]): table[key].detach().clone() for m, table, key in self.slots
                        if _copied(m, table, key, self.stats)}
         self.training = [(m, m.training) for m in self.all]
@@ -115,9 +115,9 @@ class ForwardWatch:
         for (module, table, key), (start, version) in zip(self.slots, self.start):
             t = table.get(key)
             if t is None or start is not t:         # replaced during the forward: recompute sees the first
-                self.held.append((module, table, key, start, _version(start)))
+                self.held.append((module, table, key, start, version_of(start)))
                 continue
-            now = _version(t)
+            now = version_of(t)
             self.held.append((module, table, key, t, now))
             if table is module._buffers and (version != now or id(t) in self.stats):
                 self.written.append((module, key, t))
@@ -138,9 +138,11 @@ class Recompute:
         self._check()
         _state.depth = getattr(_state, "depth", 0) + 1
         watch = self.watch
-        self.slots = [(table, key, table.get(key)) for _, table, key, t, _ in watch.held if table.get(key) is not t]
-        for table, key, _ in self.slots:            # torch.func.functional_call's tensors, as in forward
-            table[key] = next(t for _, tb, k, t, _ in watch.held if tb is table and k == key)
+        self.slots = []                              # torch.func.functional_call's tensors, as in forward
+        for _, table, key, t, _ in watch.held:
+            if table.get(key) is not t:
+                self.slots.append((table, key, table.get(key)))
+                table[key] = t
         with torch.no_grad():
             self.after = [(t, t.detach().clone()) for _, _, t in watch.written]
             for _, _, t in watch.written:
@@ -163,7 +165,7 @@ class Recompute:
                                             "forward (as nn.Embedding(max_norm=...) renormalises its weight): the "
                                             "recompute would write it again. Give this block policy none or offload")
         written = {id(t) for _, _, t in watch.written}
-        moved = [(m, key) for m, _, key, t, version in watch.held if _version(t) != version and id(t) not in written]
+        moved = [(m, key) for m, _, key, t, version in watch.held if version_of(t) != version and id(t) not in written]
         if moved:
             raise RecomputeError(self.name, f"{watch.name(*moved[0])} was modified in place between forward and "
                                             "backward (an optimizer step or a weight update before backward?): the "
