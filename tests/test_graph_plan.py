@@ -14,7 +14,7 @@ from remat.errors import UsageError
 from remat.graph import budget, engine, nets, strategies
 from remat.graph.ir import Graph, Node, Value
 from remat.graph.memory import plan_memory
-from remat.graph.program import build_program
+from remat.graph.program import Program, Step, build_program
 
 NETS = {"mlp_chain": lambda: nets.mlp_chain(layers=6),
         "residual_net": lambda: nets.residual_net(blocks=5),
@@ -83,16 +83,25 @@ def test_segmentation_recomputes_every_dropped_node_once():
     assert strategies.segmented(graph, budget._segmentation(graph, []), "none").program.recomputed_nodes == 0
 
 
-def test_greedy_at_zero_splits_at_every_candidate_and_at_infinity_nowhere():
-    graph, _, _ = nets.residual_net(blocks=4)
-    cands = budget.candidates(graph)
+def test_greedy_by_hand_on_a_three_layer_chain():
+    """mlp_chain(layers=3): nodes 0–8 write [4, 8] float64 activations (256 B), the head 128 B, the loss 8 B;
+    every node but the loss is a candidate and keeps exactly its output. By hand:
+    B = 0: split at every candidate, x = 9·256 + 128 = 2432, y = 256 (each segment one node);
+    B₀ = ⌊√(2432·256)⌋ = 789; the grid spans [394.5, 1578] in 6 points;
+    B = 600: splits at 2, 5, 8 (768 B > 600 after three nodes), x = 768, y = 768;
+    B = ∞ and B = 2436: no split, the one segment holds every output: y = 9·256 + 128 + 8 = 2440 (> 2436:
+    the loss after the last candidate still counts)."""
+    graph, _, _ = nets.mlp_chain(layers=3)
+    assert budget.candidates(graph) == list(range(10))
     zero = budget.greedy(graph, 0)
-    assert list(zero.splits) == cands
-    assert zero.x == sum(graph.values[v].nbytes for i in cands for v in graph.crossing[i])
-    assert budget.greedy(graph, float("inf")).splits == ()
+    assert list(zero.splits) == list(range(10)) and (zero.x, zero.y) == (2432, 256)
     b0, *grid = budget.budget_grid(graph)
-    assert b0 == math.isqrt(zero.x * zero.y)
-    assert len(grid) == 6 and grid[0] == pytest.approx(b0 / 2) and grid[-1] == pytest.approx(2 * b0)
+    assert b0 == 789 and grid == [394, 631, 868, 1105, 1341, 1578]
+    mid = budget.greedy(graph, 600)
+    assert (mid.splits, mid.x, mid.y) == ((2, 5, 8), 768, 768)
+    for b in (float("inf"), 2436):
+        whole = budget.greedy(graph, b)
+        assert (whole.splits, whole.x, whole.y) == ((), 0, 2440)
 
 
 def test_candidates_are_block_outputs_and_lstm_state_handovers():
@@ -103,14 +112,65 @@ def test_candidates_are_block_outputs_and_lstm_state_handovers():
     assert max(counts) == 5  # h and c of two layers + the running loss
 
 
-def test_optimal_splits_match_brute_force():
-    graph, _, _ = nets.residual_net(blocks=3)
+def _score_by_brute_force(graph: Graph, splits: tuple[int, ...]) -> tuple[int, int]:
+    """Algorithm 3's (x, y) of a split set, written apart from remat.graph.budget: x = bytes of the activations
+    written at or before a split and read by a forward node after it; y = the largest segment's output bytes."""
+    x = 0
+    for i in splits:
+        alive = {v for node in graph.nodes[:i + 1] for v in node.outputs}
+        read_later = {v for node in graph.nodes[i + 1:] for v in node.inputs}
+        x += sum(graph.values[v].nbytes for v in alive & read_later)
+    bounds = [-1, *splits, len(graph.nodes) - 1]
+    y = max(sum(graph.values[v].nbytes for node in graph.nodes[a + 1:b + 1] for v in node.outputs)
+            for a, b in zip(bounds, bounds[1:]))
+    return x, y
+
+
+@pytest.mark.parametrize("net", ["residual_net", "lstm_net"])
+def test_optimal_splits_match_brute_force(net):
+    graph, _, _ = {"residual_net": lambda: nets.residual_net(blocks=3),
+                   "lstm_net": lambda: nets.lstm_net(layers=1, steps=2)}[net]()
     cands = budget.candidates(graph)
-    scores = [budget._segmentation(graph, list(c)) for r in range(len(cands) + 1)
-              for c in itertools.combinations(cands, r)]
-    best = min(s.x + s.y for s in scores)
+    best = min(sum(_score_by_brute_force(graph, c)) for r in range(len(cands) + 1)
+               for c in itertools.combinations(cands, r))
     found = budget.optimal_splits(graph)
+    assert (found.x, found.y) == _score_by_brute_force(graph, found.splits)
     assert found.x + found.y == best
+
+
+def _program(sizes: dict[str, int], initial: tuple[str, ...], *steps: tuple) -> Program:
+    return Program(None, tuple(Step("forward", f"n{i}", r, w) for i, (r, w) in enumerate(steps)), sizes,
+                   initial, {})
+
+
+def test_sharing_takes_the_best_fitting_free_tag():
+    """Hand-built: a (100 B) and b (10 B) die at step 0 while c (10 B) is written; d (10 B) then takes b's tag
+    (the smallest that holds it), so e (100 B) finds a's. Handing d the largest free tag instead would grow
+    another tag to 100 B: 210 B planned instead of 120 B. Live bytes by hand: 110 → 120 (c written before a and
+    b are released) → 10 → 20 → 10 → 110: the peak is 120."""
+    program = _program({"a": 100, "b": 10, "c": 10, "d": 10, "e": 100}, ("a", "b"),
+                       (("a", "b"), ("c",)), (("c",), ("d",)), (("d",), ("e",)))
+    plan = plan_memory(program, "sharing")
+    assert plan.tag_of["d"] == plan.tag_of["b"] and plan.tag_of["e"] == plan.tag_of["a"]
+    assert plan.planned_bytes == 120 and plan.tags == 3
+    assert plan.live_peak_bytes == 120
+
+
+@pytest.mark.parametrize("net", NETS)
+def test_live_peak_equals_a_separate_liveness_count(net):
+    """Without in-place or sharing the live peak is the most bytes of values written and not yet past their
+    last reader, at any step: counted here from the steps alone (values never read live only at their step)."""
+    graph, _, _ = NETS[net]()
+    o = strategies.evaluate(graph, "no-opt")
+    steps, sizes = o.program.steps, o.program.sizes
+    born = {v: -1 for v in o.program.initial}
+    last = {}
+    for i, step in enumerate(steps):
+        born.update({v: i for v in step.writes})
+        last.update({v: i for v in step.reads})
+    peak = max(sum(sizes[v] for v, b in born.items() if b <= i <= max(b, last.get(v, b)))
+               for i in range(len(steps)))
+    assert o.memory.live_peak_bytes == peak
 
 
 def test_bad_input_names_the_field():
