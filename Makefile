@@ -1,18 +1,22 @@
 # The two commands of the README:
 #   make all   -- create .venv, install, run the whole pipeline (snakemake --cores all)
-#   make test  -- create/update .venv, run the test suite
+#   make test  -- create/update .venv, run the test suite (both cores; the end-to-end tier apart)
+#   make test-e2e -- the end-to-end tier (marked slow); .ci/run runs both
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: all test pipeline clean gpu gpu-smoke
+.PHONY: all test test-e2e pipeline clean gpu gpu-smoke
 
 all: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores all
 
 test: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n 2 -m "not slow" --durations=15
+
+test-e2e: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m slow --durations=10
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
