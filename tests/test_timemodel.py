@@ -15,7 +15,7 @@ from remat.models.presets import from_name
 from remat.timemodel import Rates, predict
 from remat.timemodel.gpus import gpu
 from remat.timemodel.paper import figure8_rows, table4_rows
-from remat.timemodel.roofline import layer_times, op_seconds
+from remat.timemodel.roofline import layer_times, op_seconds, phase_time
 from remat.timemodel.trace import Op, trace_layer
 
 A100 = gpu("a100-80gb")
@@ -178,6 +178,35 @@ def test_time_model_sweep_rows():
     assert by.loc[("full", "combined"), "predicted_overhead"] > by.loc[("selective", "combined"), "predicted_overhead"]
     assert (frame["flops_per_s"] > 0).all() and (frame["memory_bytes_per_s"] > 0).all()
     assert frame["error"].notna().all()
+
+
+def test_the_per_op_overhead_is_paid_once_per_kernel():
+    """A CPU pays its dispatch cost on every kernel: with FLOPs and bytes free, a phase costs overhead × kernels.
+    Hand-built phase: two kernels and a collective (no kernel launch of its own here) → 2 s. The unfused GPT
+    layer's forward at t = 1 runs 18 kernels (Megatron's eager layer, counted by hand): LayerNorm, QKV addmm,
+    the baddbmm's zero-filled output, QKᵀ baddbmm, mask fill, softmax, dropout, ·V bmm, the contiguous copy
+    before the projection, projection addmm, dropout, residual add, LayerNorm, fc1 addmm, GeLU, fc2 addmm,
+    dropout, residual add."""
+    free = Rates(float("inf"), float("inf"), float("inf"), op_overhead_s=1.0)
+    ops = (Op("forward", "mm", 10, 10), Op("forward", "add", 0, 10),
+           Op("forward", "allreduce_", 0, 0, collective="all_reduce", comm_bytes=0))
+    phase = phase_time(ops, free, 1, overlap=False)
+    assert phase.overhead_s == 2.0 and phase.total_s == 2.0
+    forward = predict(CFG, A100, "none", 1, rates=free).forward
+    assert forward.overhead_s == 18.0 and forward.total_s == 18.0
+
+
+def test_the_cpu_validation_predicts_within_its_stated_band():
+    """A sanity band, not an agreement claim: on this tiny layer the model predicts 8–15 % of the measured time
+    (its per-op overhead is one bare add's dispatch, about 1 µs; an op under autograd costs several times that —
+    the sweeps report shows the gap shrink to −25 %/−16 % at h = 256/512). Checked: every error lies in
+    (−0.97, 0.5), i.e. the prediction is neither vanishing nor above measured by half. The overhead's count per
+    kernel is pinned by the hand-built test above (counted once per phase it moves the error here only from
+    about −0.88 to −0.95)."""
+    from remat.experiments import load
+    from remat.experiments.time_model import time_model_sweep
+    frame = time_model_sweep(load("sweep-time-model", {"hiddens": [32], "heads": 2, "seq": 16, "rounds": 3}))
+    assert frame["error"].between(-0.97, 0.5).all(), frame[["mode", "phase", "error"]]
 
 
 def test_collectives_leave_nvlink_beyond_its_domain():
