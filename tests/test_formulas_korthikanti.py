@@ -94,9 +94,10 @@ def test_parameter_count_matches_model_name(name, a, h, L, p, m, b):
     total = L * korthikanti.params_per_layer(h) + V * h + S * h
     assert abs(total / nominal - 1) < 0.03
     assert korthikanti.params_per_layer(h) == 12 * h * h + 13 * h
-    # the first stage of p stages on t GPUs holds about 1/(pt) of the layers' weights
+    # the first stage of p stages on t GPUs: ⌈L/p⌉ layers of (12h² + 7h)/t + 6h, both embeddings, the final
+    # LayerNorm when p = 1 (hand count; test_model_state_first_stage_vs_even_share_gib says why)
     per_gpu = korthikanti.params_per_gpu(h, L, V, S, T, p)
-    assert per_gpu * T * p >= L * 12 * h * h
+    assert per_gpu == -(-L // p) * ((12 * h * h + 7 * h) // T + 6 * h) + V * h // T + S * h + 2 * h * (p == 1)
 
 
 def test_flops_eq7_eq8():
@@ -163,17 +164,43 @@ def test_first_stage_excess_adds_up_to_the_difference(name, a, h, L, p, m, b):
 
 
 def test_model_state_first_stage_vs_even_share_gib():
-    # 18 B/parameter: the first stage as counted here vs the paper's even 18·P/(t·p), GiB = 2**30 bytes
+    """18 B/parameter on one GPU of the first stage, by hand (Megatron's layout, t = 8): ⌈L/p⌉ layers of
+    (12h² + 7h)/t + 6h (the QKV and fc1 weights and biases split, the projection/fc2 biases and LayerNorms
+    replicated), the word embedding v·h/t, the position embedding s·h, and the final LayerNorm 2h when p = 1;
+    against the paper's even share 18·P/(t·p) with P = L(12h² + 13h) + vh + sh + 2h. GiB = 2**30 bytes."""
     gib = 2 ** 30
-    first = [korthikanti.model_state_bytes(korthikanti.params_per_gpu(h, L, V, S, T, p)) / gib
-             for _, a, h, L, p, m, b in TABLE3]
-    even = [float(18 * korthikanti.params_even_share(h, L, V, S, T, p)) / gib for _, a, h, L, p, m, b in TABLE3]
-    assert [round(x, 1) for x in first] == [46.5, 47.3, 34.5, 36.6]
-    assert [round(x, 1) for x in even] == [46.3, 45.7, 31.7, 33.0]
+    for _, a, h, L, p, m, b in TABLE3:
+        hand = -(-L // p) * ((12 * h * h + 7 * h) // T + 6 * h) + V * h // T + S * h + (2 * h if p == 1 else 0)
+        assert korthikanti.params_per_gpu(h, L, V, S, T, p) == hand
+        assert korthikanti.model_state_bytes(hand) / gib == pytest.approx(18 * hand / gib)
+        total = L * (12 * h * h + 13 * h) + V * h + S * h + 2 * h
+        assert float(18 * korthikanti.params_even_share(h, L, V, S, T, p)) == pytest.approx(18 * total / (T * p))
+        # the first stage always holds more than the even share (its embeddings are not divided by p)
+        assert hand > total / (T * p)
     # p = 1 (22B): no word-embedding excess; the position embedding (replicated on 8 ranks) is most of it
     parts = korthikanti.first_stage_params_excess(6144, 48, V, S, T, 1)
     assert parts["word_embedding"] == 0 and parts["uneven_layers"] == 0
     assert parts["position_embedding"] == S * 6144 * Fraction(7, 8)
+
+
+def test_a_tensor_parallel_layer_holds_the_parameters_counted():
+    """Second method: the parameters of rank 0's ParallelGPTLayer (t = 4) and of the serial layer, counted on
+    the torch modules, equal params_per_layer's (12h² + 7h)/t + 6h and 12h² + 13h, at h = 64 and an MLP of
+    3h (ffn ≠ 4h: 4h² + 2hf + f + 9h)."""
+    import dataclasses
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from remat.models.presets import from_name
+    from remat.models.tensor_parallel import build_layer, fake_process_group
+    for ffn in (None, 3 * 64):
+        cfg = dataclasses.replace(from_name("gpt-tiny"), hidden=64, heads=4, ffn_hidden=ffn or 4 * 64)
+        with FakeTensorMode(), fake_process_group(4) as group:
+            rank0 = sum(p.numel() for p in build_layer(cfg, group).parameters())
+        serial = sum(p.numel() for p in build_layer(cfg).parameters())
+        assert (rank0, serial) == (korthikanti.params_per_layer(64, 4, ffn), korthikanti.params_per_layer(64, 1, ffn))
+    assert korthikanti.params_per_layer(64, 4) == (12 * 64 * 64 + 7 * 64) // 4 + 6 * 64
+
 
 
 def test_outside_share_22b_is_057_percent_not_below_001_percent():
