@@ -72,6 +72,8 @@ def test_gates_fail_what_breaks_an_invariant():
     assert gates.negative_overhead(-0.561, 0.05) and not gates.negative_overhead(-0.02, 0.05)
     # the same forward timed twice: 64.5 ms vs 236.4 ms with IQRs of a few ms
     assert gates.apart(64.5, 3.0, 236.4, 5.0) and not gates.apart(64.5, 3.0, 66.0, 2.0)
+    # the threshold is the larger IQR, not their sum: 4 apart with IQRs 3 and 2 fails, 2.5 apart passes
+    assert gates.apart(10.0, 3.0, 14.0, 2.0) and not gates.apart(10.0, 3.0, 12.5, 2.0)
     f = gates.gated(judge("t", "c", 2.9), ["", gates.negative_overhead(-0.561, 0.05)])
     assert f.status == INVALID and "below zero" in f.reason
 

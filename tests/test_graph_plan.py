@@ -156,6 +156,14 @@ def test_sharing_takes_the_best_fitting_free_tag():
     assert plan.live_peak_bytes == 120
 
 
+def test_sharing_grows_the_largest_free_tag_when_none_fits():
+    """Hand-built: a (50 B) and b (10 B) die while c (1 B) is written; d (100 B) fits no free tag, so the largest
+    (a's) grows to 100 B: 100 + 10 + 1 = 111 B planned (growing b's instead would plan 50 + 100 + 1 = 151 B)."""
+    program = _program({"a": 50, "b": 10, "c": 1, "d": 100}, ("a", "b"), (("a", "b"), ("c",)), (("c",), ("d",)))
+    plan = plan_memory(program, "sharing")
+    assert plan.tag_of["d"] == plan.tag_of["a"] and plan.planned_bytes == 111
+
+
 @pytest.mark.parametrize("net", NETS)
 def test_live_peak_equals_a_separate_liveness_count(net):
     """Without in-place or sharing the live peak is the most bytes of values written and not yet past their

@@ -132,6 +132,25 @@ def test_a_storage_modified_in_place_after_its_save_is_refused_as_autograd_does(
         step(OffloadHooks("cpu", min_bytes=0))
 
 
+def test_a_storage_written_between_two_layers_is_copied_again_for_the_second():
+    """One storage saved by two layers, written in place in between: the second layer's save holds the new
+    values and must not reuse the first layer's host copy (that would give w2 the old base[1] silently). Each
+    gradient is the forward's own input as it was when used: w1 ← base[0] before the write, w2 ← base[1] after."""
+    w1, w2 = torch.randn(8, requires_grad=True), torch.randn(8, requires_grad=True)
+    base = torch.randn(4, 8) * 1.0
+    before = base[0].clone()
+    hooks = OffloadHooks("cpu", min_bytes=0)
+    with hooks.layer():
+        y1 = (base[0] * w1).sum()
+    with torch.no_grad():
+        base.add_(1.0)
+    with hooks.layer():
+        y2 = (base[1] * w2).sum()
+    (y1 + y2).backward()
+    assert hooks.copies == 2
+    assert torch.equal(w1.grad, before) and torch.equal(w2.grad, base[1])
+
+
 def _activation_bytes(model, tokens, hooks) -> int:
     """MemTracker's 'Activation' bytes on the CPU right after forward (then backward, to free the graph)."""
     tracker = MemTracker()
