@@ -1,7 +1,7 @@
 """The mutation audit of issue 29: plant one realistic bug at a time in a clean copy of the project, run the tests
 that should catch it, and print whether they did. Prints one line per bug and the figure "caught N of M".
 
-    python benchmarks/mutation_audit.py              # every bug (about 15 minutes on 2 cores)
+    python benchmarks/mutation_audit.py              # every bug (about 3 minutes on 2 cores)
     python benchmarks/mutation_audit.py --check      # only that each bug's text occurs exactly once (seconds)
     python benchmarks/mutation_audit.py 9 B          # the named bugs only
 
