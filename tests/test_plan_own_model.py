@@ -56,6 +56,28 @@ def test_first_line_states_the_context_length_used_as_s(capsys, tmp_path):
     assert (doc["settings"]["s"], doc["settings"]["b"]) == (512, 2)
 
 
+def test_a_pipelined_config_plans_the_micro_batches_real_1f1b_holds(capsys, tmp_path):
+    """--pp 4 on a config.json without --global-batch: N = 4·p = 16 micro-batches per step (stated), so 1F1B's
+    first stage holds min(p, N) = 4 in flight on each of its layers — one micro-batch per step would plan for one
+    and run out of memory in real training. The same plan as --global-batch 64 at --dp 4 (64 / (1 · 4) = 16)."""
+    path = config(tmp_path, num_hidden_layers=8, max_position_embeddings=2048)
+    common = ("plan", "--model", path, "--memory", "80GiB", "--pp", "4", "--dp", "4", "--no-baselines",
+              "--format", "json")
+    code, out, _ = run(capsys, *common)
+    doc = json.loads(out)
+    assert code == 0 and doc["settings"]["micro_batches"] == 16 and doc["settings"]["in_flight"] == [4, 4]
+    assert doc["title"].endswith(", N = 16 micro-batches per step (default 4·p; set --global-batch), 4 in flight "
+                                 "on the first stage")
+    per_mb = doc["settings"]["bytes_per_micro_batch"]
+    assert {layer["kind"] for layer in doc["layers"]} == {"4 micro-batches in flight"}
+    assert doc["memory"]["stored activations (layers)"] == sum(4 * per_mb[layer["policy"]] for layer in doc["layers"])
+    code, given, _ = run(capsys, *common, "--global-batch", "64")
+    given = json.loads(given)
+    assert code == 0 and given["title"].endswith("N = 16 micro-batches per step (--global-batch), 4 in flight on "
+                                                 "the first stage")
+    assert given["predicted"] == doc["predicted"] and given["layers"] == doc["layers"]
+
+
 def test_preset_title_and_help_name_the_default_s(capsys):
     code, out, _ = run(capsys, "plan", "--model", "gpt-22b", "--memory", "80GiB", "--no-baselines")
     assert code == 0 and out.splitlines()[0] == ("# Recompute plan: gpt-22b on NVIDIA A100 SXM4 80GB (a100-80gb), "

@@ -48,7 +48,9 @@ def _shape_args(p) -> None:
                         "length). The output's first line states the s used")
     p.add_argument("--micro-batch", type=positive_int,
                    help="micro-batch size b (default: the preset's; 1 for a config.json)")
-    p.add_argument("--global-batch", type=positive_int, help="override the global batch B")
+    p.add_argument("--global-batch", type=positive_int,
+                   help="the global batch B (micro-batches per step N = B / (b·dp)); default: the preset's, or with "
+                   "--pp p > 1 on a config.json N = 4·p")
     p.add_argument("--dp", type=positive_int, default=1, help="data-parallel size (default 1)")
     p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0,
                    help="ZeRO stage sharding model state over --dp (needs --dp > 1): 1 optimizer, 2 +gradients, "

@@ -163,4 +163,4 @@ def _plan_text(args, cfg, gpu_overrides) -> str:
         optimizer_bytes=12 if args.optimizer_bytes is None else args.optimizer_bytes,
         policies=tuple(x.strip() for x in args.policies.split(",")), calibrate=args.calibrate,
         baselines=not args.no_baselines, sac_time_limit_s=args.sac_time_limit, fmt=args.format,
-        given=tuple(k for k in ("seq", "micro_batch") if getattr(args, k) is not None))
+        given=tuple(k for k in ("seq", "micro_batch", "global_batch") if getattr(args, k) is not None))

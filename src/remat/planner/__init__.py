@@ -14,6 +14,7 @@ torch's sac_milp), ``render`` (JSON / Markdown).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from remat.errors import InfeasibleError
@@ -22,6 +23,7 @@ from remat.models.presets import ModelConfig
 from remat.planner import render
 from remat.planner.baselines import SAC_TIME_LIMIT_S
 from remat.planner.baselines import baselines as run_baselines
+from remat.planner.costs import PIPELINE_MICRO_BATCHES, default_global_batch
 from remat.planner.make import make_problem
 from remat.planner.problem import POLICIES, Layer, Option, Plan, Problem, evaluate, plan_from_policies
 from remat.planner.solve import minimum_budget, solve
@@ -32,28 +34,34 @@ __all__ = ["POLICIES", "Layer", "Option", "Plan", "Problem", "evaluate", "plan_f
 
 
 def shape_sources(cfg: ModelConfig, given=()) -> dict[str, str]:
-    """Where s and b come from, for the first line of a plan: {"s": ..., "b": ...}. ``given``: the fields the
-    user set ("seq", "micro_batch"). A config.json has no training shape: s is its context length
-    (``hf_config.CONTEXT_KEYS``, e.g. 32768 for Mistral) and b is 1 unless set."""
+    """Where s, b and the micro-batches per step N come from, for the first line of a plan: {"s": ..., "b": ...,
+    "N": ...}. ``given``: the fields the user set ("seq", "micro_batch", "global_batch"). A config.json has no
+    training shape: s is its context length (``hf_config.CONTEXT_KEYS``, e.g. 32768 for Mistral), b is 1 and,
+    pipelined, N = 4·p (``costs.default_global_batch``) unless set."""
     preset = cfg.source == "preset"
     return {"s": "--seq" if "seq" in given else "the preset's" if preset else
             f"config.json {CONTEXT_KEYS[cfg.arch]}, the context length; set --seq to your training length",
             "b": "--micro-batch" if "micro_batch" in given else "the preset's" if preset else
-            "default; set --micro-batch"}
+            "default; set --micro-batch",
+            "N": "--global-batch" if "global_batch" in given else "the preset's" if preset else
+            f"default {PIPELINE_MICRO_BATCHES}·p; set --global-batch"}
 
 
 def plan_model(cfg: ModelConfig, baselines: bool = True, sac_time_limit_s: float = SAC_TIME_LIMIT_S,
                fmt: str = "json", given=(), **problem_args) -> str:
     """Solve and render: the plan of ``cfg`` as JSON text (fmt "json") or Markdown (fmt "md"); the first line
     (Markdown) or first key "title" (JSON) names the model, the GPU and the s and b used (``shape_sources``
-    with ``given``).
+    with ``given``), and, pipelined, the micro-batches per step and how many the first stage holds in flight. A
+    pipelined config.json without ``global_batch`` in ``given`` plans N = 4·p micro-batches per step.
 
     ``problem_args`` go to ``make_problem``. Raises InfeasibleError (exit 3 in the CLI) with the smallest
     budget that works, the s and b used and what would make it fit (``remat.planner.suggest``), UsageError for
     bad input."""
+    if cfg.pp > 1 and "global_batch" not in given and cfg.source != "preset":
+        cfg = dataclasses.replace(cfg, global_batch=default_global_batch(cfg, problem_args.get("dp", 1)))
     problem = make_problem(cfg, **problem_args)
     sources = shape_sources(cfg, given)
-    problem.meta.update(s_from=sources["s"], b_from=sources["b"])
+    problem.meta.update(s_from=sources["s"], b_from=sources["b"], N_from=sources["N"])
     try:
         plan = solve(problem)
     except InfeasibleError as exc:

@@ -59,7 +59,8 @@ from remat.planner.layer_costs import DEFAULT_RESERVE, Settings, layer_seconds, 
 from remat.planner.measured import measured_costs
 from remat.planner.problem import POLICIES, Layer, Option, Problem
 
-__all__ = ["DEFAULT_RESERVE", "TIME_SOURCE", "Settings", "TorchCalibration", "build_problem", "check", "in_flight",
+__all__ = ["DEFAULT_RESERVE", "PIPELINE_MICRO_BATCHES", "TIME_SOURCE", "Settings", "TorchCalibration", "build_problem",
+           "check", "default_global_batch", "in_flight",
            "layer_bytes", "layer_seconds", "micro_batches", "model_state", "per_micro_batch", "policy_costs",
            "sharded_state", "step_multiplier", "torch_parts", "torch_problem"]
 
@@ -137,6 +138,19 @@ def micro_batches(cfg: ModelConfig, dp: int = 1) -> int:
     """Micro-batches per step for one pipeline: N = ⌈global_batch / (b · dp)⌉, at least 1 (presets without a
     training batch say global_batch = 1)."""
     return max(1, -(-cfg.global_batch // (cfg.micro_batch * dp)))
+
+
+PIPELINE_MICRO_BATCHES = 4
+"""Micro-batches per step per pipeline stage when a pipelined plan (p > 1) is not given a training batch: N = 4·p.
+Under 1F1B the first stage then holds min(p, N) = p micro-batches in flight (what real training holds once
+N ≥ p), and the bubble (p − 1)/N stays under 25 % (Narayanan et al. 2021 §2.2 ask for N ≫ p). One micro-batch
+per step would plan for one in flight and run out of memory in real 1F1B training."""
+
+
+def default_global_batch(cfg: ModelConfig, dp: int = 1) -> int:
+    """The global batch that gives N = PIPELINE_MICRO_BATCHES·p micro-batches per step: 4·p·b·dp (p > 1), else
+    the config's own."""
+    return PIPELINE_MICRO_BATCHES * cfg.pp * cfg.micro_batch * dp if cfg.pp > 1 else cfg.global_batch
 
 
 def step_multiplier(cfg: ModelConfig, dp: int = 1) -> float:

@@ -29,9 +29,17 @@ def memory_breakdown(problem: Problem, plan: Plan) -> dict[str, int]:
 
 def shape(meta: dict) -> str:
     """"s = 32768 (…), b = 1 (…)": the sequence length and micro-batch a plan is for, and where each came from
-    (meta keys s, b, s_from, b_from)."""
-    return ", ".join(f"{k} = {meta[k]}" + (f" ({meta[k + '_from']})" if meta.get(k + "_from") else "")
-                     for k in ("s", "b") if k in meta)
+    (meta keys s, b, s_from, b_from); pipelined (p > 1) also "N = 16 micro-batches per step (…), 4 in flight on
+    the first stage" (micro_batches, N_from, in_flight; interleaved: the range over the stage's chunks)."""
+    parts = [f"{k} = {meta[k]}" + (f" ({meta[k + '_from']})" if meta.get(k + "_from") else "")
+             for k in ("s", "b") if k in meta]
+    if meta.get("p", 1) > 1 and "micro_batches" in meta:
+        source = f" ({meta['N_from']})" if meta.get("N_from") else ""
+        flight = sorted(set(meta.get("in_flight") or [1]))
+        held = f"{flight[0]}" if len(flight) == 1 else f"{flight[0]}–{flight[-1]} (by chunk)"
+        parts.append(f"N = {meta['micro_batches']} micro-batches per step{source}, {held} in flight on the first "
+                     "stage")
+    return ", ".join(parts)
 
 
 def title(problem: Problem) -> str:
