@@ -375,3 +375,27 @@ def test_default_optimizer_state_is_adams_two_moments_in_the_parameters_dtype():
     adam.step()                                    # a second method: the bytes Adam's state really holds
     held = sum(t.numel() * t.element_size() for s in adam.state.values() for k, t in s.items() if k != "step")
     assert held == 1728
+
+
+def test_a_float32_mixture_of_experts_is_planned_as_its_bfloat16_twin(tmp_path):
+    """torch's meta kernel for grouped_mm takes bfloat16 only, so a float32 Mixtral crashed auto.plan under fake
+    tensors; planning runs its experts through transformers' fallback op (same inputs, output and saved tensors).
+    Second path: the same model in bfloat16 runs torch's grouped_mm. A saved activation doubles in float32
+    except what the bfloat16 model already holds in float32 or as integers (RMSNorm's upcast input, the router's
+    softmax, the expert indices and offsets): at this tiny width that is about a tenth of the bf16 block, so a
+    block kept whole holds between 1.7× and 2× the bytes (the fallback dropping what the experts save would
+    fall far below)."""
+    pytest.importorskip("transformers")
+    from remat.auto import hf
+    stored = {}
+    for dtype in ("float32", "bfloat16"):
+        path = tmp_path / f"{dtype}.json"
+        path.write_text(json.dumps({
+            "model_type": "mixtral", "hidden_size": 64, "intermediate_size": 96, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "num_hidden_layers": 2, "num_local_experts": 4, "num_experts_per_tok": 2,
+            "vocab_size": 128, "max_position_embeddings": 64, "tie_word_embeddings": False, "torch_dtype": dtype}))
+        built = hf.build(hf.config_of(str(path)), "fake", seq=32)
+        with built.mode:
+            result = auto.plan(built.model, (), built.kwargs, gpu="a100-80gb")
+        stored[dtype] = result.costs.blocks[0].costs["none"].stored_bytes
+    assert 1.7 * stored["bfloat16"] <= stored["float32"] <= 2 * stored["bfloat16"]

@@ -246,3 +246,26 @@ def unpacked_masks():
         yield
     finally:
         masking.find_packed_sequence_indices = original
+
+
+@contextlib.contextmanager
+def fallback_grouped_mm():
+    """While planning under FakeTensorMode: MoE experts whose weights are not bfloat16 run through transformers'
+    grouped_mm fallback op instead of torch's grouped_mm.
+
+    torch's meta kernel for grouped_mm takes bfloat16 only (torch 2.13: "Expected inputs of BF16 type"), so a
+    float32 Mixtral could not be measured at all. The fallback (``transformers.integrations.moe``, a custom op
+    with a fake implementation) takes the same inputs, returns the same output and saves the same tensors for
+    backward (the routed tokens and the expert weights), so the bytes are a grouped_mm's. A no-op when
+    transformers has no such function."""
+    moe = sys.modules.get("transformers.integrations.moe")
+    original = getattr(moe, "_can_use_grouped_mm", None)
+    if original is None:
+        yield
+        return
+    moe._can_use_grouped_mm = lambda input, weight, offs: weight.dtype == torch.bfloat16 and original(input, weight,
+                                                                                                       offs)
+    try:
+        yield
+    finally:
+        moe._can_use_grouped_mm = original

@@ -50,7 +50,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from remat.auto import wrap
 from remat.auto.blocks import Blocks
-from remat.auto.hf import CACHE_OFF, cache_off_in_training, hf_checkpointing, set_hf_checkpointing, unpacked_masks
+from remat.auto.hf import (CACHE_OFF, cache_off_in_training, fallback_grouped_mm, hf_checkpointing,
+                           set_hf_checkpointing, unpacked_masks)
 from remat.auto.whole_step import check_inputs, device_of, unique_bytes, weight_shapes, whole_seconds, whole_step
 from remat.drop_cheap import KeptLog
 from remat.errors import RecomputeError, UsageError
@@ -171,7 +172,7 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
         notes = (CACHE_OFF,) if cache_off is not None and model.training \
             and kwargs.get("use_cache", model.config.use_cache) else ()
         blocks = Blocks(blocks.name, blocks.names, tuple(model.get_submodule(n) for n in blocks.names))
-        with mode, unpacked_masks():
+        with mode, unpacked_masks(), fallback_grouped_mm():
             args, kwargs = tree_map(lambda x: mode.from_tensor(x) if _real(x) else x, (args, kwargs))
             whole = whole_step(model, args, kwargs, blocks, loss_fn)
             check_inputs(blocks, whole["inputs"])
