@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from conftest import copy_project  # noqa: E402  (the tests' own copy of the shipped files)
 
 # id: (file under src/remat, text, replacement, test files)
 KORT = "tests/test_formulas_korthikanti.py"
@@ -71,17 +73,6 @@ BUGS = {
           ("tests/test_timemodel.py",)),
     "E": ("formulas/revolve.py", "while beta(s, r) < l:", "while beta(s, r) <= l:", CHEN),
 }
-
-
-def copy_project(dest: Path) -> Path:
-    """The files git would ship (tracked + untracked, not ignored), copied into ``dest``."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.split()
-    for rel in files:
-        if (ROOT / rel).is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, dest / rel)
-    return dest
 
 
 def run_bug(copy: Path, bug: str) -> str:

@@ -94,10 +94,7 @@ def test_parameter_count_matches_model_name(name, a, h, L, p, m, b):
     total = L * korthikanti.params_per_layer(h) + V * h + S * h
     assert abs(total / nominal - 1) < 0.03
     assert korthikanti.params_per_layer(h) == 12 * h * h + 13 * h
-    # the first stage of p stages on t GPUs: ⌈L/p⌉ layers of (12h² + 7h)/t + 6h, both embeddings, the final
-    # LayerNorm when p = 1 (hand count; test_model_state_first_stage_vs_even_share_gib says why)
-    per_gpu = korthikanti.params_per_gpu(h, L, V, S, T, p)
-    assert per_gpu == -(-L // p) * ((12 * h * h + 7 * h) // T + 6 * h) + V * h // T + S * h + 2 * h * (p == 1)
+    assert korthikanti.params_per_gpu(h, L, V, S, T, p) == _first_stage_by_hand(h, L, p)
 
 
 def test_flops_eq7_eq8():
@@ -163,14 +160,19 @@ def test_first_stage_excess_adds_up_to_the_difference(name, a, h, L, p, m, b):
     assert parts["position_embedding"] == S * h * (1 - Fraction(1, T * p))
 
 
-def test_model_state_first_stage_vs_even_share_gib():
-    """18 B/parameter on one GPU of the first stage, by hand (Megatron's layout, t = 8): ⌈L/p⌉ layers of
+def _first_stage_by_hand(h: int, L: int, p: int) -> int:
+    """Parameters on one GPU of the first stage, by hand (Megatron's layout, t = T): ⌈L/p⌉ layers of
     (12h² + 7h)/t + 6h (the QKV and fc1 weights and biases split, the projection/fc2 biases and LayerNorms
-    replicated), the word embedding v·h/t, the position embedding s·h, and the final LayerNorm 2h when p = 1;
-    against the paper's even share 18·P/(t·p) with P = L(12h² + 13h) + vh + sh + 2h. GiB = 2**30 bytes."""
+    replicated), the word embedding v·h/t, the position embedding s·h, and the final LayerNorm 2h when p = 1."""
+    return -(-L // p) * ((12 * h * h + 7 * h) // T + 6 * h) + V * h // T + S * h + (2 * h if p == 1 else 0)
+
+
+def test_model_state_first_stage_vs_even_share_gib():
+    """18 B/parameter on one GPU of the first stage (``_first_stage_by_hand``) against the paper's even share
+    18·P/(t·p) with P = L(12h² + 13h) + vh + sh + 2h. GiB = 2**30 bytes."""
     gib = 2 ** 30
     for _, a, h, L, p, m, b in TABLE3:
-        hand = -(-L // p) * ((12 * h * h + 7 * h) // T + 6 * h) + V * h // T + S * h + (2 * h if p == 1 else 0)
+        hand = _first_stage_by_hand(h, L, p)
         assert korthikanti.params_per_gpu(h, L, V, S, T, p) == hand
         assert korthikanti.model_state_bytes(hand) / gib == pytest.approx(18 * hand / gib)
         total = L * (12 * h * h + 13 * h) + V * h + S * h + 2 * h

@@ -17,7 +17,7 @@ applied to real (tiny) models and measured.
   feasible peak nor the peak of all-none, the calibration's own points), the plan and every baseline are
   applied with ``remat.policies.apply_plan`` and measured: peak bytes by ``remat.measure.step.measure``
   (MemTracker on a CPU), step time of the plans (and, with ``time_baselines``, of every baseline) and of
-  ``none`` by the one timing protocol, all at once (``step_seconds``:
+  ``none`` by the one timing protocol, all at once (``sweep_point.time_plans``:
   ``remat.measure.timing.time_steps``, one intra-op thread by default, so other work on a shared machine
   disturbs every plan alike). Times are calibrated (``calibrate_torch``) in an earlier session than the one
   that measures the plans, so besides absolute seconds each row carries the slowdown against ``none``
@@ -240,13 +240,14 @@ def interior_budgets(problem: Problem, points: int) -> list[int]:
 def calibrate_torch(cfg: ModelConfig, device: str = "cpu", repeats: int = 5, rounds: int = 3, threads: int = 1):
     """(TorchCalibration, reference rows) of the runtime's GPT model on this machine.
 
-    Times: whole-model steps of the all-none, all-selective and all-full plans (``step_seconds``); a layer
+    Times: whole-model steps of the all-none, all-selective and all-full plans (``sweep_point.time_plans``); a layer
     under policy X costs T_none/L + (T_X − T_none)/L seconds, so a plan's predicted step is T_none + Σ over
     its layers of (T_X − T_none)/L (the embedding, head and loss ride in T_none). Memory: the measured peaks
     of the none and full steps (bytes) give the two backward workspaces (module docstring). The reference
     rows are ``remat.measure.step.measure`` dicts (their ``base_bytes``: bytes alive before the step)."""
 
-    steps = {spec: t.median_s for spec, t in step_seconds(cfg, RECOMPUTE, device, repeats, rounds, threads).items()}
+    timed = time_plans(cfg, RECOMPUTE, device, rounds=rounds, repeats=repeats, warmup=1, threads=threads)
+    steps = {spec: t.median_s for spec, t in timed.items()}
     L = cfg.layers
     seconds = {p: steps["none"] / L + (steps[p] - steps["none"]) / L for p in RECOMPUTE}
     ref = {p: measure(cfg, p, device, timing=False) for p in ("none", "full")}
@@ -257,15 +258,6 @@ def calibrate_torch(cfg: ModelConfig, device: str = "cpu", repeats: int = 5, rou
     full = [RECOMPUTE.index("full")] * L
     layer_ws = max(0, ref["full"]["peak_bytes"] - evaluate(with_head, full).peak_bytes)
     return TorchCalibration(seconds, 0.0, layer_ws, head, stats), ref
-
-
-def step_seconds(cfg: ModelConfig, specs, device: str = "cpu", repeats: int = 5, rounds: int = 3,
-                 threads: int | None = 1, seed: int = 0) -> dict:
-    """spec -> ``remat.measure.timing.Timing`` (seconds) of a training step (forward, fp32 loss, backward)
-    under that plan (a ``remat.policies.parse_plan`` spec, applied per visit): ``time_steps`` over all
-    specs at once, ``rounds`` interleaved rounds of one warm-up and ``repeats`` timed steps each
-    (``remat.experiments.sweep_point.time_plans``, gradients set to None each step)."""
-    return time_plans(cfg, specs, device, rounds=rounds, repeats=repeats, warmup=1, threads=threads, seed=seed)
 
 
 def _spec(name: str, entry: dict) -> str | None:
@@ -330,7 +322,8 @@ def _validate_model(cfg: ModelConfig, p: ValidateParams) -> list[dict]:
     runnable = list(dict.fromkeys(e["spec"] for _, _, e in entries if e["feasible"] and e["spec"] is not None))
     timed = [e["spec"] for _, method, e in entries
              if e["spec"] in runnable and (p.time_baselines or method == "plan")]
-    timings = step_seconds(cfg, ["none"] + timed, p.device, p.repeats, p.rounds, p.threads)
+    timings = time_plans(cfg, ["none"] + timed, p.device, rounds=p.rounds, repeats=p.repeats, warmup=1,
+                         threads=p.threads)
     peaks = {spec: ref[spec] if spec in ref else measure(cfg, spec, p.device, timing=False) for spec in runnable}
     predicted_none = cfg.layers * cal.layer_seconds["none"]
     keys = {"model": cfg.name, "layers": cfg.layers, "seq": cfg.seq, "micro_batch": cfg.micro_batch,

@@ -195,9 +195,9 @@ def record_timed(load: Load) -> None:
 def run_columns(start: Snapshot) -> dict:
     """The run-level load columns stamped on every row of a table made since ``start``: ``run_load_before``,
     ``run_load_after``, ``run_wall_s``, ``run_cpu_s``, ``run_other_cores`` (as ``Load.columns``), ``run_cores``
-    (the CPUs this machine has), and over the
-    timing windows since ``start`` (remat.measure.timing.time_steps) of MIN_WINDOW_S or more the busiest one's
-    ``run_timed_other_cores`` (NaN when none) and ``run_timed_busy`` (it exceeds BUSY_CORES)."""
+    (the CPUs this machine has), and over the timing windows since ``start`` (remat.measure.timing.time_steps) of
+    MIN_WINDOW_S or more the busiest one's ``run_timed_other_cores`` (NaN when none) and ``run_timed_busy`` (it
+    exceeds BUSY_CORES)."""
     timed = [w.other_cores for w in _TIMED if w.started >= start.wall and w.wall_s >= MIN_WINDOW_S
              and w.other_cores == w.other_cores]
     worst = max(timed) if timed else math.nan

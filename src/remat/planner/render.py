@@ -35,7 +35,7 @@ def shape(meta: dict) -> str:
              for k in ("s", "b") if k in meta]
     if meta.get("p", 1) > 1 and "micro_batches" in meta:
         source = f" ({meta['N_from']})" if meta.get("N_from") else ""
-        flight = sorted(set(meta.get("in_flight") or [1]))
+        flight = sorted(set(meta["in_flight"]))
         held = f"{flight[0]}" if len(flight) == 1 else f"{flight[0]}–{flight[-1]} (by chunk)"
         parts.append(f"N = {meta['micro_batches']} micro-batches per step{source}, {held} in flight on the first "
                      "stage")

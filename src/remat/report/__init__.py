@@ -44,10 +44,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from remat.analysis import catalog
 from remat.errors import UsageError
 from remat.report.fallback import render_fallback
 from remat.report.pages import index_markdown, provenance_markdown
-from remat.analysis import catalog
 from remat.report.lint import lint_qmd
 from remat.report.qmd import CELL_TIMEOUT_S, ENGINES, REPORTS_DIR, RenderError, parse_qmd
 
