@@ -62,7 +62,7 @@ def test_cli_json(capsys):
     (["--model", "gpt-22b", "--mode", "none", "--tp", "1", "--sp"], "--sp"),   # SP without TP
     (["--model", "gpt-22b", "--mode", "offload"], "--mode"),                  # unknown mode
     (["--model", "gpt-tiny", "--mode", "none", "--tp", "2", "--sp", "--seq", "31"], "--seq"),
-    (["--model", "llama-tiny", "--mode", "none", "--tp", "2"], "--tp"),       # TP layer is the GPT layer's
+    (["--model", "llama-tiny", "--mode", "none", "--tp", "4"], "--tp"),       # t = 4 does not divide kv = 2
 ])
 def test_cli_bad_input_one_line_exit_2(argv, flag, capsys):
     assert main(["account", *argv]) == 2

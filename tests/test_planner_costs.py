@@ -206,8 +206,8 @@ def test_bad_settings_name_the_field(kwargs, field):
 def test_bad_models_name_the_field():
     with pytest.raises(UsageError, match="pp"):
         build_problem(from_name("gpt3-175b", pp=5), settings())
-    with pytest.raises(UsageError, match="--tp"):   # Llama is planned from measured costs, t = 1 only
-        make_problem(from_name("llama-tiny", tp=2))
+    with pytest.raises(UsageError, match="--tp.*kv_heads"):   # t = 4 cannot split llama-tiny's 2 kv groups
+        make_problem(from_name("llama-tiny", tp=4))
 
 
 def test_model_state_counts_the_position_table_not_the_trained_length():

@@ -35,10 +35,9 @@ from remat.device import DEVICES
 from remat.errors import UsageError
 from remat.formulas import korthikanti, korthikanti_labels
 from remat.measure.saved import SavedTensorLog
-from remat.models.llama import LlamaLayer
+from remat.models.llama_parallel import build_llama_layer, check_split
 from remat.models.presets import ModelConfig, from_name, validate
 from remat.models.tensor_parallel import build_layer, fake_process_group
-from remat.models.transformer import default_dtype
 from remat.policies import apply_plan
 from remat.units import MiB
 
@@ -156,7 +155,7 @@ def resolve(model, mode: str = "none", tp: int | None = None, sp: bool = False, 
     model: a preset name, a config.json path or a ModelConfig; tp defaults to the preset's t (8 for the
     paper's models), seq and micro_batch to the preset's (the paper's micro-batch for Table 3 models).
     Raises UsageError naming the field: mode, model, seq, micro_batch, tp (t not dividing heads or hidden;
-    TP of a non-GPT layer), sp (SP without TP; t not dividing s).
+    t not dividing a Llama layer's key/value groups or MLP width), sp (SP without TP; t not dividing s).
     """
     if mode not in korthikanti.RECOMPUTE:
         raise UsageError("mode", f"unknown mode {mode!r} (use {'|'.join(korthikanti.RECOMPUTE)})")
@@ -164,8 +163,8 @@ def resolve(model, mode: str = "none", tp: int | None = None, sp: bool = False, 
     cfg = from_name(model, **sizes) if not isinstance(model, ModelConfig) else _with_overrides(model, **sizes)
     t = cfg.tp if tp is None else tp
     korthikanti.check_parallel(cfg.seq, cfg.hidden, cfg.heads, t, sp, mode)
-    if t > 1 and cfg.arch != "gpt":
-        raise UsageError("tp", f"the tensor-parallel layer is the GPT layer's; {cfg.name} is {cfg.arch}")
+    if cfg.arch != "gpt":
+        check_split(cfg, t, sp)
     return cfg, t
 
 
@@ -215,8 +214,7 @@ def build(cfg, t: int, sp: bool, mode: str, group, device: str = "fake") -> tupl
     if cfg.arch == "gpt":
         layer = build_layer(cfg, group if t > 1 else None, sp, dev)
     else:
-        with torch.device(dev), default_dtype(getattr(torch, cfg.dtype)):
-            layer = LlamaLayer(cfg).train()
+        layer = build_llama_layer(cfg, group if t > 1 else None, sp, dev)
     container = _OneLayer(layer)
     apply_plan(container, [mode])
     return container, layer

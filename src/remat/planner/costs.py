@@ -54,6 +54,7 @@ from fractions import Fraction
 
 from remat.errors import UsageError
 from remat.formulas import korthikanti, torch_gpt
+from remat.models.llama_parallel import check_split
 from remat.models.presets import ModelConfig
 from remat.planner.layer_costs import DEFAULT_RESERVE, Settings, layer_seconds, policy_costs, sharded_state
 from remat.planner.measured import measured_costs
@@ -71,12 +72,8 @@ def check(cfg: ModelConfig, st: Settings) -> None:
 
 
 def _check(cfg: ModelConfig, st: Settings) -> None:
-    if cfg.arch != "gpt" and cfg.tp != 1:
-        raise UsageError("--tp", f"{cfg.name} is {cfg.arch!r}: the tensor-parallel layer exists for GPT only; "
-                                 f"use --tp 1 (got {cfg.tp})")
-    if cfg.arch != "gpt" and st.sp:
-        raise UsageError("--sp", f"{cfg.name} is {cfg.arch!r}: sequence parallelism needs the GPT "
-                                 "tensor-parallel layer")
+    if cfg.arch != "gpt":
+        check_split(cfg, cfg.tp, st.sp, ("--tp", "--sp"))
     for name in ("dp", "weight_bytes", "grad_bytes", "optimizer_bytes", "reserve_bytes", "budget_bytes"):
         value = getattr(st, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "dp" else 0):
@@ -191,14 +188,14 @@ def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
     """
     _check(cfg, st)
     s, b, h, v, t, p = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.vocab, cfg.tp, cfg.pp
+    layers, flight = [], in_flight(cfg, st.dp)
     measured = None
     if cfg.arch != "gpt":   # no closed form: measured under fake tensors (remat.planner.measured)
-        measured = measured_costs(cfg, st)
+        measured = measured_costs(cfg, st, flight[0])
     costs = per_micro_batch(cfg, st) if measured is None else measured["per_micro_batch"]
     steps = step_multiplier(cfg, st.dp)
     n_mb = micro_batches(cfg, st.dp)
     chunk = (cfg.layers // p) // max(1, cfg.interleave)
-    layers, flight = [], in_flight(cfg, st.dp)
     for i, n in enumerate(flight):
         options = tuple(Option(policy, stored_bytes=n * c["stored"], transient_bytes=c["transient"],
                                time_s=steps * c["time"], recompute_flops=n_mb * c["flops"],

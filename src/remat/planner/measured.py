@@ -13,17 +13,24 @@ recompute inside the policies' checkpoints). Nothing here is a formula of the la
   bytes are those of the second layer (its input comes from a layer, as for every layer but the first; both
   agree for the runtime's layers), its forward and recompute FLOPs half of the two layers'; its backward
   FLOPs the difference between the 2-layer and a 1-layer step under ``none`` (the rest is the head's);
-* bytes outside the layers = the measured ``activation_bytes_outside_layers`` (embedding, final norm, head,
-  fp32 logits of the loss) — with p > 1 this over-counts the first stage, which holds no head (conservative);
+* bytes outside the layers (``outside``): what a 1-layer copy saves outside its layer, measured — the
+  embedding's token ids, times the micro-batches the first stage holds in flight; with p = 1 also the final
+  norm's, the head input's and the loss's tensors (the first of p > 1 stages holds no head);
 * parameters: the numel of the fake-built model's parameters, per layer and outside the layers (embedding;
   final norm and head too when p = 1; a tied head is counted once);
+* tensor parallelism (t > 1, with or without SP): one rank's layer, ``remat.models.llama_parallel`` on rank 0 of a
+  fake process group, measured the same way (stored bytes per mode: remat.accounting; recompute FLOPs: the
+  time model's trace; its parameters counted). Outside the layers the vocabulary-parallel embedding and head
+  hold v/t rows each, the head's vocabulary-wide fp32 log-softmax is divided by t (Megatron's
+  vocabulary-parallel cross-entropy) and, under SP, the final norm's and the head input's per-token tensors
+  too (they run on the sequence shard);
 * the number of tensors a layer saves (the per-copy latency of offload) from the same SavedTensorLog.
 
 Time: the per-op roofline model of the same layer (``remat.timemodel.predict``) and offload through
 ``remat.formulas.offload.exposed_offload_s``, as the GPT path; the head by its FLOPs. Transients as the GPT path: none −
 stored (the recompute of selective/full), 2 × none for offload; the head's backward floor is the fp32 logits' gradient
-4sbv when p = 1. Only t = 1 without SP: tensor parallelism exists for the GPT layer only (UsageError "--tp" / "--sp"
-from ``remat.planner.costs``).
+4sbv/t when p = 1. A t that does not divide the query heads, the key/value groups or the MLP width is a
+UsageError("--tp") from ``remat.planner.costs``.
 
 Fused attention (``F.scaled_dot_product_attention``, the CPU kernel under FakeTensorMode) is counted by
 ``remat.measure.flops`` (QKᵀ and ·V over the full s × s, Korthikanti's 4bs²h convention).
@@ -36,12 +43,16 @@ import functools
 
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from remat.accounting import account_layer
 from remat.formulas.korthikanti import RECOMPUTE
 from remat.measure.saved import SavedTensorLog
 from remat.measure.step import measure
+from remat.models.llama_parallel import build_llama_layer
 from remat.models.presets import ModelConfig
-from remat.models.transformer import build_model, random_tokens
+from remat.models.tensor_parallel import fake_process_group
+from remat.models.transformer import build_model, lm_loss, random_tokens
 from remat.planner.layer_costs import layer_seconds, policy_costs, sharded_state
+from remat.timemodel.trace import trace_layer
 
 COST_SOURCE = "measured (fake tensors)"
 
@@ -64,10 +75,10 @@ def _facts(cfg: ModelConfig) -> dict:
 @functools.lru_cache(maxsize=16)
 def measure_layer(cfg: ModelConfig) -> dict:
     """One layer of ``cfg`` measured under fake tensors (bytes and FLOPs per layer per micro-batch; module
-    docstring). Cached per config."""
+    docstring), at t = 1. Cached per config."""
 
-    two = dataclasses.replace(cfg, layers=2, pp=1, interleave=1)
-    one = dataclasses.replace(cfg, layers=1, pp=1, interleave=1)
+    two = dataclasses.replace(cfg, layers=2, pp=1, interleave=1, tp=1)
+    one = dataclasses.replace(cfg, layers=1, pp=1, interleave=1, tp=1)
     rows = {p: measure(two, p, "fake", timing=False) for p in RECOMPUTE}
     single = measure(one, "none", "fake", timing=False)
     none = rows["none"]
@@ -79,30 +90,85 @@ def measure_layer(cfg: ModelConfig) -> dict:
         "forward_flops": forward,
         "backward_flops": backward,
         "recompute_flops": {p: r["flops_recompute"] // 2 for p, r in rows.items()},
-        "outside_bytes": none["activation_bytes_outside_layers"],
         "head_forward_flops": none["flops_forward"] - none["flops_forward_layers"],
         "head_backward_flops": single["flops_backward"] - backward,
         **_facts(one),
     }
 
 
-def measured_costs(cfg: ModelConfig, st) -> dict:
+@functools.lru_cache(maxsize=16)
+def measure_rank_layer(cfg: ModelConfig, t: int, sp: bool) -> dict:
+    """One TP rank's layer of ``cfg`` (rank 0 of a fake group of t, SP as set) under fake tensors: stored bytes
+    per mode (every storage autograd keeps, remat.accounting), recompute FLOPs (the trace's recompute phase,
+    remat.timemodel.trace), the tensors it saves and its parameters. Cached."""
+    stored, flops = {}, {}
+    for mode in RECOMPUTE:
+        acc = account_layer(cfg, mode, tp=t, sp=sp)
+        stored[mode], items = acc.bytes_per_layer_actual, acc.items
+        flops[mode] = trace_layer(cfg, t, sp, mode).totals("recompute")["flops"]
+        if mode == "none":
+            tensors = len({i.storage for i in items})
+    with fake_process_group(t) as group, FakeTensorMode():
+        params = sum(p.numel() for p in build_llama_layer(cfg, group, sp).parameters())
+    return {"stored": stored, "recompute_flops": flops, "tensors": tensors, "layer": params}
+
+
+def outside(cfg: ModelConfig, sp: bool, held: int) -> dict[str, int]:
+    """Bytes saved outside the layers on the first pipeline stage, one TP rank (module docstring): the
+    embedding's (token ids) × the ``held`` micro-batches in flight; with p = 1 also the final norm's, the head
+    input's and the loss's (measured at t = 1), the vocabulary-wide fp32 log-softmax divided by t
+    (Megatron's vocabulary-parallel cross-entropy), the hidden-wide tensors by t under SP (the final norm
+    and the head's input on the sequence shard)."""
+    out = {"embedding (measured)": held * sum(r["bytes"] for r in _outside_records(cfg) if r["embed"])}
+    if cfg.pp == 1:
+        t = cfg.tp
+        head = lambda r: -(-r["bytes"] // t) if r["vocab"] or (sp and r["tokenwise"]) else r["bytes"]
+        out["final norm, head and loss (measured" + (f", split over t = {t})" if t > 1 else ")")] = \
+            sum(head(r) for r in _outside_records(cfg) if not r["embed"])
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _outside_records(cfg: ModelConfig) -> tuple[dict, ...]:
+    """Every tensor saved outside the layers by a 1-layer copy of ``cfg`` at t = 1 under fake tensors: bytes,
+    whether the embedding saved it, whether it is vocabulary-wide (last dimension v) or one floating-point
+    row per token (hidden-wide, or a norm's per-token statistic)."""
+    one = dataclasses.replace(cfg, layers=1, pp=1, interleave=1, tp=1)
+    with FakeTensorMode():
+        model = build_model(one)
+        with SavedTensorLog(model) as log:
+            lm_loss(model(random_tokens(one)), random_tokens(one))
+    rows = []
+    for r in log.activations():
+        if r.module.startswith("layers."):
+            continue
+        shape, floating = tuple(r.shape), "float" in str(r.dtype)
+        rows.append({"bytes": r.nbytes, "embed": r.module.startswith("embed"),
+                     "vocab": bool(shape) and shape[-1] == cfg.vocab and floating,
+                     "tokenwise": floating and len(shape) >= 2 and shape[-1] in (cfg.hidden, 1)})
+    return tuple(rows)
+
+
+def measured_costs(cfg: ModelConfig, st, held: int = 1) -> dict:
     """The planner's inputs for ``cfg`` from measurement (module docstring), in the shapes of
     ``remat.planner.costs``: per_micro_batch {policy: {stored, transient, time, flops, host[, exposed]}}
     (one layer, one micro-batch, bytes/seconds/FLOPs), model_state {weights, gradients, optimizer} (bytes),
     outside {name: bytes}; plus floor_bytes (the head's backward transient), head_time_s (one micro-batch),
-    params (per layer / outside) and source. ``st``: remat.planner.layer_costs.Settings."""
+    params (per layer / outside) and source. ``st``: remat.planner.layer_costs.Settings; ``held``: micro-batches
+    the first stage holds in flight (remat.planner.costs.in_flight)."""
     m = measure_layer(cfg)
+    t, p = cfg.tp, cfg.pp
+    rank = measure_rank_layer(cfg, t, st.sp) if t > 1 else m
     rate = st.gpu.peak_for(cfg.dtype) * st.gpu.achievable
-    out = policy_costs(m["stored"], layer_seconds(cfg, st), m["recompute_flops"], m["tensors"], st)
-    p = cfg.pp
-    n = (cfg.layers // p) * m["layer"] + m["embedding"] + (m["norm_and_head"] if p == 1 else 0)
+    out = policy_costs(rank["stored"], layer_seconds(cfg, st), rank["recompute_flops"], rank["tensors"], st)
+    outside_params = -(-m["embedding"] // t) + (-(-m["norm_and_head"] // t) if p == 1 else 0)
+    n = (cfg.layers // p) * rank["layer"] + outside_params
     return {
         "per_micro_batch": out,
         "model_state": sharded_state(n, st),
-        "outside": {"saved outside the layers (measured)": m["outside_bytes"]},
-        "floor_bytes": 4 * cfg.seq * cfg.micro_batch * cfg.vocab if p == 1 else 0,
-        "head_time_s": (m["head_forward_flops"] + m["head_backward_flops"]) / rate if p == 1 else 0.0,
-        "params": {"per_layer": m["layer"], "on_this_gpu": n},
+        "outside": outside(cfg, st.sp, held),
+        "floor_bytes": -(-4 * cfg.seq * cfg.micro_batch * cfg.vocab // t) if p == 1 else 0,
+        "head_time_s": (m["head_forward_flops"] + m["head_backward_flops"]) / t / rate if p == 1 else 0.0,
+        "params": {"per_layer": rank["layer"], "on_this_gpu": n},
         "source": COST_SOURCE,
     }

@@ -201,8 +201,8 @@ def recording(weight_shapes: set):
 @functools.lru_cache(maxsize=64)
 def trace_layer(cfg: ModelConfig, t: int = 1, sp: bool = False, mode: str = "none", fuse_ops: bool = True
                 ) -> LayerTrace:
-    """Trace one layer of ``cfg`` (GPT: the TP/SP layer on rank 0 of a fake group of t; other
-    architectures: their layer, t = 1) for one micro-batch under ``mode`` (none | selective | full), under
+    """Trace one layer of ``cfg`` (the TP/SP layer of its architecture on rank 0 of a fake group of t) for one
+    micro-batch under ``mode`` (none | selective | full), under
     FakeTensorMode: forward, then backward with an upstream gradient of the output's shape.
 
     Returns a LayerTrace (cached per arguments). Raises UsageError (via remat.accounting.resolve) for a t
