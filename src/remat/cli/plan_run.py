@@ -16,7 +16,6 @@ from remat.errors import UsageError
 from remat.io import write_text
 from remat.models.hf_config import SUPPORTED, read_json_object
 from remat.models.presets import from_name
-from remat.planner import render
 from remat.planner.mckp import SearchTooLarge
 from remat.planner.problem import POLICIES
 from remat.timemodel.gpus import GPUS
@@ -116,7 +115,7 @@ def _hf_plan_text(args) -> str:
     _warn_budget_above_gpu(args)
     if args.format == "json":
         return json.dumps(result.to_json(), indent=2, default=str)
-    return render.to_markdown(result.problem, result.plan, result.baselines)
+    return planner.render_plan(result.problem, result.plan, result.baselines, args.format)
 
 
 def _check_text(args) -> str:

@@ -20,7 +20,7 @@ import json
 from remat.errors import InfeasibleError
 from remat.models.hf_config import CONTEXT_KEYS
 from remat.models.presets import ModelConfig
-from remat.planner import render
+from remat.planner import render, trainers
 from remat.planner.baselines import SAC_TIME_LIMIT_S
 from remat.planner.baselines import baselines as run_baselines
 from remat.planner.costs import PIPELINE_MICRO_BATCHES, default_global_batch
@@ -30,7 +30,7 @@ from remat.planner.solve import minimum_budget, solve
 from remat.planner.suggest import suggest
 
 __all__ = ["POLICIES", "Layer", "Option", "Plan", "Problem", "evaluate", "plan_from_policies", "solve",
-           "minimum_budget", "make_problem", "plan_model", "shape_sources"]
+           "minimum_budget", "make_problem", "plan_model", "render_plan", "shape_sources"]
 
 
 def shape_sources(cfg: ModelConfig, given=()) -> dict[str, str]:
@@ -49,7 +49,8 @@ def shape_sources(cfg: ModelConfig, given=()) -> dict[str, str]:
 
 def plan_model(cfg: ModelConfig, baselines: bool = True, sac_time_limit_s: float = SAC_TIME_LIMIT_S,
                fmt: str = "json", given=(), **problem_args) -> str:
-    """Solve and render: the plan of ``cfg`` as JSON text (fmt "json") or Markdown (fmt "md"); the first line
+    """Solve and render: the plan of ``cfg`` as JSON text (fmt "json"), Markdown (fmt "md") or a trainer's config
+    (fmt in ``trainers.FORMATS``, remat.planner.trainers); the first line
     (Markdown) or first key "title" (JSON) names the model, the GPU and the s and b used (``shape_sources``
     with ``given``), and, pipelined, the micro-batches per step and how many the first stage holds in flight. A
     pipelined config.json without ``global_batch`` in ``given`` plans N = 4·p micro-batches per step.
@@ -68,6 +69,13 @@ def plan_model(cfg: ModelConfig, baselines: bool = True, sac_time_limit_s: float
         parts = [f"{exc}; {render.shape(problem.meta)}", *suggest(cfg, problem_args)]
         raise InfeasibleError(". ".join(parts), exc.minimum_bytes) from None
     base = run_baselines(problem, sac_time_limit_s=sac_time_limit_s) if baselines else {}
+    return render_plan(problem, plan, base, fmt)
+
+
+def render_plan(problem: Problem, plan: Plan, base: dict, fmt: str) -> str:
+    """``plan`` as text: JSON ("json"), Markdown ("md") or a trainer's config (``trainers.FORMATS``)."""
+    if fmt in trainers.FORMATS:
+        return trainers.render_config(trainers.trainer_config(problem, plan, fmt))
     if fmt == "json":
         return json.dumps(render.to_json(problem, plan, base), indent=2, default=str)
     return render.to_markdown(problem, plan, base)
