@@ -399,3 +399,35 @@ def test_a_float32_mixture_of_experts_is_planned_as_its_bfloat16_twin(tmp_path):
             result = auto.plan(built.model, (), built.kwargs, gpu="a100-80gb")
         stored[dtype] = result.costs.blocks[0].costs["none"].stored_bytes
     assert 1.7 * stored["bfloat16"] <= stored["float32"] <= 2 * stored["bfloat16"]
+
+
+LLAMA_32_1B = {"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192, "num_attention_heads": 32,
+               "num_key_value_heads": 8, "head_dim": 64, "num_hidden_layers": 16, "vocab_size": 128256,
+               "max_position_embeddings": 131072, "tie_word_embeddings": True}
+
+
+def test_the_check_instance_is_narrowed_by_hand(tmp_path):
+    """Llama-3.2-1B toward width 256: k = 8 is the largest power of two with 2048 / k ≥ 256 dividing 32 heads and
+    8 key/value groups: h 256, 4 heads, 1 group, MLP 1024, head dimension 64 kept."""
+    pytest.importorskip("transformers")
+    from remat.auto.check import narrow
+    from remat.auto.hf import config_of
+    out, k = narrow(config_of(write(tmp_path, LLAMA_32_1B)), 256)
+    assert k == 8
+    assert (out.hidden_size, out.num_attention_heads, out.num_key_value_heads, out.intermediate_size,
+            out.head_dim) == (256, 4, 1, 1024, 64)
+    small, k = narrow(config_of(write(tmp_path, FAMILIES["llama"])), 256)   # 64 wide already: kept
+    assert k == 1 and small.hidden_size == 64
+
+
+@pytest.mark.slow
+def test_the_default_check_of_a_wide_model_recomputes_something(capsys, tmp_path):
+    """Llama-3.2-1B's check by default (4 blocks): narrowed, at a sequence where the activations set the peak,
+    so the plan at the middle budget recomputes; measured within 5 % of predicted, gradients bitwise."""
+    pytest.importorskip("transformers")
+    from remat.auto.check import check_small
+    rows = {r["setup"]: r for r in check_small(write(tmp_path, LLAMA_32_1B))}
+    assert rows["plan"]["activations_set_peak"] and rows["plan"]["width_divisor"] == 8
+    assert set(rows["plan"]["policies"].split(",")) != {"none"}
+    assert all(abs(r["peak_error"]) < 0.05 for r in rows.values() if r["peak_error"] is not None)
+    assert all(r["grads_equal"] for r in rows.values())

@@ -3,7 +3,10 @@
     rows = check_small("path/to/config.json", layers=4, seq=128)      # or a preset name, or a config object
     for row in rows: print(row["setup"], row["predicted_peak_bytes"], row["measured_peak_bytes"])
 
-The instance: the config with ``layers`` blocks, sequence length ``seq``, micro-batch ``micro_batch``, a
+The instance: the config with ``layers`` blocks narrowed to about ``width`` wide (``narrow``: hidden size, heads,
+key/value groups and MLP width divided alike, the head dimension kept), sequence length ``seq`` (by default the
+shortest of ``SEQS`` at which the activations, not the parameters' gradients, set the peak), micro-batch
+``micro_batch``, a
 vocabulary of at most ``vocab`` tokens (the blocks are the architecture; a 128k vocabulary's embedding, head and
 gradients would dominate a small instance's peak and leave nothing to plan), in float32 (this CPU's matmul
 dtype), random weights (remat.auto.hf.build). Its plan is made at a budget between
@@ -28,12 +31,13 @@ CPU its "host" buffers are the same memory, so its device peak cannot be measure
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import torch
 
 from remat import auto
-from remat.auto.hf import build, config_of, hf_checkpointing, set_hf_checkpointing
+from remat.auto.hf import build, config_of, context_length, hf_checkpointing, set_hf_checkpointing
 from remat.auto.planning import solve_blocks
 from remat.drop_cheap import KeptLog, cache_bytes
 from remat.errors import UsageError
@@ -44,25 +48,31 @@ from remat.planner.problem import plan_from_policies
 from remat.units import format_bytes
 
 CHOICES = ("none", "selective", "full")
+WIDTH = 256                   # the hidden size ``narrow`` aims at (a 4-block step then takes well under a second)
+SEQS = (128, 256, 512, 1024)  # the sequence lengths tried, shortest first, when none is given
+MARGIN = 1.5                  # the activations set the peak: none's predicted peak ≥ 1.5 × every block full's
 
 
-def check_small(source, layers: int = 4, seq: int = 128, micro_batch: int = 1, fraction: float = 0.5,
-                gpu: str = "h100-80gb", seed: int = 0, repeats: int = 5, vocab: int = 1024) -> list[dict]:
+def check_small(source, layers: int = 4, seq: int | None = None, micro_batch: int = 1, fraction: float = 0.5,
+                gpu: str = "h100-80gb", seed: int = 0, repeats: int = 5, vocab: int = 1024,
+                width: int | None = WIDTH) -> list[dict]:
     """Rows of the check (module docstring): setup, policies, saved_bytes, predicted_peak_bytes,
-    measured_peak_bytes, peak_error (relative), step_time_s (CPU median), grads_equal, budget_bytes.
+    measured_peak_bytes, peak_error (relative), step_time_s (CPU median), grads_equal, budget_bytes, and the
+    instance (hidden, seq, width_divisor). seq None: the shortest of ``SEQS`` at which the activations set the
+    peak; width: narrow the blocks towards this hidden size (``narrow``; None keeps the model's).
     Raises UsageError naming the field for bad sizes; needs transformers (UsageError("model") without)."""
     if not 0.0 <= fraction <= 1.0:
         raise UsageError("fraction", f"must be in [0, 1], got {fraction!r}")
     config = source if hasattr(source, "to_dict") else config_of(source)
     config.dtype = "float32"
     config.vocab_size = min(config.vocab_size, vocab)   # the embedding and head would dominate a small peak
-    fake = build(config, "fake", layers=layers, seq=seq, micro_batch=micro_batch)   # planned without memory
-    with fake.mode:
-        first = auto.plan(fake.model, (), fake.kwargs, budget=2**62, gpu=gpu, choices=CHOICES,
-                          optimizer_state_bytes=0)
+    config, divisor = (config, 1) if width is None else narrow(config, width)
+    context = context_length(config)
+    for seq in ([n for n in SEQS if n <= context] or [context]) if seq is None else (seq,):
+        first, low, high = _fake_plan(config, layers, seq, micro_batch, gpu)
+        if high > MARGIN * low:
+            break
     n = len(first.policies)
-    low = plan_from_policies(first.problem, ["full"] * n).peak_bytes
-    high = plan_from_policies(first.problem, ["none"] * n).peak_bytes
     _check_room(high + first.costs.trainable_bytes)      # the none step + the reference gradients' copy
     budget = int(low + fraction * (high - low))
     torch.manual_seed(seed)
@@ -82,12 +92,51 @@ def check_small(source, layers: int = 4, seq: int = 128, micro_batch: int = 1, f
                      ",".join(policies), "budget_bytes": budget, "predicted_peak_bytes": predicted, **row,
                      "peak_error": None if predicted is None else predicted / row["measured_peak_bytes"] - 1,
                      "grads_equal": all(torch.equal(a, b) for a, b in zip(grads, reference)),
-                     "activations_set_peak": low < high})
+                     "activations_set_peak": low < high, "hidden": config.hidden_size, "seq": seq,
+                     "width_divisor": divisor})
     times = _times(model, kwargs, setups, seed, repeats)
     for row in rows:
         row["step_time_s"] = times[row["setup"]]
     _configure(model, "none", None)
     return rows
+
+
+def _fake_plan(config, layers: int, seq: int, micro_batch: int, gpu: str):
+    """The instance planned under fake tensors at no budget: (AutoPlan, predicted peak of every block full, of
+    none) in bytes."""
+    fake = build(config, "fake", layers=layers, seq=seq, micro_batch=micro_batch)   # planned without memory
+    with fake.mode:
+        first = auto.plan(fake.model, (), fake.kwargs, budget=2**62, gpu=gpu, choices=CHOICES,
+                          optimizer_state_bytes=0)
+    n = len(first.policies)
+    low = plan_from_policies(first.problem, ["full"] * n).peak_bytes
+    high = plan_from_policies(first.problem, ["none"] * n).peak_bytes
+    return first, low, high
+
+
+def narrow(config, width: int):
+    """(a copy of ``config`` with its blocks narrowed by k, k) — the largest power of two k with hidden / k ≥
+    ``width`` that divides the hidden size, the attention heads and the key/value groups: hidden, heads,
+    key/value groups and MLP width (intermediate_size, n_inner when set) all divided by k, the head dimension
+    and everything else kept. (config, 1) when no k > 1 qualifies. A CPU step of a 2048-wide block at a
+    sequence long enough for its activations to outweigh its parameters' gradients takes minutes here."""
+    h, heads = config.hidden_size, config.num_attention_heads
+    kv = getattr(config, "num_key_value_heads", None) or heads
+    k = 1
+    while h // (2 * k) >= width and not (h % (2 * k) or heads % (2 * k) or kv % (2 * k)):
+        k *= 2
+    if k == 1:
+        return config, 1
+    out = copy.deepcopy(config)
+    if getattr(config, "head_dim", None) is None and hasattr(config, "head_dim"):
+        out.head_dim = h // heads
+    out.hidden_size, out.num_attention_heads = h // k, heads // k
+    if getattr(config, "num_key_value_heads", None):
+        out.num_key_value_heads = kv // k
+    for name in ("intermediate_size", "n_inner"):
+        if getattr(config, name, None):
+            setattr(out, name, getattr(config, name) // k)
+    return out, k
 
 
 def _times(model, kwargs, setups: dict, seed: int, repeats: int) -> dict:

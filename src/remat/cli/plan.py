@@ -112,8 +112,9 @@ def _transformers_args(p) -> None:
                         "as a baseline. Needs transformers")
     p.add_argument("--check-layers", type=positive_int, default=4, help="blocks of the --check-small instance "
                                                                           "(default 4)")
-    p.add_argument("--check-seq", type=positive_int, default=128, help="sequence length of the --check-small "
-                                                                         "instance (default 128)")
+    p.add_argument("--check-seq", type=positive_int, default=None,
+                   help="sequence length of the --check-small instance (default: the shortest of 128, 256, 512, "
+                        "1024 at which the activations, not the parameters' gradients, set the peak)")
 
 
 def _output_args(p) -> None:

@@ -123,7 +123,10 @@ def _check_text(args) -> str:
     rows = check_small(args.model, layers=args.check_layers, seq=args.check_seq, gpu=args.gpu)
     if args.format == "json":
         return "\n" + json.dumps({"check": rows}, indent=2, default=str)
-    lines = ["", f"## Check on this CPU: {args.check_layers} blocks, s = {args.check_seq}, b = 1, vocabulary ≤ "
+    r0, k = rows[0], rows[0]["width_divisor"]
+    width = f"h = {r0['hidden']}" + (f" (the model's ÷ {k}: heads, key/value groups and MLP width alike)" if k > 1
+                                     else "")
+    lines = ["", f"## Check on this CPU: {args.check_layers} blocks, {width}, s = {r0['seq']}, b = 1, vocabulary ≤ "
                  f"1024, float32, budget {format_bytes(rows[0]['budget_bytes'])} (between every block full and "
                  "none, so the plan mixes; no optimizer state)", "",
              "| setup | policies | saved | predicted peak | measured peak | error | step (CPU) | gradients = none |",
