@@ -57,12 +57,16 @@ def test_llama_tiny_plan_is_feasible_and_measured(capsys):
     assert per_layer["none"] >= per_layer["selective"] > per_layer["full"] > 0
 
 
-def test_llama_with_tensor_parallelism_is_refused(capsys):
-    code, out, err = run(capsys, "--model", "llama-tiny", "--tp", "2", "--memory", "3GiB")
+def test_llama_tensor_parallelism_it_cannot_split_is_refused(capsys):
+    # llama-tiny has 2 key/value groups: t = 4 cannot split them (Megatron-LM's rule), t = 2 can
+    code, out, err = run(capsys, "--model", "llama-tiny", "--tp", "4", "--memory", "3GiB")
     assert code == 2 and out == ""
-    assert len(err.strip().splitlines()) == 1 and "--tp" in err
+    assert len(err.strip().splitlines()) == 1 and "--tp" in err and "kv_heads" in err
     code, _, err = run(capsys, "--model", "llama-tiny", "--sp", "--memory", "3GiB")
     assert code == 2 and "--sp" in err
+    code, out, _ = run(capsys, "--model", "llama-tiny", "--tp", "2", "--sp", "--memory", "3GiB", "--format", "json",
+                       "--no-baselines")
+    assert code == 0 and json.loads(out)["settings"]["t"] == 2
 
 
 def test_llama3_8b_plans(capsys):
