@@ -17,7 +17,7 @@ recompute inside the policies' checkpoints). Nothing here is a formula of the la
   embedding's token ids, times the micro-batches the first stage holds in flight; with p = 1 also the final
   norm's, the head input's and the loss's tensors (the first of p > 1 stages holds no head);
 * parameters: the numel of the fake-built model's parameters, per layer and outside the layers (embedding;
-  final norm and head too when p = 1; a tied head is counted once);
+  final norm and head too when p = 1; a tied head is counted once; with t > 1 the embedding and head v/t rows);
 * tensor parallelism (t > 1, with or without SP): one rank's layer, ``remat.models.llama_parallel`` on rank 0 of a
   fake process group, measured the same way (stored bytes per mode: remat.accounting; recompute FLOPs: the
   time model's trace; its parameters counted). Outside the layers the vocabulary-parallel embedding and head
@@ -69,7 +69,8 @@ def _facts(cfg: ModelConfig) -> dict:
     embed = count(model.embed)
     rest = sum(p.numel() for p in model.parameters()) - embed - sum(count(layer) for layer in model.layers)
     tensors = sum(1 for r in log.activations() if r.module.startswith("layers.0.") or r.module == "layers.0")
-    return {"layer": count(model.layers[0]), "embedding": embed, "norm_and_head": rest, "tensors": tensors}
+    return {"layer": count(model.layers[0]), "embedding": embed, "norm": count(model.norm),
+            "head": rest - count(model.norm), "tensors": tensors}
 
 
 @functools.lru_cache(maxsize=16)
@@ -161,7 +162,9 @@ def measured_costs(cfg: ModelConfig, st, held: int = 1) -> dict:
     rank = measure_rank_layer(cfg, t, st.sp) if t > 1 else m
     rate = st.gpu.peak_for(cfg.dtype) * st.gpu.achievable
     out = policy_costs(rank["stored"], layer_seconds(cfg, st), rank["recompute_flops"], rank["tensors"], st)
-    outside_params = -(-m["embedding"] // t) + (-(-m["norm_and_head"] // t) if p == 1 else 0)
+    # vocabulary-parallel embedding and head (v/t rows each; a tied head is counted in the embedding), the final
+    # norm replicated
+    outside_params = -(-m["embedding"] // t) + (m["norm"] + -(-m["head"] // t) if p == 1 else 0)
     n = (cfg.layers // p) * rank["layer"] + outside_params
     return {
         "per_micro_batch": out,

@@ -37,8 +37,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-import yaml
-
 from remat.errors import UsageError
 from remat.planner import megatron
 from remat.planner.problem import Plan, Problem, plan_from_policies
@@ -162,6 +160,7 @@ def render_config(out: dict) -> str:
         return json.dumps({"training_arguments": out["config"], "remat": summary}, indent=2)
     comments = "".join(f"# {line}\n" for line in header)
     if out["format"] == "nemo":
+        import yaml  # lazy: GPU nodes have no PyYAML, and only this format needs it (remat.planner runs there)
         return comments + yaml.safe_dump(out["config"], sort_keys=False)
     section = out["config"]["activation_checkpoint"]
     return comments + "[activation_checkpoint]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in section.items())
