@@ -11,14 +11,12 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from remat.accounting import _OneLayer
 from remat.cli import main
 from remat.errors import UsageError
 from remat.models.llama_parallel import ParallelLlamaLayer, build_llama_layer
 from remat.models.presets import from_name
-from remat.models.tensor_parallel import allreduce_sequence_parallel_grads, fake_process_group, shard_sequence
-from remat.policies import apply_plan
-from test_tensor_parallel import _assert_close, _free_port
+from remat.models.tensor_parallel import fake_process_group
+from test_tensor_parallel import _check_numerics, _free_port
 
 TINY = dict(dtype="float32", heads=4, kv_heads=2, hidden=64, ffn_hidden=96, seq=16, micro_batch=2)
 LLAMA3_70B = {"model_type": "llama", "hidden_size": 8192, "intermediate_size": 28672, "num_attention_heads": 64,
@@ -50,43 +48,11 @@ def test_a_split_the_layer_cannot_take_names_the_field():
     assert exc.value.field == "tp" and "kv_heads" in str(exc.value)
 
 
-def _check_numerics(rank: int) -> None:
-    """Every rank's output, input gradient and parameter gradients equal the serial layer's shard (fp32)."""
-    cfg = _tiny()
-    torch.manual_seed(0)
-    serial = build_llama_layer(cfg)
-    gen = torch.Generator().manual_seed(1)
-    x = torch.randn(cfg.seq, cfg.micro_batch, cfg.hidden, generator=gen).requires_grad_()
-    w = torch.randn(cfg.seq, cfg.micro_batch, cfg.hidden, generator=gen)
-    (serial(x) * w).sum().backward()
-    y = serial(x).detach()
-    grads = build_llama_layer(cfg)
-    with torch.no_grad():
-        for p, q in zip(grads.parameters(), serial.parameters()):
-            p.copy_(q.grad)
-    for sp in (False, True):
-        for mode in ("none", "selective", "full"):
-            layer = build_llama_layer(cfg, dist.group.WORLD, sp).load_serial(serial)
-            apply_plan(_OneLayer(layer), [mode])
-            part = shard_sequence if sp else (lambda t: t)
-            x_in = part(x.detach()).clone().requires_grad_()
-            out = layer(x_in)
-            (out * part(w)).sum().backward()
-            if sp:
-                allreduce_sequence_parallel_grads(layer)
-            where = f"rank={rank} sp={sp} mode={mode}"
-            _assert_close(out, part(y), f"{where} output")
-            _assert_close(x_in.grad, part(x.grad), f"{where} input grad")
-            expected = build_llama_layer(cfg, dist.group.WORLD, sp).load_serial(grads)
-            for (name, p), q in zip(layer.named_parameters(), expected.parameters()):
-                _assert_close(p.grad, q, f"{where} grad of {name}")
-
-
 def _worker(rank: int, world: int, port: int, outdir: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
-        _check_numerics(rank)
+        _check_numerics(world, rank, build=build_llama_layer, cfg=_tiny())
         with open(f"{outdir}/rank{rank}.json", "w") as f:
             json.dump({"ok": True}, f)
     finally:

@@ -26,29 +26,32 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _grads_as_layer(layer, cfg, device):
+def _grads_as_layer(layer, cfg, device, build=build_layer):
     """A serial layer whose parameters hold ``layer``'s gradients (to shard them like the weights)."""
-    out = build_layer(cfg, device=device)
+    out = build(cfg, device=device)
     with torch.no_grad():
         for p, q in zip(out.parameters(), layer.parameters()):
             p.copy_(q.grad)
     return out
 
 
-def _check_numerics(world: int, rank: int, device: str = "cpu", tol: float = 1e-5) -> None:
-    """TP/SP layer outputs and every gradient equal the serial layer's (fp32, dropout off)."""
+def _check_numerics(world: int, rank: int, device: str = "cpu", tol: float = 1e-5, build=build_layer,
+                    cfg=None) -> None:
+    """TP/SP layer outputs and every gradient equal the serial layer's (fp32, dropout off). ``build``: the
+    layer builder (cfg, group, sp, device) — the GPT layer's, or another architecture's; ``cfg``: default
+    gpt-tiny without dropout."""
     from remat.accounting import _OneLayer
     from remat.policies import apply_plan
-    cfg = from_name(MODEL, dropout=0.0)
+    cfg = from_name(MODEL, dropout=0.0) if cfg is None else cfg
     torch.manual_seed(0)
-    serial = build_layer(cfg, device=device)
+    serial = build(cfg, device=device)
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(cfg.seq, cfg.micro_batch, cfg.hidden, generator=gen).to(device).requires_grad_()
     w = torch.randn(cfg.seq, cfg.micro_batch, cfg.hidden, generator=gen).to(device)
     y = serial(x)
     (y * w).sum().backward()
     for sp, mode in CASES:
-        layer = build_layer(cfg, dist.group.WORLD, sp, device).load_serial(serial)
+        layer = build(cfg, dist.group.WORLD, sp, device).load_serial(serial)
         apply_plan(_OneLayer(layer), [mode])
         part = (lambda t: shard_sequence(t)) if sp else (lambda t: t)
         x_in = part(x.detach()).clone().requires_grad_()
@@ -59,7 +62,7 @@ def _check_numerics(world: int, rank: int, device: str = "cpu", tol: float = 1e-
         where = f"world={world} rank={rank} sp={sp} mode={mode}"
         _assert_close(y_par, part(y.detach()), f"{where} output", tol)
         _assert_close(x_in.grad, part(x.grad), f"{where} input grad", tol)
-        expected = build_layer(cfg, dist.group.WORLD, sp, device).load_serial(_grads_as_layer(serial, cfg, device))
+        expected = build(cfg, dist.group.WORLD, sp, device).load_serial(_grads_as_layer(serial, cfg, device, build))
         for (name, p), q in zip(layer.named_parameters(), expected.parameters()):
             _assert_close(p.grad, q, f"{where} grad of {name}", tol)
 
