@@ -103,3 +103,10 @@ def test_the_cli_offers_every_trainer_format():
     sub = next(a for a in build_parser()._actions if a.choices and "plan" in a.choices).choices["plan"]
     action = next(a for a in sub._actions if "--format" in a.option_strings)
     assert set(action.choices) == {"md", "json", *trainers.FORMATS}
+
+
+def test_a_trainer_format_with_the_cpu_check_is_refused_and_nothing_written(capsys, tmp_path):
+    out = tmp_path / "plan.json"
+    assert main(["plan", "--model", "gpt-tiny", "--check-small", "--format", "hf", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--check-small" in err and not out.exists()

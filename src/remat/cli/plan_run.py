@@ -24,6 +24,9 @@ from remat.units import format_bytes, parse_bytes
 
 def run_plan(args) -> int:
     """`remat plan`: the plan printed (or written to --out); exit 1 when the exact search hits its memory guard."""
+    if args.check_small and args.format not in ("md", "json"):
+        raise UsageError("--check-small", f"its section is Markdown or JSON and would break the {args.format} "
+                                          "config: use --format md or json with --check-small")
     if _use_hf(args):
         text = _hf_plan_text(args)
         check = _check_text(args) if args.check_small else ""

@@ -71,14 +71,19 @@ class LlamaAttention(nn.Module):
         self.qkv = nn.Linear(cfg.hidden, cfg.hidden + 2 * cfg.kv_hidden, bias=cfg.qkv_bias)
         self.core = SDPACore(cfg)
         self.proj = nn.Linear(cfg.hidden, cfg.hidden, bias=False)
+        self.register_rope(cfg)
+
+    def register_rope(self, cfg: ModelConfig) -> None:
+        """The RoPE tables of ``cfg``'s context as non-persistent buffers rope_cos, rope_sin [positions, d]."""
         cos, sin = rope_tables(cfg.max_positions, cfg.head_dim, cfg.rope_theta)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        s, b, _ = x.shape
+        qkv = self.qkv(x)   # [s, b, (a + 2kv)·d]: the whole sequence (a sequence-parallel qkv all-gathers it)
+        s, b, _ = qkv.shape
         d = self.head_dim
-        q, k, v = self.qkv(x).split([self.heads * d, self.kv_heads * d, self.kv_heads * d], dim=-1)
+        q, k, v = qkv.split([self.heads * d, self.kv_heads * d, self.kv_heads * d], dim=-1)
         cos, sin = self.rope_cos[:s], self.rope_sin[:s]
         q = apply_rope(q.view(s, b, self.heads, d), cos, sin)
         k = apply_rope(k.view(s, b, self.kv_heads, d), cos, sin)

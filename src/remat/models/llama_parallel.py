@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch import nn
 
 from remat.errors import UsageError
-from remat.models.llama import LlamaAttention, LlamaLayer, SDPACore, SwiGLU, apply_rope, rope_tables
+from remat.models.llama import LlamaAttention, LlamaLayer, SDPACore, SwiGLU
 from remat.models.presets import ModelConfig
 from remat.models.tensor_parallel import ColumnParallelLinear, RowParallelLinear
 from remat.models.transformer import default_dtype
@@ -42,8 +42,8 @@ def check_split(cfg: ModelConfig, t: int, sp: bool, fields: tuple[str, str] = ("
 
 
 class ParallelLlamaAttention(LlamaAttention):
-    """attn.qkv (column-parallel, this rank's [q | k | v] heads) -> RoPE -> attn.core -> attn.proj (row-parallel).
-    x: [s, b, h] (TP) or [s/t, b, h] (SP) -> same shape."""
+    """attn.qkv (column-parallel, this rank's [q | k | v] heads) -> RoPE -> attn.core -> attn.proj (row-parallel);
+    ``LlamaAttention.forward`` unchanged. x: [s, b, h] (TP) or [s/t, b, h] (SP) -> same shape."""
 
     def __init__(self, cfg: ModelConfig, group=None, sp: bool = False):
         nn.Module.__init__(self)
@@ -53,19 +53,7 @@ class ParallelLlamaAttention(LlamaAttention):
         self.core = SDPACore(dataclasses.replace(cfg, heads=self.heads, kv_heads=self.kv_heads,
                                                  hidden=self.heads * self.head_dim))
         self.proj = RowParallelLinear(cfg.hidden, cfg.hidden, False, group, sp)
-        cos, sin = rope_tables(cfg.max_positions, cfg.head_dim, cfg.rope_theta)
-        self.register_buffer("rope_cos", cos, persistent=False)
-        self.register_buffer("rope_sin", sin, persistent=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        qkv = self.qkv(x)                       # [s, b, (a + 2kv)·d / t]: the whole sequence after the gather
-        s, b, _ = qkv.shape
-        d = self.head_dim
-        q, k, v = qkv.split([self.heads * d, self.kv_heads * d, self.kv_heads * d], dim=-1)
-        cos, sin = self.rope_cos[:s], self.rope_sin[:s]
-        q = apply_rope(q.reshape(s, b, self.heads, d), cos, sin)
-        k = apply_rope(k.reshape(s, b, self.kv_heads, d), cos, sin)
-        return self.proj(self.core(q, k, v.reshape(s, b, self.kv_heads, d)))
+        self.register_rope(cfg)
 
 
 class ParallelSwiGLU(SwiGLU):

@@ -55,30 +55,38 @@ def _prefix(policies: Sequence[str], policy: str) -> int | None:
     return n if n and all(p == "none" for p in policies[n:]) else None
 
 
-def megatron_flags(policies: Sequence[str], pp: int = 1) -> list[str] | None:
-    """Megatron-LM command-line flags equivalent to ``policies`` (one of none / selective / full / offload per
-    layer of one pipeline stage, forward order), or None when Megatron-LM cannot express the plan
-    (``why_not`` says why). ``pp``: the pipeline-parallel size (Megatron's CPU offloading needs pp = 1).
+def megatron_fields(policies: Sequence[str], pp: int = 1) -> dict | None:
+    """The Megatron-core config fields equivalent to ``policies`` (one of none / selective / full / offload per
+    layer of one pipeline stage, forward order) — TransformerConfig's recompute_granularity / recompute_method /
+    recompute_num_layers, ModelParallelConfig's cpu_offloading_num_layers — or None when Megatron-LM cannot
+    express the plan (``why_not`` says why). ``pp``: the pipeline-parallel size (CPU offloading needs pp = 1).
 
-    Returns [] for a plan of ``none`` only (Megatron's default). Source: the module docstring
-    (TransformerConfig.recompute_granularity, recompute_method, recompute_num_layers;
-    ModelParallelConfig.cpu_offloading_num_layers).
-    """
+    Returns {} for a plan of ``none`` only (Megatron's default). Source: the module docstring."""
     policies = list(policies)
     kinds = set(policies)
     if not policies or kinds == {"none"}:
-        return []
+        return {}
     if kinds == {"selective"}:
-        return ["--recompute-granularity", "selective"]
+        return {"recompute_granularity": "selective"}
     if kinds == {"full"}:
-        return ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+        return {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}
     n = _prefix(policies, "full")
     if n is not None:
-        return ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", str(n)]
+        return {"recompute_granularity": "full", "recompute_method": "block", "recompute_num_layers": n}
     n = _prefix(policies, "offload")
     if n is not None and n < len(policies) and pp == 1:
-        return ["--cpu-offloading-num-layers", str(n)]
+        return {"cpu_offloading_num_layers": n}
     return None
+
+
+def megatron_flags(policies: Sequence[str], pp: int = 1) -> list[str] | None:
+    """Megatron-LM command-line flags equivalent to ``policies``: ``megatron_fields`` as Megatron's argument
+    factory spells them ("--" + name with "_" -> "-"), or None when Megatron-LM cannot express the plan.
+    Returns [] for a plan of ``none`` only (Megatron's default)."""
+    fields = megatron_fields(policies, pp)
+    if fields is None:
+        return None
+    return [part for name, value in fields.items() for part in ("--" + name.replace("_", "-"), str(value))]
 
 
 def why_not(policies: Sequence[str], pp: int = 1) -> str | None:

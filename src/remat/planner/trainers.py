@@ -72,19 +72,14 @@ def _nemo(L: int, pp: int, op_level: bool) -> list[Candidate]:
         shapes.append(("selective",) * L)
     out = []
     for policies in shapes:
-        flags = megatron.megatron_flags(policies, pp)
-        if flags is None:
+        model = megatron.megatron_fields(policies, pp)
+        if model is None:
             continue
-        fields = dict(zip(flags[::2], flags[1::2]))
-        model = {"recompute_granularity": fields.get("--recompute-granularity")}
-        if "--recompute-method" in fields:
-            model |= {"recompute_method": fields["--recompute-method"],
-                      "recompute_num_layers": int(fields["--recompute-num-layers"])}
+        model = {"recompute_granularity": None} | model
         if model["recompute_granularity"] == "selective":
             model["recompute_modules"] = ["core_attn"]
-        if "--cpu-offloading-num-layers" in fields:
-            model |= {"cpu_offloading": True, "cpu_offloading_activations": True, "cpu_offloading_weights": False,
-                      "cpu_offloading_num_layers": int(fields["--cpu-offloading-num-layers"])}
+        if "cpu_offloading_num_layers" in model:
+            model |= {"cpu_offloading": True, "cpu_offloading_activations": True, "cpu_offloading_weights": False}
         out.append(Candidate({"model": model}, policies))
     return out
 
@@ -110,7 +105,7 @@ def family(fmt: str, L: int, pp: int = 1, op_level: bool = False) -> list[Candid
     return FAMILIES[fmt](L, pp, op_level)
 
 
-def _scored(problem: Problem, plan: Plan) -> dict:
+def _scored(plan: Plan) -> dict:
     return {"policies": list(plan.policies), "peak_bytes": plan.peak_bytes, "step_time_s": plan.step_time_s,
             "feasible": plan.feasible}
 
@@ -133,7 +128,7 @@ def trainer_config(problem: Problem, plan: Plan, fmt: str) -> dict:
     cand, chosen = exact or (min(fits, key=lambda cp: cp[1].step_time_s) if fits else
                              min(scored, key=lambda cp: cp[1].peak_bytes))
     return {"format": fmt, "tool": TOOLS[fmt], "exact": exact is not None, "config": cand.config,
-            "plan": _scored(problem, chosen), "optimum": _scored(problem, plan), "per_block": list(plan.policies)}
+            "plan": _scored(chosen), "optimum": _scored(plan), "per_block": list(plan.policies)}
 
 
 def _header(out: dict) -> list[str]:
