@@ -130,7 +130,7 @@ def _check_text(args) -> str:
     width = f"h = {r0['hidden']}" + (f" (the model's ÷ {k}: heads, key/value groups and MLP width alike)" if k > 1
                                      else "")
     lines = ["", f"## Check on this CPU: {args.check_layers} blocks, {width}, s = {r0['seq']}, b = 1, vocabulary ≤ "
-                 f"1024, float32, budget {format_bytes(rows[0]['budget_bytes'])} (between every block full and "
+                 f"1024, float32, budget {format_bytes(r0['budget_bytes'])} (between every block full and "
                  "none, so the plan mixes; no optimizer state)", "",
              "| setup | policies | saved | predicted peak | measured peak | error | step (CPU) | gradients = none |",
              "|---|---|---|---|---|---|---|---|"]
