@@ -73,18 +73,17 @@ def _llama3_70b_by_hand(t: int = 8) -> dict[str, int]:
     """Bytes one rank's Llama-3-70B layer keeps at s = 8192, b = 1, bf16, TP = t with SP, each term named.
 
     Sizes: h = 8192, a = 64 query heads and kv = 8 groups of d = 128, ffn f = 28672. The sequence shard is
-    s/t tokens. The RMSNorm is torch's composite (what runs under fake tensors on the CPU): it saves its input
-    upcast to fp32, the fp32 per-token rstd and the fp32 normalised input (for the weight's gradient)."""
+    s/t tokens. The RMSNorm is transformers' LlamaRMSNorm: it saves its input upcast to fp32, the fp32 per-token
+    rstd and the normalised input cast back to bf16 (for the weight's gradient)."""
     s, h, a, kv, d, f = 8192, 8192, 64, 8, 128, 28672
     shard = s // t * h
-    norm = {"fp32 input": 4 * shard, "rstd": 4 * s // t, "fp32 normalised": 4 * shard}
+    norm = {"fp32 input": 4 * shard, "rstd": 4 * s // t, "bf16 normalised": 2 * shard}
     terms = {f"ln_{i}: {k}": v for i in (1, 2) for k, v in norm.items()}
     terms |= {
         "attn.qkv input (the sequence shard, all-gathered again in backward)": 2 * shard,
         "q after RoPE (a/t heads, whole sequence)": 2 * s * a // t * d,
         "k after RoPE (kv/t groups)": 2 * s * kv // t * d,
-        # v is a view into the fused qkv output: saving it keeps that whole storage alive
-        "qkv output storage, kept alive by v": 2 * s * (a + 2 * kv) // t * d,
+        "v (kv/t groups, copied out of the fused qkv output)": 2 * s * kv // t * d,
         "attention log-sum-exp (fp32, per head and token)": 4 * a // t * s,
         "attention output (= attn.proj's input)": 2 * s * a // t * d,
         "mlp.gate/up input (one sequence shard)": 2 * shard,

@@ -44,17 +44,25 @@ S, H, LAYERS = 32768, 4096, 32
 
 
 def smallest_budget_by_hand(problem, shards: int) -> int:
-    """The least peak, derived: full recompute everywhere (the least stored per layer: its float32 input,
-    s·h·4 bytes) plus one layer's recompute at a time, on top of the model state — Megatron's 2 + 4 + 12
-    bytes per parameter (bf16 weights, fp32 gradients, fp32 master + two Adam moments), divided over the
-    ZeRO-3 shards — the outside-layer activations (measured under fake tensors) and the 2 GiB workspace."""
-    full = next(o for o in problem.layers[0].options if o.policy == "full")
-    assert PARAMS == 7_241_732_096 and full.stored_bytes == S * H * 4
+    """The least peak, derived: the model state — Megatron's 2 + 4 + 12 bytes per parameter (bf16 weights, fp32
+    gradients, fp32 master + two Adam moments), divided over the ZeRO-3 shards —, the outside-layer activations
+    (measured under fake tensors), the 2 GiB workspace, and the least activation peak of two plan shapes:
+    every layer full (L stored float32 inputs, s·h·4 bytes each, plus one layer's recompute, none − full), or
+    the first k = ⌊host limit / none⌋ layers offloaded (nothing stored; while the first runs its backward it holds
+    its own activations and the prefetched next layer's, 2 · none) and the rest full, which peaks at 2 · none
+    when (L − k) · full + (none − full) stays below it."""
+    by = {o.policy: o for o in problem.layers[0].options}
+    none, full = by["none"].stored_bytes, by["full"].stored_bytes
+    assert PARAMS == 7_241_732_096 and full == S * H * 4
+    assert by["full"].transient_bytes == none - full and by["offload"].transient_bytes == 2 * none
     state = {"weights": 2 * PARAMS // shards, "gradients": 4 * PARAMS // shards, "optimizer": 12 * PARAMS // shards}
     assert {k: problem.fixed_parts[k] for k in state} == state
     outside = problem.fixed_parts["outside layers (measured)"] + problem.fixed_parts["workspace reserve"]
     assert problem.fixed_parts["workspace reserve"] == 2 * 2**30
-    return sum(state.values()) + outside + LAYERS * full.stored_bytes + full.transient_bytes
+    all_full = LAYERS * full + none - full
+    k = min(LAYERS, problem.host_limit_bytes // none)
+    offload_front = 2 * none if (LAYERS - k) * full + none - full <= 2 * none else all_full
+    return sum(state.values()) + outside + min(all_full, offload_front)
 
 
 @pytest.mark.parametrize("memory", ["24GiB", "80GiB"])

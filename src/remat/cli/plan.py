@@ -119,10 +119,11 @@ def _transformers_args(p) -> None:
 
 def _output_args(p) -> None:
     """`remat plan`'s arguments: the output."""
-    p.add_argument("--format", choices=["md", "json", "hf", "nemo", "torchtitan"], default="md",
+    p.add_argument("--format", choices=["md", "json", "hf", "nemo", "torchtitan", "sac"], default="md",
                    help="md (default): a Markdown report with the per-layer table; json: the plan and its costs; "
                         "hf: transformers TrainingArguments (JSON); nemo: Megatron-Bridge / NeMo model overrides "
-                        "(YAML); torchtitan: its [activation_checkpoint] section (TOML). A trainer that cannot "
+                        "(YAML); torchtitan: its [activation_checkpoint] section (TOML); sac: a torch-only Python "
+                        "module (selective-checkpoint policy, POLICIES, apply(blocks)). A trainer that cannot "
                         "run the optimal plan gets the nearest plan it can, with its peak and step time")
     p.add_argument("--out", help="write the plan here (atomically) instead of printing it")
 

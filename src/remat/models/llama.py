@@ -7,7 +7,8 @@ accounting treat both alike:
     -> attn.core (F.scaled_dot_product_attention, causal, GQA) -> attn.proj (h -> h) -> + residual
     ln_2 (RMSNorm) -> mlp.gate, mlp.up (h -> ffn) -> mlp.act (SiLU) · up -> mlp.down (ffn -> h) -> + residual
 
-Mistral/Qwen2 sliding-window attention is an explicit boolean mask when the window is shorter than s.
+Mistral/Qwen2 sliding-window attention is an explicit boolean mask when the window is shorter than s, built once
+per model (``SDPACore``).
 """
 
 from __future__ import annotations
@@ -39,24 +40,54 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos[:, None, None, :] + rotated * sin[:, None, None, :]
 
 
+class RMSNorm(nn.Module):
+    """transformers' LlamaRMSNorm op for op, so the layer saves what the transformers model saves: the input
+    cast to float32 (kept by pow and by the scaling mul: 4sbh bytes for a 16-bit model), the float32 1/rms
+    (4sb) and the normalised input cast back to the model dtype (kept by the weight mul: 2sbh). torch's
+    nn.RMSNorm keeps the float32 normalised tensor instead (4sbh); a fused kernel (Apex, Transformer Engine)
+    keeps only the input and 1/rms. x [..., h] -> same shape and dtype."""
+
+    def __init__(self, hidden: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.float()
+        y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * y.to(x.dtype)
+
+
 class SDPACore(nn.Module):
     """Core attention through F.scaled_dot_product_attention (causal, GQA via enable_gqa).
 
-    q [s, b, a, d], k and v [s, b, kv, d] -> context [s, b, a·d].
+    q [s, b, a, d], k and v [s, b, kv, d] -> context [s, b, a·d]. A sliding window shorter than the step's s
+    (cfg.seq) is an additive [s, s] mask in the model dtype (0 inside the window, −inf outside: a boolean mask
+    would be converted to one inside every SDPA call and saved per layer) held as a non-persistent buffer,
+    built once: ``Transformer`` gives all its layers one storage (as transformers builds the mask once per
+    forward), so it is model state, not a saved activation of every layer. (A FlashAttention-2 kernel takes
+    the window as an argument and holds no mask; ``Module.to`` copies a shared buffer per layer.)
     """
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.gqa = cfg.kv_heads != cfg.heads
         self.window = cfg.sliding_window
+        mask = None
+        if self.window is not None and self.window < cfg.seq:
+            i = torch.arange(cfg.seq)
+            allowed = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < self.window)
+            mask = torch.zeros(cfg.seq, cfg.seq).masked_fill(~allowed, float("-inf"))   # the default (model) dtype
+        self.register_buffer("window_mask", mask, persistent=False)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         s, b, a, d = q.shape
         q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # [b, heads, s, d]
         if self.window is not None and self.window < s:
-            i = torch.arange(s, device=q.device)
-            allowed = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < self.window)
-            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=self.gqa)
+            if self.window_mask is None or s > self.window_mask.shape[0]:
+                raise ValueError(f"sequence length {s} is longer than the ModelConfig.seq the sliding-window mask "
+                                 "was built for")
+            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=self.window_mask[:s, :s], enable_gqa=self.gqa)
         else:
             ctx = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.gqa)
         return ctx.permute(2, 0, 1, 3).reshape(s, b, a * d)
@@ -87,7 +118,9 @@ class LlamaAttention(nn.Module):
         cos, sin = self.rope_cos[:s], self.rope_sin[:s]
         q = apply_rope(q.view(s, b, self.heads, d), cos, sin)
         k = apply_rope(k.view(s, b, self.kv_heads, d), cos, sin)
-        return self.proj(self.core(q, k, v.view(s, b, self.kv_heads, d)))
+        # v copied out of the fused output (as transformers' separate v_proj makes it), so the SDPA's saved v does
+        # not keep the whole [s, b, (a + 2kv)·d] output alive
+        return self.proj(self.core(q, k, v.contiguous().view(s, b, self.kv_heads, d)))
 
 
 class SwiGLU(nn.Module):
@@ -109,9 +142,9 @@ class LlamaLayer(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.ln_1 = nn.RMSNorm(cfg.hidden, eps=cfg.norm_eps)
+        self.ln_1 = RMSNorm(cfg.hidden, cfg.norm_eps)
         self.attn = LlamaAttention(cfg)
-        self.ln_2 = nn.RMSNorm(cfg.hidden, eps=cfg.norm_eps)
+        self.ln_2 = RMSNorm(cfg.hidden, cfg.norm_eps)
         self.mlp = SwiGLU(cfg)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch import nn
 
 from remat.errors import UsageError
-from remat.models.llama import LlamaAttention, LlamaLayer, SDPACore, SwiGLU
+from remat.models.llama import LlamaAttention, LlamaLayer, RMSNorm, SDPACore, SwiGLU
 from remat.models.presets import ModelConfig
 from remat.models.tensor_parallel import ColumnParallelLinear, RowParallelLinear
 from remat.models.transformer import default_dtype
@@ -79,9 +79,9 @@ class ParallelLlamaLayer(LlamaLayer):
         t = dist.get_world_size(group)
         check_split(cfg, t, sp)
         self.tp, self.sp, self.group = t, sp, group
-        self.ln_1 = nn.RMSNorm(cfg.hidden, eps=cfg.norm_eps)
+        self.ln_1 = RMSNorm(cfg.hidden, cfg.norm_eps)
         self.attn = ParallelLlamaAttention(cfg, group, sp)
-        self.ln_2 = nn.RMSNorm(cfg.hidden, eps=cfg.norm_eps)
+        self.ln_2 = RMSNorm(cfg.hidden, cfg.norm_eps)
         self.mlp = ParallelSwiGLU(cfg, group, sp)
         if sp:
             for ln in (self.ln_1, self.ln_2):

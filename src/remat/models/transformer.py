@@ -22,10 +22,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from remat.models.gpt import GPTEmbedding, GPTLayer
-from remat.models.llama import LlamaEmbedding, LlamaLayer
+from remat.models.llama import LlamaEmbedding, LlamaLayer, RMSNorm
 from remat.models.presets import ModelConfig
 
-_PARTS = {"gpt": (GPTEmbedding, GPTLayer, nn.LayerNorm), "llama": (LlamaEmbedding, LlamaLayer, nn.RMSNorm)}
+_PARTS = {"gpt": (GPTEmbedding, GPTLayer, nn.LayerNorm), "llama": (LlamaEmbedding, LlamaLayer, RMSNorm)}
 
 
 class Transformer(nn.Module):
@@ -41,7 +41,10 @@ class Transformer(nn.Module):
         self.cfg = cfg
         self.embed = embedding(cfg)
         self.layers = nn.ModuleList(layer(cfg) for _ in range(cfg.layers))
-        self.norm = norm(cfg.hidden, eps=cfg.norm_eps) if cfg.arch == "llama" else \
+        if cfg.arch == "llama":     # one sliding-window mask for every layer (SDPACore)
+            for later in self.layers[1:]:
+                later.attn.core.window_mask = self.layers[0].attn.core.window_mask
+        self.norm = norm(cfg.hidden, cfg.norm_eps) if cfg.arch == "llama" else \
             nn.LayerNorm(cfg.hidden, eps=cfg.norm_eps, bias=cfg.bias)
         self.head = nn.Linear(cfg.hidden, cfg.vocab, bias=False)
         if cfg.tie_embeddings:

@@ -69,8 +69,10 @@ def _facts(cfg: ModelConfig) -> dict:
     embed = count(model.embed)
     rest = sum(p.numel() for p in model.parameters()) - embed - sum(count(layer) for layer in model.layers)
     tensors = sum(1 for r in log.activations() if r.module.startswith("layers.0.") or r.module == "layers.0")
+    mask = getattr(model.layers[0].attn.core, "window_mask", None)
     return {"layer": count(model.layers[0]), "embedding": embed, "norm": count(model.norm),
-            "head": rest - count(model.norm), "tensors": tensors}
+            "head": rest - count(model.norm), "tensors": tensors,
+            "mask": 0 if mask is None else mask.numel() * mask.element_size()}
 
 
 @functools.lru_cache(maxsize=16)
@@ -119,8 +121,12 @@ def outside(cfg: ModelConfig, sp: bool, held: int) -> dict[str, int]:
     embedding's (token ids) × the ``held`` micro-batches in flight; with p = 1 also the final norm's, the head
     input's and the loss's (measured at t = 1), the vocabulary-wide fp32 log-softmax divided by t
     (Megatron's vocabulary-parallel cross-entropy), the hidden-wide tensors by t under SP (the final norm
-    and the head's input on the sequence shard)."""
+    and the head's input on the sequence shard); and the sliding-window mask every layer reads (one buffer,
+    remat.models.llama.SDPACore)."""
     out = {"embedding (measured)": held * sum(r["bytes"] for r in _outside_records(cfg) if r["embed"])}
+    mask = measure_layer(cfg)["mask"]
+    if mask:
+        out["sliding-window mask (one [s, s] buffer for every layer)"] = mask
     if cfg.pp == 1:
         t = cfg.tp
         head = lambda r: -(-r["bytes"] // t) if r["vocab"] or (sp and r["tokenwise"]) else r["bytes"]
