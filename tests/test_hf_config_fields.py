@@ -112,8 +112,9 @@ def test_gpt2_n_inner_sets_the_planned_weights(capsys, tmp_path):
     assert cfg.ffn_hidden == 6144 and params == 181_099_776
     weights = plan_json(capsys, cfg.source)["memory"]["weights"]
     default = plan_json(capsys, write(tmp_path, {**GPT2_SMALL, "n_inner": None}))["memory"]["weights"]
-    assert weights == params * 2 and default == 124_439_808 * 2 != weights
-    assert default == fake_param_count(from_name(write(tmp_path, GPT2_SMALL))) * 2
+    # GPT-2's config.json has no torch_dtype: float32 weights, 4 bytes each
+    assert weights == params * 4 and default == 124_439_808 * 4 != weights
+    assert default == fake_param_count(from_name(write(tmp_path, GPT2_SMALL))) * 4
 
 
 def test_gpt2_untied_head_adds_v_times_h(capsys, tmp_path):
@@ -122,7 +123,7 @@ def test_gpt2_untied_head_adds_v_times_h(capsys, tmp_path):
     assert (tied.tie_embeddings, untied.tie_embeddings) == (True, False)
     assert fake_param_count(untied) - fake_param_count(tied) == 50257 * 768 == 38_597_376
     weights = {c.tie_embeddings: plan_json(capsys, c.source)["memory"]["weights"] for c in (tied, untied)}
-    assert weights[False] - weights[True] == 2 * 38_597_376
+    assert weights[False] - weights[True] == 4 * 38_597_376     # float32 weights
 
 
 def test_gpt2_non_4h_layer_bytes_scale_the_mlp_terms(tmp_path):

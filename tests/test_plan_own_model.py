@@ -37,6 +37,10 @@ def tiny(tmp_path) -> str:
                   num_hidden_layers=2, vocab_size=1000, max_position_embeddings=4096)
 
 
+# the default regime's phrase for 16-bit parameters (remat.planner.regime: 2 + 4 + 4 + 4 + 4 bytes)
+MIXED_BF16 = "; regime mixed: 2 B weights + 4 B gradients (held all step) + 12 B optimizer = 18 B per parameter"
+
+
 # --- 1. the s and b used, on the first line --------------------------------------------------------------------
 
 def test_first_line_states_the_context_length_used_as_s(capsys, tmp_path):
@@ -46,13 +50,13 @@ def test_first_line_states_the_context_length_used_as_s(capsys, tmp_path):
     assert out.splitlines()[0] == (
         "# Recompute plan: mymistral on NVIDIA A100 SXM4 80GB (a100-80gb), s = 4096 (config.json "
         "max_position_embeddings, the context length; set --seq to your training length), b = 1 (default; set "
-        "--micro-batch)")
+        "--micro-batch)" + MIXED_BF16)
     code, out, _ = run(capsys, "plan", "--model", path, "--memory", "80GiB", "--no-baselines", "--format", "json",
                        "--seq", "512", "--micro-batch", "2", "--gpu", "rtx4090-24gb")
     doc = json.loads(out)
     assert code == 0 and next(iter(doc)) == "title"
     assert doc["title"] == ("Recompute plan: mymistral on NVIDIA GeForce RTX 4090 24GB (rtx4090-24gb), "
-                            "s = 512 (--seq), b = 2 (--micro-batch)")
+                            "s = 512 (--seq), b = 2 (--micro-batch)" + MIXED_BF16)
     assert (doc["settings"]["s"], doc["settings"]["b"]) == (512, 2)
 
 
@@ -67,21 +71,21 @@ def test_a_pipelined_config_plans_the_micro_batches_real_1f1b_holds(capsys, tmp_
     doc = json.loads(out)
     assert code == 0 and doc["settings"]["micro_batches"] == 16 and doc["settings"]["in_flight"] == [4, 4]
     assert doc["title"].endswith(", N = 16 micro-batches per step (default 4·p; set --global-batch), 4 in flight "
-                                 "on the first stage")
+                                 "on the first stage" + MIXED_BF16)
     per_mb = doc["settings"]["bytes_per_micro_batch"]
     assert {layer["kind"] for layer in doc["layers"]} == {"4 micro-batches in flight"}
     assert doc["memory"]["stored activations (layers)"] == sum(4 * per_mb[layer["policy"]] for layer in doc["layers"])
     code, given, _ = run(capsys, *common, "--global-batch", "64")
     given = json.loads(given)
     assert code == 0 and given["title"].endswith("N = 16 micro-batches per step (--global-batch), 4 in flight on "
-                                                 "the first stage")
+                                                 "the first stage" + MIXED_BF16)
     assert given["predicted"] == doc["predicted"] and given["layers"] == doc["layers"]
 
 
 def test_preset_title_and_help_name_the_default_s(capsys):
     code, out, _ = run(capsys, "plan", "--model", "gpt-22b", "--memory", "80GiB", "--no-baselines")
     assert code == 0 and out.splitlines()[0] == ("# Recompute plan: gpt-22b on NVIDIA A100 SXM4 80GB (a100-80gb), "
-                                                 "s = 2048 (the preset's), b = 4 (the preset's)")
+                                                 "s = 2048 (the preset's), b = 4 (the preset's)" + MIXED_BF16)
     code, out, _ = run(capsys, "plan", "--help")
     seq_help = " ".join(out.split("\n  --seq SEQ", 1)[1].split("\n  --micro-batch", 1)[0].split())
     assert code == 0 and "max_position_embeddings" in seq_help and "32768 for Mistral-7B" in seq_help

@@ -70,8 +70,9 @@ def test_llama_tensor_parallelism_it_cannot_split_is_refused(capsys):
     assert code == 0 and doc["settings"]["t"] == 2
     # one rank's parameters by hand (h 64, 4 heads and 2 kv groups of d 16, ffn 176, v 128, 2 layers, untied):
     # per layer qkv 64·(64 + 2·32)/2 + proj 64·64/2 + gate/up/down 3·64·176/2 + two norms 64 = 23,168; the
-    # vocabulary-parallel embedding and head 128·64/2 each, the final norm 64 whole; 2 bytes per weight
-    assert doc["memory"]["weights"] == 2 * (2 * 23168 + 4096 + 64 + 4096)
+    # vocabulary-parallel embedding and head 128·64/2 each, the final norm 64 whole; 4 bytes per weight (a float32
+    # preset)
+    assert doc["memory"]["weights"] == 4 * (2 * 23168 + 4096 + 64 + 4096)
 
 
 def test_llama3_8b_plans(capsys):

@@ -44,8 +44,9 @@ S, H, LAYERS = 32768, 4096, 32
 
 
 def smallest_budget_by_hand(problem, shards: int) -> int:
-    """The least peak, derived: the model state — Megatron's 2 + 4 + 12 bytes per parameter (bf16 weights, fp32
-    gradients, fp32 master + two Adam moments), divided over the ZeRO-3 shards —, the outside-layer activations
+    """The least peak, derived: the model state — the config has no torch_dtype, so float32 parameters, and the
+    default regime (mixed) is 4 + 4 + 8 bytes per parameter (fp32 weights, fp32 gradients, two fp32 Adam moments;
+    no master copy), divided over the ZeRO-3 shards —, the outside-layer activations
     (measured under fake tensors), the 2 GiB workspace, and the least activation peak of two plan shapes:
     every layer full (L stored float32 inputs, s·h·4 bytes each, plus one layer's recompute, none − full), or
     the first k = ⌊host limit / none⌋ layers offloaded (nothing stored; while the first runs its backward it holds
@@ -55,7 +56,7 @@ def smallest_budget_by_hand(problem, shards: int) -> int:
     none, full = by["none"].stored_bytes, by["full"].stored_bytes
     assert PARAMS == 7_241_732_096 and full == S * H * 4
     assert by["full"].transient_bytes == none - full and by["offload"].transient_bytes == 2 * none
-    state = {"weights": 2 * PARAMS // shards, "gradients": 4 * PARAMS // shards, "optimizer": 12 * PARAMS // shards}
+    state = {"weights": 4 * PARAMS // shards, "gradients": 4 * PARAMS // shards, "optimizer": 8 * PARAMS // shards}
     assert {k: problem.fixed_parts[k] for k in state} == state
     outside = problem.fixed_parts["outside layers (measured)"] + problem.fixed_parts["workspace reserve"]
     assert problem.fixed_parts["workspace reserve"] == 2 * 2**30

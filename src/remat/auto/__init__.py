@@ -34,7 +34,7 @@ __all__ = ["plan", "apply", "clear", "explain", "find_blocks", "Blocks", "POLICI
 def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str | int | None = None,
          gpu: str = "h100-80gb", choices: Sequence[str] = POLICIES, blocks=None, loss_fn=None,
          optimizer_state_bytes: int | None = None, host_memory: str | int | None = None,
-         reserve: str | int = 0):
+         reserve: str | int = 0, regime=None):
     """The per-block policy of least predicted step time whose predicted peak fits ``budget``.
 
     model: any eager nn.Module (real or fake parameters; nothing real is allocated: it runs under
@@ -45,7 +45,10 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     policies a block may take. blocks: None (found: remat.auto.find_blocks), a container's name or a list of
     modules. optimizer_state_bytes: None = Adam's two moments in the parameters' dtype. reserve: bytes set
     aside for what no tensor of the model accounts for (CUDA context, allocator fragmentation, communication
-    buffers; ``remat plan`` states 2 GiB); 0 by default, so the peak is the model's tensors alone.
+    buffers; ``remat plan`` states 2 GiB); 0 by default, so the peak is the model's tensors alone. regime: None
+    (the model state as this eager model keeps it: its parameters, Adam's moments in their dtype, gradients made
+    by backward) or a remat.planner.regime.Regime (``remat plan --regime``: the same bytes per parameter on
+    every planning path; then ``optimizer_state_bytes`` is not used).
 
     Returns an AutoPlan (remat.auto.planning): ``policies``, ``plan.peak_bytes`` (bytes), ``plan.step_time_s``
     (seconds), ``print(result)``. Raises UsageError naming the argument for bad input, InfeasibleError with the
@@ -64,7 +67,7 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
     costs = measure_model(model, tuple(args), dict(example_kwargs or {}), found, device, loss_fn, choices)
     problem = build_problem(costs, budget_bytes, choices, optimizer_state_bytes, host,
-                            reserve_bytes=parse_bytes(reserve, "reserve"),
+                            reserve_bytes=parse_bytes(reserve, "reserve"), regime=regime,
                             meta={"gpu": device.name, "gpu_name": device.full_name or device.name,
                                   "time_source": "roofline model (remat.timemodel)", "blocks": len(found)})
     return solve_blocks(problem, found, costs)

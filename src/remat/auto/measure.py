@@ -109,6 +109,7 @@ class ModelCosts:
     outside_time_s: float
     dtype: str
     notes: tuple = ()         # how the model was run (remat.auto.hf.CACHE_OFF)
+    head_grad_bytes: int = 0  # gradients made before the blocks' backward (of the parameters used after them)
 
 
 def fake_model(model: nn.Module, device: str | torch.device = "cpu") -> tuple:
@@ -197,7 +198,7 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
         held_bytes=whole["live_last"] - whole["params"] - stored,
         floor_bytes=max(0, whole["peak_head"] - whole["live_last"]),
         end_bytes=0 if whole["peak_end"] is None else whole["peak_end"] - whole["live_last"] + stored,
-        outside_time_s=max(0.0, outside_s), dtype=dtype, notes=notes)
+        outside_time_s=max(0.0, outside_s), dtype=dtype, notes=notes, head_grad_bytes=whole["head_grads"])
 
 
 def default_loss(output) -> torch.Tensor:

@@ -23,14 +23,18 @@ The optimizer step itself (its temporaries) is not part of the peak.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from itertools import groupby, product
+
+import torch
 
 from remat.auto.blocks import Blocks
 from remat.auto.measure import ModelCosts
 from remat.errors import InfeasibleError
 from remat.planner.baselines import entry
 from remat.planner.problem import POLICIES, Layer, Option, Plan, Problem, plan_from_policies
+from remat.planner.regime import Regime
 from remat.planner.render import to_json
 from remat.planner.solve import solve
 from remat.units import format_bytes
@@ -76,11 +80,22 @@ class AutoPlan:
 
 
 def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimizer_state_bytes: int | None = None,
-                  host_limit_bytes: int | None = None, meta: dict | None = None, reserve_bytes: int = 0) -> Problem:
+                  host_limit_bytes: int | None = None, meta: dict | None = None, reserve_bytes: int = 0,
+                  regime: Regime | None = None) -> Problem:
     """The planner's problem of a measured model (module docstring); bytes are ints. ``optimizer_state_bytes``
-    None = 2 × the trainable parameters' bytes (Adam)."""
+    None = 2 × the trainable parameters' bytes (Adam). ``regime`` (remat.planner.regime): the model state in
+    its bytes per parameter (``_state``); None = as measured (``_state``)."""
+    fixed, g, held_all = _state(costs, optimizer_state_bytes, regime)
     grads = [b.grad_bytes for b in costs.blocks]
-    later = [sum(grads[i + 1:]) for i in range(len(grads))]
+    later = [0 if held_all else g(sum(grads[i + 1:])) for i in range(len(grads))]
+    # a block's measured transient holds the gradients its backward makes, in the parameters' dtype: kept as
+    # measured when a buffer holds them all step (the backward still makes each before adding it in), else in
+    # the regime's bytes
+    own = [0 if held_all else g(grad) - grad for grad in grads]
+    head = costs.head_grad_bytes
+    rest = costs.trainable_bytes - head
+    held = costs.held_bytes - head + (0 if held_all else g(head))
+    end = costs.end_bytes - rest + (0 if held_all else g(rest))
     layers = []
     for i, block in enumerate(costs.blocks):
         options = []
@@ -88,25 +103,41 @@ def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimi
             if policy not in block.costs:      # refused for this block (BlockCost.refused)
                 continue
             c = block.costs[policy]
-            transient = c.transient_bytes + later[i]
+            transient = c.transient_bytes + own[i] + later[i]
             if i == 0:
-                transient = max(transient, costs.end_bytes - c.stored_bytes)
+                transient = max(transient, end - c.stored_bytes)
             options.append(Option(policy, stored_bytes=c.stored_bytes, transient_bytes=max(0, transient),
                                   time_s=c.time_s, recompute_flops=c.recompute_flops,
                                   offload_bytes=c.offload_bytes))
         layers.append(Layer(i, tuple(options), block.name))
-    optimizer = 2 * costs.trainable_bytes if optimizer_state_bytes is None else optimizer_state_bytes
-    fixed = {"parameters and buffers": costs.params_bytes,
-             f"optimizer state ({'Adam m, v in ' + costs.dtype if optimizer_state_bytes is None else 'given'})":
-                 optimizer,
-             "held outside the blocks (measured)": max(0, costs.held_bytes)}
+    fixed["held outside the blocks (measured)"] = max(0, held)
     if reserve_bytes:
         fixed["workspace reserve"] = reserve_bytes
     return Problem(tuple(layers), fixed, budget_bytes, host_limit_bytes, fixed_time_s=costs.outside_time_s,
                    transient_floor_bytes=costs.floor_bytes, prefix=True,
                    meta={"cost_source": COST_SOURCE, "memory_model": "prefix", "dtype": costs.dtype,
-                         "selective": "op-level",
-                         "param_count": costs.param_count, **(meta or {})})
+                         "selective": "op-level", "param_count": costs.param_count,
+                         **({"regime": regime.describe()} if regime else {}), **(meta or {})})
+
+
+def _state(costs: ModelCosts, optimizer_state_bytes: int | None, regime: Regime | None):
+    """(fixed parts, g, held_all): the model state's fixed bytes; g maps measured gradient bytes (the
+    parameters' dtype) to the regime's; held_all: the gradients are one buffer held all step (a fixed part)
+    instead of made by backward block by block (the measured timing: the head's before the blocks' backward,
+    each block's in its backward, the embedding's at the end). regime None: parameters and buffers, Adam's two
+    moments in the parameters' dtype (or ``optimizer_state_bytes``), gradients as measured."""
+    if regime is None:
+        optimizer = 2 * costs.trainable_bytes if optimizer_state_bytes is None else optimizer_state_bytes
+        what = "Adam m, v in " + costs.dtype if optimizer_state_bytes is None else "given"
+        return {"parameters and buffers": costs.params_bytes, f"optimizer state ({what})": optimizer}, \
+            (lambda x: x), False
+    size = getattr(torch, costs.dtype).itemsize
+    per = lambda n, x: x * n // size               # measured bytes in the dtype -> n bytes per element
+    fixed = {"parameters and buffers": per(regime.weight, costs.params_bytes)}
+    if regime.grads_held_all_step:
+        fixed["gradients (held all step)"] = per(regime.grad, costs.trainable_bytes)
+    fixed["optimizer state"] = per(regime.optimizer, costs.trainable_bytes)
+    return fixed, functools.partial(per, regime.grad), regime.grads_held_all_step
 
 
 def solve_blocks(problem: Problem, blocks: Blocks, costs: ModelCosts) -> AutoPlan:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 
 import torch
+from torch.nn.modules.module import register_module_forward_pre_hook
 from torch.utils._pytree import tree_flatten
 
 from remat.errors import UsageError
@@ -24,7 +25,9 @@ from remat.timemodel.trace import LayerTrace, recording
 def whole_step(model, args, kwargs, blocks, loss_fn) -> dict:
     """One plain step (forward, ``loss_fn``, backward) under the memory tracker: {"inputs": per block (args,
     kwargs, autocast state) of its first call or None, "params": bytes of parameters and buffers, "param_count",
-    "live_last", "peak_head", "peak_end" (bytes; peak_end None when no block input needs a gradient)}."""
+    "live_last", "peak_head", "peak_end" (bytes; peak_end None when no block input needs a gradient),
+    "head_grads" (bytes of the gradients of the parameters of modules that run after the last block — the head's,
+    made before the blocks' backward starts)}."""
     captured: list = [None] * len(blocks)
     marks: dict = {}
     handles = [m.register_forward_pre_hook(functools.partial(_capture, captured, i), with_kwargs=True)
@@ -38,6 +41,7 @@ def whole_step(model, args, kwargs, blocks, loss_fn) -> dict:
                 functools.partial(_after_last_forward, mem, marks)))
             handles.append(blocks.modules[0].register_forward_pre_hook(
                 functools.partial(_before_first_forward, mem, marks), with_kwargs=True))
+            handles.append(register_module_forward_pre_hook(functools.partial(_after_last, marks)))
             loss = loss_fn(model(*args, **kwargs))     # the output is not held through backward
             loss.backward()
             # after the first block's backward (when its input needs a gradient): the embedding's backward
@@ -47,8 +51,16 @@ def whole_step(model, args, kwargs, blocks, loss_fn) -> dict:
             h.remove()
     for p in model.parameters():
         p.grad = None
+    head = {id(p): p for m in marks.get("after_last", ()) for p in m.parameters(recurse=False) if p.requires_grad}
     return {"inputs": captured, "params": params, "param_count": sum(p.numel() for p in model.parameters()),
-            "live_last": marks["live_last"], "peak_head": marks["peak_head"], "peak_end": marks["peak_end"]}
+            "live_last": marks["live_last"], "peak_head": marks["peak_head"], "peak_end": marks["peak_end"],
+            "head_grads": unique_bytes(head.values())}
+
+
+def _after_last(marks, module, args):
+    """Every module that starts its forward after the last block's output was made (the head's)."""
+    if "hooked_last" in marks:
+        marks.setdefault("after_last", []).append(module)
 
 
 def check_inputs(blocks, inputs) -> None:

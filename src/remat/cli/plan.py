@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from remat.cli.args import (command, model_help, nonnegative_float, nonnegative_int, positive_float,
                             positive_int)
+from remat.planner.regime import DEFAULT, REGIMES
 from remat.timemodel.gpus import GPUS
 
 
@@ -59,13 +60,16 @@ def _shape_args(p) -> None:
 
 def _bytes_args(p) -> None:
     """`remat plan`'s arguments: bytes per parameter, gradient, optimizer; reserve; host memory."""
+    p.add_argument("--regime", choices=list(REGIMES), default=DEFAULT,
+                   help="precision / optimizer regime, the same on every path (stated on the plan's first line; "
+                        "remat.planner.regime): mixed (default; Megatron-style: weights in the model dtype, fp32 "
+                        "gradient buffer held all step, fp32 master + Adam m, v: 18 B per bf16 parameter) or pure "
+                        "(everything in the parameters' dtype, gradients made by backward: 8 B per bf16 parameter)")
     p.add_argument("--weight-bytes", type=nonnegative_int,
-                   help="bytes per parameter (default 2; with --hf measured from the model's dtype)")
-    p.add_argument("--grad-bytes", type=nonnegative_int,
-                   help="bytes per gradient (default 4; with --hf measured: the parameters' dtype)")
+                   help="bytes per parameter (default: the regime's, the model dtype's size)")
+    p.add_argument("--grad-bytes", type=nonnegative_int, help="bytes per gradient (default: the regime's)")
     p.add_argument("--optimizer-bytes", type=nonnegative_int,
-                   help="optimizer bytes per parameter (default 12: fp32 master + Adam m, v; with a transformers "
-                        "model (--hf) Adam's m, v in the parameters' dtype)")
+                   help="optimizer bytes per parameter (default: the regime's)")
     p.add_argument("--reserve", default="2GiB", help="stated workspace reserve (default 2GiB)")
     p.add_argument("--host-memory", help="host memory PER GPU for offloaded activations (default: the preset's, e.g. "
                                          "256 GiB = a DGX's 2 TB ÷ 8 GPUs)")

@@ -9,6 +9,8 @@ import json
 import sys
 from pathlib import Path
 
+import torch
+
 from remat import auto, planner  # planner.plan_model looked up when called: a test replaces it
 from remat.auto.check import check_small
 from remat.auto.hf import available, build
@@ -18,6 +20,7 @@ from remat.models.hf_config import SUPPORTED, read_json_object
 from remat.models.presets import from_name
 from remat.planner.mckp import SearchTooLarge
 from remat.planner.problem import POLICIES
+from remat.planner.regime import Regime, resolve
 from remat.timemodel.gpus import GPUS
 from remat.units import format_bytes, parse_bytes
 
@@ -77,8 +80,8 @@ def _use_hf(args) -> bool:
 _HF_UNSUPPORTED = {"tp": ("--tp", (None, 1)), "sp": ("--sp", (False,)), "pp": ("--pp", (None, 1)),
                    "interleave": ("--interleave", (None, 1)), "dp": ("--dp", (1,)), "zero": ("--zero", (0,)),
                    "global_batch": ("--global-batch", (None,)), "calibrate": ("--calibrate", (False,)),
-                   "weight_bytes": ("--weight-bytes", (None,)), "grad_bytes": ("--grad-bytes", (None,)),
-                   "peak_tflops": ("--peak-tflops", (None,)), "achievable": ("--achievable", (None,)),
+                   "weight_bytes": ("--weight-bytes", (None,)), "peak_tflops": ("--peak-tflops", (None,)),
+                   "achievable": ("--achievable", (None,)),
                    "link_gbps": ("--link-gbps", (None,)), "link_t0_us": ("--link-t0-us", (None,)),
                    "gpus_per_host_link": ("--gpus-per-host-link", (None,))}
 """Flags the transformers path (remat.auto: t = p = 1, measured bytes, the GPU preset's rates) cannot honour:
@@ -99,20 +102,21 @@ def _hf_plan_text(args) -> str:
     reserve = parse_bytes(args.reserve, "--reserve")
     built = build(args.model, "fake", layers=args.layers, seq=args.seq, micro_batch=args.micro_batch)
     with built.mode:
-        params = sum(p.numel() for p in built.model.parameters())
-        optimizer = None if args.optimizer_bytes is None else args.optimizer_bytes * params
+        itemsize = next(built.model.parameters()).element_size()
         result = auto.plan(built.model, (), built.kwargs, budget=budget, gpu=args.gpu, choices=choices,
-                           optimizer_state_bytes=optimizer, reserve=reserve,
+                           reserve=reserve, regime=regime_of(args, itemsize),
                            host_memory=None if args.host_memory is None else
                            parse_bytes(args.host_memory, "--host-memory"))
     meta = result.problem.meta
-    extra = "".join(f", {k}={v}" for k, v in (("optimizer_state_bytes", optimizer), ("reserve", reserve))
+    extra = "".join(f", {k}={v}" for k, v in (("regime", f"resolve({args.regime!r}, {itemsize}"
+                                                           f"{_overrides(args)})"), ("reserve", reserve))
                     if v not in (None, 0))
     meta.update(model=built.source, s=built.seq, b=built.micro_batch, L=len(result.policies),
                 s_from="--seq" if args.seq else "the config's context length; set --seq to your training length",
                 b_from="--micro-batch" if args.micro_batch else "default; set --micro-batch",
                 transformers_class=type(built.model).__name__,
-                auto_call=[f"# batch: input_ids and labels, int64 [b, s] = [{built.micro_batch}, {built.seq}]",
+                auto_call=["from remat.planner.regime import resolve",
+                           f"# batch: input_ids and labels, int64 [b, s] = [{built.micro_batch}, {built.seq}]",
                            f"result = auto.plan(model, (), batch, budget={result.problem.budget_bytes}, "
                            f'gpu="{args.gpu}"{extra})  # budget in bytes'])
     _warn_budget_above_gpu(args)
@@ -147,6 +151,18 @@ def _check_text(args) -> str:
     return "\n".join(lines) + "\n"
 
 
+def regime_of(args, itemsize: int) -> Regime:
+    """The --regime for a model whose parameters take ``itemsize`` bytes, with --weight/--grad/--optimizer-bytes
+    overriding its terms (remat.planner.regime)."""
+    return resolve(args.regime, itemsize, args.weight_bytes, args.grad_bytes, args.optimizer_bytes)
+
+
+def _overrides(args) -> str:
+    """The overrides of ``regime_of`` as keyword arguments of remat.planner.regime.resolve ("" when none)."""
+    named = (("weight", args.weight_bytes), ("grad", args.grad_bytes), ("optimizer", args.optimizer_bytes))
+    return "".join(f", {k}={v}" for k, v in named if v is not None)
+
+
 def _warn_budget_above_gpu(args) -> None:
     """One warning line on stderr when --memory exceeds the GPU preset's memory (the plan is still made)."""
     gpu = GPUS.get(args.gpu)
@@ -163,9 +179,7 @@ def _plan_text(args, cfg, gpu_overrides) -> str:
         memory=None if args.memory is None else parse_bytes(args.memory, "--memory"),
         host_memory=None if args.host_memory is None else parse_bytes(args.host_memory, "--host-memory"),
         reserve=parse_bytes(args.reserve, "--reserve"), sp=args.sp, dp=args.dp, zero=args.zero,
-        weight_bytes=2 if args.weight_bytes is None else args.weight_bytes,
-        grad_bytes=4 if args.grad_bytes is None else args.grad_bytes,
-        optimizer_bytes=12 if args.optimizer_bytes is None else args.optimizer_bytes,
+        regime=regime_of(args, getattr(torch, cfg.dtype).itemsize),
         policies=tuple(x.strip() for x in args.policies.split(",")), calibrate=args.calibrate,
         baselines=not args.no_baselines, sac_time_limit_s=args.sac_time_limit, fmt=args.format,
         given=tuple(k for k in ("seq", "micro_batch", "global_batch") if getattr(args, k) is not None))

@@ -49,7 +49,7 @@ only; the plan's meta says which (``cost_source``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from remat.errors import UsageError
@@ -231,8 +231,46 @@ def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
             "reserve_bytes": st.reserve_bytes, "weight_bytes": st.weight_bytes, "grad_bytes": st.grad_bytes,
             "optimizer_bytes": st.optimizer_bytes,
             "memory_model": "prefix" if p == 1 else "all stored + worst transient"}
+    if st.regime is not None:
+        layers, fixed = _gradient_timing(cfg, st, measured, layers, fixed, meta)
     return Problem(tuple(layers), fixed, st.budget_bytes, st.host_limit_bytes, fixed_time_s=head_time,
                    transient_floor_bytes=floor, prefix=(p == 1), meta=meta)
+
+
+def _grad_params(cfg: ModelConfig, measured: dict | None) -> tuple[int, int, int]:
+    """Parameters of one GPU (p = 1, t = cfg.tp) whose gradients backward makes (layer, head side, end side): one
+    layer's; those made before the layers' backward (the final norm and the head — the word embedding when the
+    head shares it); those made after it (the embedding's: the position table, an untied word embedding)."""
+    h, v, t = cfg.hidden, cfg.vocab, cfg.tp
+    if measured is None:    # GPT closed form (remat.formulas.korthikanti.params_per_gpu's terms)
+        word = v * h // t
+        return (korthikanti.params_per_layer(h, t, cfg.ffn_hidden), 2 * h + word,
+                cfg.max_positions * h + (0 if cfg.tie_embeddings else word))
+    n = measured["params"]
+    head = n["head"] or n["embedding"]    # a tied head is the embedding
+    return n["per_layer"], n["norm"] + head, n["embedding"] if n["head"] else 0
+
+
+def _gradient_timing(cfg: ModelConfig, st: Settings, measured: dict | None, layers: list, fixed: dict,
+                     meta: dict) -> tuple[list, dict]:
+    """The regime's gradients in the prefix model: held all step (a fixed part, as computed), or made by
+    backward (eager ``.grad``): the head side's before the layers' backward (fixed), each layer's in its
+    backward (layer i's transient holds layers i..L−1's), the embedding's at the end (layer 0's transient covers
+    the moment: every gradient, nothing stored). A pipeline stage (p > 1) or ZeRO ≥ 2 (gradient buffers
+    reduce-scattered) holds them all step: stated."""
+    regime, note = st.regime, ""
+    if not regime.grads_held_all_step and (cfg.pp > 1 or st.zero >= 2):
+        note = "; here held all step (" + ("--pp > 1" if cfg.pp > 1 else "--zero ≥ 2") + ")"
+    elif not regime.grads_held_all_step:
+        per_layer, head_side, end_side = (n * st.grad_bytes for n in _grad_params(cfg, measured))
+        fixed = {k: (head_side if k == "gradients" else v) for k, v in fixed.items()}
+        L = len(layers)
+        layers = [replace(layer, options=tuple(
+            replace(o, transient_bytes=max(o.transient_bytes + (L - i) * per_layer,
+                                           L * per_layer + end_side - o.stored_bytes if i == 0 else 0))
+            for o in layer.options)) for i, layer in enumerate(layers)]
+    meta["regime"] = regime.describe() + note
+    return layers, fixed
 
 
 def _whole(x: Fraction) -> int:

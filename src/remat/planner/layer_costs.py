@@ -15,6 +15,7 @@ from remat.formulas import korthikanti
 from remat.formulas import offload as offload_formulas
 from remat.models.presets import ModelConfig
 from remat.planner.problem import POLICIES
+from remat.planner.regime import Regime
 from remat.timemodel.gpus import GPU
 from remat.timemodel.layer import predict
 from remat.units import GiB
@@ -37,6 +38,8 @@ class Settings:
     optimizer_bytes: int = 12
     reserve_bytes: int = DEFAULT_RESERVE
     policies: tuple[str, ...] = POLICIES
+    regime: Regime | None = None    # named precision regime (remat.planner.regime); None: the bytes above, held
+
     calibration: dict[str, float] | None = field(default=None, compare=False)  # s per layer per micro-batch
 
 

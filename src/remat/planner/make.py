@@ -6,30 +6,39 @@ from __future__ import annotations
 
 import dataclasses
 
+import torch
+
 from remat.errors import UsageError
 from remat.models.presets import ModelConfig
 from remat.planner import costs
 from remat.planner.calibrate import layer_seconds
 from remat.planner.problem import POLICIES, Problem
+from remat.planner.regime import DEFAULT, Regime, resolve
 from remat.timemodel.gpus import gpu
 
 
 def make_problem(cfg: ModelConfig, gpu_name: str = "a100-80gb", gpu_overrides: dict | None = None,
                  memory: int | None = None, host_memory: int | None = None, reserve: int | None = None,
-                 sp: bool = False, dp: int = 1, zero: int = 0, weight_bytes: int = 2, grad_bytes: int = 4,
-                 optimizer_bytes: int = 12, policies=POLICIES, calibrate: bool = False) -> Problem:
+                 sp: bool = False, dp: int = 1, zero: int = 0, weight_bytes: int | None = None,
+                 grad_bytes: int | None = None, optimizer_bytes: int | None = None, policies=POLICIES,
+                 calibrate: bool = False, regime: Regime | str = DEFAULT) -> Problem:
     """The planning problem of ``cfg`` on one GPU (bytes: int; None = the GPU preset's memory / host memory;
-    reserve None = costs.DEFAULT_RESERVE). ``calibrate`` measures per-layer seconds on this machine.
+    reserve None = costs.DEFAULT_RESERVE). ``calibrate`` measures per-layer seconds on this machine. ``regime``
+    (remat.planner.regime: a Regime, or a name resolved for cfg.dtype with the three bytes per parameter as
+    overrides) sets the model state's bytes per parameter and how long gradients live.
     Raises UsageError naming the field for bad input."""
     device = gpu(gpu_name, **(gpu_overrides or {}))
     for name in policies:
         if name not in POLICIES:
             raise UsageError("--policies", f"unknown policy {name!r} (known: {', '.join(POLICIES)})")
+    if isinstance(regime, str):
+        regime = resolve(regime, getattr(torch, cfg.dtype).itemsize, weight_bytes, grad_bytes, optimizer_bytes)
     settings = costs.Settings(
         gpu=device, budget_bytes=device.memory_bytes if memory is None else memory,
         host_limit_bytes=device.host_memory_bytes if host_memory is None else host_memory, sp=sp, dp=dp,
-        zero=zero, weight_bytes=weight_bytes, grad_bytes=grad_bytes, optimizer_bytes=optimizer_bytes,
-        reserve_bytes=costs.DEFAULT_RESERVE if reserve is None else reserve, policies=tuple(policies))
+        zero=zero, weight_bytes=regime.weight, grad_bytes=regime.grad, optimizer_bytes=regime.optimizer,
+        reserve_bytes=costs.DEFAULT_RESERVE if reserve is None else reserve, policies=tuple(policies),
+        regime=regime)
     costs.check(cfg, settings)                  # before a calibration spends seconds
     if calibrate:
         settings = dataclasses.replace(settings, calibration=layer_seconds(cfg, policies))

@@ -178,6 +178,7 @@ def measured_costs(cfg: ModelConfig, st, held: int = 1) -> dict:
         "outside": outside(cfg, st.sp, held),
         "floor_bytes": -(-4 * cfg.seq * cfg.micro_batch * cfg.vocab // t) if p == 1 else 0,
         "head_time_s": (m["head_forward_flops"] + m["head_backward_flops"]) / t / rate if p == 1 else 0.0,
-        "params": {"per_layer": rank["layer"], "on_this_gpu": n},
+        "params": {"per_layer": rank["layer"], "on_this_gpu": n, "embedding": -(-m["embedding"] // t),
+                   "norm": m["norm"] if p == 1 else 0, "head": -(-m["head"] // t) if p == 1 else 0},
         "source": COST_SOURCE,
     }

@@ -43,12 +43,15 @@ def shape(meta: dict) -> str:
 
 
 def title(problem: Problem) -> str:
-    """"Recompute plan: <model> on <GPU full name> (<preset>), s = …, b = …": the first line of every plan."""
+    """"Recompute plan: <model> on <GPU full name> (<preset>), s = …, b = …; regime …": the first line of every
+    plan (the regime when the plan has one: remat.planner.regime)."""
     meta = problem.meta
     gpu = meta.get("gpu", "GPU")
     name = meta.get("gpu_name", gpu)
     where = name if name == gpu else f"{name} ({gpu})"
-    return f"Recompute plan: {meta.get('model', 'model')} on {where}" + (f", {shape(meta)}" if "s" in meta else "")
+    regime = f"; {meta['regime']}" if meta.get("regime") else ""
+    return f"Recompute plan: {meta.get('model', 'model')} on {where}" + (f", {shape(meta)}" if "s" in meta else "") \
+        + regime
 
 
 def to_json(problem: Problem, plan: Plan, baselines: dict[str, dict]) -> dict:
