@@ -263,7 +263,7 @@ def test_cli_plans_a_model_type_only_transformers_knows(capsys, tmp_path):
     assert plan["settings"]["cost_source"].startswith("measured per block") and plan["apply"]["layers"] == 3
 
 
-@pytest.mark.parametrize("flag", [["--tp", "2"], ["--dp", "2"], ["--weight-bytes", "4"], ["--sp"]])
+@pytest.mark.parametrize("flag", [["--tp", "2"], ["--pp", "2"], ["--weight-bytes", "4"], ["--sp"], ["--zero", "3"]])
 def test_cli_hf_refuses_flags_it_cannot_honour(capsys, tmp_path, flag):
     pytest.importorskip("transformers")
     out_file = tmp_path / "plan.md"

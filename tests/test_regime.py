@@ -118,3 +118,28 @@ def test_transformers_path_pure_regime_is_the_eager_measurement():
         assert all(q.transient_bytes <= o.transient_bytes for o, q in zip(a.options, b.options))
     assert measured.layers[1].options == mixed.layers[1].options
     assert measured.layers[0].options[0].transient_bytes > mixed.layers[0].options[0].transient_bytes
+
+
+def _least(err: str) -> int:
+    return int(err.split("the smallest budget that works is ", 1)[1].split("(", 1)[1].split(" bytes)", 1)[0])
+
+
+def test_transformers_path_shards_the_state_and_names_what_would_fit(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA))
+    common = ("--model", str(path), "--seq", "1024", "--hf")
+    params = 2 * (4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336 + 2 * 4096) + 2 * 1024 * 4096 + 4096
+    sharded = _plan(capsys, *common, "--memory", "80GiB", "--dp", "4", "--zero", "3")
+    # ZeRO-3 over 4 ranks: 18 B per parameter (mixed, bf16), each term a quarter (rounded up)
+    assert sharded["memory"]["optimizer state"] == pytest.approx(12 * params / 4, abs=1024)
+    assert sharded["memory"]["gradients (held all step)"] == pytest.approx(4 * params / 4, abs=1024)
+    assert sharded["memory"]["parameters and buffers"] == pytest.approx(2 * params / 4, abs=1024)
+    code = main(["plan", *common, "--memory", "6GiB", "--no-baselines"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (3, "") and len(err.strip().splitlines()) == 1
+    assert "s = 1024, b = 1; regime mixed" in err
+    least = _least(err)
+    # ZeRO-3 over n ranks saves (1 - 1/n) of the 18 B per parameter; the smallest power of two that fits 6 GiB
+    n = next(d for d in (2 ** k for k in range(1, 11)) if least - 18 * params * (1 - 1 / d) <= 6 * 2**30)
+    assert f"Fits 6.00 GiB with --dp {n} --zero 3 (" in err
+    assert "--seq 128 (" in err         # a shorter sequence is measured too; the state alone does not fit 6 GiB

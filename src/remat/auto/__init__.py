@@ -23,7 +23,7 @@ from remat.auto.blocks import Blocks, find_blocks
 from remat.auto.measure import measure_model
 from remat.auto.planning import build_problem, solve_blocks
 from remat.auto.wrap import apply, clear
-from remat.errors import UsageError
+from remat.errors import InfeasibleError, UsageError
 from remat.planner.problem import POLICIES
 from remat.timemodel.gpus import gpu as gpu_preset
 from remat.units import parse_bytes
@@ -34,7 +34,7 @@ __all__ = ["plan", "apply", "clear", "explain", "find_blocks", "Blocks", "POLICI
 def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str | int | None = None,
          gpu: str = "h100-80gb", choices: Sequence[str] = POLICIES, blocks=None, loss_fn=None,
          optimizer_state_bytes: int | None = None, host_memory: str | int | None = None,
-         reserve: str | int = 0, regime=None):
+         reserve: str | int = 0, regime=None, dp: int = 1, zero: int = 0):
     """The per-block policy of least predicted step time whose predicted peak fits ``budget``.
 
     model: any eager nn.Module (real or fake parameters; nothing real is allocated: it runs under
@@ -48,7 +48,8 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     buffers; ``remat plan`` states 2 GiB); 0 by default, so the peak is the model's tensors alone. regime: None
     (the model state as this eager model keeps it: its parameters, Adam's moments in their dtype, gradients made
     by backward) or a remat.planner.regime.Regime (``remat plan --regime``: the same bytes per parameter on
-    every planning path; then ``optimizer_state_bytes`` is not used).
+    every planning path; then ``optimizer_state_bytes`` is not used). dp, zero: the model state sharded by ZeRO
+    stage ``zero`` over ``dp`` data-parallel ranks (remat.auto.planning.shard_state).
 
     Returns an AutoPlan (remat.auto.planning): ``policies``, ``plan.peak_bytes`` (bytes), ``plan.step_time_s``
     (seconds), ``print(result)``. Raises UsageError naming the argument for bad input, InfeasibleError with the
@@ -67,10 +68,14 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
     costs = measure_model(model, tuple(args), dict(example_kwargs or {}), found, device, loss_fn, choices)
     problem = build_problem(costs, budget_bytes, choices, optimizer_state_bytes, host,
-                            reserve_bytes=parse_bytes(reserve, "reserve"), regime=regime,
+                            reserve_bytes=parse_bytes(reserve, "reserve"), regime=regime, dp=dp, zero=zero,
                             meta={"gpu": device.name, "gpu_name": device.full_name or device.name,
                                   "time_source": "roofline model (remat.timemodel)", "blocks": len(found)})
-    return solve_blocks(problem, found, costs)
+    try:
+        return solve_blocks(problem, found, costs)
+    except InfeasibleError as exc:
+        exc.problem = problem           # what would fit is computed from it (remat plan's suggestions)
+        raise
 
 
 def explain(model, example_args=(), example_kwargs: dict | None = None, **options):

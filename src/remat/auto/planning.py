@@ -81,11 +81,13 @@ class AutoPlan:
 
 def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimizer_state_bytes: int | None = None,
                   host_limit_bytes: int | None = None, meta: dict | None = None, reserve_bytes: int = 0,
-                  regime: Regime | None = None) -> Problem:
+                  regime: Regime | None = None, dp: int = 1, zero: int = 0) -> Problem:
     """The planner's problem of a measured model (module docstring); bytes are ints. ``optimizer_state_bytes``
     None = 2 × the trainable parameters' bytes (Adam). ``regime`` (remat.planner.regime): the model state in
-    its bytes per parameter (``_state``); None = as measured (``_state``)."""
-    fixed, g, held_all = _state(costs, optimizer_state_bytes, regime)
+    its bytes per parameter (``_state``); None = as measured (``_state``). ``dp``, ``zero``: ZeRO's sharding of
+    the model state (``shard_state``)."""
+    unsharded, g, held_all = _state(costs, optimizer_state_bytes, regime)
+    fixed = shard_state(unsharded, dp, zero)
     grads = [b.grad_bytes for b in costs.blocks]
     later = [0 if held_all else g(sum(grads[i + 1:])) for i in range(len(grads))]
     # a block's measured transient holds the gradients its backward makes, in the parameters' dtype: kept as
@@ -116,8 +118,17 @@ def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimi
     return Problem(tuple(layers), fixed, budget_bytes, host_limit_bytes, fixed_time_s=costs.outside_time_s,
                    transient_floor_bytes=costs.floor_bytes, prefix=True,
                    meta={"cost_source": COST_SOURCE, "memory_model": "prefix", "dtype": costs.dtype,
-                         "selective": "op-level", "param_count": costs.param_count,
+                         "selective": "op-level", "param_count": costs.param_count, "dp": dp, "zero": zero,
+                         "unsharded_state": unsharded,
                          **({"regime": regime.describe()} if regime else {}), **(meta or {})})
+
+
+def shard_state(state: dict, dp: int, zero: int) -> dict:
+    """The model state (``_state``'s parts) on one of ``dp`` data-parallel ranks under ZeRO stage ``zero``
+    (Rajbhandari et al. 2020): stage 1 divides the optimizer state, 2 also the gradients held all step, 3 also the
+    parameters (their buffers too: a few bytes too few). Rounded up."""
+    stage = lambda name: 1 if name.startswith("optimizer") else 2 if name.startswith("gradients") else 3
+    return {name: -(-b // dp) if zero >= stage(name) else b for name, b in state.items()}
 
 
 def _state(costs: ModelCosts, optimizer_state_bytes: int | None, regime: Regime | None):

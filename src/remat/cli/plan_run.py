@@ -5,6 +5,7 @@ this CPU (remat.auto.check). Imports torch, so the parser loads it only when the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -13,14 +14,17 @@ import torch
 
 from remat import auto, planner  # planner.plan_model looked up when called: a test replaces it
 from remat.auto.check import check_small
-from remat.auto.hf import available, build
-from remat.errors import UsageError
+from remat.auto.hf import available, build, config_of, context_length
+from remat.auto.planning import shard_state
+from remat.errors import InfeasibleError, UsageError
 from remat.io import write_text
 from remat.models.hf_config import SUPPORTED, read_json_object
 from remat.models.presets import from_name
 from remat.planner.mckp import SearchTooLarge
 from remat.planner.problem import POLICIES
 from remat.planner.regime import Regime, resolve
+from remat.planner.solve import minimum_budget
+from remat.planner.suggest import MIN_SEQ, summarize
 from remat.timemodel.gpus import GPUS
 from remat.units import format_bytes, parse_bytes
 
@@ -78,7 +82,7 @@ def _use_hf(args) -> bool:
 
 
 _HF_UNSUPPORTED = {"tp": ("--tp", (None, 1)), "sp": ("--sp", (False,)), "pp": ("--pp", (None, 1)),
-                   "interleave": ("--interleave", (None, 1)), "dp": ("--dp", (1,)), "zero": ("--zero", (0,)),
+                   "interleave": ("--interleave", (None, 1)),
                    "global_batch": ("--global-batch", (None,)), "calibrate": ("--calibrate", (False,)),
                    "weight_bytes": ("--weight-bytes", (None,)), "peak_tflops": ("--peak-tflops", (None,)),
                    "achievable": ("--achievable", (None,)),
@@ -98,18 +102,21 @@ def _hf_plan_text(args) -> str:
     unknown = [c for c in choices if c not in POLICIES]
     if unknown:
         raise UsageError("--policies", f"unknown policy {unknown[0]!r} (known: {', '.join(POLICIES)})")
+    if args.zero and args.dp == 1:
+        raise UsageError("--zero", "shards the model state over --dp ranks: give --dp > 1")
     budget = None if args.memory is None else parse_bytes(args.memory, "--memory")
     reserve = parse_bytes(args.reserve, "--reserve")
-    built = build(args.model, "fake", layers=args.layers, seq=args.seq, micro_batch=args.micro_batch)
-    with built.mode:
-        itemsize = next(built.model.parameters()).element_size()
-        result = auto.plan(built.model, (), built.kwargs, budget=budget, gpu=args.gpu, choices=choices,
-                           reserve=reserve, regime=regime_of(args, itemsize),
-                           host_memory=None if args.host_memory is None else
-                           parse_bytes(args.host_memory, "--host-memory"))
+    try:
+        built, itemsize, result = _hf_run(args, budget, choices)
+    except InfeasibleError as exc:
+        s = args.seq or context_length(config_of(args.model))
+        head = f"{exc}; s = {s}, b = {args.micro_batch or 1}; {exc.problem.meta['regime']}"
+        raise InfeasibleError(". ".join([head, *_hf_fits(args, exc.problem, budget, choices, s)]),
+                              exc.minimum_bytes) from None
     meta = result.problem.meta
     extra = "".join(f", {k}={v}" for k, v in (("regime", f"resolve({args.regime!r}, {itemsize}"
-                                                           f"{_overrides(args)})"), ("reserve", reserve))
+                                                           f"{_overrides(args)})"), ("reserve", reserve),
+                                               ("dp", args.dp if args.zero else 0), ("zero", args.zero))
                     if v not in (None, 0))
     meta.update(model=built.source, s=built.seq, b=built.micro_batch, L=len(result.policies),
                 s_from="--seq" if args.seq else "the config's context length; set --seq to your training length",
@@ -123,6 +130,43 @@ def _hf_plan_text(args) -> str:
     if args.format == "json":
         return json.dumps(result.to_json(), indent=2, default=str)
     return planner.render_plan(result.problem, result.plan, result.baselines, args.format)
+
+
+def _hf_run(args, budget: int | None, choices: tuple, seq: int | None = None):
+    """(built, the parameters' element size, auto.plan's result) for the transformers model of --model at
+    s = ``seq`` (default --seq) under every --hf setting. Raises InfeasibleError (with ``.problem``)."""
+    built = build(args.model, "fake", layers=args.layers, seq=seq or args.seq, micro_batch=args.micro_batch)
+    with built.mode:
+        itemsize = next(built.model.parameters()).element_size()
+        result = auto.plan(built.model, (), built.kwargs, budget=budget, gpu=args.gpu, choices=choices,
+                           reserve=parse_bytes(args.reserve, "--reserve"), regime=regime_of(args, itemsize),
+                           dp=args.dp, zero=args.zero, host_memory=None if args.host_memory is None else
+                           parse_bytes(args.host_memory, "--host-memory"))
+    return built, itemsize, result
+
+
+def _hf_fits(args, problem, budget: int | None, choices: tuple, s: int) -> list[str]:
+    """What would make the transformers model fit (remat.planner.suggest.summarize), each with the budget it
+    needs: ZeRO-3 over more data-parallel ranks (the measured problem, its model state sharded) and a shorter
+    --seq (measured again at each s tried)."""
+    state = problem.meta["unsharded_state"]
+
+    def with_dp(n: int) -> int | None:
+        best = minimum_budget(dataclasses.replace(problem, fixed_parts={**problem.fixed_parts,
+                                                                         **shard_state(state, n, 3)}))
+        return None if best is None else best.peak_bytes
+
+    def with_seq(seq: int) -> int | None:
+        try:
+            _hf_run(args, 1, choices, seq)
+        except InfeasibleError as exc:
+            return exc.minimum_bytes
+        return None
+
+    dps = [n for n in (2 ** k for k in range(1, 11)) if n > args.dp or args.zero < 3]
+    seqs = [x for x in (2 ** k for k in range(30, 6, -1)) if MIN_SEQ <= x < s]
+    return summarize([(dps, lambda n: f"--dp {n} --zero 3", with_dp), (seqs, lambda x: f"--seq {x}", with_seq)],
+                     budget or GPUS[args.gpu].memory_bytes)
 
 
 def _check_text(args) -> str:

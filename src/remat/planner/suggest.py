@@ -8,8 +8,8 @@ For each change the planner rebuilds the problem (``make_problem``) and takes it
 * ``--dp N --zero 3``: ZeRO-3 shards weights, gradients and optimizer state over N data-parallel ranks
   (Rajbhandari et al. 2020); the smallest N in 2, 4, …, 1024 that fits (the peak falls as N grows), among
   those the pipeline schedule can run (interleaved: N micro-batches per step a multiple of p);
-* ``--tp T`` (GPT layer only: the Llama-style layer has no tensor-parallel variant): the smallest T in 2t, 4t, …
-  dividing the heads and the hidden size that fits;
+* ``--tp T``: the smallest T in 2t, 4t, … dividing the heads and the hidden size (a Llama-style layer: also the
+  key/value groups and the MLP width, Megatron-LM's split) that fits;
 * ``--seq S``: the largest power of two S ≥ 128 below s that fits (the peak grows with s);
 * ``--micro-batch 1`` when b > 1.
 
@@ -46,7 +46,7 @@ def needed_bytes(cfg: ModelConfig | None, problem_args: dict) -> int | None:
     return None if best is None else best.peak_bytes
 
 
-def _first_fit(candidates: list, need, budget: int):
+def first_fit(candidates: list, need, budget: int):
     """(candidate, bytes) of the first candidate that fits, the list being ordered so that fitting is monotone
     (once one fits, every later one does): the far end first, then a binary search. Else (last candidate, its
     bytes); None for no candidate."""
@@ -73,9 +73,9 @@ def _changes(cfg: ModelConfig, args: dict) -> list[tuple[list, object, object]]:
     dps = [n for n in (2 ** k for k in range(1, 11)) if (n > dp or (n == dp and zero < 3)) and _schedulable(cfg, n)]
     out.append((dps, lambda n: f"--dp {n} --zero 3",
                 lambda n: needed_bytes(cfg, {**args, "dp": n, "zero": 3})))
-    if cfg.arch == "gpt":
-        tps = [t for t in (cfg.tp * 2 ** k for k in range(1, 12))
-               if t <= cfg.heads and cfg.heads % t == 0 and cfg.hidden % t == 0]
+    tps = [t for t in (cfg.tp * 2 ** k for k in range(1, 12)) if t <= cfg.heads and cfg.heads % t == 0
+           and cfg.hidden % t == 0 and (cfg.arch == "gpt" or cfg.kv_heads % t == 0 and cfg.ffn_hidden % t == 0)]
+    if tps:
         out.append((tps, lambda t: f"--tp {t}", lambda t: needed_bytes(_with(cfg, tp=t), args)))
     seqs = [s for s in (2 ** k for k in range(30, 6, -1)) if MIN_SEQ <= s < cfg.seq]
     out.append((seqs, lambda s: f"--seq {s}", lambda s: needed_bytes(_with(cfg, seq=s), args)))
@@ -106,9 +106,16 @@ def suggest(cfg: ModelConfig, problem_args: dict) -> list[str]:
     if budget is None:
         budget = gpu(problem_args.get("gpu_name", "a100-80gb"), **(problem_args.get("gpu_overrides") or {})
                      ).memory_bytes
+    return summarize(_changes(cfg, problem_args), budget)
+
+
+def summarize(changes, budget: int) -> list[str]:
+    """At most two sentences over ``changes`` [(candidates, flags(c) -> str, need(c) -> bytes | None), ...], each
+    list ordered so that fitting is monotone: "Fits <budget> with <flags> (<bytes>); …" for the first candidate of
+    each change that fits, "Not enough even with <flags> (<bytes>); …" for changes whose far end does not."""
     fits, short = [], []
-    for candidates, flags, need in _changes(cfg, problem_args):
-        hit = _first_fit(candidates, need, budget)
+    for candidates, flags, need in changes:
+        hit = first_fit(candidates, need, budget)
         if hit is None or hit[1] is None:
             continue
         text = f"{flags(hit[0])} ({format_bytes(hit[1])})"

@@ -1,0 +1,71 @@
+"""Bytes per layer of the Llama-family models people train, derived by hand term by term, against the plan's
+(remat's own layer under fake tensors, t = 1). Llama-3-70B at TP = 8 with SP: tests/test_llama_parallel.py.
+
+The layer keeps what transformers' LlamaDecoderLayer keeps with SDPA (FlashAttention-style: no s × s
+probabilities), per micro-batch of b = 1, with e the bytes of the model dtype:
+
+* each of the two RMSNorms: its input in fp32 (4sh), the fp32 1/rms per token (4s), the normalised input in the
+  model dtype for the weight's gradient (e·sh);
+* attention: the q/k/v projections' input (e·sh); SDPA's q (e·s·a·d), k and v (e·s·kv·d each: key/value groups,
+  not repeated), its output (e·s·a·d, also the output projection's input) and log-sum-exp (4·a·s, fp32);
+* MLP: the gate/up input (e·sh), the gate output (SiLU's input), SiLU's output, the up output and their product
+  (the down projection's input): 4 · e·s·f.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from remat.models.presets import from_name
+from remat.planner import make_problem
+
+
+def by_hand(s: int, h: int, a: int, kv: int, d: int, f: int, e: int) -> dict[str, int]:
+    norm = 4 * s * h + 4 * s + e * s * h
+    return {"two RMSNorms": 2 * norm, "q/k/v input": e * s * h, "q": e * s * a * d, "k": e * s * kv * d,
+            "v": e * s * kv * d, "attention output": e * s * a * d, "log-sum-exp": 4 * a * s,
+            "gate/up input": e * s * h, "gate, SiLU, up, product": 4 * e * s * f}
+
+
+def _problem(tmp_path, raw: dict, seq: int):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    return make_problem(from_name(str(path), seq=seq), memory=80 * 2**30)
+
+
+LLAMA3_8B = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+             "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+             "max_position_embeddings": 8192, "rope_theta": 500000.0, "tie_word_embeddings": False,
+             "rms_norm_eps": 1e-5, "torch_dtype": "bfloat16"}
+MISTRAL_7B = {"model_type": "mistral", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+              "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000,
+              "max_position_embeddings": 32768, "sliding_window": 4096, "tie_word_embeddings": False,
+              "rms_norm_eps": 1e-5, "torch_dtype": "bfloat16"}
+QWEN2_7B = {"model_type": "qwen2", "hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28,
+            "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064,
+            "max_position_embeddings": 32768, "rope_theta": 1000000.0, "tie_word_embeddings": False,
+            "use_sliding_window": False, "sliding_window": 131072, "rms_norm_eps": 1e-6, "torch_dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize("name, raw, seq, dims", [
+    ("Llama-3-8B", LLAMA3_8B, 8192, (4096, 32, 8, 128, 14336)),
+    ("Mistral-7B", MISTRAL_7B, 32768, (4096, 32, 8, 128, 14336)),
+    ("Qwen2-7B", QWEN2_7B, 8192, (3584, 28, 4, 128, 18944)),       # q/k/v biases keep no extra tensor
+])
+def test_bytes_per_layer_by_hand(tmp_path, name, raw, seq, dims):
+    problem = _problem(tmp_path, raw, seq)
+    terms = by_hand(seq, *dims, e=2)
+    assert problem.meta["bytes_per_micro_batch"]["none"] == pytest.approx(sum(terms.values()), rel=0.02), name
+    # full recompute keeps the layer's input only
+    assert problem.meta["bytes_per_micro_batch"]["full"] == 2 * seq * dims[0]
+
+
+def test_mistral_sliding_window_mask_is_one_buffer_not_one_per_layer(tmp_path):
+    # s = 32768 with a 4096 window: one additive [s, s] mask in bf16 (2 GiB) for the whole model, outside the
+    # layers; a layer keeps no mask (test_bytes_per_layer_by_hand: a per-layer mask would put Mistral's layer
+    # 2 GiB, 25 %, over the hand count)
+    s = 32768
+    problem = _problem(tmp_path, MISTRAL_7B, s)
+    assert problem.meta["outside_terms"]["sliding-window mask (one [s, s] buffer for every layer)"] == 2 * s * s
