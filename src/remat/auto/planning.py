@@ -17,6 +17,12 @@ last block to the first), with what was measured:
   it (made already); for the first block also the end of the step (the embedding's backward, every
   gradient alive), which the max covers as E − stored_0.
 
+With a ``regime`` (remat.planner.regime; ``remat plan`` always gives one) the model state takes the regime's
+bytes per parameter instead of the measured dtype's: the parameters, the optimizer state, and the gradients —
+either one buffer held all step (a fixed part; the gradients of later blocks leave the transients, and the
+head's the ``held`` term) or made by backward as measured, in the regime's bytes. ZeRO (``dp``, ``zero``) then
+shards the state (``shard_state``).
+
 Step time = Σ_i the block's roofline seconds under its policy + the rest of the step (remat.auto.measure).
 The optimizer step itself (its temporaries) is not part of the peak.
 """
