@@ -7,6 +7,8 @@ counts from the configs' shapes)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -15,10 +17,10 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from remat.auto.blocks import find_blocks
 from remat.auto.measure import measure_model
 from remat.auto.planning import build_problem
-from remat.cli import main
+from remat.cli import build_parser, main
 from remat.models.presets import from_name
 from remat.planner import make_problem
-from remat.planner.regime import resolve
+from remat.planner.regime import DEFAULT, REGIMES, resolve
 from remat.timemodel.gpus import gpu
 
 transformers = pytest.importorskip("transformers")
@@ -41,6 +43,20 @@ def test_bytes_per_parameter_by_regime():
     assert not pure.grads_held_all_step
     assert resolve("mixed", 2, grad=2).per_parameter == 16          # ZeRO paper's fp16 gradients
     assert "18 B per parameter" in resolve("mixed", 2).describe()
+
+
+def test_the_cli_offers_every_regime_and_its_default():
+    regime = next(a for a in build_parser()._subparsers._group_actions[0].choices["plan"]._actions
+                  if a.dest == "regime")
+    assert tuple(regime.choices) == REGIMES and regime.default == DEFAULT
+
+
+def test_the_cli_imports_no_torch_before_its_interrupt_handler():
+    # remat.cli installs its Ctrl-C handler in main(); what it imports before that must not pull torch in
+    # (an interrupt during that import died with a traceback: tests/test_workflow_paths.py's interrupt test)
+    done = subprocess.run([sys.executable, "-c", "import sys, remat.cli; print('torch' in sys.modules)"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
 
 
 def _plan(capsys, *argv) -> dict:

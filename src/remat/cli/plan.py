@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from remat.cli.args import (command, model_help, nonnegative_float, nonnegative_int, positive_float,
                             positive_int)
-from remat.planner.regime import DEFAULT, REGIMES
 from remat.timemodel.gpus import GPUS
 
 
@@ -60,7 +59,9 @@ def _shape_args(p) -> None:
 
 def _bytes_args(p) -> None:
     """`remat plan`'s arguments: bytes per parameter, gradient, optimizer; reserve; host memory."""
-    p.add_argument("--regime", choices=list(REGIMES), default=DEFAULT,
+    # remat.planner.regime.REGIMES / DEFAULT, spelled out: importing remat.planner here would import torch before
+    # remat.cli installs its Ctrl-C handler (tests/test_regime.py checks they agree)
+    p.add_argument("--regime", choices=["mixed", "pure"], default="mixed",
                    help="precision / optimizer regime, the same on every path (stated on the plan's first line; "
                         "remat.planner.regime): mixed (default; Megatron-style: weights in the model dtype, fp32 "
                         "gradient buffer held all step, fp32 master + Adam m, v: 18 B per bf16 parameter) or pure "
