@@ -1,5 +1,6 @@
 """Bytes per layer of the Llama-family models people train, derived by hand term by term, against the plan's
-(remat's own layer under fake tensors, t = 1). Llama-3-70B at TP = 8 with SP: tests/test_llama_parallel.py.
+(remat's own layer under fake tensors, t = 1; Mixtral: the transformers model, remat.auto). Llama-3-70B at TP = 8
+with SP: tests/test_llama_parallel.py.
 
 The layer keeps what transformers' LlamaDecoderLayer keeps with SDPA (FlashAttention-style: no s × s
 probabilities), per micro-batch of b = 1, with e the bytes of the model dtype:
@@ -18,6 +19,7 @@ import json
 
 import pytest
 
+from remat.cli import main
 from remat.models.presets import from_name
 from remat.planner import make_problem
 
@@ -69,3 +71,46 @@ def test_mistral_sliding_window_mask_is_one_buffer_not_one_per_layer(tmp_path):
     s = 32768
     problem = _problem(tmp_path, MISTRAL_7B, s)
     assert problem.meta["outside_terms"]["sliding-window mask (one [s, s] buffer for every layer)"] == 2 * s * s
+
+
+MIXTRAL_8X7B = {"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+                "num_key_value_heads": 8, "num_hidden_layers": 2, "num_local_experts": 8, "num_experts_per_tok": 2,
+                "vocab_size": 1024, "max_position_embeddings": 32768, "rms_norm_eps": 1e-5, "rope_theta": 1e6,
+                "sliding_window": None, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+
+def mixtral_by_hand(s: int, h: int, a: int, kv: int, d: int, f: int, experts: int, k: int) -> dict[str, int]:
+    """One Mixtral block as transformers 5.24 runs it (top-k routing, grouped_mm experts), bf16, b = 1: the Llama
+    terms of the attention half, then the router and the experts at the routed token count r = k·s."""
+    r = k * s
+    terms = {key: v for key, v in by_hand(s, h, a, kv, d, f, e=2).items() if key not in
+             ("gate/up input", "gate, SiLU, up, product")}
+    terms |= {
+        "router input (the normalised hidden state)": 2 * s * h,
+        "router softmax (fp32, per token and expert)": 4 * s * experts,
+        "top-k expert ids (int64)": 8 * s * k,
+        "top-k weight sum and normalised weights (fp32)": 4 * s + 4 * s * k,
+        "token and expert indices of the routed rows (3 int64 vectors)": 3 * 8 * r,
+        "grouped_mm offsets (int32, per expert)": 4 * experts,
+        "routed input rows": 2 * r * h,
+        "fused gate/up output (SiLU's input and up)": 2 * r * 2 * f,
+        "SiLU output": 2 * r * f,
+        "SiLU · up (the down projection's input)": 2 * r * f,
+        "routing weight per row (fp32)": 4 * r,
+        "down output, weighted by the routing weight": 2 * r * h,
+    }
+    return terms
+
+
+def test_mixtral_block_bytes_by_hand(capsys, tmp_path):
+    pytest.importorskip("transformers")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(MIXTRAL_8X7B))
+    code = main(["plan", "--model", str(path), "--seq", "4096", "--memory", "141GiB", "--gpu", "h200-141gb",
+                 "--format", "json", "--no-baselines"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [b["policy"] for b in doc["blocks"]] == ["none", "none"]
+    expected = sum(mixtral_by_hand(4096, 4096, 32, 8, 128, 14336, experts=8, k=2).values())
+    assert doc["blocks"][1]["stored_bytes"] == pytest.approx(expected, rel=0.02)
