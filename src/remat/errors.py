@@ -19,12 +19,15 @@ class UsageError(ValueError):
 
 
 class InfeasibleError(RuntimeError):
-    """No plan fits the budget. ``minimum_bytes`` is the smallest budget that works (None if none does)."""
+    """No plan fits the budget. ``minimum_bytes`` is the smallest budget that works (None if none does);
+    ``problem``: the planning problem that had no fitting plan, when the raiser has it (what would fit is
+    computed from it: remat.cli.plan_run)."""
 
     exit_code = 3
 
-    def __init__(self, message: str, minimum_bytes: int | None = None):
+    def __init__(self, message: str, minimum_bytes: int | None = None, problem=None):
         self.minimum_bytes = minimum_bytes
+        self.problem = problem
         super().__init__(message)
 
 

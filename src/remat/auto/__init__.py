@@ -74,8 +74,7 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     try:
         return solve_blocks(problem, found, costs)
     except InfeasibleError as exc:
-        exc.problem = problem           # what would fit is computed from it (remat plan's suggestions)
-        raise
+        raise InfeasibleError(str(exc), exc.minimum_bytes, problem) from None
 
 
 def explain(model, example_args=(), example_kwargs: dict | None = None, **options):

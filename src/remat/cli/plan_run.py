@@ -10,8 +10,6 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
 from remat import auto, planner  # planner.plan_model looked up when called: a test replaces it
 from remat.auto.check import check_small
 from remat.auto.hf import available, build, config_of, context_length
@@ -105,7 +103,6 @@ def _hf_plan_text(args) -> str:
     if args.zero and args.dp == 1:
         raise UsageError("--zero", "shards the model state over --dp ranks: give --dp > 1")
     budget = None if args.memory is None else parse_bytes(args.memory, "--memory")
-    reserve = parse_bytes(args.reserve, "--reserve")
     try:
         built, itemsize, result = _hf_run(args, budget, choices)
     except InfeasibleError as exc:
@@ -115,7 +112,8 @@ def _hf_plan_text(args) -> str:
                               exc.minimum_bytes) from None
     meta = result.problem.meta
     extra = "".join(f", {k}={v}" for k, v in (("regime", f"resolve({args.regime!r}, {itemsize}"
-                                                           f"{_overrides(args)})"), ("reserve", reserve),
+                                                           f"{_overrides(args)})"),
+                                               ("reserve", result.problem.fixed_parts.get("workspace reserve")),
                                                ("dp", args.dp if args.zero else 0), ("zero", args.zero))
                     if v not in (None, 0))
     meta.update(model=built.source, s=built.seq, b=built.micro_batch, L=len(result.policies),
@@ -223,7 +221,8 @@ def _plan_text(args, cfg, gpu_overrides) -> str:
         memory=None if args.memory is None else parse_bytes(args.memory, "--memory"),
         host_memory=None if args.host_memory is None else parse_bytes(args.host_memory, "--host-memory"),
         reserve=parse_bytes(args.reserve, "--reserve"), sp=args.sp, dp=args.dp, zero=args.zero,
-        regime=regime_of(args, getattr(torch, cfg.dtype).itemsize),
+        regime=args.regime, weight_bytes=args.weight_bytes, grad_bytes=args.grad_bytes,
+        optimizer_bytes=args.optimizer_bytes,
         policies=tuple(x.strip() for x in args.policies.split(",")), calibrate=args.calibrate,
         baselines=not args.no_baselines, sac_time_limit_s=args.sac_time_limit, fmt=args.format,
         given=tuple(k for k in ("seq", "micro_batch", "global_batch") if getattr(args, k) is not None))

@@ -231,8 +231,7 @@ def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
             "reserve_bytes": st.reserve_bytes, "weight_bytes": st.weight_bytes, "grad_bytes": st.grad_bytes,
             "optimizer_bytes": st.optimizer_bytes,
             "memory_model": "prefix" if p == 1 else "all stored + worst transient"}
-    if st.regime is not None:
-        layers, fixed = _gradient_timing(cfg, st, measured, layers, fixed, meta)
+    layers, fixed = _gradient_timing(cfg, st, measured, layers, fixed, meta)
     return Problem(tuple(layers), fixed, st.budget_bytes, st.host_limit_bytes, fixed_time_s=head_time,
                    transient_floor_bytes=floor, prefix=(p == 1), meta=meta)
 

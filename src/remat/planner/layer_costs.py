@@ -15,7 +15,7 @@ from remat.formulas import korthikanti
 from remat.formulas import offload as offload_formulas
 from remat.models.presets import ModelConfig
 from remat.planner.problem import POLICIES
-from remat.planner.regime import Regime
+from remat.planner.regime import DEFAULT, Regime, resolve
 from remat.timemodel.gpus import GPU
 from remat.timemodel.layer import predict
 from remat.units import GiB
@@ -33,14 +33,22 @@ class Settings:
     sp: bool = False
     dp: int = 1
     zero: int = 0
-    weight_bytes: int = 2
-    grad_bytes: int = 4
-    optimizer_bytes: int = 12
     reserve_bytes: int = DEFAULT_RESERVE
     policies: tuple[str, ...] = POLICIES
-    regime: Regime | None = None    # named precision regime (remat.planner.regime); None: the bytes above, held
-
+    regime: Regime = resolve(DEFAULT, 2)   # bytes per parameter, gradient timing (remat.planner.regime)
     calibration: dict[str, float] | None = field(default=None, compare=False)  # s per layer per micro-batch
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.regime.weight
+
+    @property
+    def grad_bytes(self) -> int:
+        return self.regime.grad
+
+    @property
+    def optimizer_bytes(self) -> int:
+        return self.regime.optimizer
 
 
 def layer_seconds(cfg: ModelConfig, st: Settings) -> dict:

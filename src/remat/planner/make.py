@@ -36,8 +36,7 @@ def make_problem(cfg: ModelConfig, gpu_name: str = "a100-80gb", gpu_overrides: d
     settings = costs.Settings(
         gpu=device, budget_bytes=device.memory_bytes if memory is None else memory,
         host_limit_bytes=device.host_memory_bytes if host_memory is None else host_memory, sp=sp, dp=dp,
-        zero=zero, weight_bytes=regime.weight, grad_bytes=regime.grad, optimizer_bytes=regime.optimizer,
-        reserve_bytes=costs.DEFAULT_RESERVE if reserve is None else reserve, policies=tuple(policies),
+        zero=zero, reserve_bytes=costs.DEFAULT_RESERVE if reserve is None else reserve, policies=tuple(policies),
         regime=regime)
     costs.check(cfg, settings)                  # before a calibration spends seconds
     if calibrate:
