@@ -1,7 +1,8 @@
 """remat.report: the fallback renderer (nbclient + pandoc + crossref.lua) on a tiny project, engine choice,
 the CLI's errors, and the index / provenance helpers.
 
-One module-scoped render of a fixture .qmd is shared by the assertions on its HTML (one kernel start).
+One module-scoped render of DEMO (also the page tests' and the Quarto parity test's report) is shared by the
+assertions on its HTML (one kernel start).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from remat.cli import main
 from remat.errors import UsageError
@@ -27,8 +29,9 @@ NBSP = "\u00a0"
 DEMO = textwrap.dedent('''\
     ---
     title: "Demo report"
-    author: remat tests
-    date: today
+    subtitle: "A subtitle"
+    author: [Ada, Grace]
+    date: 2024-03-05
     execute:
       echo: true
       warning: true
@@ -38,13 +41,18 @@ DEMO = textwrap.dedent('''\
 
     ```{python}
     import pandas as pd
+    from IPython.display import HTML, Markdown
     df = pd.read_csv("results/t.csv")          # cwd is the project root
     answer = int(df["a"].sum()) * 1000 + 7     # 4007
     name = "Chen"
     x = 1
+    s = "a_b*c* <x> | `q` [l](u) #h !e"
+    md, raw = Markdown("**bold** value"), HTML("<span class='rawhtml'>raw</span>")
     ```
 
     Inline: the answer is `{python} f"{answer:,}"`, the name is `{python} name`, before: `{python} x`.
+    Str: `{python} s`. Markdown: `{python} md`. HTML: `{python} raw`. List: `{python} ["a_b"]`.
+
     See @fig-plot, @tbl-data, @fig-static, @tbl-md and @sec-results; also [-@sec-setup].
     Math: $s b h (34 + 5 a s / h)$.
 
@@ -61,6 +69,7 @@ DEMO = textwrap.dedent('''\
     #| fig-cap: "A line, $y = x$."
     #| fig-alt: 'A straight "rising" line.'
     import matplotlib.pyplot as plt
+    plt.figure(figsize=(2, 1.5))
     plt.plot([0, 1], [0, 1])
     plt.show()
     ```
@@ -71,11 +80,11 @@ DEMO = textwrap.dedent('''\
     df
     ```
 
-    ![A static figure from a rule.](../figures/line.png){#fig-static fig-alt="A short line from the figure rule."}
+    ![A static figure from a rule.](/figures/line.png){#fig-static fig-alt="A short line from the figure rule."}
 
     | x   | y   |
     |-----|-----|
-    | one | two |
+    | gpt3-175b | two words |
 
     : Markdown table {#tbl-md}
 
@@ -113,18 +122,21 @@ DEMO = textwrap.dedent('''\
 
 
 def make_project(root: Path) -> Path:
-    """A tiny Quarto project: the repo's _quarto.yml, one figure, one results table."""
+    """A tiny Quarto project: the repo's _quarto.yml and the filters it names, one figure, one results table."""
     import matplotlib
     matplotlib.use("Agg")   # the test process only; report cells leave the backend alone
     import matplotlib.pyplot as plt
     for folder in ("reports", "figures", "results"):
         (root / folder).mkdir(parents=True, exist_ok=True)
-    shutil.copy(ROOT / "_quarto.yml", root / "_quarto.yml")
+    for rel in ["_quarto.yml", *yaml.safe_load((ROOT / "_quarto.yml").read_text()).get("filters", [])]:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, root / rel)
     fig, ax = plt.subplots(figsize=(2, 1.5))
     ax.plot([1, 2, 3])
     fig.savefig(root / "figures" / "line.png")
     plt.close(fig)
     (root / "results" / "t.csv").write_text("a,b\n1,2\n3,4\n")
+    (root / "reports" / "demo.qmd").write_text(DEMO)
     return root
 
 
@@ -135,10 +147,10 @@ def project(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def html(project) -> str:
-    (project / "reports" / "demo.qmd").write_text(DEMO)
-    paths = render(["demo"], engine="fallback", root=project)
-    assert paths == [project / "reports" / "demo.html"]
-    return paths[0].read_text(encoding="utf-8")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("SOURCE_DATE_EPOCH", "86400")            # footer.lua dates the page 1970-01-02
+        assert render(["demo"], engine="fallback", root=project) == [project / "reports" / "demo.html"]
+    return (project / "reports" / "demo.html").read_text(encoding="utf-8")
 
 
 def test_inline_values_are_evaluated_in_kernel_order(html):
@@ -149,14 +161,15 @@ def test_inline_values_are_evaluated_in_kernel_order(html):
     assert "{python}" not in html
 
 
-def test_figures_are_embedded_and_numbered(html):
+def test_figures_are_embedded_and_numbered_and_the_page_offline(html):
     plot = re.search(r'<figure id="fig-plot">(.*?)</figure>', html, re.S).group(1)
     assert 'src="data:image/png;base64,' in plot
     assert f"Figure{NBSP}1: A line," in plot and "<math" in plot
     static = re.search(r'<figure id="fig-static">(.*?)</figure>', html, re.S).group(1)
     assert 'src="data:image/png;base64,' in static
     assert f"Figure{NBSP}2: A static figure from a rule." in static
-    assert not re.search(r'src="(?!data:)', html)    # nothing left to fetch: self-contained
+    assert not re.search(r'(src|href)="(?!data:|#)', html) and "<link" not in html   # no CDN, nothing to fetch
+    assert "mathjax" not in html.lower()
 
 
 def test_cross_references_are_links(html):
@@ -185,82 +198,40 @@ def test_cell_options(html):
     assert 'class="callout callout-note"' in html and ">\nNote\n<" in html
 
 
-def test_offline_html(html):
-    assert "<math" in html and "mathjax" not in html.lower()
-    assert "Demo report" in html and '<nav id="TOC"' in html
-
-
-def test_failing_cell_fails_the_render_and_writes_nothing(project):
-    (project / "reports" / "bad.qmd").write_text(
-        '---\ntitle: bad\n---\n\n```{python}\n#| label: boom\nx = 1\n```\n\n```{python}\n1 / 0\n```\n')
-    with pytest.raises(RenderError, match=r"(?s)reports/bad.qmd: the cell at line 10 raised.*ZeroDivisionError"):
+@pytest.mark.parametrize("body, error", [
+    ("```{python}\n#| label: boom\nx = 1\n```\n\n```{python}\n1 / 0\n```\n",
+     r"(?s)reports/bad.qmd: the cell at line 10 raised.*ZeroDivisionError"),
+    ("Value: `{python} undefined_name`.\n", r"line 5: `\{python\} undefined_name` raised NameError"),
+    # Quarto prints an empty inline value as its source text; the fallback refuses it instead of hiding it
+    ("```{python}\nnote = ''\n```\n\nValue: `{python} note`.\n", r"`\{python\} note`: the value is empty"),
+    # both engines show a str's repr escapes (a backslash, or \\' when it holds both quotes) as backslashes
+    ("```{python}\nv = 'one\\\\two'\n```\n\nValue: `{python} v`.\n", "repr has a backslash"),
+    ("```{python}\nv = 'it\\'s \"so\"'\n```\n\nValue: `{python} v`.\n", "repr has a backslash"),
+    ("![gone](../figures/missing.png)\n", "Could not fetch resource ../figures/missing.png"),
+])
+def test_a_failing_render_raises_and_writes_nothing(project, body, error):
+    (project / "reports" / "bad.qmd").write_text("---\ntitle: bad\n---\n\n" + body)
+    with pytest.raises(RenderError, match=error):
         render(["bad"], engine="fallback", root=project)
-    assert not (project / "reports" / "bad.html").exists()
-    assert not list((project / "reports").glob(".bad.html.*"))   # no temp file left behind
+    assert not list((project / "reports").glob("*bad.html*"))   # no page, no temp file left behind
 
 
-def test_failing_inline_expression_fails_the_render(project):
-    (project / "reports" / "badinline.qmd").write_text(
-        "---\ntitle: bad inline\n---\n\nValue: `{python} undefined_name`.\n")
-    with pytest.raises(RenderError, match=r"line 5: `\{python\} undefined_name` raised NameError"):
-        render(["badinline"], engine="fallback", root=project)
-    assert not (project / "reports" / "badinline.html").exists()
-
-
-def test_empty_inline_value_fails_the_render(project):
-    """Quarto prints an empty inline value as its source text; the fallback refuses it instead of hiding it."""
-    (project / "reports" / "emptyinline.qmd").write_text(
-        "---\ntitle: empty inline\n---\n\n```{python}\nnote = ''\n```\n\nValue: `{python} note`.\n")
-    with pytest.raises(RenderError, match=r"`\{python\} note`: the value is empty"):
-        render(["emptyinline"], engine="fallback", root=project)
-    assert not (project / "reports" / "emptyinline.html").exists()
-
-
-@pytest.mark.parametrize("value", ["'one\\\\two'", """'it\\'s "so"'"""])
-def test_str_value_shown_with_backslashes_fails_the_render(project, value):
-    """Both engines show a str's repr escapes (a backslash, or \\' when it holds both quotes) as backslashes."""
-    (project / "reports" / "slash.qmd").write_text(f"---\ntitle: t\n---\n\n```{{python}}\nv = {value}\n```\n\n"
-                                                   "Value: `{python} v`.\n")
-    with pytest.raises(RenderError, match="repr has a backslash"):
-        render(["slash"], engine="fallback", root=project)
-
-
-def test_missing_image_fails_the_render(project):
-    (project / "reports" / "noimg.qmd").write_text("---\ntitle: t\n---\n\n![gone](../figures/missing.png)\n")
-    with pytest.raises(RenderError, match="Could not fetch resource ../figures/missing.png"):
-        render(["noimg"], engine="fallback", root=project)
-    assert not (project / "reports" / "noimg.html").exists()
-    assert not list((project / "reports").glob(".noimg.html.*"))   # pandoc's temp output removed
-
-
-def test_report_outside_the_subset_is_a_usage_error(project, monkeypatch, capsys):
-    (project / "reports" / "tabs.qmd").write_text("---\ntitle: tabs\n---\n\n::: {.panel-tabset}\nx\n:::\n")
+@pytest.mark.parametrize("name, body, code, error", [
+    ("tabs", "::: {.panel-tabset}\nx\n:::\n", 2, "reports/tabs.qmd: outside the Quarto subset"),
+    ("no-such-report", None, 2, "NAME: no reports/no-such-report.qmd"),
+    ("bad2", "```{python}\nraise KeyError('k')\n```\n", 1, "remat report: failed: reports/bad2.qmd"),
+    # rendered before the pipeline made its tables: one line naming the table and the command
+    ("early", "```{python}\nimport pandas as pd\npd.read_csv('results/x/y.csv')\n```\n", 2,
+     "results/x/y.csv does not exist yet: run `snakemake reports/early.html --cores all`"),
+])
+def test_cli_errors(project, monkeypatch, capsys, name, body, code, error):
+    if body:
+        (project / "reports" / f"{name}.qmd").write_text(f"---\ntitle: {name}\n---\n\n{body}")
     monkeypatch.chdir(project)
-    assert main(["report", "--engine", "fallback", "tabs"]) == 2
-    assert "reports/tabs.qmd" in capsys.readouterr().err
-    assert not (project / "reports" / "tabs.html").exists()
-    assert main(["report", "--engine", "fallback", "no-such-report"]) == 2
-    assert "NAME: no reports/no-such-report.qmd" in capsys.readouterr().err
-
-
-def test_cli_failed_render_is_exit_1(project, monkeypatch, capsys):
-    (project / "reports" / "bad2.qmd").write_text("---\ntitle: bad\n---\n\n```{python}\nraise KeyError('k')\n```\n")
-    monkeypatch.chdir(project)
-    assert main(["report", "--engine", "fallback", "bad2"]) == 1
+    assert main(["report", "--engine", "fallback", name]) == code
     err = capsys.readouterr().err
-    assert err.startswith("remat report: failed: reports/bad2.qmd") and "KeyError" in err
-
-
-def test_missing_result_table_is_one_line_exit_2(project, monkeypatch, capsys):
-    """A report rendered before the pipeline made its tables: one line naming the table and the command, exit 2."""
-    (project / "reports" / "early.qmd").write_text(
-        "---\ntitle: early\n---\n\n```{python}\nimport pandas as pd\npd.read_csv('results/x/y.csv')\n```\n")
-    monkeypatch.chdir(project)
-    assert main(["report", "--engine", "fallback", "early"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "results/x/y.csv does not exist yet" in err
-    assert "snakemake reports/early.html --cores all" in err
-    assert not (project / "reports" / "early.html").exists()
+    assert error in err and (code == 1 or len(err.strip().splitlines()) == 1)
+    assert not (project / "reports" / f"{name}.html").exists()
 
 
 def test_engine_choice(tmp_path, monkeypatch):
