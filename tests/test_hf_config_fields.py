@@ -31,6 +31,7 @@ EXPECTED_READ = {
     "mistral": sorted(LLAMA_LIKE_READ + ["sliding_window"]),
     "qwen2": sorted(LLAMA_LIKE_READ + ["layer_types", "max_window_layers", "sliding_window",
                                        "use_sliding_window"]),
+    "mixtral": sorted(LLAMA_LIKE_READ + ["sliding_window", "num_local_experts", "num_experts_per_tok"]),
 }
 COMMON_REJECTED = ["pruned_heads", "quantization_config"]
 EXPECTED_REJECTED = {
@@ -40,12 +41,15 @@ EXPECTED_REJECTED = {
                                        "mlp_bias"]),
     "mistral": sorted(COMMON_REJECTED + ["attention_dropout", "head_dim", "hidden_act"]),
     "qwen2": sorted(COMMON_REJECTED + ["attention_dropout", "head_dim", "hidden_act"]),
+    "mixtral": sorted(COMMON_REJECTED + ["attention_dropout", "head_dim", "hidden_act", "output_router_logits",
+                                         "router_jitter_noise"]),
 }
 # a value per REJECTED key that the runtime cannot build (for the small configs below: h = 64, a = 4)
 BAD = {"add_cross_attention": True, "n_ctx": 2048, "reorder_and_upcast_attn": True,
        "scale_attn_by_inverse_layer_idx": True, "scale_attn_weights": False, "attention_bias": True,
        "attention_dropout": 0.1, "head_dim": 32, "hidden_act": "gelu", "mlp_bias": True,
-       "pruned_heads": {"0": [1]}, "quantization_config": {"quant_method": "bitsandbytes", "load_in_8bit": True}}
+       "pruned_heads": {"0": [1]}, "output_router_logits": True, "router_jitter_noise": 0.01,
+       "quantization_config": {"quant_method": "bitsandbytes", "load_in_8bit": True}}
 
 SMALL = {  # one small config per model_type (GQA, a non-4h MLP)
     "gpt2": {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 32, "vocab_size": 101},
@@ -54,6 +58,7 @@ SMALL = {  # one small config per model_type (GQA, a non-4h MLP)
 }
 SMALL["mistral"] = {**SMALL["llama"], "model_type": "mistral", "sliding_window": 8}
 SMALL["qwen2"] = {**SMALL["llama"], "model_type": "qwen2"}
+SMALL["mixtral"] = {**SMALL["llama"], "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2}
 
 GPT2_SMALL = {"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024,
               "vocab_size": 50257}  # GPT-2 124M (openai-community/gpt2)
@@ -204,6 +209,8 @@ VARIANTS = [
     ("qwen2", {}),
     ("qwen2", {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 0,
                "tie_word_embeddings": True}),
+    ("mixtral", {}),
+    ("mixtral", {"sliding_window": 8, "num_local_experts": 3, "num_experts_per_tok": 1}),
 ]
 
 

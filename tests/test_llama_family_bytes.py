@@ -1,5 +1,5 @@
 """Bytes per layer of the Llama-family models people train, derived by hand term by term, against the plan's
-(remat's own layer under fake tensors, t = 1; Mixtral: the transformers model, remat.auto). Llama-3-70B at TP = 8
+(remat's own layer under fake tensors, t = 1; Mixtral: also the transformers model, remat.auto). Llama-3-70B at TP = 8
 with SP: tests/test_llama_parallel.py.
 
 The layer keeps what transformers' LlamaDecoderLayer keeps with SDPA (FlashAttention-style: no s × s
@@ -102,15 +102,24 @@ def mixtral_by_hand(s: int, h: int, a: int, kv: int, d: int, f: int, experts: in
     return terms
 
 
-def test_mixtral_block_bytes_by_hand(capsys, tmp_path):
-    pytest.importorskip("transformers")
+@pytest.mark.parametrize("path_flags", [[], ["--hf"]], ids=["remat's layer", "transformers' model"])
+def test_mixtral_block_bytes_by_hand(capsys, tmp_path, path_flags):
+    """One answer per model: remat's MoE layer (remat.models.moe) and transformers' MixtralDecoderLayer keep the
+    bytes counted by hand."""
+    if path_flags:
+        pytest.importorskip("transformers")
     path = tmp_path / "config.json"
     path.write_text(json.dumps(MIXTRAL_8X7B))
     code = main(["plan", "--model", str(path), "--seq", "4096", "--memory", "141GiB", "--gpu", "h200-141gb",
-                 "--format", "json", "--no-baselines"])
+                 "--format", "json", "--no-baselines", *path_flags])
     out, err = capsys.readouterr()
     assert code == 0, err
     doc = json.loads(out)
-    assert [b["policy"] for b in doc["blocks"]] == ["none", "none"]
     expected = sum(mixtral_by_hand(4096, 4096, 32, 8, 128, 14336, experts=8, k=2).values())
-    assert doc["blocks"][1]["stored_bytes"] == pytest.approx(expected, rel=0.02)
+    if path_flags:
+        assert [b["policy"] for b in doc["blocks"]] == ["none", "none"]
+        got = doc["blocks"][1]["stored_bytes"]
+    else:
+        assert [layer["policy"] for layer in doc["layers"]] == ["none", "none"]
+        got = doc["settings"]["bytes_per_micro_batch"]["none"]
+    assert got == pytest.approx(expected, rel=0.02)

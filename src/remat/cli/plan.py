@@ -52,6 +52,8 @@ def _shape_args(p) -> None:
                    help="the global batch B (micro-batches per step N = B / (b·dp)); default: the preset's, or with "
                    "--pp p > 1 on a config.json N = 4·p")
     p.add_argument("--dp", type=positive_int, default=1, help="data-parallel size (default 1)")
+    p.add_argument("--ep", type=positive_int,
+                   help="expert-parallel size of an MoE model (Mixtral): E/ep experts per GPU, ep dividing --dp")
     p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0,
                    help="ZeRO stage sharding model state over --dp (needs --dp > 1): 1 optimizer, 2 +gradients, "
                         "3 +weights")

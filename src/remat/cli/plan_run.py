@@ -45,7 +45,7 @@ def run_plan(args) -> int:
         "gpus_per_host_link": args.gpus_per_host_link,
     }
     cfg = from_name(args.model, layers=args.layers, seq=args.seq, micro_batch=args.micro_batch, tp=args.tp,
-                    pp=args.pp, interleave=args.interleave, global_batch=args.global_batch)
+                    pp=args.pp, interleave=args.interleave, global_batch=args.global_batch, ep=args.ep)
     try:
         text = _plan_text(args, cfg, gpu_overrides)
     except SearchTooLarge as exc:  # the exact solver's memory guard: no unproven plan is ever printed
@@ -80,7 +80,7 @@ def _use_hf(args) -> bool:
 
 
 _HF_UNSUPPORTED = {"tp": ("--tp", (None, 1)), "sp": ("--sp", (False,)), "pp": ("--pp", (None, 1)),
-                   "interleave": ("--interleave", (None, 1)),
+                   "ep": ("--ep", (None, 1)), "interleave": ("--interleave", (None, 1)),
                    "global_batch": ("--global-batch", (None,)), "calibrate": ("--calibrate", (False,)),
                    "weight_bytes": ("--weight-bytes", (None,)), "peak_tflops": ("--peak-tflops", (None,)),
                    "achievable": ("--achievable", (None,)),

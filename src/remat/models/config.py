@@ -27,7 +27,8 @@ class ModelConfig:
     GQA + SwiGLU + SDPA, no dropout. ``attention`` "math" materializes softmax(QKᵀ/√d) (the paper's
     assumption); "sdpa" calls torch.nn.functional.scaled_dot_product_attention (flash/efficient kernels).
     ``tp``, ``pp``, ``interleave``, ``global_batch`` describe the paper's parallel layout (Table 3); the
-    serial runtime ignores them, the accounting and planner read them.
+    serial runtime ignores them, the accounting and planner read them. ``experts`` > 0 (Llama only) makes the
+    MLP a top-``top_k`` mixture of SwiGLU experts (``remat.models.moe``); ``ep`` spreads them over ranks.
     """
 
     name: str
@@ -55,6 +56,9 @@ class ModelConfig:
     qkv_bias: bool = False    # bias on Llama-style q/k/v projections (Qwen2)
     tie_embeddings: bool = True
     sliding_window: int | None = None  # Mistral/Qwen2 sliding-window attention (None = full causal)
+    experts: int = 0          # E: a Mixtral-style MoE MLP of E SwiGLU experts (0 = the dense SwiGLU)
+    top_k: int = 0            # k: experts per token (the routed rows are k·s·b)
+    ep: int = 1               # expert parallelism: E/ep experts per rank, tokens exchanged all-to-all
     rope_scaling: str | None = None    # recorded from config.json; frequencies are not rescaled (no effect
     #                                    on shapes, saved bytes or FLOPs)
     source: str = "preset"    # "preset" or the config.json path
@@ -93,7 +97,8 @@ def validate(cfg: ModelConfig) -> ModelConfig:
     Checks: positive integer sizes; h divisible by a; a divisible by kv_heads (GQA groups); GPT has
     kv_heads = a; Llama attention = sdpa (its layer has no materialized-softmax path); even head_dim for
     RoPE; t divides a and h; s ≤ max_positions for learned positions; 0 ≤ dropout < 1;
-    known dtype / arch / attention / activation; positive norm_eps and rope_theta.
+    known dtype / arch / attention / activation; positive norm_eps and rope_theta; an MoE (experts ≥ 2,
+    Llama only) routes each token to 1 ≤ top_k ≤ experts experts, and ep divides experts (top_k 0 without).
     """
     for field in ("hidden", "heads", "kv_heads", "layers", "ffn_hidden", "vocab", "seq", "micro_batch",
                   "tp", "pp", "interleave", "global_batch", "max_positions"):
@@ -126,4 +131,22 @@ def validate(cfg: ModelConfig) -> ModelConfig:
             raise UsageError(field, f"must be a positive number, got {value!r}")
     if cfg.sliding_window is not None:
         _check_int(cfg, "sliding_window")
+    _check_moe(cfg)
     return cfg
+
+
+def _check_moe(cfg: ModelConfig) -> None:
+    for field in ("experts", "top_k"):
+        _check_int(cfg, field, minimum=0)
+    _check_int(cfg, "ep")
+    if not cfg.experts:
+        if cfg.top_k or cfg.ep > 1:
+            raise UsageError("top_k" if cfg.top_k else "ep", "needs a mixture of experts (experts ≥ 2)")
+        return
+    if cfg.arch != "llama" or cfg.experts < 2:
+        raise UsageError("experts", f"a mixture of experts needs the Llama-style layer and ≥ 2 experts, got "
+                                    f"{cfg.experts} on {cfg.arch}")
+    if not 1 <= cfg.top_k <= cfg.experts:
+        raise UsageError("top_k", f"must be in 1..{cfg.experts} (the experts), got {cfg.top_k}")
+    if cfg.experts % cfg.ep:
+        raise UsageError("ep", f"expert parallelism {cfg.ep} must divide the {cfg.experts} experts")

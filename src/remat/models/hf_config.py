@@ -1,6 +1,7 @@
-"""Read a HuggingFace-style ``config.json`` (model_type gpt2, llama, mistral, qwen2) into a ModelConfig.
+"""Read a HuggingFace-style ``config.json`` (model_type gpt2, llama, mistral, qwen2, mixtral) into a ModelConfig.
 
-The key names are those of transformers' GPT2Config, LlamaConfig, MistralConfig and Qwen2Config (5.x, and the
+The key names are those of transformers' GPT2Config, LlamaConfig, MistralConfig, Qwen2Config and MixtralConfig
+(5.x, and the
 older names 4.x wrote: ``torch_dtype``, ``rope_theta``, ``rope_scaling``, ``n_ctx``). The training shape
 (seq, micro_batch) is not part of a model config: seq defaults to the context length (n_positions /
 max_position_embeddings), micro_batch to 1; override them with ``from_name(path, seq=...)``.
@@ -32,7 +33,7 @@ from typing import Callable
 from remat.errors import UsageError
 from remat.models.config import ModelConfig, validate
 
-SUPPORTED = ("gpt2", "llama", "mistral", "qwen2")
+SUPPORTED = ("gpt2", "llama", "mistral", "qwen2", "mixtral")
 _GPT2_ACT = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
 _GPT2_KEYS = {"hidden": "n_embd", "heads": "n_head", "kv_heads": "n_head", "layers": "n_layer",
               "ffn_hidden": "n_inner", "vocab": "vocab_size", "seq": "n_positions", "max_positions": "n_positions",
@@ -41,7 +42,8 @@ _LLAMA_KEYS = {"hidden": "hidden_size", "heads": "num_attention_heads", "kv_head
                "layers": "num_hidden_layers", "ffn_hidden": "intermediate_size", "vocab": "vocab_size",
                "seq": "max_position_embeddings", "max_positions": "max_position_embeddings",
                "norm_eps": "rms_norm_eps", "rope_theta": "rope_theta", "sliding_window": "sliding_window",
-               "tie_embeddings": "tie_word_embeddings"}
+               "tie_embeddings": "tie_word_embeddings", "experts": "num_local_experts",
+               "top_k": "num_experts_per_tok"}
 CONTEXT_KEYS = {"gpt": "n_positions", "llama": "max_position_embeddings"}
 """ModelConfig.arch -> the config.json key whose value becomes s when no --seq is given (the context length)."""
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float64": "float64"}
@@ -52,7 +54,7 @@ Rule = tuple[str, Callable[[object, dict], bool]]
 """A REJECTED key's rule: (what is refused, in words; accepts(value, raw config) -> True if the value is fine)."""
 
 _COMMON_READ = {
-    "model_type": "the layer: arch gpt (gpt2) or llama (llama, mistral, qwen2)",
+    "model_type": "the layer: arch gpt (gpt2) or llama (llama, mistral, qwen2; mixtral with MoE MLPs)",
     "vocab_size": "vocab (v)",
     "tie_word_embeddings": "tie_embeddings (false: the LM head has its own v·h weight)",
     "dtype": "dtype of parameters and activations (null: float32)",
@@ -141,6 +143,9 @@ READ: dict[str, dict[str, str]] = {
               "sliding_window": "sliding_window of the sliding layers",
               "max_window_layers": "layers from this index on slide; only all-or-none is accepted",
               "layer_types": "per-layer full/sliding attention; only all-or-none sliding is accepted"},
+    "mixtral": {**_LLAMA_LIKE_READ, "sliding_window": "sliding_window of every layer (null: full causal)",
+                "intermediate_size": "ffn_hidden (each expert's SwiGLU width)",
+                "num_local_experts": "experts (E)", "num_experts_per_tok": "top_k (k)"},
 }
 """model_type -> {key: the ModelConfig field it sets, and the values it refuses}."""
 
@@ -160,6 +165,11 @@ REJECTED: dict[str, dict[str, Rule]] = {
               "mlp_bias": ("true (biases on the SwiGLU projections)", _false)},
     "mistral": dict(_LLAMA_LIKE_REJECTED),
     "qwen2": dict(_LLAMA_LIKE_REJECTED),
+    "mixtral": {**_LLAMA_LIKE_REJECTED,
+                "router_jitter_noise": ("≠ 0 (multiplies the MoE input by noise in training: one more saved "
+                                        "tensor)", _zero),
+                "output_router_logits": ("true (the auxiliary load-balancing loss keeps every layer's router "
+                                         "logits)", _false)},
 }
 """model_type -> {key: (the refused values, in words; accepts(value, raw))}."""
 
@@ -169,6 +179,7 @@ IGNORED: dict[str, frozenset[str]] = {
     "llama": _COMMON_IGNORED | {"pretraining_tp"},  # 4.x: a numerically equal split of the matmuls; 5.x: unused
     "mistral": _COMMON_IGNORED,
     "qwen2": _COMMON_IGNORED,
+    "mixtral": _COMMON_IGNORED | {"router_aux_loss_coef"},  # read only with output_router_logits (REJECTED)
 }
 """model_type -> keys that change no shape, parameter count, attention pattern or dtype."""
 
@@ -285,12 +296,14 @@ def _gpt2(raw: dict) -> dict:
 
 
 # transformers' defaults where the model types differ (absent key; null means "= heads" for kv heads)
-_KV_HEADS_DEFAULT = {"llama": None, "mistral": 8, "qwen2": 32}
-_POSITIONS_DEFAULT = {"llama": 2048, "mistral": 4096 * 32, "qwen2": 32768}
+_KV_HEADS_DEFAULT = {"llama": None, "mistral": 8, "qwen2": 32, "mixtral": 8}
+_NORM_EPS_DEFAULT = {"mixtral": 1e-5}      # the config classes' defaults where they are not 1e-6 / 10000
+_THETA_DEFAULT = {"mixtral": 1e6}
+_POSITIONS_DEFAULT = {"llama": 2048, "mistral": 4096 * 32, "qwen2": 32768, "mixtral": 4096 * 32}
 
 
 def _llama_like(raw: dict, model_type: str) -> dict:
-    """LlamaConfig / MistralConfig / Qwen2Config keys -> ModelConfig fields (arch "llama")."""
+    """LlamaConfig / MistralConfig / Qwen2Config / MixtralConfig keys -> ModelConfig fields (arch "llama")."""
     h, heads = _get(raw, "hidden_size"), _get(raw, "num_attention_heads")
     layers = _get(raw, "num_hidden_layers")
     kv = raw["num_key_value_heads"] if "num_key_value_heads" in raw else _KV_HEADS_DEFAULT[model_type]
@@ -300,11 +313,20 @@ def _llama_like(raw: dict, model_type: str) -> dict:
     return dict(arch="llama", hidden=h, heads=heads, kv_heads=kv, layers=layers,
                 ffn_hidden=_get(raw, "intermediate_size"), vocab=_get(raw, "vocab_size"), seq=positions,
                 max_positions=positions, dropout=0.0,
-                norm_eps=float(_get(raw, "rms_norm_eps", float, default=1e-6)), rope_theta=_rope_theta(raw),
+                norm_eps=float(_get(raw, "rms_norm_eps", float, default=_NORM_EPS_DEFAULT.get(model_type, 1e-6))),
+                rope_theta=_rope_theta(raw, _THETA_DEFAULT.get(model_type, 10000.0)),
                 activation="silu", attention="sdpa", bias=False,
                 qkv_bias=model_type == "qwen2",  # Qwen2: always (q/k/v only); Llama's attention_bias is REJECTED
                 tie_embeddings=_get(raw, "tie_word_embeddings", bool, default=False, required=False),
-                sliding_window=window, rope_scaling=_rope_type(raw))
+                sliding_window=window, rope_scaling=_rope_type(raw), **_experts(raw, model_type))
+
+
+def _experts(raw: dict, model_type: str) -> dict:
+    """Mixtral's MoE fields (MixtralConfig's defaults: 8 experts, top 2); none for the dense model types."""
+    if model_type != "mixtral":
+        return {}
+    return {"experts": _get(raw, "num_local_experts", default=8),
+            "top_k": _get(raw, "num_experts_per_tok", default=2)}
 
 
 def _rope_type(raw: dict) -> str | None:
@@ -317,9 +339,10 @@ def _rope_type(raw: dict) -> str | None:
     return None if rope_type in (None, "default") else str(rope_type)
 
 
-def _rope_theta(raw: dict) -> float:
+def _rope_theta(raw: dict, default: float) -> float:
     """RoPE θ as transformers 5 standardizes it: ``rope_scaling or rope_parameters`` (a flat dict) holds
-    rope_type and rope_theta; the 4.x top-level ``rope_theta`` fills in; 10000 if none. The rope_type is
+    rope_type and rope_theta; the 4.x top-level ``rope_theta`` fills in; the config class's default if none
+    (10000; Mixtral 10⁶). The rope_type is
     recorded by ``_rope_type``."""
     key = "rope_scaling" if raw.get("rope_scaling") else "rope_parameters"
     params = raw.get(key) or {}
@@ -329,7 +352,7 @@ def _rope_theta(raw: dict) -> float:
         raise UsageError(key, "per-layer-type RoPE parameters are not supported")
     if "rope_theta" in params:
         return float(_get(params, "rope_theta", float))
-    return float(_get(raw, "rope_theta", float, default=10000.0))
+    return float(_get(raw, "rope_theta", float, default=default))
 
 
 def _window(raw: dict, model_type: str, layers: int) -> int | None:
@@ -340,6 +363,8 @@ def _window(raw: dict, model_type: str, layers: int) -> int | None:
     layers, so a mix of full and sliding layers raises UsageError(layer_types / max_window_layers)."""
     if model_type == "llama":
         return None
+    if model_type == "mixtral":   # absent or null: none (MixtralConfig's default)
+        return _get(raw, "sliding_window", default=None, required=False)
     # absent: 4096 (the configs' default); null: none
     window = _get({"sliding_window": raw.get("sliding_window", 4096)}, "sliding_window", required=False)
     if model_type == "mistral":

@@ -6,6 +6,7 @@ accounting treat both alike:
     ln_1 (RMSNorm) -> attn.qkv (fused Linear h -> (a + 2·kv)·d, gpt-fast style) -> RoPE on q, k
     -> attn.core (F.scaled_dot_product_attention, causal, GQA) -> attn.proj (h -> h) -> + residual
     ln_2 (RMSNorm) -> mlp.gate, mlp.up (h -> ffn) -> mlp.act (SiLU) · up -> mlp.down (ffn -> h) -> + residual
+    (with cfg.experts: mlp.router -> mlp.experts, a top-k mixture of SwiGLU experts, remat.models.moe)
 
 Mistral/Qwen2 sliding-window attention is an explicit boolean mask when the window is shorter than s, built once
 per model (``SDPACore``).
@@ -17,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from remat.models.moe import SparseMoE
 from remat.models.presets import ModelConfig
 
 
@@ -145,7 +147,7 @@ class LlamaLayer(nn.Module):
         self.ln_1 = RMSNorm(cfg.hidden, cfg.norm_eps)
         self.attn = LlamaAttention(cfg)
         self.ln_2 = RMSNorm(cfg.hidden, cfg.norm_eps)
-        self.mlp = SwiGLU(cfg)
+        self.mlp = SparseMoE(cfg) if cfg.experts else SwiGLU(cfg)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln_1(x))

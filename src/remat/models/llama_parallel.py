@@ -4,6 +4,7 @@
         ln_1 (RMSNorm) -> attn.qkv (column-parallel: a/t query heads and kv/t key/value groups) -> RoPE
         -> attn.core (SDPA, GQA within the rank) -> attn.proj (row-parallel, all-reduce) -> + x
         ln_2 -> mlp.gate, mlp.up (column-parallel ffn/t) -> SiLU · up -> mlp.down (row-parallel) -> + x
+        (an MoE MLP: mlp.router replicated, every expert's ffn/t slice, ``ParallelSparseMoE``)
     TP + SP (sp=True): x [s/t, b, h], this rank's sequence shard; the RMSNorms and residual adds run on the
         shard, the column-parallel linears all-gather it (saving only the shard) and the row-parallel ones
         reduce-scatter back to it (Korthikanti §4.2.2), as in ``remat.models.tensor_parallel``.
@@ -25,8 +26,11 @@ from torch import nn
 
 from remat.errors import UsageError
 from remat.models.llama import LlamaAttention, LlamaLayer, RMSNorm, SDPACore, SwiGLU
+from remat.models.moe import Experts, SparseMoE, TopKRouter
 from remat.models.presets import ModelConfig
-from remat.models.tensor_parallel import ColumnParallelLinear, RowParallelLinear
+from remat.models.tensor_parallel import (ColumnParallelLinear, RowParallelLinear, _all_gather_seq,
+                                          _CopyToTensorParallelRegion, _GatherFromSequenceParallelRegion,
+                                          _ReduceFromTensorParallelRegion, _ReduceScatterToSequenceParallelRegion)
 from remat.models.transformer import default_dtype
 
 
@@ -68,6 +72,44 @@ class ParallelSwiGLU(SwiGLU):
         self.down = RowParallelLinear(cfg.ffn_hidden, cfg.hidden, False, group, sp)
 
 
+class ParallelSparseMoE(SparseMoE):
+    """The MoE MLP on one TP rank (remat.models.moe, its docstring): the router replicated (on the full sequence,
+    or on this rank's shard under SP), every expert's f/t slice; ``SparseMoE`` naming. x as the layer's."""
+
+    def __init__(self, cfg: ModelConfig, group=None, sp: bool = False):
+        nn.Module.__init__(self)
+        self.group, self.sp = group, sp
+        self.router = TopKRouter(cfg)
+        self.experts = Experts(cfg, cfg.ffn_hidden // dist.get_world_size(group))
+        if sp:
+            self.router.weight.sequence_parallel = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s, b, h = x.shape
+        weights, ids = self.router(x.reshape(-1, h))
+        weights, ids = weights.view(s, b, -1), ids.view(s, b, -1)
+        if self.sp:     # the experts see the whole sequence: gather the rows and their routing
+            x = _GatherFromSequenceParallelRegion.apply(x, self.group)
+            weights = _GatherFromSequenceParallelRegion.apply(weights, self.group)
+            ids = _all_gather_seq(ids, self.group)
+        else:           # each rank's expert slice adds a partial gradient to the rows and their weights
+            x = _CopyToTensorParallelRegion.apply(x, self.group)
+            weights = _CopyToTensorParallelRegion.apply(weights, self.group)
+        k = ids.shape[-1]
+        partial = self.experts(x.reshape(-1, h), weights.reshape(-1, k), ids.reshape(-1, k)).view(x.shape)
+        reduce = _ReduceScatterToSequenceParallelRegion if self.sp else _ReduceFromTensorParallelRegion
+        return reduce.apply(partial, self.group)
+
+    @torch.no_grad()
+    def load_serial(self, serial: SparseMoE, rank: int, t: int) -> None:
+        """Copy rank ``rank``'s share of a serial MoE MLP: the router whole, each expert's gate and up rows and
+        down columns of its f/t slice."""
+        self.router.weight.copy_(serial.router.weight)
+        gate, up = serial.experts.gate_up_proj.chunk(2, dim=1)
+        self.experts.gate_up_proj.copy_(torch.cat([gate.chunk(t, 1)[rank], up.chunk(t, 1)[rank]], dim=1))
+        self.experts.down_proj.copy_(serial.experts.down_proj.chunk(t, 2)[rank])
+
+
 class ParallelLlamaLayer(LlamaLayer):
     """One TP rank of the Llama layer; ``LlamaLayer.forward`` (pre-norm, residual adds) unchanged.
 
@@ -82,7 +124,7 @@ class ParallelLlamaLayer(LlamaLayer):
         self.ln_1 = RMSNorm(cfg.hidden, cfg.norm_eps)
         self.attn = ParallelLlamaAttention(cfg, group, sp)
         self.ln_2 = RMSNorm(cfg.hidden, cfg.norm_eps)
-        self.mlp = ParallelSwiGLU(cfg, group, sp)
+        self.mlp = ParallelSparseMoE(cfg, group, sp) if cfg.experts else ParallelSwiGLU(cfg, group, sp)
         if sp:
             for ln in (self.ln_1, self.ln_2):
                 ln.weight.sequence_parallel = True
@@ -91,7 +133,7 @@ class ParallelLlamaLayer(LlamaLayer):
     def load_serial(self, serial: LlamaLayer, rank: int | None = None) -> "ParallelLlamaLayer":
         """Copy this rank's shard of a serial ``LlamaLayer``'s weights (same cfg) into this layer; returns self.
         qkv: rows of this rank's query heads, then of its key and value groups; gate/up: output rows; proj and
-        down: the matching input columns; the RMSNorm weights whole."""
+        down: the matching input columns (an MoE: ``ParallelSparseMoE.load_serial``); the RMSNorm weights whole."""
         r = dist.get_rank(self.group) if rank is None else rank
         t, d = self.tp, self.attn.head_dim
         a, kv = self.attn.heads * t, self.attn.kv_heads * t
@@ -102,9 +144,12 @@ class ParallelLlamaLayer(LlamaLayer):
             q, k, v = whole.split([a * d, kv * d, kv * d], dim=0)
             getattr(self.attn.qkv, name).copy_(torch.cat([part.chunk(t, 0)[r] for part in (q, k, v)]))
         self.attn.proj.weight.copy_(serial.attn.proj.weight.chunk(t, 1)[r])
-        self.mlp.gate.weight.copy_(serial.mlp.gate.weight.chunk(t, 0)[r])
-        self.mlp.up.weight.copy_(serial.mlp.up.weight.chunk(t, 0)[r])
-        self.mlp.down.weight.copy_(serial.mlp.down.weight.chunk(t, 1)[r])
+        if isinstance(self.mlp, ParallelSparseMoE):
+            self.mlp.load_serial(serial.mlp, r, t)
+        else:
+            self.mlp.gate.weight.copy_(serial.mlp.gate.weight.chunk(t, 0)[r])
+            self.mlp.up.weight.copy_(serial.mlp.up.weight.chunk(t, 0)[r])
+            self.mlp.down.weight.copy_(serial.mlp.down.weight.chunk(t, 1)[r])
         self.ln_1.weight.copy_(serial.ln_1.weight)
         self.ln_2.weight.copy_(serial.ln_2.weight)
         return self

@@ -136,6 +136,20 @@ class _ReduceScatterToSequenceParallelRegion(torch.autograd.Function):
         return _all_gather_seq(grad, ctx.group), None
 
 
+class _GatherFromSequenceParallelRegion(torch.autograd.Function):
+    """Forward: all-gather the sequence shards. Backward: reduce-scatter the gradient (each rank's share of
+    the gathered tensor fed partial sums)."""
+
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        return _all_gather_seq(x, group)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _reduce_scatter_seq(grad, ctx.group), None
+
+
 class _SequenceGatherLinear(torch.autograd.Function):
     """y = all_gather_seq(x_shard) @ Wᵀ + b, saving only x_shard (Korthikanti §4.2.2: "we only store the
     sequence-parallel shard and perform an extra all-gather in backward"). Backward: all-gather x again for

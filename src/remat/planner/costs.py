@@ -83,6 +83,9 @@ def _check(cfg: ModelConfig, st: Settings) -> None:
     if st.zero and st.dp == 1:
         raise UsageError("--zero", f"ZeRO stage {st.zero} shards model state over data-parallel ranks: it needs "
                                    "--dp > 1 (got --dp 1)")
+    if st.dp % cfg.ep:
+        raise UsageError("--ep", f"expert parallelism spreads the experts over data-parallel ranks: --ep {cfg.ep} must "
+                                 f"divide --dp {st.dp}")
     if cfg.layers % cfg.pp:
         raise UsageError("pp", f"p = {cfg.pp} must divide the {cfg.layers} layers")
     if cfg.interleave > 1 and (cfg.layers // cfg.pp) % cfg.interleave:

@@ -24,7 +24,12 @@ recompute inside the policies' checkpoints). Nothing here is a formula of the la
   hold v/t rows each, the head's vocabulary-wide fp32 log-softmax is divided by t (Megatron's
   vocabulary-parallel cross-entropy) and, under SP, the final norm's and the head input's per-token tensors
   too (they run on the sequence shard);
-* the number of tensors a layer saves (the per-copy latency of offload) from the same SavedTensorLog.
+* the number of tensors a layer saves (the per-copy latency of offload) from the same SavedTensorLog;
+* expert parallelism (``cfg.ep`` ranks of the data-parallel group, Megatron-Core's expert-model-parallel size):
+  each rank holds E/ep experts, whose gradients and optimizer state ZeRO shards over the dp/ep ranks holding the
+  same experts (the expert-data-parallel group). Its activations are the layer's without EP: with balanced
+  routing a rank receives the k·s·b rows it sends (the offsets vector of E/ep, 4·E·(1 − 1/ep) bytes fewer, is
+  not subtracted); the all-to-all exchange is priced by ``remat.timemodel.layer.predict``.
 
 Time: the per-op roofline model of the same layer (``remat.timemodel.predict``) and offload through
 ``remat.formulas.offload.exposed_offload_s``, as the GPT path; the head by its FLOPs. Transients as the GPT path: none −
@@ -70,7 +75,8 @@ def _facts(cfg: ModelConfig) -> dict:
     rest = sum(p.numel() for p in model.parameters()) - embed - sum(count(layer) for layer in model.layers)
     tensors = sum(1 for r in log.activations() if r.module.startswith("layers.0.") or r.module == "layers.0")
     mask = getattr(model.layers[0].attn.core, "window_mask", None)
-    return {"layer": count(model.layers[0]), "embedding": embed, "norm": count(model.norm),
+    return {"layer": count(model.layers[0]), "experts": expert_params(model.layers[0]), "embedding": embed,
+            "norm": count(model.norm),
             "head": rest - count(model.norm), "tensors": tensors,
             "mask": 0 if mask is None else mask.numel() * mask.element_size()}
 
@@ -112,8 +118,15 @@ def measure_rank_layer(cfg: ModelConfig, t: int, sp: bool) -> dict:
         if mode == "none":
             tensors = len(items)      # every tensor saved, as ``_facts`` counts them at t = 1
     with fake_process_group(t) as group, FakeTensorMode():
-        params = sum(p.numel() for p in build_llama_layer(cfg, group, sp).parameters())
-    return {"stored": stored, "recompute_flops": flops, "tensors": tensors, "layer": params}
+        layer = build_llama_layer(cfg, group, sp)
+        params, experts = sum(p.numel() for p in layer.parameters()), expert_params(layer)
+    return {"stored": stored, "recompute_flops": flops, "tensors": tensors, "layer": params, "experts": experts}
+
+
+def expert_params(layer) -> int:
+    """Parameters of a layer's experts (an MoE MLP's ``mlp.experts``; 0 for a dense layer): what expert
+    parallelism divides."""
+    return sum(p.numel() for name, p in layer.named_parameters() if name.startswith("mlp.experts."))
 
 
 def outside(cfg: ModelConfig, sp: bool, held: int) -> dict[str, int]:
@@ -171,14 +184,17 @@ def measured_costs(cfg: ModelConfig, st, held: int = 1) -> dict:
     # vocabulary-parallel embedding and head (v/t rows each; a tied head is counted in the embedding), the final
     # norm replicated
     outside_params = -(-m["embedding"] // t) + (m["norm"] + -(-m["head"] // t) if p == 1 else 0)
-    n = (cfg.layers // p) * rank["layer"] + outside_params
+    experts = (cfg.layers // p) * rank["experts"] // cfg.ep     # E/ep experts per rank (expert parallelism)
+    n = (cfg.layers // p) * (rank["layer"] - rank["experts"]) + outside_params
+    dense, expert = sharded_state(n, st), sharded_state(experts, dataclasses.replace(st, dp=st.dp // cfg.ep))
     return {
         "per_micro_batch": out,
-        "model_state": sharded_state(n, st),
+        "model_state": {part: dense[part] + expert[part] for part in dense},
         "outside": outside(cfg, st.sp, held),
         "floor_bytes": -(-4 * cfg.seq * cfg.micro_batch * cfg.vocab // t) if p == 1 else 0,
         "head_time_s": (m["head_forward_flops"] + m["head_backward_flops"]) / t / rate if p == 1 else 0.0,
-        "params": {"per_layer": rank["layer"], "on_this_gpu": n, "embedding": -(-m["embedding"] // t),
+        "params": {"per_layer": rank["layer"] - rank["experts"] + rank["experts"] // cfg.ep, "on_this_gpu": n + experts,
+                   "embedding": -(-m["embedding"] // t),
                    "norm": m["norm"] if p == 1 else 0, "head": -(-m["head"] // t) if p == 1 else 0},
         "source": COST_SOURCE,
     }
