@@ -10,50 +10,31 @@ from remat import units as u
 from remat.report import phrases as w
 
 
-@pytest.mark.parametrize("k, n, text", [
-    (0, 0, "no plan"),                                                  # n = 0
-    (0, 1, "no plan"), (1, 1, "the one plan"),                          # n = 1
-    (0, 2, "neither plan"), (1, 2, "one of the two plans"), (2, 2, "both plans"),   # n = 2
-    (12, 12, "all 12 plans"), (0, 12, "none of the 12 plans"),          # k = n, k = 0
-    (1, 12, "1 of the 12 plans"), (3, 12, "3 of the 12 plans"),         # some
+@pytest.mark.parametrize("k, n, text, verb", [
+    (0, 0, "no plan", "is"),                                                     # n = 0
+    (0, 1, "no plan", "is"), (1, 1, "the one plan", "is"),                       # n = 1
+    (0, 2, "neither plan", "is"), (1, 2, "one of the two plans", "is"), (2, 2, "both plans", "are"),   # n = 2
+    (12, 12, "all 12 plans", "are"), (0, 12, "none of the 12 plans", "is"),      # k = n, k = 0
+    (1, 12, "1 of the 12 plans", "is"), (3, 12, "3 of the 12 plans", "are"),     # some
 ])
-def test_count_of_every_branch(k, n, text):
+def test_count_of_every_branch_and_its_verb(k, n, text, verb):
     assert w.count_of(k, n, "plan") == text
+    assert w.count_of(k, n, "plan", verb=("is", "are")) == f"{text} {verb}"
 
 
-@pytest.mark.parametrize("k, n, text", [
-    (0, 0, "no plan is"), (0, 1, "no plan is"), (1, 1, "the one plan is"),
-    (0, 2, "neither plan is"), (1, 2, "one of the two plans is"), (2, 2, "both plans are"),
-    (12, 12, "all 12 plans are"), (0, 12, "none of the 12 plans is"),
-    (1, 12, "1 of the 12 plans is"), (3, 12, "3 of the 12 plans are"),
-])
-def test_count_of_verb_agrees(k, n, text):
-    assert w.count_of(k, n, "plan", verb=("is", "are")) == text
+@pytest.mark.parametrize("k, n", [(4, 3), (-1, 3), (1, 0)])
+def test_count_of_bounds(k, n):
+    with pytest.raises(ValueError):
+        w.count_of(k, n, "plan")
 
 
-def test_count_of_irregular_plural_and_bounds():
-    assert w.count_of(3, 3, "analysis", "analyses") == "all 3 analyses"
-    assert w.count_of(2, 2, "copy", "copies") == "both copies"
-    assert w.count_of(1, 2, "copy", "copies") == "one of the two copies"
-    assert w.count_of(0, 1, "copy", "copies") == "no copy"
-    for k, n in ((4, 3), (-1, 3), (1, 0)):
-        with pytest.raises(ValueError):
-            w.count_of(k, n, "plan")
-
-
-def test_count():
+def test_count_and_join_words():
     assert (w.count(0, "thread"), w.count(1, "thread"), w.count(4, "thread")) == ("0 threads", "1 thread",
                                                                                   "4 threads")
-    assert w.count(2, "copy", "copies") == "2 copies" and w.count(1, "copy", "copies") == "1 copy"
     assert w.count(1024, "byte") == "1,024 bytes"
-
-
-def test_join_words():
-    assert w.join_words(["a"]) == "a"
-    assert w.join_words(["a", "b"]) == "a and b"
-    assert w.join_words(["a", "b", "c"]) == "a, b and c"
+    assert (w.join_words(["a"]), w.join_words(["a", "b"]), w.join_words(["a", "b", "c"])) == ("a", "a and b",
+                                                                                             "a, b and c")
     assert w.join_words(x for x in (1, 2)) == "1 and 2"           # any iterable, any values
-    assert w.join_words([], empty="none") == "none"
     with pytest.raises(ValueError):
         w.join_words([])
 

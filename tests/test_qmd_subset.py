@@ -94,7 +94,7 @@ def cell(*lines: str) -> str:
     return "```{python}\n" + "\n".join(lines) + "\n```\n"
 
 
-# (name, body after the front matter or a whole document, a fragment the problem must contain)
+# (name, body after the front matter (FRONT_MATTER: a whole document), a fragment the problem must contain)
 FORBIDDEN = [
     ("r-cell", "```{r}\nx <- 1\n```\n", "```{r} cell"),
     ("ojs-cell", "```{ojs}\nx = 1\n```\n", "```{ojs} cell"),
@@ -151,14 +151,11 @@ FRONT_MATTER = [
 ]
 
 
-@pytest.mark.parametrize("name,body,expected", FORBIDDEN, ids=[f[0] for f in FORBIDDEN])
-def test_rejects_construct(name, body, expected):
-    problems = lint_qmd(FRONT + body)
-    assert any(expected in p for p in problems), problems
+DOCUMENTS = [(name, FRONT + body, expected) for name, body, expected in FORBIDDEN] + FRONT_MATTER
 
 
-@pytest.mark.parametrize("name,doc,expected", FRONT_MATTER, ids=[f[0] for f in FRONT_MATTER])
-def test_rejects_front_matter(name, doc, expected):
+@pytest.mark.parametrize("name,doc,expected", DOCUMENTS, ids=[d[0] for d in DOCUMENTS])
+def test_rejects_construct(name, doc, expected):
     problems = lint_qmd(doc)
     assert any(expected in p for p in problems), problems
 

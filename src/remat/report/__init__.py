@@ -28,20 +28,14 @@ report outside it, so a report that renders in the fallback renders the same way
   ``[x]{…}`` but ``[a paper value]{.paper}``, no other attributes (``{.panel-tabset}``, ``layout-ncol``,
   ``fig-align``, …), no citations.
 
-The fallback mirrors Quarto's Jupyter engine: cells run in order in one ipykernel (this interpreter) and each
-inline expression is evaluated as a Jupyter ``user_expressions`` request after the cells above it, as
-Quarto's ``notebook.py`` does; outputs become markdown; pandoc (pypandoc-binary) writes standalone HTML with
-``--embed-resources --mathml --toc --number-sections``, ``crossref.lua`` (Quarto-style "Figure N" refs, alt
-text from fig-alt) and its own page (``page.html`` + ``page.css``: a Quarto-like layout, table of contents in a
-side column, wide tables scrolling). ``footer.lua`` runs under both engines (``_quarto.yml`` filters): each
-page's footer names the renderer that made it, Quarto's version or the fallback with pandoc's.
+The fallback (``remat.report.fallback``) mirrors Quarto's Jupyter engine; ``footer.lua`` runs under both engines
+(``_quarto.yml`` filters): each page's footer names the renderer that made it.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from remat.analysis import catalog
@@ -142,8 +136,3 @@ def render_quarto(qmd: Path, root: Path, quarto: str = "quarto") -> Path:
     if proc.returncode != 0 or not out.exists():
         raise RenderError(f"{rel}: quarto render failed (exit {proc.returncode})")
     return out
-
-
-
-if __name__ == "__main__":   # pragma: no cover - `python -m remat.report NAME` == `remat report NAME`
-    print("\n".join(str(p) for p in render(sys.argv[1:] or None)))

@@ -1,6 +1,9 @@
-"""Render one .qmd without Quarto: cells and inline expressions in one ipykernel (nbclient), outputs to
-markdown, pandoc (pypandoc-binary) + crossref.lua + footer.lua to one self-contained HTML file on remat's
-page (page.html + page.css: title block, table of contents column, scrolling tables, as a Quarto page)."""
+"""Render one .qmd without Quarto, as Quarto's Jupyter engine does: cells run in order in one ipykernel (this
+interpreter, nbclient) and each inline expression is evaluated as a Jupyter ``user_expressions`` request after the
+cells above it (Quarto's ``notebook.py``); outputs become markdown; pandoc (pypandoc-binary) writes one
+self-contained HTML file (``--embed-resources --mathml --toc --number-sections``) with ``crossref.lua``
+(Quarto-style "Figure N" refs, alt text from fig-alt), ``footer.lua`` and remat's page (``page.html`` +
+``page.css``: title block, table of contents in a side column, wide tables scrolling, as a Quarto page)."""
 
 from __future__ import annotations
 
@@ -12,7 +15,6 @@ import tempfile
 from contextlib import contextmanager
 from importlib.resources import files
 from pathlib import Path
-
 
 from remat.errors import UsageError
 from remat.io import atomic_path
@@ -26,11 +28,10 @@ def render_fallback(qmd: Path, root: Path, timeout: int = CELL_TIMEOUT_S) -> Pat
     """Render one .qmd without Quarto: run its cells and inline expressions in one ipykernel (cwd = root),
     turn outputs into markdown, convert with pandoc + crossref.lua, write ``qmd.with_suffix('.html')``
     atomically. Returns that path. Raises RenderError (cell error, inline error, pandoc failure)."""
-    doc = parse_qmd(qmd.read_text(encoding="utf-8"))
-    settings = _settings(root, doc.front)
+    front, out = parse_qmd(qmd.read_text(encoding="utf-8")).front, qmd.with_suffix(".html")
     rel = qmd.relative_to(root) if qmd.is_relative_to(root) else qmd
-    out = qmd.with_suffix(".html")
-    _pandoc(_title_block(doc.front) + executed_markdown(qmd, root, timeout), out, qmd.parent, root, settings, rel)
+    body = _title_block(front) + executed_markdown(qmd, root, timeout)
+    _pandoc(body, out, qmd.parent, root, _settings(root, front), rel)
     return out
 
 
@@ -47,7 +48,8 @@ def executed_markdown(qmd: Path, root: Path, timeout: int = CELL_TIMEOUT_S) -> s
             if isinstance(block, Cell):
                 outputs = _execute_cell(client, block, rel)
                 try:
-                    parts.append(cell_markdown(block, outputs, _cell_options(block, settings)))
+                    opts = {"include": True, **{k: settings[k] for k in EXECUTE_KEYS}, **block.options}
+                    parts.append(cell_markdown(block, outputs, opts))
                 except RenderError as exc:
                     raise RenderError(f"{rel}: {exc}") from None
             else:
@@ -67,13 +69,6 @@ def _settings(root: Path, front: dict) -> dict:
         settings.update({k: v for k, v in (html or {}).items() if k in HTML_FORMAT_KEYS})
         settings.update({k: v for k, v in (layer.get("execute") or {}).items() if k in EXECUTE_KEYS})
     return settings
-
-
-def _cell_options(cell: Cell, settings: dict) -> dict:
-    opts = {"echo": settings["echo"], "warning": settings["warning"], "output": settings["output"],
-            "include": True}
-    opts.update(cell.options)
-    return opts
 
 
 # Quarto's Jupyter defaults for HTML: fig-width 7in, fig-height 5in, fig-dpi 96, fig-format retina.
@@ -163,9 +158,8 @@ def _inline_value(result: dict, match: re.Match, block: Prose, rel: Path) -> str
         raise RenderError(f"{where} raised {result.get('ename')}: {result.get('evalue')}")
     data = result.get("data", {})
     if "text/html" in data:
-        text = data["text/html"]
-        tick = "`" * (max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
-        return f"{tick}{text}{tick}{{=html}}"
+        tick = _ticks(data["text/html"])
+        return f"{tick}{data['text/html']}{tick}{{=html}}"
     if "text/markdown" in data:
         return data["text/markdown"]
     if "text/plain" not in data:
@@ -200,10 +194,14 @@ def quarto_escaped(text: str) -> str:
 _MIME_ORDER = ("text/markdown", "text/html", "image/svg+xml", "image/png", "image/jpeg", "text/plain")
 
 
+def _ticks(text: str, least: int = 1) -> str:
+    """Backticks longer than any run of them inside ``text`` (at least ``least``): a code span or fence for it."""
+    return "`" * max(least, max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+
+
 def _fenced(text: str, info: str) -> str:
     """A fenced code block whose fence is longer than any backtick run inside ``text``."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
+    fence = _ticks(text, 3)
     return f"{fence}{info}\n{text.rstrip(chr(10))}\n{fence}"
 
 
@@ -291,15 +289,11 @@ def _title_block(front: dict) -> str:
 
 
 def _long_date(value) -> str:
-    if str(value).lower() in ("today", "now", "last-modified"):
-        day = _dt.date.today()
-    elif isinstance(value, _dt.date):
-        day = value
-    else:
-        try:
-            day = _dt.date.fromisoformat(str(value).strip())
-        except ValueError:
-            return str(value)
+    day = _dt.date.today() if str(value).lower() in ("today", "now", "last-modified") else value
+    try:
+        day = day if isinstance(day, _dt.date) else _dt.date.fromisoformat(str(day).strip())
+    except ValueError:
+        return str(value)
     return f"{day:%B} {day.day}, {day.year}"
 
 

@@ -1,13 +1,8 @@
 """The phrase shapes of the reports: the few sentences whose wording follows the data — a finding's verdict, ours
-against the paper's, counts (all, none, some; one or many), lists, the status counts of a set of claims. The
-one home of sentence building: reports and the scorecard call these on findings (remat.analysis.findings);
-numbers are formatted by remat.units. Each function returns non-empty text (an inline value may not be empty)
-or raises ValueError.
-
-    >>> count_of(3, 12, "plan", verb=("is", "are"))
-    '3 of the 12 plans are'
-    >>> join_words(["a", "b", "c"])
-    'a, b and c'
+against the paper's, counts (all, none, some; one or many), the status counts of a set of claims. The one home of
+sentence building: reports and the scorecard call these on findings (remat.analysis.findings); numbers are
+formatted by remat.units. Each function returns non-empty text (an inline value may not be empty) or raises
+ValueError.
 """
 
 from __future__ import annotations
@@ -20,57 +15,40 @@ from remat.analysis.findings import (DIFFERS, INVALID, MEASURED, NOT_MEASURED, N
                                     STATUSES, Finding)
 
 
-def count_of(k: int, n: int, noun: str, plural: str | None = None, verb: tuple[str, str] | None = None) -> str:
-    """``k`` of ``n`` things (``noun`` singular, ``plural`` when not noun + "s") as words that read right in
-    every case: "all 12 plans", "none of the 12 plans", "3 of the 12 plans", "both plans", "neither plan",
-    "one of the two plans", "the one plan", "no plan" (n = 1 with k = 0, and n = 0).
-    ``verb`` (singular, plural), e.g. ("is", "are"), is appended in the number the phrase takes: "none of the
-    12 plans is", "1 of the 12 plans is", "3 of the 12 plans are". Raises ValueError unless 0 ≤ k ≤ n.
-
-    >>> count_of(0, 2, "row", verb=("fits", "fit"))
-    'neither row fits'
-    """
+def count_of(k: int, n: int, noun: str, verb: tuple[str, str] | None = None) -> str:
+    """``k`` of ``n`` things (``noun`` singular; plural noun + "s") as words that read right in every case: "all 12
+    plans", "none of the 12 plans", "3 of the 12 plans", "both plans", "neither plan", "one of the two plans", "the
+    one plan", "no plan" (n = 1 with k = 0, and n = 0). ``verb`` (singular, plural), e.g. ("is", "are"), is
+    appended in the number the phrase takes: "none of the 12 plans is", "3 of the 12 plans are". Raises ValueError
+    unless 0 ≤ k ≤ n."""
     k, n = int(k), int(n)
     if not 0 <= k <= n:
         raise ValueError(f"count_of: need 0 <= k <= n, got k={k}, n={n}")
-    plural = plural or f"{noun}s"
     if n <= 1:
         phrase, many = (f"the one {noun}" if k else f"no {noun}"), False
     elif n == 2:
-        phrase, many = {0: (f"neither {noun}", False), 1: (f"one of the two {plural}", False),
-                        2: (f"both {plural}", True)}[k]
+        phrase, many = {0: (f"neither {noun}", False), 1: (f"one of the two {noun}s", False),
+                        2: (f"both {noun}s", True)}[k]
     elif k == n:
-        phrase, many = f"all {n} {plural}", True
+        phrase, many = f"all {n} {noun}s", True
     elif k == 0:
-        phrase, many = f"none of the {n} {plural}", False
+        phrase, many = f"none of the {n} {noun}s", False
     else:
-        phrase, many = f"{k} of the {n} {plural}", k > 1
+        phrase, many = f"{k} of the {n} {noun}s", k > 1
     return phrase if verb is None else f"{phrase} {verb[1] if many else verb[0]}"
 
 
-def count(n: int, noun: str, plural: str | None = None) -> str:
-    """``n`` things with the noun in its number: "1 thread", "4 threads", "0 threads", "1,024 bytes" (``plural``
-    when not noun + "s"; thousands separated by commas).
-
-    >>> count(2, "copy", "copies")
-    '2 copies'
-    """
-    n = int(n)
-    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
+def count(n: int, noun: str) -> str:
+    """``n`` things with the noun in its number (plural noun + "s"): "1 thread", "4 threads", "0 threads", "1,024
+    bytes" (thousands separated by commas)."""
+    return f"{int(n):,} {noun if int(n) == 1 else noun + 's'}"
 
 
-def join_words(words: Iterable, empty: str | None = None) -> str:
-    """Words as a list in a sentence: "a", "a and b", "a, b and c". With no words, ``empty`` (e.g. "none"), or
-    ValueError when it is not given.
-
-    >>> join_words(["gpt3-175b", "mt-nlg"])
-    'gpt3-175b and mt-nlg'
-    """
+def join_words(words: Iterable) -> str:
+    """Words as a list in a sentence: "a", "a and b", "a, b and c". ValueError with no words."""
     words = [str(w) for w in words]
     if not words:
-        if empty is None:
-            raise ValueError("join_words: no words (pass empty= for the text to use then)")
-        return empty
+        raise ValueError("join_words: no words")
     return " and ".join(words) if len(words) <= 2 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
@@ -91,12 +69,6 @@ def verdict(f: Finding) -> str:
     return f"{f.status}: {f.reason}"
 
 
-def versus(f: Finding) -> str:
-    """Ours against the value it is judged by and where that is printed: "38.2 % against 39 % (Table 4)" — the
-    source says whose it is (a paper's table, a closed form, the time model); ours alone where nothing judges it."""
-    return f"{f.ours} against {f.paper} ({f.source})" if f.paper else f.ours
-
-
 def quoted(f: Finding) -> str:
     """Ours where it is data (measured, reproduced, differs, or a labelled stand-in not reproducible here); else the
     verdict that says why there is no number to quote (invalid, not measured, or not reproducible here with
@@ -111,13 +83,14 @@ def outcome(f: Finding) -> str:
 
 
 def judged(f: Finding) -> str:
-    """One sentence shape for a judged claim: ours against its reference, then the verdict and the rule: "38.2 %
-    against 39 % (Table 4): reproduced (within ±3 pp)."; an invalid or unmeasured
-    finding says so and quotes no number as data."""
+    """One sentence shape for a judged claim: ours against the value it is judged by and where that is printed (a
+    paper's table, a closed form, the time model), then the verdict and the rule: "38.2 % against 39 % (Table 4):
+    reproduced (within ±3 pp)."; an invalid or unmeasured finding says so and quotes no number as data."""
     if f.status in (INVALID, NOT_MEASURED, NOT_REPRODUCIBLE):
         return capitalized(verdict(f)) + "."
+    versus = f"{f.ours} against {f.paper} ({f.source})" if f.paper else f.ours
     rule = f" ({f.rule})" if f.rule and f.status == REPRODUCED else ""
-    return f"{versus(f)}: {verdict(f)}{rule}."   # not capitalized: ours may start with a name (gpt3-175b)
+    return f"{versus}: {verdict(f)}{rule}."   # not capitalized: ours may start with a name (gpt3-175b)
 
 
 def claim_bullets(found: Iterable[Finding]) -> str:
@@ -127,10 +100,8 @@ def claim_bullets(found: Iterable[Finding]) -> str:
                      for f in found)
 
 
-_VERBS = {REPRODUCED: ("is reproduced", "are reproduced"), DIFFERS: ("differs", "differ"),
-          NOT_REPRODUCIBLE: ("is not reproducible here", "are not reproducible here"),
-          NOT_MEASURED: ("is not measured yet", "are not measured yet"), INVALID: ("is invalid", "are invalid"),
-          MEASURED: ("is measured", "are measured")}
+_VERBS = {**{s: (f"is {s}", f"are {s}") for s in STATUSES}, DIFFERS: ("differs", "differ"),
+          NOT_MEASURED: ("is not measured yet", "are not measured yet")}
 
 
 def status_counts(found: Iterable[Finding], noun: str = "claim") -> str:
