@@ -71,5 +71,5 @@ def test_cell_figure_alt_in_markdown():
     cell = Cell(line=3, header="python", code="plot()",
                 options={"label": "fig-x", "fig-cap": "Cap.", "fig-alt": 'Alt "q" \\ end.'})
     output = {"output_type": "display_data", "data": {"image/png": "iVBORw0KGgo="}, "metadata": {}}
-    md = cell_markdown(cell, [output], {"echo": False, "warning": True, "output": True, "include": True, **cell.options})
+    md = cell_markdown(cell, [output], dict(echo=False, warning=True, output=True, include=True, **cell.options))
     assert '![](data:image/png;base64,iVBORw0KGgo=){fig-alt="Alt \\"q\\" \\\\ end."}' in md
