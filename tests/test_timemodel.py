@@ -11,6 +11,7 @@ import pytest
 
 from conftest import run_cli
 from remat.formulas import korthikanti
+from remat.formulas.op_flops import FUSED_ATTENTION
 from remat.models.presets import from_name
 from remat.timemodel import Rates, predict
 from remat.timemodel.gpus import gpu
@@ -126,7 +127,8 @@ def test_selective_costs_more_than_its_flop_share():
 def test_llama_layer_traces_with_fused_attention_flops():
     cfg = from_name("llama-tiny")
     trace = trace_layer(cfg, 1, False, "selective")
-    assert trace.totals("recompute")["flops"] == 4 * cfg.micro_batch * cfg.seq**2 * cfg.hidden
+    s = cfg.seq   # a causal FlashAttention kernel computes s(s + 1)/2 of the s² query–key pairs
+    assert trace.totals("recompute")["flops"] == 4 * cfg.micro_batch * s * (s + 1) // 2 * cfg.hidden
 
 
 def test_account_predicts_milliseconds(capsys):
@@ -229,3 +231,18 @@ def test_matmuls_run_at_their_dtype_peak():
     flop_time = trace_layer(cfg32, T, False, "none").totals("forward")["flops"] / (19.5e12 * 0.8)
     assert flop_time <= fp32.forward.compute_s + fp32.forward.memory_s
     assert fp32.forward.compute_s > 0.95 * flop_time          # at the FP32 rate nearly every matmul is FLOP-bound
+
+
+@pytest.mark.parametrize("window, pairs", [
+    (None, 8192 * 8193 // 2),                         # causal: the lower triangle with its diagonal
+    (4096, 4096 * 4097 // 2 + (8192 - 4096) * 4096),  # sliding window: the first w rows grow, then w per row
+    (16384, 8192 * 8193 // 2),                        # a window longer than s is plain causal
+])
+def test_fused_attention_is_priced_at_the_pairs_it_attends(window, pairs):
+    """A FlashAttention kernel computes only the causal (windowed) query–key pairs: the time model's forward
+    attention FLOPs are Korthikanti's 4bs²h scaled by pairs / s², counted here by hand; backward keeps torch's
+    2.5 × forward ratio."""
+    cfg = dataclasses.replace(from_name("llama3-8b", seq=8192, micro_batch=1), sliding_window=window)
+    forward, backward = (op.flops for op in trace_layer(cfg, 1, False, "none").ops if op.name in FUSED_ATTENTION)
+    assert forward == pytest.approx(4 * 8192 * 8192 * 4096 * pairs / 8192 ** 2, abs=1)
+    assert backward == pytest.approx(2.5 * 4 * 8192 * 8192 * 4096 * pairs / 8192 ** 2, abs=1)

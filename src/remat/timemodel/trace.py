@@ -7,8 +7,10 @@ size, no memory, no GPU).
 
 What is counted per op (``Op``):
 
-* FLOPs: ``remat.formulas.op_flops.flop_count`` (torch's FLOP registry: mm, addmm, bmm, baddbmm, fused attention
-  on every device). Elementwise ops (LayerNorm, softmax, GeLU, dropout, adds) count 0 FLOPs: they are priced
+* FLOPs: ``remat.formulas.op_flops.flop_count`` (torch's FLOP registry: mm, addmm, bmm, baddbmm, grouped GEMMs,
+  fused attention on every device); a fused attention kernel's scaled by the share of query–key pairs a
+  FlashAttention kernel computes (``attention_share``: about half when causal, s·w of s² with a sliding window w —
+  the GPT layer's materialized "math" attention keeps Korthikanti's full 4bs²h). Elementwise ops (LayerNorm, softmax, GeLU, dropout, adds) count 0 FLOPs: they are priced
   by their bytes.
 * bytes: every tensor input read once and every output written once, a tensor's bytes being numel ×
   element size (a strided view counts the elements it covers, not its whole storage). View and allocation
@@ -44,7 +46,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from remat.accounting import build, layer_input, resolve, tensor_mode, tp_group
-from remat.formulas.op_flops import flop_count
+from remat.formulas.op_flops import FUSED_ATTENTION, attention_share, flop_count
 from remat.models.presets import ModelConfig
 from remat.policies import observe_recompute
 
@@ -119,8 +121,9 @@ def _key(t: torch.Tensor):
 class _Recorder(TorchDispatchMode):
     """Records every op that moves data (module docstring) into ``ops``, tagged with ``phase``."""
 
-    def __init__(self, weight_shapes: set):
+    def __init__(self, weight_shapes: set, window: int | None = None):
         super().__init__()
+        self.window = window
         self.ops: list[Op] = []
         self.keep: list[torch.Tensor] = []   # every output stays alive: no storage is reused, keys stay unique
         self.phase = "forward"
@@ -154,6 +157,8 @@ class _Recorder(TorchDispatchMode):
             size = _nbytes(inputs[-1] if kind == "reduce_scatter" else inputs[0])
             return Op(self.phase, name, 0, 0, kind, size, node_name)
         flops = flop_count(func, args, kwargs, out)
+        if name in FUSED_ATTENTION:     # what a FlashAttention kernel computes (causal / windowed pairs only)
+            flops = round(flops * attention_share(func, args, kwargs, self.window))
         wgrad = bool(flops) and self.phase != "forward" and tuple(outputs[0].shape) in self.weight_shapes
         return Op(self.phase, name, flops, sum(map(_nbytes, inputs)) + sum(map(_nbytes, outputs)), node=node_name,
                   wgrad=wgrad, reads=tuple(map(_key, inputs)), writes=tuple((_key(o), _nbytes(o)) for o in outputs))
@@ -179,12 +184,13 @@ def fuse(ops: list[Op]) -> list[Op]:
 
 
 @contextlib.contextmanager
-def recording(weight_shapes: set):
+def recording(weight_shapes: set, window: int | None = None):
     """Record every op run inside (``_Recorder``): phase "forward" until the caller sets ``recorder.phase =
     "backward"``; ops inside a recompute of the policies' checkpoints (remat.policies.observe_recompute) are
     tagged "recompute". ``weight_shapes``: shapes of the traced module's 2-D parameters (weight-gradient
-    GEMMs). Yields the recorder; its ``ops`` is the list of Op."""
-    recorder = _Recorder(weight_shapes)
+    GEMMs); ``window``: the model's sliding window, for a fused attention given a mask. Yields the recorder; its
+    ``ops`` is the list of Op."""
+    recorder = _Recorder(weight_shapes, window)
 
     @contextlib.contextmanager
     def recompute():
@@ -213,7 +219,7 @@ def trace_layer(cfg: ModelConfig, t: int = 1, sp: bool = False, mode: str = "non
     with tp_group(t, 0, "fake") as group, tensor_mode("fake"):
         container, layer = build(cfg, t, sp, mode, group, "fake")
         x = layer_input(cfg, t, sp, "fake")
-        with recording({tuple(p.shape) for p in layer.parameters() if p.dim() == 2}) as recorder:
+        with recording({tuple(p.shape) for p in layer.parameters() if p.dim() == 2}, cfg.sliding_window) as recorder:
             y = container(x)
             grad = torch.empty_like(y)
             recorder.phase = "backward"
