@@ -20,18 +20,15 @@ from remat.analysis import catalog, findings as _findings
 from remat.errors import UsageError
 
 
-def report_findings(report: str, root: str | Path = ".") -> list[_findings.Finding]:
-    """The findings of one report (``catalog.REPORTS``, or "index": the claims the scorecard lists), computed
-    from the result tables under ``root``. UsageError("name") names an unknown report."""
+def write_findings(report: str, root: str | Path = ".") -> Path:
+    """The findings of one report (``catalog.REPORTS``, or "index": the claims the scorecard lists), computed from
+    the result tables under ``root`` by its module, written atomically to ``results/findings/<report>.csv``;
+    returns that path. UsageError("name") names an unknown report, UsageError(its tables) a table that lacks
+    what the analysis reads."""
     if report not in (*catalog.REPORTS, "index"):
         raise UsageError("name", f"unknown report {report!r}; one of {', '.join((*catalog.REPORTS, 'index'))}")
-    return importlib.import_module(f"remat.analysis.{report}").findings(root)   # one module per report
-
-
-def write_findings(report: str, root: str | Path = ".") -> Path:
-    """``results/findings/<report>.csv`` under ``root``, written atomically; returns its path."""
     try:
-        found = report_findings(report, root)
+        found = importlib.import_module(f"remat.analysis.{report}").findings(root)   # one module per report
     except (KeyError, IndexError) as exc:   # a table from another version of remat, or cut at a row boundary
         target = catalog.target(f"findings.{report}")
         raise UsageError(f"results tables of {report}", f"a table lacks what the analysis reads ({exc}); remake "

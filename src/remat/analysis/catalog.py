@@ -113,15 +113,11 @@ def read_if(table: str, device: str | None = None, root: str | Path = ".") -> pd
 
 
 def device_paths(table: str, root: str | Path = ".") -> list[Path]:
-    """Every device's file of per-device table ``table`` this run has (in DEVICES order, then any other), plus
-    the reference run's GPU table when this run has none."""
-    pattern = DEVICE_TABLES[table]
-    found = {d: Path(root) / RESULTS / pattern.format(device=d) for d in DEVICES}
-    here = [p for p in found.values() if p.exists()]
-    glob = pattern.format(device="*")
-    others = sorted(p for p in (Path(root) / RESULTS).glob(glob) if p not in here)
-    gpu = gpu_table(pattern.format(device=GPU_DEVICE), root)
-    return here + others + ([gpu] if gpu is not None and gpu not in here else [])
+    """Every device's file of per-device table ``table`` this run has (in DEVICES order), plus the reference run's
+    GPU table when this run has none."""
+    here = [p for d in DEVICES if (p := Path(root) / RESULTS / DEVICE_TABLES[table].format(device=d)).exists()]
+    gpu = gpu_of(table, root)
+    return here + ([gpu] if gpu is not None and gpu not in here else [])
 
 
 def read_devices(table: str, root: str | Path = ".") -> pd.DataFrame:

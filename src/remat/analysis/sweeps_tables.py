@@ -10,6 +10,7 @@ import pandas as pd
 
 from remat.analysis import catalog, gates
 from remat.analysis.chen2016 import fit_loglog_exponent
+from remat.analysis.times import validation_display
 from remat.analysis.tolerances import SWEEPS_TIMING_IQR
 from remat.formulas import torch_gpt
 
@@ -30,9 +31,8 @@ def read(root=".") -> dict[str, pd.DataFrame]:
 
 
 def devices(frame: pd.DataFrame) -> list[str]:
-    """The devices of a sweep frame in catalog.DEVICES order (then any other, by name)."""
-    rank = lambda d: (catalog.DEVICES.index(d) if d in catalog.DEVICES else len(catalog.DEVICES), d)
-    return sorted(frame["device"].unique(), key=rank) if len(frame) else []
+    """The devices of a sweep frame, in catalog.DEVICES order."""
+    return [d for d in catalog.DEVICES if (frame["device"] == d).any()]
 
 
 def ok(frame: pd.DataFrame) -> pd.DataFrame:
@@ -191,11 +191,11 @@ def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
         "timing": _timing_column("layer-timing", frame)}).astype(object).fillna("—")
 
 
-def time_model_table(frame: pd.DataFrame, display) -> pd.DataFrame:
-    """``display`` (remat.analysis.times.validation_display) of a sweep-time-model table, with the device and
-    "invalid" where the row's size fails a timing gate (the reason is its findings')."""
+def time_model_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """``times.validation_display`` of a sweep-time-model table, with the device and "invalid" where the row's
+    size fails a timing gate (the reason is its findings')."""
     invalid = validity("time-model", frame).map(lambda why: "invalid" if why else "")
-    return display(frame).assign(device=frame["device"].to_numpy(), timing=invalid.to_numpy())
+    return validation_display(frame).assign(device=frame["device"].to_numpy(), timing=invalid.to_numpy())
 
 
 POINT = {"segments": "k={k}", "depth": "L={layers} {family}", "seq-hidden": "s={seq} h={hidden} {mode}"}
