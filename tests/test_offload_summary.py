@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from remat.analysis import gates, offload
+from remat.analysis import offload
 from remat.analysis.findings import holds
 from remat.errors import UsageError
 from remat.formulas.offload import SIMULATED
@@ -22,11 +22,6 @@ def test_rules_are_two_sided_and_fail_a_wrong_value():
     assert [offload.FIT_RULE.check(x, 1.0)[0] for x in (0.85, 0.95, 1.05, 1.15)] == [False, True, True, False]
     assert [offload.MODEL_RULE.check(x, 1.0)[0] for x in (0.7, 0.8, 1.2, 1.3)] == [False, True, True, False]
     assert holds("x").check(0, 1)[0] is False and holds("x").check(1, 1)[0] is True
-
-
-def test_gates_fail_noise_and_negative_overhead():
-    assert gates.noisy(10.0, 6.0) and not gates.noisy(10.0, 4.0)            # IQR 60 % / 40 % of the median
-    assert gates.negative_overhead(-0.20, 0.05) and not gates.negative_overhead(-0.03, 0.05)
 
 
 def bandwidth(err_1mib=-0.05, err_2mib=0.02, overlap=True):

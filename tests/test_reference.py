@@ -47,24 +47,16 @@ def test_labels_and_notes(tmp_path):
     text = catalog.label(path, ref)
     assert "NVIDIA H200" in text and "2026-12-01" in text and "0123456789ab" in text
     assert "committed reference run" in gpu_note([path], root=ref)
-    missing = gpu_note([None], root=ref)
+    # a section that shows this run's device only names the reference run as where the tables are
+    assert gpu_note([path], root=ref, shows_reference=False) == f"A reference GPU run has these tables: {text}.\n"
+    missing = gpu_note([None], "copies", root=ref)
     assert "No GPU results yet" in missing and "make gpu" in missing and "has none" in missing
+    assert gpu_note([None], "copies", root=ref, shows_reference=False) == missing
     assert "holds no reference run yet" in gpu_note([None], root=tmp_path / "empty")
     (results / "x").mkdir(parents=True)
     (results / "x" / "cuda.csv").write_text("device\ncuda\n")
-    assert gpu_note([results / "x" / "cuda.csv"], root=ref) == ""
-
-
-def test_note_for_a_section_that_shows_this_runs_device_only(tmp_path):
-    results, ref = tmp_path / "results", tmp_path
-    path = make_run(ref, "nvidia-h200", "2026-12-01", ["offload/cuda/bandwidth.csv"]) / "offload/cuda/bandwidth.csv"
-    named = gpu_note([path], root=ref, shows_reference=False)
-    assert named == f"A reference GPU run has these tables: {catalog.label(path, ref)}.\n"   # named, not shown
-    missing = gpu_note([None], "copies", root=ref)
-    assert gpu_note([None], "copies", root=ref, shows_reference=False) == missing
-    (results / "x").mkdir(parents=True)
-    (results / "x" / "cuda.csv").write_text("device\ncuda\n")
-    assert gpu_note([results / "x" / "cuda.csv"], root=ref, shows_reference=False) == ""
+    for shows in (True, False):   # this run measured on a GPU: no note
+        assert gpu_note([results / "x" / "cuda.csv"], root=ref, shows_reference=shows) == ""
 
 
 def test_summaries_read_the_reference_gpu_table(tmp_path, monkeypatch):
