@@ -48,25 +48,31 @@ def test_a_split_the_layer_cannot_take_names_the_field():
     assert exc.value.field == "tp" and "kv_heads" in str(exc.value)
 
 
-def _worker(rank: int, world: int, port: int, outdir: str) -> None:
+def _worker(rank: int, world: int, port: int, outdir: str, changes: dict) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
-        _check_numerics(world, rank, build=build_llama_layer, cfg=_tiny())
+        _check_numerics(world, rank, build=build_llama_layer, cfg=dataclasses.replace(_tiny(), **changes))
         with open(f"{outdir}/rank{rank}.json", "w") as f:
             json.dump({"ok": True}, f)
     finally:
         dist.destroy_process_group()
 
 
-@pytest.mark.slow
-def test_gloo_ranks_match_the_serial_layer(tmp_path):
+def gloo_ranks_match_serial(tmp_path, **changes) -> bool:
+    """Two gloo ranks of the tiny Llama layer (``changes`` to its config) against the serial layer, under TP and
+    TP + SP with every policy (test_tensor_parallel._check_numerics)."""
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["torch", "torch.distributed", "torch.utils.checkpoint", "torch._dynamo",
                                 "remat.accounting", "remat.policies", "remat.models.llama_parallel"])
-    mp.start_processes(_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True,
+    mp.start_processes(_worker, args=(2, _free_port(), str(tmp_path), changes), nprocs=2, join=True,
                        start_method="forkserver")
-    assert all(json.loads((tmp_path / f"rank{r}.json").read_text())["ok"] for r in range(2))
+    return all(json.loads((tmp_path / f"rank{r}.json").read_text())["ok"] for r in range(2))
+
+
+@pytest.mark.slow
+def test_gloo_ranks_match_the_serial_layer(tmp_path):
+    assert gloo_ranks_match_serial(tmp_path)
 
 
 def _llama3_70b_by_hand(t: int = 8) -> dict[str, int]:

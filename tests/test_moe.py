@@ -9,8 +9,6 @@ import json
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from remat.cli import main
@@ -24,7 +22,7 @@ from remat.models.tensor_parallel import fake_process_group
 from remat.timemodel.gpus import GPUS
 from remat.timemodel.layer import expert_exchange_s
 from test_llama_family_bytes import MIXTRAL_8X7B
-from test_tensor_parallel import _check_numerics, _free_port
+from test_llama_parallel import gloo_ranks_match_serial
 
 TINY = dict(dtype="float32", heads=4, kv_heads=2, hidden=64, ffn_hidden=32, seq=16, micro_batch=2, experts=4,
             top_k=2)
@@ -85,26 +83,10 @@ def test_one_rank_holds_every_experts_slice_and_the_whole_router():
         assert tuple(layer(torch.randn(16 // 2, 2, 64)).shape) == (8, 2, 64)
 
 
-def _worker(rank: int, world: int, port: int, outdir: str) -> None:
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    try:
-        _check_numerics(world, rank, build=build_llama_layer, cfg=_tiny())
-        with open(f"{outdir}/rank{rank}.json", "w") as f:
-            json.dump({"ok": True}, f)
-    finally:
-        dist.destroy_process_group()
-
-
 @pytest.mark.slow
 def test_gloo_ranks_match_the_serial_moe_layer(tmp_path):
     """TP and TP + SP ranks (every policy) give the serial MoE layer's output and gradients."""
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "torch.distributed", "torch.utils.checkpoint", "torch._dynamo",
-                                "remat.accounting", "remat.policies", "remat.models.llama_parallel"])
-    mp.start_processes(_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True,
-                       start_method="forkserver")
-    assert all(json.loads((tmp_path / f"rank{r}.json").read_text())["ok"] for r in range(2))
+    assert gloo_ranks_match_serial(tmp_path, ffn_hidden=32, experts=4, top_k=2)
 
 
 def mixtral_rank_by_hand(s: int, t: int) -> dict[str, int]:
