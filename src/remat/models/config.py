@@ -136,6 +136,7 @@ def validate(cfg: ModelConfig) -> ModelConfig:
 
 
 def _check_moe(cfg: ModelConfig) -> None:
+    """UsageError naming the first MoE field (experts, top_k, ep) ``validate`` refuses (its docstring)."""
     for field in ("experts", "top_k"):
         _check_int(cfg, field, minimum=0)
     _check_int(cfg, "ep")
