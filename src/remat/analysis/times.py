@@ -2,7 +2,7 @@
 and Table 5 beside the roofline model (``korthikanti.table4/figure8/table5``), and the model against this
 machine's measurement (``sweeps.time-model``: ``validation_display``, ``validation_checks``).
 
-    found = korthikanti_time_findings(".")     # table4.*, figure8*, over-ninety, time.rates, table5.mfu
+    GROUPS                                    # table4.*, figure8*, over-ninety, time.rates: korthikanti2022's
 """
 
 from __future__ import annotations
@@ -126,11 +126,11 @@ def validation_checks(frame: pd.DataFrame, band: float = TIME_MODEL_BAND.value) 
 # --- findings: paper Table 4 and Figure 8 predicted, the abstract's "over 90 %" --------------------------------
 
 SECTION = "korthikanti2022.html#sec-time"
+_EXPERIMENTS = {"sequence parallel": "table4.sp", "full recompute": "table4.full",
+                "selective recompute": "table4.selective", "selective + sequence parallel": "table4.selective_sp"}
 CLAIMS = {  # id -> (claim, link when the index's scorecard lists it)
     "table4": ("One 22B layer: time overhead (predicted)", SECTION),
-    **{f"table4.{k}": (f"{e.capitalize()}: time overhead, one 22B layer (predicted)", "") for e, k in (
-        ("sequence parallel", "sp"), ("full recompute", "full"), ("selective recompute", "selective"),
-        ("selective + sequence parallel", "selective_sp"))},
+    **{id: (f"{e.capitalize()}: time overhead, one 22B layer (predicted)", "") for e, id in _EXPERIMENTS.items()},
     "table4.phases": ("Largest |relative error| of a predicted phase against paper Table 4 (not judged)", ""),
     "table4.bias": ("Predicted phases as a percent of the paper's times", ""),
     "table4.ratios": ("Largest |relative error| of an experiment's combined time over the baseline's", ""),
@@ -142,8 +142,6 @@ CLAIMS = {  # id -> (claim, link when the index's scorecard lists it)
     "over-ninety": ("Recompute time overhead reduced by", SECTION),
     "time.rates": ("The GPU preset's rates the roofline prices with", ""),
 }
-_EXPERIMENTS = {"sequence parallel": "table4.sp", "full recompute": "table4.full",
-                "selective recompute": "table4.selective", "selective + sequence parallel": "table4.selective_sp"}
 
 
 def claimed(claims: dict, id: str, value: float, paper: PaperValue | None = None, rule=None, **kw) -> Finding:
@@ -242,17 +240,6 @@ def _rates(t4: pd.DataFrame) -> Finding:
     return claimed(CLAIMS, "time.rates", g.peak_flops * g.achievable, where="predicted", text=text)
 
 
-def korthikanti_time_findings(root=".") -> list[Finding]:
-    """The time findings of the korthikanti2022 report from ``korthikanti.table4`` and ``korthikanti.figure8``
-    (a missing table: each of its findings "not measured", naming the snakemake target)."""
-    out = []
-    for table, make in (("korthikanti.table4", lambda t: _table4_findings(t) + [_rates(t)]),
-                        ("korthikanti.figure8", lambda t: _figure8_findings(t) + [_over_ninety(t)])):
-        try:
-            out += make(catalog.read(table, root=root))
-        except catalog.Missing as missing:
-            ids = [i for i in CLAIMS if i.startswith(("table4", "time")) == (table.endswith("table4"))]
-            out += [not_measured(i, CLAIMS[i][0], missing, where="predicted",
-                                 **(dict(scorecard=KORTHIKANTI, link=CLAIMS[i][1]) if CLAIMS[i][1] else {}))
-                    for i in ids]
-    return out
+GROUPS = (  # (finding-id prefixes, the tables they come from, findings from those tables): korthikanti2022's
+    (("table4", "time"), ("korthikanti.table4",), lambda t4: _table4_findings(t4) + [_rates(t4)]),
+    (("figure8", "over-ninety"), ("korthikanti.figure8",), lambda f8: _figure8_findings(f8) + [_over_ninety(f8)]))
