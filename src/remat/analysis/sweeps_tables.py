@@ -11,7 +11,6 @@ import pandas as pd
 from remat.analysis import catalog, gates
 from remat.analysis.chen2016 import fit_loglog_exponent
 from remat.analysis.times import validation_display
-from remat.analysis.tolerances import SWEEPS_TIMING_IQR
 from remat.formulas import torch_gpt
 
 SIZE = ["device", "hidden", "seq", "micro_batch", "heads"]
@@ -47,17 +46,17 @@ def checkpoint_bytes(row) -> int:
 
 # --- timing gates -------------------------------------------------------------------------------------------------
 
-def _reasons(g: pd.DataFrame, base, note: str = "") -> pd.Series:
+def _reasons(g: pd.DataFrame, base) -> pd.Series:
     """Per row of one set of timings against the reference row ``base`` (columns label, forward_s,
     forward_iqr_s, combined_s, combined_iqr_s, time_overhead; seconds): the first failing gate — a noisy
     timing, a forward (the same computation in every mode) apart from the reference's beyond their IQRs, a
-    recompute overhead below zero beyond the noise — or "". ``note``: said of the IQRs."""
+    recompute overhead below zero beyond the noise — or ""."""
     b = g.loc[base]
     found = [next((x for x in (
         gates.noisy(r.combined_s, r.combined_iqr_s, f"{r.label}'s time"),
         gates.noisy(r.forward_s, r.forward_iqr_s, f"{r.label}'s forward"),
         gates.apart(1e3 * b.forward_s, 1e3 * b.forward_iqr_s, 1e3 * r.forward_s, 1e3 * r.forward_iqr_s,
-                    f"the forward ({b.label} and {r.label}, ms{note})"),
+                    f"the forward ({b.label} and {r.label}, ms)"),
         gates.negative_overhead(r.time_overhead, (r.combined_iqr_s + b.combined_iqr_s) / b.combined_s,
                                 f"{r.label} recompute")) if x), "") for r in g.itertuples()]
     return pd.Series(found, index=g.index, dtype=object)
@@ -65,18 +64,15 @@ def _reasons(g: pd.DataFrame, base, note: str = "") -> pd.Series:
 
 def _time_model_reasons(good: pd.DataFrame) -> pd.Series:
     """Per row of a sweep-time-model table: its size's first failing gate (on the forward and combined IQRs the
-    table records; in an older table without them, SWEEPS_TIMING_IQR of each median stands in)."""
-    iqr = good["measured_iqr_s"] if "measured_iqr_s" in good else SWEEPS_TIMING_IQR.value * good["measured_s"]
-    note = ("" if "measured_iqr_s" in good
-            else f"; IQR: {100 * SWEEPS_TIMING_IQR.value:g} % of the median, none recorded")
-    wide = good.assign(iqr=iqr).pivot_table(index=[*SIZE, "mode"], columns="phase",
-                                            values=["measured_s", "iqr", "measured_overhead"])
+    table records)."""
+    wide = good.pivot_table(index=[*SIZE, "mode"], columns="phase",
+                            values=["measured_s", "measured_iqr_s", "measured_overhead"])
     wide.columns = [f"{phase} {value}" for value, phase in wide.columns]
     wide = wide.reset_index().rename(columns={
-        "mode": "label", "forward measured_s": "forward_s", "forward iqr": "forward_iqr_s",
-        "combined measured_s": "combined_s", "combined iqr": "combined_iqr_s",
+        "mode": "label", "forward measured_s": "forward_s", "forward measured_iqr_s": "forward_iqr_s",
+        "combined measured_s": "combined_s", "combined measured_iqr_s": "combined_iqr_s",
         "combined measured_overhead": "time_overhead"})
-    why = {k: next((r for r in _reasons(g, g.index[g["label"] == "none"][0], note) if r), "")
+    why = {k: next((r for r in _reasons(g, g.index[g["label"] == "none"][0]) if r), "")
            for k, g in wide.groupby(SIZE) if (g["label"] == "none").any()}
     return pd.Series([why.get(tuple(k), "") for k in good[SIZE].itertuples(index=False)], index=good.index)
 

@@ -102,7 +102,7 @@ def validation_display(frame: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({"h": frame["hidden"], "s": frame["seq"], "b": frame["micro_batch"], "mode": frame["mode"],
                         "phase": frame["phase"], "predicted (ms)": (1e3 * frame["predicted_s"]).round(2),
                         "measured (ms)": (1e3 * frame["measured_s"]).round(2),
-                        "IQR (ms)": (1e3 * frame.get("measured_iqr_s", pd.Series(float("nan"), frame.index))).round(2),
+                        "IQR (ms)": (1e3 * frame["measured_iqr_s"]).round(2),
                         "error (%)": (100 * frame["error"]).round(1),
                         "overhead predicted (%)": (100 * frame["predicted_overhead"]).round(1),
                         "overhead measured (%)": (100 * frame["measured_overhead"]).round(1)})

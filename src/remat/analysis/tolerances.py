@@ -87,8 +87,6 @@ SWEEPS_MODEL_PP = Tolerance(3.0, " pp", "the roofline's recompute overhead on th
 TIME_MODEL_BAND = Tolerance(0.25, "", "a roofline has no launch gaps or cache effects, so it is judged by its shape, "
                             "not its last 10 %: the band around predicted = measured (the grey band of the "
                             "time-model figure)")
-SWEEPS_TIMING_IQR = Tolerance(0.10, "", "the time-model table records medians only: 10 % of a median stands in for "
-                              "its IQR, the per-layer timing's IQR share on this CPU (2–16 % of the median)")
 
 TIMING_BUSY = Tolerance(BUSY_CORES, " cores", "a timing is data only while other processes used at most a "
                         "quarter core beside it (remat.measure.provenance.BUSY_CORES: on the 2-core machine a quiet "
