@@ -57,9 +57,6 @@ class Finding:
     scorecard: str = ""
     link: str = ""
 
-    def __str__(self) -> str:
-        return self.ours
-
 
 @dataclass(frozen=True)
 class Rule:
