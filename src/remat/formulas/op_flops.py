@@ -6,8 +6,9 @@ is what ``F.scaled_dot_product_attention`` runs on the CPU and under FakeTensorM
 kernels to torch's own formulas for the flash kernels (QKᵀ and ·V over the full s × s, 4bs²h forward —
 Korthikanti's convention, no causal halving), without changing torch's global registry. Grouped GEMMs (the
 experts of a mixture of experts: ``aten._grouped_mm``, which the registry misses too, and remat's
-``remat::grouped_mm``, registered by remat.models.moe) count 2 FLOPs per multiply-add, ``grouped_mm_flops``. The scope is matmul-like ops only (mm, addmm,
-bmm, baddbmm, SDPA, grouped GEMMs, convolution), as in Korthikanti Appendix A.
+``remat::grouped_mm``, registered by remat.models.moe) count 2 FLOPs per multiply-add, ``grouped_mm_flops``.
+The scope is matmul-like ops only (mm, addmm, bmm, baddbmm, SDPA, grouped GEMMs, convolution), as in
+Korthikanti Appendix A.
 
 Used by the step counters (remat.measure.flops), the graph tracers (remat.graph.trace,
 remat.timemodel.trace) and drop-cheap's choice of kept ops (remat.drop_cheap.is_kept). The time model prices

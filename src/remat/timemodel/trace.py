@@ -10,8 +10,8 @@ What is counted per op (``Op``):
 * FLOPs: ``remat.formulas.op_flops.flop_count`` (torch's FLOP registry: mm, addmm, bmm, baddbmm, grouped GEMMs,
   fused attention on every device); a fused attention kernel's scaled by the share of query–key pairs a
   FlashAttention kernel computes (``attention_share``: about half when causal, s·w of s² with a sliding window w —
-  the GPT layer's materialized "math" attention keeps Korthikanti's full 4bs²h). Elementwise ops (LayerNorm, softmax, GeLU, dropout, adds) count 0 FLOPs: they are priced
-  by their bytes.
+  the GPT layer's materialized "math" attention keeps Korthikanti's full 4bs²h). Elementwise ops (LayerNorm,
+  softmax, GeLU, dropout, adds) count 0 FLOPs: they are priced by their bytes.
 * bytes: every tensor input read once and every output written once, a tensor's bytes being numel ×
   element size (a strided view counts the elements it covers, not its whole storage). View and allocation
   ops (view, t, split, detach, empty) move nothing and are dropped.
