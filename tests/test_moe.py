@@ -9,6 +9,7 @@ import json
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from remat.cli import main
@@ -16,7 +17,7 @@ from remat.errors import UsageError
 from remat.measure.step import measure
 from remat.models.config import validate
 from remat.models.llama_parallel import build_llama_layer
-from remat.models.moe import SparseMoE
+from remat.models.moe import SparseMoE, grouped_mm_loop
 from remat.models.presets import from_name
 from remat.models.tensor_parallel import fake_process_group
 from remat.timemodel.gpus import GPUS
@@ -184,3 +185,14 @@ def test_ep_must_divide_dp(capsys, tmp_path):
     code = main(["plan", "--model", str(path), "--ep", "4", "--dp", "2", "--memory", "80GiB"])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("remat plan: error: --ep: ") and len(err.strip().splitlines()) == 1
+
+
+def test_the_per_group_loop_equals_torchs_grouped_gemm():
+    """The loop a float32 model runs on a GPU (torch's CUDA grouped GEMM is bfloat16-only) against torch's kernel
+    on the CPU, for both layouts the experts use (forward rows split; weight gradient M split), an empty group
+    included."""
+    a, b = torch.randn(12, 16), torch.randn(3, 16, 8)
+    offs = torch.tensor([5, 5, 12], dtype=torch.int32)
+    torch.testing.assert_close(grouped_mm_loop(a, b, offs), F.grouped_mm(a, b, offs=offs))
+    a2, b2 = torch.randn(16, 12), torch.randn(12, 8)
+    torch.testing.assert_close(grouped_mm_loop(a2, b2, offs), F.grouped_mm(a2, b2, offs=offs))

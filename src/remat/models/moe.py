@@ -36,8 +36,23 @@ INIT_STD = 0.02
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
     """torch's grouped GEMM (``F.grouped_mm``) as one op with a fake kernel for every dtype: torch's meta kernel
     takes bfloat16 only, so a float32 model could not be measured under fake tensors. a [M, K] · b [E, K, N]
-    (rows of a split by the int32 cumulative ``offs``) -> [M, N]; a [K, M] · b [M, N] (M split) -> [E, K, N]."""
+    (rows of a split by the int32 cumulative ``offs``) -> [M, N]; a [K, M] · b [M, N] (M split) -> [E, K, N].
+    torch's CUDA kernel takes bfloat16 only: other dtypes on a GPU run ``grouped_mm_loop``."""
+    if a.device.type == "cuda" and a.dtype != torch.bfloat16:
+        return grouped_mm_loop(a, b, offs)
     return F.grouped_mm(a, b, offs=offs)
+
+
+def grouped_mm_loop(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    """``grouped_mm`` as one matmul per group (the groups' bounds read from ``offs``); rows past the last group
+    are zero (the grouped kernel leaves them unwritten)."""
+    bounds = [0, *offs.tolist()]
+    if b.dim() == 3:
+        out = a.new_zeros(a.shape[0], b.shape[-1])
+        for g, (start, end) in enumerate(zip(bounds, bounds[1:])):
+            out[start:end] = a[start:end] @ b[g]
+        return out
+    return torch.stack([a[:, start:end] @ b[start:end] for start, end in zip(bounds, bounds[1:])])
 
 
 @grouped_mm.register_fake
