@@ -33,11 +33,10 @@ import functools
 from dataclasses import dataclass, field, replace
 from itertools import groupby, product
 
-import torch
-
 from remat.auto.blocks import Blocks
 from remat.auto.measure import ModelCosts
 from remat.errors import InfeasibleError
+from remat.formulas.torch_gpt import itemsize
 from remat.planner.baselines import entry
 from remat.planner.problem import POLICIES, Layer, Option, Plan, Problem, plan_from_policies
 from remat.planner.regime import Regime
@@ -148,7 +147,7 @@ def _state(costs: ModelCosts, optimizer_state_bytes: int | None, regime: Regime 
         what = "Adam m, v in " + costs.dtype if optimizer_state_bytes is None else "given"
         return {"parameters and buffers": costs.params_bytes, f"optimizer state ({what})": optimizer}, \
             (lambda x: x), False
-    size = getattr(torch, costs.dtype).itemsize
+    size = itemsize(costs.dtype)
     per = lambda n, x: x * n // size               # measured bytes in the dtype -> n bytes per element
     fixed = {"parameters and buffers": per(regime.weight, costs.params_bytes)}
     if regime.grads_held_all_step:

@@ -1,8 +1,7 @@
 """Read a HuggingFace-style ``config.json`` (model_type gpt2, llama, mistral, qwen2, mixtral) into a ModelConfig.
 
 The key names are those of transformers' GPT2Config, LlamaConfig, MistralConfig, Qwen2Config and MixtralConfig
-(5.x, and the
-older names 4.x wrote: ``torch_dtype``, ``rope_theta``, ``rope_scaling``, ``n_ctx``). The training shape
+(5.x, and the older names 4.x wrote: ``torch_dtype``, ``rope_theta``, ``rope_scaling``, ``n_ctx``). The training shape
 (seq, micro_batch) is not part of a model config: seq defaults to the context length (n_positions /
 max_position_embeddings), micro_batch to 1; override them with ``from_name(path, seq=...)``.
 
@@ -342,8 +341,7 @@ def _rope_type(raw: dict) -> str | None:
 def _rope_theta(raw: dict, default: float) -> float:
     """RoPE θ as transformers 5 standardizes it: ``rope_scaling or rope_parameters`` (a flat dict) holds
     rope_type and rope_theta; the 4.x top-level ``rope_theta`` fills in; the config class's default if none
-    (10000; Mixtral 10⁶). The rope_type is
-    recorded by ``_rope_type``."""
+    (10000; Mixtral 10⁶). The rope_type is recorded by ``_rope_type``."""
     key = "rope_scaling" if raw.get("rope_scaling") else "rope_parameters"
     params = raw.get(key) or {}
     if not isinstance(params, dict):

@@ -8,7 +8,7 @@ accounting treat both alike:
     ln_2 (RMSNorm) -> mlp.gate, mlp.up (h -> ffn) -> mlp.act (SiLU) · up -> mlp.down (ffn -> h) -> + residual
     (with cfg.experts: mlp.router -> mlp.experts, a top-k mixture of SwiGLU experts, remat.models.moe)
 
-Mistral/Qwen2 sliding-window attention is an explicit boolean mask when the window is shorter than s, built once
+Mistral/Qwen2 sliding-window attention is an additive [s, s] mask when the window is shorter than s, built once
 per model (``SDPACore``).
 """
 

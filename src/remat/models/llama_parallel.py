@@ -26,7 +26,7 @@ from torch import nn
 
 from remat.errors import UsageError
 from remat.models.llama import LlamaAttention, LlamaLayer, RMSNorm, SDPACore, SwiGLU
-from remat.models.moe import Experts, SparseMoE, TopKRouter
+from remat.models.moe import SparseMoE
 from remat.models.presets import ModelConfig
 from remat.models.tensor_parallel import (ColumnParallelLinear, RowParallelLinear, _all_gather_seq,
                                           _CopyToTensorParallelRegion, _GatherFromSequenceParallelRegion,
@@ -77,10 +77,8 @@ class ParallelSparseMoE(SparseMoE):
     or on this rank's shard under SP), every expert's f/t slice; ``SparseMoE`` naming. x as the layer's."""
 
     def __init__(self, cfg: ModelConfig, group=None, sp: bool = False):
-        nn.Module.__init__(self)
+        super().__init__(cfg, cfg.ffn_hidden // dist.get_world_size(group))
         self.group, self.sp = group, sp
-        self.router = TopKRouter(cfg)
-        self.experts = Experts(cfg, cfg.ffn_hidden // dist.get_world_size(group))
         if sp:
             self.router.weight.sequence_parallel = True
 

@@ -97,7 +97,7 @@ class Experts(nn.Module):
 
     def __init__(self, cfg: ModelConfig, width: int):
         super().__init__()
-        self.experts = cfg.experts
+        self.num_experts = cfg.experts
         self.gate_up_proj = nn.Parameter(torch.empty(cfg.experts, 2 * width, cfg.hidden).normal_(0.0, INIT_STD))
         self.down_proj = nn.Parameter(torch.empty(cfg.experts, cfg.hidden, width).normal_(0.0, INIT_STD))
 
@@ -106,7 +106,7 @@ class Experts(nn.Module):
         sorted_ids, perm = torch.sort(ids.reshape(-1))
         rows = x[perm // k]                                        # [r, h], grouped by expert
         row_weights = weights.reshape(-1)[perm]
-        counts = torch.histc(sorted_ids.float(), bins=self.experts, min=0, max=self.experts - 1)
+        counts = torch.histc(sorted_ids.float(), bins=self.num_experts, min=0, max=self.num_experts - 1)
         offs = torch.cumsum(counts, dim=0, dtype=torch.int32)
         gate, up = grouped_mm(rows, self.gate_up_proj.transpose(-2, -1), offs).chunk(2, dim=-1)
         out = grouped_mm(F.silu(gate) * up, self.down_proj.transpose(-2, -1), offs) * row_weights.unsqueeze(-1)
@@ -116,12 +116,13 @@ class Experts(nn.Module):
 
 
 class SparseMoE(nn.Module):
-    """The MoE MLP of one Llama layer (module docstring): ``router``, ``experts``. x [s, b, h] -> [s, b, h]."""
+    """The MoE MLP of one Llama layer (module docstring): ``router``, ``experts`` (each ``width`` wide: default
+    the config's ffn_hidden; a TP rank's f/t). x [s, b, h] -> [s, b, h]."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, width: int | None = None):
         super().__init__()
         self.router = TopKRouter(cfg)
-        self.experts = Experts(cfg, cfg.ffn_hidden)
+        self.experts = Experts(cfg, cfg.ffn_hidden if width is None else width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])

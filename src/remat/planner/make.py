@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch
-
 from remat.errors import UsageError
+from remat.formulas.torch_gpt import itemsize
 from remat.models.presets import ModelConfig
 from remat.planner import costs
 from remat.planner.calibrate import layer_seconds
@@ -32,7 +31,7 @@ def make_problem(cfg: ModelConfig, gpu_name: str = "a100-80gb", gpu_overrides: d
         if name not in POLICIES:
             raise UsageError("--policies", f"unknown policy {name!r} (known: {', '.join(POLICIES)})")
     if isinstance(regime, str):
-        regime = resolve(regime, getattr(torch, cfg.dtype).itemsize, weight_bytes, grad_bytes, optimizer_bytes)
+        regime = resolve(regime, itemsize(cfg.dtype), weight_bytes, grad_bytes, optimizer_bytes)
     settings = costs.Settings(
         gpu=device, budget_bytes=device.memory_bytes if memory is None else memory,
         host_limit_bytes=device.host_memory_bytes if host_memory is None else host_memory, sp=sp, dp=dp,

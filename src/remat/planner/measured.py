@@ -38,7 +38,8 @@ stored (the recompute of selective/full), 2 × none for offload; the head's back
 UsageError("--tp") from ``remat.planner.costs``.
 
 Fused attention (``F.scaled_dot_product_attention``, the CPU kernel under FakeTensorMode) is counted by
-``remat.measure.flops`` (QKᵀ and ·V over the full s × s, Korthikanti's 4bs²h convention).
+``remat.measure.flops`` (QKᵀ and ·V over the full s × s, Korthikanti's 4bs²h convention); the time model prices
+the query–key pairs a causal (or windowed) FlashAttention kernel computes (``remat.formulas.op_flops``).
 """
 
 from __future__ import annotations
@@ -184,16 +185,18 @@ def measured_costs(cfg: ModelConfig, st, held: int = 1) -> dict:
     # vocabulary-parallel embedding and head (v/t rows each; a tied head is counted in the embedding), the final
     # norm replicated
     outside_params = -(-m["embedding"] // t) + (m["norm"] + -(-m["head"] // t) if p == 1 else 0)
-    experts = (cfg.layers // p) * rank["experts"] // cfg.ep     # E/ep experts per rank (expert parallelism)
-    n = (cfg.layers // p) * (rank["layer"] - rank["experts"]) + outside_params
-    dense, expert = sharded_state(n, st), sharded_state(experts, dataclasses.replace(st, dp=st.dp // cfg.ep))
+    n_layers, experts = cfg.layers // p, rank["experts"] // cfg.ep      # E/ep experts per rank (expert parallelism)
+    per_layer = rank["layer"] - rank["experts"] + experts
+    dense = n_layers * (rank["layer"] - rank["experts"]) + outside_params
+    # the experts' state sharded over the dp/ep ranks that hold the same experts
+    state = [sharded_state(dense, st), sharded_state(n_layers * experts, dataclasses.replace(st, dp=st.dp // cfg.ep))]
     return {
         "per_micro_batch": out,
-        "model_state": {part: dense[part] + expert[part] for part in dense},
+        "model_state": {part: state[0][part] + state[1][part] for part in state[0]},
         "outside": outside(cfg, st.sp, held),
         "floor_bytes": -(-4 * cfg.seq * cfg.micro_batch * cfg.vocab // t) if p == 1 else 0,
         "head_time_s": (m["head_forward_flops"] + m["head_backward_flops"]) / t / rate if p == 1 else 0.0,
-        "params": {"per_layer": rank["layer"] - rank["experts"] + rank["experts"] // cfg.ep, "on_this_gpu": n + experts,
+        "params": {"per_layer": per_layer, "on_this_gpu": dense + n_layers * experts,
                    "embedding": -(-m["embedding"] // t),
                    "norm": m["norm"] if p == 1 else 0, "head": -(-m["head"] // t) if p == 1 else 0},
         "source": COST_SOURCE,
