@@ -6,11 +6,10 @@
 The instance: the config with ``layers`` blocks narrowed to about ``width`` wide (``narrow``: hidden size, heads,
 key/value groups and MLP width divided alike, the head dimension kept), sequence length ``seq`` (by default the
 shortest of ``SEQS`` at which the activations, not the parameters' gradients, set the peak), micro-batch
-``micro_batch``, a
-vocabulary of at most ``vocab`` tokens (the blocks are the architecture; a 128k vocabulary's embedding, head and
-gradients would dominate a small instance's peak and leave nothing to plan), in float32 (this CPU's matmul
-dtype), random weights (remat.auto.hf.build). Its plan is made at a budget between
-the predicted peaks of "every block full" and "no recompute" (``fraction`` of the way up; by default the middle,
+``micro_batch``, a vocabulary of at most ``vocab`` tokens (the blocks are the architecture; a 128k vocabulary's
+embedding, head and gradients would dominate a small instance's peak and leave nothing to plan), in float32
+(this CPU's matmul dtype), random weights (remat.auto.hf.build). Its plan is made at a budget between the
+predicted peaks of "every block full" and "no recompute" (``fraction`` of the way up; by default the middle,
 which makes the plan mix policies), without optimizer state (the step measured has no optimizer). Then, each
 from the same seed (dropout masks equal):
 
