@@ -203,6 +203,9 @@ FAMILIES = {
     "gemma": {"model_type": "gemma", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3,
               "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16, "vocab_size": 128,
               "max_position_embeddings": 64},
+    "mixtral": {"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 3,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128, "max_position_embeddings": 64,
+                "num_local_experts": 4, "num_experts_per_tok": 2},
 }
 
 
@@ -278,6 +281,17 @@ def test_cli_check_small_reports_predicted_and_measured(capsys, tmp_path):
                          "--seq", "64", "--check-small", "--check-layers", "2", "--check-seq", "16")
     assert code == 0, err
     assert "## Check on this CPU" in out and "| hf-full |" in out and "| NO |" not in out
+
+
+def test_cli_check_small_in_json_is_one_document_with_the_plan(capsys, tmp_path):
+    pytest.importorskip("transformers")
+    code, out, err = run(capsys, "plan", "--model", write(tmp_path, FAMILIES["mixtral"]), "--memory", "24GiB",
+                         "--seq", "64", "--format", "json", "--check-small", "--check-layers", "2",
+                         "--check-seq", "16")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["feasible"] and [r["setup"] for r in doc["check"]] == ["none", "plan", "hf-full", "auto-full"]
+    assert {r["experts"] for r in doc["check"]} == {4} and all(r["grads_equal"] for r in doc["check"])
 
 
 def test_frozen_parameters_plan_and_measure():
@@ -399,6 +413,25 @@ def test_a_float32_mixture_of_experts_is_planned_as_its_bfloat16_twin(tmp_path):
             result = auto.plan(built.model, (), built.kwargs, gpu="a100-80gb")
         stored[dtype] = result.costs.blocks[0].costs["none"].stored_bytes
     assert 1.7 * stored["bfloat16"] <= stored["float32"] <= 2 * stored["bfloat16"]
+
+
+def test_float32_mixtral_block_flops_by_hand(tmp_path):
+    """A float32 Mixtral's experts run transformers' grouped_mm fallback op under fake tensors; its FLOPs count
+    (forward and backward), so a full recompute re-runs the block's hand count. FAMILIES["mixtral"] at s = 32:
+    q and o 2·s·h·h each, k and v 2·s·h·(2 groups · 16), attention 4·s²·h (QKᵀ and ·V over the full s × s,
+    Korthikanti's count), router 2·s·h·E, experts k · (2·s·h·2f + 2·s·f·h). Before, the op counted 0: the time
+    model priced no expert matmul, and selective recomputed the experts' outputs it keeps in a real step."""
+    pytest.importorskip("transformers")
+    from remat.auto import hf
+    s, h, f, e, k = 32, 64, 160, 4, 2
+    by_hand = 2 * (2 * s * h * h) + 2 * (2 * s * h * 32) + 4 * s * s * h + 2 * s * h * e + k * (
+        2 * s * h * 2 * f + 2 * s * f * h)
+    built = hf.build(hf.config_of(write(tmp_path, FAMILIES["mixtral"])), "fake", seq=s)
+    with built.mode:
+        result = auto.plan(built.model, (), built.kwargs, gpu="a100-80gb")
+    costs = result.costs.blocks[0].costs
+    assert costs["full"].recompute_flops == by_hand
+    assert costs["none"].stored_bytes > costs["selective"].stored_bytes > costs["full"].stored_bytes
 
 
 LLAMA_32_1B = {"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192, "num_attention_heads": 32,

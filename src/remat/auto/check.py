@@ -21,17 +21,19 @@ from the same seed (dropout masks equal):
 
 Per setup: saved bytes after the forward (remat.measure.saved + the selective cache), the measured peak of
 forward + backward (torch's MemTracker, remat.measure.peak) beside the predicted peak (the plan's memory
-model; none for hf-full, which remat did not plan), the step time on this CPU (median of interleaved rounds,
-remat.measure.timing), and whether the gradients equal none's bitwise. ``activations_set_peak`` is False
-when every block full and none peak alike — the parameters' gradients at the end of backward set the peak at
-this size, the plan is all none, and a longer ``seq`` makes the check informative. The offload policy is left out: on a
-CPU its "host" buffers are the same memory, so its device peak cannot be measured here.
+model; none for hf-full, which remat did not plan), the step time on this CPU (median of two interleaved
+rounds, remat.measure.timing; one round when two would take over TIMING_S), and whether the gradients equal
+none's bitwise. ``activations_set_peak`` is False when every block full and none peak alike — the parameters'
+gradients at the end of backward set the peak at this size, the plan is all none, and a longer ``seq`` makes
+the check informative. The offload policy is left out: on a CPU its "host" buffers are the same memory, so its
+device peak cannot be measured here.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import time
 
 import torch
 
@@ -49,16 +51,19 @@ from remat.units import format_bytes
 CHOICES = ("none", "selective", "full")
 WIDTH = 256                   # the hidden size ``narrow`` aims at (a 4-block step then takes well under a second)
 SEQS = (128, 256, 512, 1024)  # the sequence lengths tried, shortest first, when none is given
-MARGIN = 1.5                  # the activations set the peak: none's predicted peak ≥ 1.5 × every block full's
+MARGIN = 1.2                  # the activations set the peak: none's predicted peak ≥ 1.2 × every block full's
+EXPERT_FIELDS = ("num_local_experts", "num_experts")   # transformers' names for E (Mixtral; Qwen2-MoE)
+TIMING_S = 30.0               # the timing's share of the check: two interleaved rounds when they fit, else one
 
 
 def check_small(source, layers: int = 4, seq: int | None = None, micro_batch: int = 1, fraction: float = 0.5,
                 gpu: str = "h100-80gb", seed: int = 0, repeats: int = 5, vocab: int = 1024,
                 width: int | None = WIDTH) -> list[dict]:
     """Rows of the check (module docstring): setup, policies, saved_bytes, predicted_peak_bytes,
-    measured_peak_bytes, peak_error (relative), step_time_s (CPU median), grads_equal, budget_bytes, and the
-    instance (hidden, seq, width_divisor). seq None: the shortest of ``SEQS`` at which the activations set the
-    peak; width: narrow the blocks towards this hidden size (``narrow``; None keeps the model's).
+    measured_peak_bytes, peak_error (relative), step_time_s (CPU median) of timing_samples, grads_equal,
+    budget_bytes, and the instance (hidden, seq, width_divisor, experts: E after ``narrow``, None when dense).
+    seq None: the shortest of ``SEQS`` at which the activations set the peak; width: narrow the blocks towards
+    this hidden size (``narrow``; None keeps the model's).
     Raises UsageError naming the field for bad sizes; needs transformers (UsageError("model") without)."""
     if not 0.0 <= fraction <= 1.0:
         raise UsageError("fraction", f"must be in [0, 1], got {fraction!r}")
@@ -80,22 +85,14 @@ def check_small(source, layers: int = 4, seq: int | None = None, micro_batch: in
     result = solve_blocks(dataclasses.replace(first.problem, budget_bytes=budget), auto.find_blocks(model),
                           first.costs)
     setups = {"none": ("none",) * n, "plan": result.policies, "hf-full": None, "auto-full": ("full",) * n}
-    rows, reference = [], None
-    for name, policies in setups.items():
-        _configure(model, name, policies)
-        row = _measure(model, kwargs, seed)
-        grads = row.pop("grads")
-        reference = grads if reference is None else reference
-        predicted = None if policies is None else plan_from_policies(result.problem, policies).peak_bytes
-        rows.append({"setup": name, "policies": "hf gradient checkpointing" if policies is None else
-                     ",".join(policies), "budget_bytes": budget, "predicted_peak_bytes": predicted, **row,
-                     "peak_error": None if predicted is None else predicted / row["measured_peak_bytes"] - 1,
-                     "grads_equal": all(torch.equal(a, b) for a, b in zip(grads, reference)),
-                     "activations_set_peak": low < high, "hidden": config.hidden_size, "seq": seq,
-                     "width_divisor": divisor})
-    times = _times(model, kwargs, setups, seed, repeats)
+    instance = {"activations_set_peak": low < high, "hidden": config.hidden_size, "seq": seq,
+                "width_divisor": divisor, "experts": next((getattr(config, f) for f in EXPERT_FIELDS
+                                                           if getattr(config, f, None)), None)}
+    rows, step_s = _rows(model, kwargs, setups, result.problem, seed, {"budget_bytes": budget, **instance})
+    rounds = 2 if 2 * len(setups) * (1 + repeats) * step_s <= TIMING_S else 1
+    times = _times(model, kwargs, setups, seed, repeats, rounds)
     for row in rows:
-        row["step_time_s"] = times[row["setup"]]
+        row["step_time_s"], row["timing_samples"] = times[row["setup"]], rounds * repeats
     _configure(model, "none", None)
     return rows
 
@@ -117,16 +114,24 @@ def narrow(config, width: int):
     """(a copy of ``config`` with its blocks narrowed by k, k) — the largest power of two k with hidden / k ≥
     ``width`` that divides the hidden size, the attention heads and the key/value groups: hidden, heads,
     key/value groups and MLP width (intermediate_size, n_inner when set) all divided by k, the head dimension
-    and everything else kept. (config, 1) when no k > 1 qualifies. A CPU step of a 2048-wide block at a
-    sequence long enough for its activations to outweigh its parameters' gradients takes minutes here."""
+    and everything else kept. A mixture of experts keeps its top-k and at most 2·top-k experts (each token still
+    picks k of several): Mixtral's 8 experts hold 4× the parameters they route a token through, so their
+    gradients would set the peak of any instance short enough to run here. (config, 1) when nothing changes.
+    A CPU step of a 2048-wide block at a sequence long enough for its activations to outweigh its parameters'
+    gradients takes minutes here."""
     h, heads = config.hidden_size, config.num_attention_heads
     kv = getattr(config, "num_key_value_heads", None) or heads
     k = 1
     while h // (2 * k) >= width and not (h % (2 * k) or heads % (2 * k) or kv % (2 * k)):
         k *= 2
-    if k == 1:
+    field = next((name for name in EXPERT_FIELDS if getattr(config, name, None)), None)
+    top_k = getattr(config, "num_experts_per_tok", None)
+    few = field is not None and top_k is not None and getattr(config, field) > 2 * top_k
+    if k == 1 and not few:
         return config, 1
     out = copy.deepcopy(config)
+    if few:
+        setattr(out, field, 2 * top_k)
     if getattr(config, "head_dim", None) is None and hasattr(config, "head_dim"):
         out.head_dim = h // heads
     out.hidden_size, out.num_attention_heads = h // k, heads // k
@@ -138,14 +143,34 @@ def narrow(config, width: int):
     return out, k
 
 
-def _times(model, kwargs, setups: dict, seed: int, repeats: int) -> dict:
+def _rows(model, kwargs, setups: dict, problem, seed: int, instance: dict) -> tuple[list[dict], float]:
+    """(one measured row per setup, the wall seconds of none's measured step). The first setup's gradients are
+    the reference the others are compared with bit for bit."""
+    rows, reference, step_s = [], None, None
+    for name, policies in setups.items():
+        _configure(model, name, policies)
+        start = time.perf_counter()
+        row = _measure(model, kwargs, seed)
+        step_s = time.perf_counter() - start if step_s is None else step_s
+        grads = row.pop("grads")
+        reference = grads if reference is None else reference
+        predicted = None if policies is None else plan_from_policies(problem, policies).peak_bytes
+        rows.append({"setup": name, "policies": "hf gradient checkpointing" if policies is None else
+                     ",".join(policies), "predicted_peak_bytes": predicted, **row,
+                     "peak_error": None if predicted is None else predicted / row["measured_peak_bytes"] - 1,
+                     "grads_equal": all(torch.equal(a, b) for a, b in zip(grads, reference)), **instance})
+    return rows, step_s
+
+
+def _times(model, kwargs, setups: dict, seed: int, repeats: int, rounds: int) -> dict:
     """Median CPU seconds of a step per setup: remat.measure.timing's interleaved rounds (a load change on the
-    machine hits every setup alike)."""
+    machine hits every setup alike); one round when two would take over ``TIMING_S``, then without a warm-up
+    call (each setup has run its measured step already)."""
     def step():
         torch.manual_seed(seed)
         model.zero_grad(set_to_none=True)
         model(**kwargs).loss.backward()
-    timings = time_steps({name: step for name in setups}, "cpu", rounds=2, repeats=repeats,
+    timings = time_steps({name: step for name in setups}, "cpu", rounds=rounds, repeats=repeats, warmup=rounds - 1,
                          setup=lambda name: _configure(model, name, setups[name]))
     model.zero_grad(set_to_none=True)
     return {name: t.median_s for name, t in timings.items()}

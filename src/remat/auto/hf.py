@@ -25,8 +25,10 @@ from pathlib import Path
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils.flop_counter import shape_wrapper
 
 from remat.errors import UsageError
+from remat.formulas.op_flops import FORMULAS, grouped_mm_flops
 from remat.models.hf_config import read_json_object
 from remat.models.presets import from_name
 
@@ -128,6 +130,8 @@ def read_config(source: str | Path):
     if not isinstance(raw.get("model_type"), str):
         raise UsageError("model_type", f"{path} has no model_type")
     model_type = raw.pop("model_type")
+    if "torch_dtype" in raw and "dtype" not in raw:     # transformers 5's name for it (the old one logs a warning)
+        raw["dtype"] = raw.pop("torch_dtype")
     try:
         config = AutoConfig.for_model(model_type, **raw)
     except (ValueError, KeyError):
@@ -217,7 +221,8 @@ def build(source, device: str = "fake", layers: int | None = None, seq: int | No
 
 
 def _dtype(config):
-    value = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None) or "float32"
+    name = "dtype" if hasattr(config, "dtype") else "torch_dtype"   # transformers 5 warns on reading the old name
+    value = getattr(config, name, None) or "float32"
     if isinstance(value, str):
         value = getattr(torch, value, None)
     if not isinstance(value, torch.dtype):
@@ -256,16 +261,27 @@ def fallback_grouped_mm():
     torch's meta kernel for grouped_mm takes bfloat16 only (torch 2.13: "Expected inputs of BF16 type"), so a
     float32 Mixtral could not be measured at all. The fallback (``transformers.integrations.moe``, a custom op
     with a fake implementation) takes the same inputs, returns the same output and saves the same tensors for
-    backward (the routed tokens and the expert weights), so the bytes are a grouped_mm's. A no-op when
-    transformers has no such function."""
+    backward (the routed tokens and the expert weights), so the bytes are a grouped_mm's. Its FLOPs are a grouped
+    GEMM's too (registered in remat.formulas.op_flops.FORMULAS, forward and backward), so drop-cheap keeps its
+    output under fake tensors as it keeps torch's grouped_mm in the real step. A no-op when transformers has no
+    such function."""
     moe = sys.modules.get("transformers.integrations.moe")
     original = getattr(moe, "_can_use_grouped_mm", None)
     if original is None:
         yield
         return
+    ops = torch.ops.transformers
+    FORMULAS.setdefault(ops.grouped_mm_fallback, FORMULAS[torch.ops.aten._grouped_mm])
+    FORMULAS.setdefault(ops.grouped_mm_fallback_backward, shape_wrapper(_fallback_backward_flops))
     moe._can_use_grouped_mm = lambda input, weight, offs: weight.dtype == torch.bfloat16 and original(input, weight,
                                                                                                        offs)
     try:
         yield
     finally:
         moe._can_use_grouped_mm = original
+
+
+def _fallback_backward_flops(input_shape, weight_shape, offs_shape, grad_shape, out_shape=None, **kwargs) -> int:
+    """transformers' grouped_mm_fallback_backward: the input's gradient and the weights' gradient, two grouped GEMMs
+    of the forward's size."""
+    return 2 * grouped_mm_flops(input_shape, weight_shape)

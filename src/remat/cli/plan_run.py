@@ -33,9 +33,7 @@ def run_plan(args) -> int:
         raise UsageError("--check-small", f"its section is Markdown or JSON and would break the {args.format} "
                                           "config: use --format md or json with --check-small")
     if _use_hf(args):
-        text = _hf_plan_text(args)
-        check = _check_text(args) if args.check_small else ""
-        _emit(args, text + check)
+        _emit(args, _with_check(args, _hf_plan_text(args)))
         return 0
     gpu_overrides = {
         "peak_flops": args.peak_tflops * 1e12 if args.peak_tflops else None,
@@ -53,7 +51,7 @@ def run_plan(args) -> int:
               "length (--seq), or with fewer choices (--policies none,full)", file=sys.stderr)
         return 1
     _warn_budget_above_gpu(args)
-    _emit(args, text + (_check_text(args) if args.check_small else ""))
+    _emit(args, _with_check(args, text))
     return 0
 
 
@@ -167,18 +165,27 @@ def _hf_fits(args, problem, budget: int | None, choices: tuple, s: int) -> list[
                      budget or GPUS[args.gpu].memory_bytes)
 
 
-def _check_text(args) -> str:
-    """--check-small: the CPU check (remat.auto.check) as a Markdown section (or JSON lines under "check")."""
+def _with_check(args, text: str) -> str:
+    """The plan's text with --check-small's CPU check (remat.auto.check): a Markdown section after it, or its rows
+    under "check" in the plan's JSON object (one document)."""
+    if not args.check_small:
+        return text
     rows = check_small(args.model, layers=args.check_layers, seq=args.check_seq, gpu=args.gpu)
     if args.format == "json":
-        return "\n" + json.dumps({"check": rows}, indent=2, default=str)
+        return json.dumps({**json.loads(text), "check": rows}, indent=2, default=str) + "\n"
+    return text + _check_markdown(args, rows)
+
+
+def _check_markdown(args, rows: list[dict]) -> str:
     r0, k = rows[0], rows[0]["width_divisor"]
     width = f"h = {r0['hidden']}" + (f" (the model's ÷ {k}: heads, key/value groups and MLP width alike)" if k > 1
-                                     else "")
+                                     else "") + ("" if r0["experts"] is None else
+                                                 f", {r0['experts']} experts (at most 2 × top-k, each token's k kept)")
     lines = ["", f"## Check on this CPU: {args.check_layers} blocks, {width}, s = {r0['seq']}, b = 1, vocabulary ≤ "
                  f"1024, float32, budget {format_bytes(r0['budget_bytes'])} (between every block full and "
                  "none, so the plan mixes; no optimizer state)", "",
-             "| setup | policies | saved | predicted peak | measured peak | error | step (CPU) | gradients = none |",
+             "| setup | policies | saved | predicted peak | measured peak | error | "
+             f"step (CPU, median of {r0['timing_samples']}) | gradients = none |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         predicted = "—" if r["predicted_peak_bytes"] is None else format_bytes(r["predicted_peak_bytes"])
