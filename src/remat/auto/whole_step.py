@@ -14,7 +14,7 @@ import functools
 
 import torch
 from torch.nn.modules.module import register_module_forward_pre_hook
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map_only
 
 from remat.errors import UsageError
 from remat.measure.peak import PeakMemory
@@ -28,10 +28,9 @@ def whole_step(model, args, kwargs, blocks, loss_fn) -> dict:
     "live_last", "peak_head", "peak_end" (bytes; peak_end None when no block input needs a gradient),
     "head_grads" (bytes of the gradients of the parameters of modules that run after the last block — the head's,
     made before the blocks' backward starts)}."""
-    captured: list = [None] * len(blocks)
+    captured = capture_inputs(model, args, kwargs, blocks)
     marks: dict = {}
-    handles = [m.register_forward_pre_hook(functools.partial(_capture, captured, i), with_kwargs=True)
-               for i, m in enumerate(blocks.modules)]
+    handles = []
     device = device_of(model)
     params = unique_bytes([*model.parameters(), *model.buffers()])
     tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
@@ -75,13 +74,30 @@ def check_inputs(blocks, inputs) -> None:
                                                "without a cache (use_cache=False)")
 
 
+def capture_inputs(model, args, kwargs, blocks) -> list:
+    """Per block, (args, kwargs, autocast state) of its first call in a forward of its own (None for a block that
+    did not run). Not captured during the measured step: holding every block's input would keep alive what the
+    step frees (a bfloat16 Llama block's input, which only its float32 upcast saves: s·b·h·2 bytes per block).
+    Tensors are detached (the forward's graph is freed) and keep their requires_grad."""
+    captured: list = [None] * len(blocks)
+    handles = [m.register_forward_pre_hook(functools.partial(_capture, captured, i), with_kwargs=True)
+               for i, m in enumerate(blocks.modules)]
+    try:
+        model(*args, **kwargs)
+    finally:
+        for h in handles:
+            h.remove()
+    return captured
+
+
 def _capture(captured, i, module, args, kwargs):
-    """A block's first call: its arguments and the autocast state it runs under (the model's forward may enter
-    autocast itself; the isolated runs re-enter it)."""
+    """A block's first call: its arguments, detached, and the autocast state it runs under (the model's forward
+    may enter autocast itself; the isolated runs re-enter it)."""
     if captured[i] is None:
         device = device_of(module).type
         amp = (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
-        captured[i] = (args, kwargs, amp)
+        detached = tree_map_only(torch.Tensor, lambda t: t.detach().requires_grad_(t.requires_grad), (args, kwargs))
+        captured[i] = (*detached, amp)
 
 
 def _before_first_forward(mem, marks, module, args, kwargs):

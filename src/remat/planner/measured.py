@@ -13,17 +13,19 @@ recompute inside the policies' checkpoints). Nothing here is a formula of the la
   bytes are those of the second layer (its input comes from a layer, as for every layer but the first; both
   agree for the runtime's layers), its forward and recompute FLOPs half of the two layers'; its backward
   FLOPs the difference between the 2-layer and a 1-layer step under ``none`` (the rest is the head's);
-* bytes outside the layers (``outside``): what a 1-layer copy saves outside its layer, measured — the
-  embedding's token ids, times the micro-batches the first stage holds in flight; with p = 1 also the final
-  norm's, the head input's and the loss's tensors (the first of p > 1 stages holds no head);
+* bytes outside the layers all step (``outside``): what a 1-layer copy's embedding saves (the token ids), times
+  the micro-batches the first stage holds in flight, and a sliding-window mask;
+* the head (p = 1; the first of p > 1 stages holds none): its peak from the last layer's output through the
+  final norm, the head, the loss and their backward, beyond what is live when the layers' backward starts
+  (``head_floor``), measured on a 1-layer copy as remat.auto measures any model (remat.auto.whole_step) — the
+  saved fp32 log-softmax, its gradient and the gradient it makes (about 12·s·b·v bytes with torch's
+  cross-entropy in fp32), not Korthikanti's 4sbv of stored logits;
 * parameters: the numel of the fake-built model's parameters, per layer and outside the layers (embedding;
   final norm and head too when p = 1; a tied head is counted once; with t > 1 the embedding and head v/t rows);
 * tensor parallelism (t > 1, with or without SP): one rank's layer, ``remat.models.llama_parallel`` on rank 0 of a
   fake process group, measured the same way (stored bytes per mode: remat.accounting; recompute FLOPs: the
   time model's trace; its parameters counted). Outside the layers the vocabulary-parallel embedding and head
-  hold v/t rows each, the head's vocabulary-wide fp32 log-softmax is divided by t (Megatron's
-  vocabulary-parallel cross-entropy) and, under SP, the final norm's and the head input's per-token tensors
-  too (they run on the sequence shard);
+  hold v/t rows each, and the head's peak is measured at v/t vocabulary rows (``head_floor``);
 * the number of tensors a layer saves (the per-copy latency of offload) from the same SavedTensorLog;
 * expert parallelism (``cfg.ep`` ranks of the data-parallel group, Megatron-Core's expert-model-parallel size):
   each rank holds E/ep experts, whose gradients and optimizer state ZeRO shards over the dp/ep ranks holding the
@@ -33,9 +35,8 @@ recompute inside the policies' checkpoints). Nothing here is a formula of the la
 
 Time: the per-op roofline model of the same layer (``remat.timemodel.predict``) and offload through
 ``remat.formulas.offload.exposed_offload_s``, as the GPT path; the head by its FLOPs. Transients as the GPT path: none −
-stored (the recompute of selective/full), 2 × none for offload; the head's backward floor is the fp32 logits' gradient
-4sbv/t when p = 1. A t that does not divide the query heads, the key/value groups or the MLP width is a
-UsageError("--tp") from ``remat.planner.costs``.
+stored (the recompute of selective/full), 2 × none for offload; the head's floor as above. A t that does not divide
+the query heads, the key/value groups or the MLP width is a UsageError("--tp") from ``remat.planner.costs``.
 
 Fused attention (``F.scaled_dot_product_attention``, the CPU kernel under FakeTensorMode) is counted by
 ``remat.measure.flops`` (QKᵀ and ·V over the full s × s, Korthikanti's 4bs²h convention); the time model prices
@@ -50,6 +51,8 @@ import functools
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from remat.accounting import account_layer
+from remat.auto.blocks import Blocks
+from remat.auto.whole_step import whole_step
 from remat.formulas.korthikanti import RECOMPUTE
 from remat.measure.saved import SavedTensorLog
 from remat.measure.step import measure
@@ -130,44 +133,44 @@ def expert_params(layer) -> int:
     return sum(p.numel() for name, p in layer.named_parameters() if name.startswith("mlp.experts."))
 
 
-def outside(cfg: ModelConfig, sp: bool, held: int) -> dict[str, int]:
-    """Bytes saved outside the layers on the first pipeline stage, one TP rank (module docstring): the
-    embedding's (token ids) × the ``held`` micro-batches in flight; with p = 1 also the final norm's, the head
-    input's and the loss's (measured at t = 1), the vocabulary-wide fp32 log-softmax divided by t
-    (Megatron's vocabulary-parallel cross-entropy), the hidden-wide tensors by t under SP (the final norm
-    and the head's input on the sequence shard); and the sliding-window mask every layer reads (one buffer,
-    remat.models.llama.SDPACore)."""
-    out = {"embedding (measured)": held * sum(r["bytes"] for r in _outside_records(cfg) if r["embed"])}
+def outside(cfg: ModelConfig, held: int) -> dict[str, int]:
+    """Bytes saved outside the layers on the first pipeline stage, one TP rank, all step (module docstring): the
+    embedding's (token ids) × the ``held`` micro-batches in flight, and the sliding-window mask every layer reads
+    (one buffer, remat.models.llama.SDPACore). What the final norm, the head and the loss save is freed by the
+    head's backward, before any layer's: it is in ``head_floor``."""
+    out = {"embedding (measured)": held * _embedding_bytes(cfg)}
     mask = measure_layer(cfg)["mask"]
     if mask:
         out["sliding-window mask (one [s, s] buffer for every layer)"] = mask
-    if cfg.pp == 1:
-        t = cfg.tp
-        head = lambda r: -(-r["bytes"] // t) if r["vocab"] or (sp and r["tokenwise"]) else r["bytes"]
-        out["final norm, head and loss (measured" + (f", split over t = {t})" if t > 1 else ")")] = \
-            sum(head(r) for r in _outside_records(cfg) if not r["embed"])
     return out
 
 
 @functools.lru_cache(maxsize=16)
-def _outside_records(cfg: ModelConfig) -> tuple[dict, ...]:
-    """Every tensor saved outside the layers by a 1-layer copy of ``cfg`` at t = 1 under fake tensors: bytes,
-    whether the embedding saved it, whether it is vocabulary-wide (last dimension v) or one floating-point
-    row per token (hidden-wide, or a norm's per-token statistic)."""
+def _embedding_bytes(cfg: ModelConfig) -> int:
+    """Bytes the embedding of a 1-layer copy of ``cfg`` saves for backward under fake tensors (the token ids)."""
     one = dataclasses.replace(cfg, layers=1, pp=1, interleave=1, tp=1)
     with FakeTensorMode():
         model = build_model(one)
         with SavedTensorLog(model) as log:
             lm_loss(model(random_tokens(one)), random_tokens(one))
-    rows = []
-    for r in log.activations():
-        if r.module.startswith("layers."):
-            continue
-        shape, floating = tuple(r.shape), "float" in str(r.dtype)
-        rows.append({"bytes": r.nbytes, "embed": r.module.startswith("embed"),
-                     "vocab": bool(shape) and shape[-1] == cfg.vocab and floating,
-                     "tokenwise": floating and len(shape) >= 2 and shape[-1] in (cfg.hidden, 1)})
-    return tuple(rows)
+    return sum(r.nbytes for r in log.activations() if r.module.startswith("embed"))
+
+
+@functools.lru_cache(maxsize=16)
+def head_floor(cfg: ModelConfig) -> int:
+    """The head's peak (p = 1): from the last layer's output through the final norm, the head, the loss and their
+    backward, the most bytes live beyond what is live when the last layer's backward starts — measured as
+    remat.auto does for any model (remat.auto.whole_step, torch's memory tracker) on a 1-layer copy under fake
+    tensors, so remat's layers and ``--hf`` price the head alike. With t > 1 the copy has the rank's v/t
+    vocabulary rows (vocabulary-parallel head and cross-entropy: every vocabulary-wide tensor is 1/t) and the
+    full sequence (the head's input is gathered under SP; the final norm's input, s/t there, is counted whole)."""
+    one = dataclasses.replace(cfg, layers=1, pp=1, interleave=1, tp=1, vocab=-(-cfg.vocab // cfg.tp))
+    with FakeTensorMode():
+        model = build_model(one)
+        tokens, targets = random_tokens(one), random_tokens(one)
+        blocks = Blocks("layers", ("layers.0",), (model.layers[0],))
+        whole = whole_step(model, (tokens,), {}, blocks, lambda logits: lm_loss(logits, targets))
+    return max(0, whole["peak_head"] - whole["live_last"])
 
 
 def measured_costs(cfg: ModelConfig, st, held: int = 1) -> dict:
@@ -193,8 +196,8 @@ def measured_costs(cfg: ModelConfig, st, held: int = 1) -> dict:
     return {
         "per_micro_batch": out,
         "model_state": {part: state[0][part] + state[1][part] for part in state[0]},
-        "outside": outside(cfg, st.sp, held),
-        "floor_bytes": -(-4 * cfg.seq * cfg.micro_batch * cfg.vocab // t) if p == 1 else 0,
+        "outside": outside(cfg, held),
+        "floor_bytes": head_floor(cfg) if p == 1 else 0,
         "head_time_s": (m["head_forward_flops"] + m["head_backward_flops"]) / t / rate if p == 1 else 0.0,
         "params": {"per_layer": per_layer, "on_this_gpu": dense + n_layers * experts,
                    "embedding": -(-m["embedding"] // t),
