@@ -123,3 +123,37 @@ def test_mixtral_block_bytes_by_hand(capsys, tmp_path, path_flags):
         assert [layer["policy"] for layer in doc["layers"]] == ["none", "none"]
         got = doc["settings"]["bytes_per_micro_batch"]["none"]
     assert got == pytest.approx(expected, rel=0.02)
+
+
+def _plan_json(capsys, tmp_path, raw: dict, *flags: str) -> dict:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    code = main(["plan", "--model", str(path), "--seq", "8192", "--memory", "80GiB", "--format", "json", *flags])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_both_paths_price_a_llama_step_alike(capsys, tmp_path):
+    """One model, one answer: Llama-3-8B (4 layers, s = 8192) through remat's own layers and through transformers'
+    model (--hf) — the same bytes per block, the same head peak, the same no-recompute and every-block-full
+    peaks within 0.2 %. What remains is named term by term (hand count):
+    * parameters and buffers: transformers' RoPE keeps inv_freq and original_inv_freq, 2 · d/2 fp32 = 512 B;
+    * held outside the blocks: transformers' step holds the last block's output gradient when that block's
+      backward starts (2·s·h, the own path counts it in the layer's transient) and its RoPE cos/sin tables
+      (2 · e·s·d), beside the token ids both count, within 64 B (the loss's scalars)."""
+    pytest.importorskip("transformers")
+    s, h, d = 8192, 4096, 128
+    raw = {**LLAMA3_8B, "num_hidden_layers": 4}
+    own, hf = _plan_json(capsys, tmp_path, raw), _plan_json(capsys, tmp_path, raw, "--hf")
+    per_block = own["settings"]["bytes_per_micro_batch"]
+    assert per_block["none"] == pytest.approx(sum(by_hand(s, h, 32, 8, d, 14336, e=2).values()), rel=0.02)
+    assert own["memory"]["transient at the peak"] == hf["memory"]["transient at the peak"]   # the head's peak
+    pairs = {"none": "no recompute", "full": "every block full (HF gradient_checkpointing_enable)"}
+    for ours, theirs in pairs.items():
+        assert own["baselines"][ours]["peak_bytes"] == pytest.approx(hf["baselines"][theirs]["peak_bytes"],
+                                                                    rel=0.002)
+    assert hf["memory"]["parameters and buffers"] - own["memory"]["weights"] == 2 * (d // 2) * 4
+    held = hf["memory"]["held outside the blocks (measured)"] - own["memory"]["outside layers (measured)"]
+    assert abs(held - (2 * s * h + 2 * 2 * s * d)) <= 64
+    assert [(b["policy"], b["stored_bytes"]) for b in hf["blocks"]] == [("none", per_block["none"])] * 4
