@@ -117,17 +117,18 @@ QWEN2_LIKE = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hid
 
 @pytest.fixture(scope="module")
 def qwen2_like(tmp_path_factory):
-    """(problem, plan, plan JSON) of a Qwen2-0.5B-like config at s = 4096 and 19 GiB (17 GiB before the head's
-    peak was measured, which gave the same 16 full): before the canonical order the exact solve returned
-    "full 0–2, 4–6, 8, 15–23; none 3, 7, 9–14" (16 full; costs as of 24a9ff4)."""
+    """(problem, plan, plan JSON) of a Qwen2-0.5B-like config at s = 4096 and 19 GiB, choosing none or full (its
+    selective is op-level, which Megatron-LM cannot express; 17 GiB before the head's peak was measured, which
+    gave the same 16 full): before the canonical order the exact solve returned "full 0–2, 4–6, 8, 15–23; none 3,
+    7, 9–14" (16 full; costs as of 24a9ff4)."""
     from remat.models.presets import from_name
     from remat.planner import make_problem, plan_model
 
     path = tmp_path_factory.mktemp("qwen2") / "config.json"
     path.write_text(json.dumps(QWEN2_LIKE))
     cfg = from_name(str(path), seq=4096)
-    problem = make_problem(cfg, memory=19 * 2**30)
-    text = plan_model(cfg, baselines=False, fmt="json", given=("seq",), memory=19 * 2**30)
+    problem = make_problem(cfg, memory=19 * 2**30, policies=("none", "full"))
+    text = plan_model(cfg, baselines=False, fmt="json", given=("seq",), memory=19 * 2**30, policies=("none", "full"))
     return problem, solve(problem), json.loads(text)
 
 
@@ -137,8 +138,8 @@ def test_qwen2_like_plan_is_megatron_block(qwen2_like):
     assert 0 < n < len(plan.policies)
     assert plan.policies == ("full",) * n + ("none",) * (len(plan.policies) - n)
     # the same time as any other order of the same choices (e.g. full last), and a peak no higher
-    assert problem.layers[0].options[2].policy == "full"
-    other = evaluate(problem, [0] * (24 - n) + [2] * n)
+    assert problem.layers[0].options[1].policy == "full"
+    other = evaluate(problem, [0] * (24 - n) + [1] * n)
     assert plan.step_time_s == pytest.approx(other.step_time_s, rel=1e-12)
     assert plan.peak_bytes <= other.peak_bytes and plan.feasible
     assert data["apply"]["megatron"]["flags"] == ["--recompute-granularity", "full", "--recompute-method",
@@ -158,10 +159,17 @@ def test_markdown_has_how_to_apply(qwen2_like):
     assert "per pipeline stage" in section
 
 
-def test_markdown_says_when_megatron_cannot(qwen2_like):
-    problem, _, _ = qwen2_like
+def test_markdown_says_when_megatron_cannot(tmp_path):
+    """A Llama-family layer's selective is op-level (fused attention: core-attention recompute frees nothing), which
+    Megatron-LM has no flag for; the GPT layer's selective is Megatron's (tests/test_planner_apply_text's
+    megatron.why_not cases)."""
+    from remat.models.presets import from_name
+    from remat.planner import make_problem
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(QWEN2_LIKE))
+    problem = make_problem(from_name(str(path), seq=4096), memory=19 * 2**30)
     mixed = evaluate(problem, [2, 1] + [0] * 22)        # full, selective, none…
     section = render.to_markdown(problem, mixed, {}).split("## How to apply", 1)[1]
-    assert "Not expressible as Megatron-LM flags: it mixes selective and full" in section
-    assert "remat.auto's selective is op-level" in section
+    assert "Not expressible as Megatron-LM flags: this plan's selective is op-level" in section
+    assert "selective here is op-level" in section
 

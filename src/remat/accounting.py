@@ -10,8 +10,8 @@ forward under ``remat.measure.saved.SavedTensorLog``; the recompute mode is appl
 ``remat.policies.apply_plan`` (selective = checkpoint ``attn.core``, full = checkpoint the layer). Every saved
 tensor is labelled with its §4.1 term by ``remat.formulas.korthikanti_labels.paper_term``. Three byte counts:
 
-* actual (``bytes_per_layer_actual``): every unique storage autograd keeps, parameters/buffers excluded —
-  what this PyTorch layer really holds;
+* actual (``bytes_per_layer_actual``): every unique storage autograd keeps, parameters/buffers excluded, plus
+  what a selective-checkpoint cache keeps (drop-cheap, ``MODES``) — what this PyTorch layer really holds;
 * paper-faithful (``bytes_per_layer_measured``): the saved tensors the paper counts, each at the paper's
   element size (2 B; 1 B for dropout masks): numel is measured, the 16-bit/1-byte assumption is the paper's;
 * formula (``bytes_per_layer_formula``): Table 2 (``korthikanti.layer_bytes``).
@@ -32,6 +32,7 @@ import torch.distributed as dist
 from torch import nn
 
 from remat.device import DEVICES
+from remat.drop_cheap import KeptLog, cache_bytes
 from remat.errors import UsageError
 from remat.formulas import korthikanti, korthikanti_labels
 from remat.measure.saved import SavedTensorLog
@@ -148,6 +149,17 @@ class LayerAccount:
 
 # --- configuration -----------------------------------------------------------------------------------------------
 
+MODES = (*korthikanti.RECOMPUTE, "drop-cheap")
+"""What a layer can be accounted under: Korthikanti's modes, and drop-cheap (op-level selective: matmul and attention
+outputs kept in torch's selective-checkpoint cache, the rest recomputed; remat.drop_cheap), the planner's selective
+for a layer whose attention is fused (remat.planner.measured)."""
+
+
+def _paper_mode(mode: str) -> str:
+    """Korthikanti's mode to set beside ``mode``: itself, or none for drop-cheap (the paper has no op-level mode)."""
+    return mode if mode in korthikanti.RECOMPUTE else "none"
+
+
 def resolve(model, mode: str = "none", tp: int | None = None, sp: bool = False, seq: int | None = None,
             micro_batch: int | None = None, **overrides):
     """The ModelConfig to account and the checked (mode, t, sp).
@@ -157,12 +169,12 @@ def resolve(model, mode: str = "none", tp: int | None = None, sp: bool = False, 
     Raises UsageError naming the field: mode, model, seq, micro_batch, tp (t not dividing heads or hidden;
     t not dividing a Llama layer's key/value groups or MLP width), sp (SP without TP; t not dividing s).
     """
-    if mode not in korthikanti.RECOMPUTE:
-        raise UsageError("mode", f"unknown mode {mode!r} (use {'|'.join(korthikanti.RECOMPUTE)})")
+    if mode not in MODES:
+        raise UsageError("mode", f"unknown mode {mode!r} (use {'|'.join(MODES)})")
     sizes = {"seq": seq, "micro_batch": micro_batch, **overrides}
     cfg = from_name(model, **sizes) if not isinstance(model, ModelConfig) else _with_overrides(model, **sizes)
     t = cfg.tp if tp is None else tp
-    korthikanti.check_parallel(cfg.seq, cfg.hidden, cfg.heads, t, sp, mode)
+    korthikanti.check_parallel(cfg.seq, cfg.hidden, cfg.heads, t, sp, _paper_mode(mode))
     if cfg.arch != "gpt":
         check_split(cfg, t, sp)
     return cfg, t
@@ -240,7 +252,7 @@ def account_layer(model, mode: str = "none", tp: int | None = None, sp: bool = F
                   **overrides) -> LayerAccount:
     """Measure one layer's saved activations (bytes, on one TP rank) beside Korthikanti Table 2.
 
-    model: preset name, config.json path or ModelConfig; mode: none | selective | full; tp: t (default: the
+    model: preset name, config.json path or ModelConfig; mode: one of ``MODES``; tp: t (default: the
     preset's); sp: sequence parallelism; seq, micro_batch, ``overrides`` (e.g. dtype="float32",
     dropout=0.1): ModelConfig overrides; device: "fake" (FakeTensorMode, any size), "cpu"/"cuda" (real
     tensors; t > 1 needs an initialized process group of t ranks); rank: the TP rank to act as (fake only).
@@ -252,15 +264,17 @@ def account_layer(model, mode: str = "none", tp: int | None = None, sp: bool = F
     with tp_group(t, rank, device) as group, tensor_mode(device):
         container, layer = build(cfg, t, sp, mode, group, device)
         x = layer_input(cfg, t, sp, device)
-        with SavedTensorLog(container) as log:
+        with SavedTensorLog(container) as log, KeptLog() as kept:
             container(x)
     items, slack = _items(log.records)
     return LayerAccount(
         model=cfg.name, arch=cfg.arch, mode=mode, tp=t, sp=sp, seq=cfg.seq, micro_batch=cfg.micro_batch,
         hidden=cfg.hidden, heads=cfg.heads, dtype=cfg.dtype, device=device,
         rank=rank if device == "fake" else (dist.get_rank() if t > 1 else 0),
-        bytes_per_layer_measured=_paper_faithful(items, slack), bytes_per_layer_actual=log.total_bytes(),
-        bytes_per_layer_formula=korthikanti.layer_bytes(cfg.seq, cfg.micro_batch, cfg.hidden, cfg.heads, t, sp, mode),
+        bytes_per_layer_measured=_paper_faithful(items, slack),
+        bytes_per_layer_actual=log.total_bytes() + cache_bytes(log, kept),
+        bytes_per_layer_formula=korthikanti.layer_bytes(cfg.seq, cfg.micro_batch, cfg.hidden, cfg.heads, t, sp,
+                                                        _paper_mode(mode)),
         items=items, slack=slack)
 
 

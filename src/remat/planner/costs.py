@@ -225,6 +225,8 @@ def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
             "bytes_per_micro_batch": {k: c["stored"] for k, c in costs.items()},
             "time_source": "calibrated on this machine" if st.calibration else TIME_SOURCE,
             "cost_source": "closed form (Korthikanti Table 2)" if measured is None else measured["source"],
+            "selective": "core attention" if cfg.arch == "gpt" else "op-level",   # layer_costs.runtime_mode
+            "runtime": "remat.policies",
             "flops_per_s": st.gpu.peak_for(cfg.dtype) * st.gpu.achievable, "dtype": cfg.dtype,
             "peak_flops": st.gpu.peak_for(cfg.dtype), "achievable": st.gpu.achievable,
             "link_bytes_per_s": st.gpu.link_bytes_per_s, "link_t0_s": st.gpu.link_t0_s,

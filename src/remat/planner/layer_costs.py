@@ -51,26 +51,37 @@ class Settings:
         return self.regime.optimizer
 
 
+def runtime_mode(cfg: ModelConfig, policy: str) -> str:
+    """The layer mode (remat.accounting.MODES) a planner policy stands for: the GPT layer's selective is Korthikanti's
+    (core attention recomputed: its s × s softmax and dropout tensors freed); any other layer's is op-level
+    (drop-cheap: matmul and attention outputs kept, norms and pointwise ops recomputed), as remat.auto's — its fused
+    attention keeps no s × s tensor, so recomputing core attention frees almost nothing (Llama-3-8B at s = 8192:
+    1 MiB of 1.53 GiB)."""
+    return "drop-cheap" if policy == "selective" and cfg.arch != "gpt" else policy
+
+
 def layer_seconds(cfg: ModelConfig, st: Settings) -> dict:
-    """Mode -> remat.timemodel.roofline.LayerTimes of one layer of ``cfg`` (t = cfg.tp, SP as set) on st.gpu."""
-    return {mode: predict(cfg, st.gpu, mode, cfg.tp, st.sp) for mode in korthikanti.RECOMPUTE}
+    """Policy -> remat.timemodel.roofline.LayerTimes of one layer of ``cfg`` (t = cfg.tp, SP as set) on st.gpu, for
+    none, selective and full (``runtime_mode``)."""
+    return {p: predict(cfg, st.gpu, runtime_mode(cfg, p), cfg.tp, st.sp) for p in korthikanti.RECOMPUTE}
 
 
 def policy_costs(stored: dict[str, int], times: dict, recompute_flops: dict[str, int], tensors: int,
-                 st: Settings) -> dict[str, dict]:
+                 st: Settings, transients: dict[str, int] | None = None) -> dict[str, dict]:
     """Per policy in ``st.policies``, one layer and one micro-batch: stored / transient / host bytes, seconds,
     recompute FLOPs. stored: bytes kept under none / selective / full; times: mode -> LayerTimes (the
     roofline's forward, backward and recompute seconds); recompute_flops: FLOPs re-run by selective and full;
     tensors: how many tensors the layer saves (offload's per-copy latency). Offload keeps nothing on the
     device, its time is none's + the transfer the layer's compute does not hide (remat.formulas.offload), and
     while a layer's backward runs it holds the activations twice (the current layer and the prefetched one).
-    A calibration (``st.calibration``: seconds per policy) replaces the model's times."""
+    A calibration (``st.calibration``: seconds per policy) replaces the model's times; ``transients`` (policy ->
+    bytes) replaces none − stored where it was measured (op-level selective)."""
     none = times["none"]
     exposed = offload_formulas.exposed_offload_s(stored["none"], tensors, none.forward_s, none.backward_s,
                                                  st.gpu.link)
     out = {"none": dict(stored=stored["none"], transient=0, time=none.combined_s, flops=0, host=0)}
     for mode in ("selective", "full"):
-        out[mode] = dict(stored=stored[mode], transient=stored["none"] - stored[mode],
+        out[mode] = dict(stored=stored[mode], transient=(transients or {}).get(mode, stored["none"] - stored[mode]),
                          time=times[mode].combined_s, flops=recompute_flops[mode], host=0)
     out["offload"] = dict(stored=0, transient=2 * stored["none"], time=none.combined_s + exposed, flops=0,
                           host=stored["none"], exposed=exposed)

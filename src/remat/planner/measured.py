@@ -48,19 +48,21 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from remat.accounting import account_layer
+from remat.accounting import account_layer, build, layer_input, tensor_mode, tp_group
 from remat.auto.blocks import Blocks
 from remat.auto.whole_step import whole_step
 from remat.formulas.korthikanti import RECOMPUTE
+from remat.measure.peak import PeakMemory
 from remat.measure.saved import SavedTensorLog
 from remat.measure.step import measure
 from remat.models.llama_parallel import build_llama_layer
 from remat.models.presets import ModelConfig
 from remat.models.tensor_parallel import fake_process_group
 from remat.models.transformer import build_model, lm_loss, random_tokens
-from remat.planner.layer_costs import layer_seconds, policy_costs, sharded_state
+from remat.planner.layer_costs import layer_seconds, policy_costs, runtime_mode, sharded_state
 from remat.timemodel.trace import trace_layer
 
 COST_SOURCE = "measured (fake tensors)"
@@ -92,14 +94,17 @@ def measure_layer(cfg: ModelConfig) -> dict:
 
     two = dataclasses.replace(cfg, layers=2, pp=1, interleave=1, tp=1)
     one = dataclasses.replace(cfg, layers=1, pp=1, interleave=1, tp=1)
-    rows = {p: measure(two, p, "fake", timing=False) for p in RECOMPUTE}
+    rows = {p: measure(two, runtime_mode(cfg, p), "fake", timing=False) for p in RECOMPUTE}
     single = measure(one, "none", "fake", timing=False)
     none = rows["none"]
     forward = none["flops_forward_layers"] // 2
     backward = none["flops_backward"] - single["flops_backward"]
     return {
-        "stored": {p: r["activation_bytes_per_layer"][-1] for p, r in rows.items()},
-        "stored_first": {p: r["activation_bytes_per_layer"][0] for p, r in rows.items()},
+        # a selective-checkpoint cache (op-level selective) is per step: the two identical layers hold half each
+        "stored": {p: r["activation_bytes_per_layer"][-1] + r["activation_bytes_sac_cache"] // 2
+                   for p, r in rows.items()},
+        "stored_first": {p: r["activation_bytes_per_layer"][0] + r["activation_bytes_sac_cache"] // 2
+                         for p, r in rows.items()},
         "forward_flops": forward,
         "backward_flops": backward,
         "recompute_flops": {p: r["flops_recompute"] // 2 for p, r in rows.items()},
@@ -116,15 +121,37 @@ def measure_rank_layer(cfg: ModelConfig, t: int, sp: bool) -> dict:
     remat.timemodel.trace), the tensors it saves and its parameters. Cached."""
     stored, flops = {}, {}
     for mode in RECOMPUTE:
-        acc = account_layer(cfg, mode, tp=t, sp=sp)
+        acc = account_layer(cfg, runtime_mode(cfg, mode), tp=t, sp=sp)
         stored[mode], items = acc.bytes_per_layer_actual, acc.items
-        flops[mode] = trace_layer(cfg, t, sp, mode).totals("recompute")["flops"]
+        flops[mode] = trace_layer(cfg, t, sp, runtime_mode(cfg, mode)).totals("recompute")["flops"]
         if mode == "none":
             tensors = len(items)      # every tensor saved, as ``_facts`` counts them at t = 1
     with fake_process_group(t) as group, FakeTensorMode():
         layer = build_llama_layer(cfg, group, sp)
         params, experts = sum(p.numel() for p in layer.parameters()), expert_params(layer)
     return {"stored": stored, "recompute_flops": flops, "tensors": tensors, "layer": params, "experts": experts}
+
+
+@functools.lru_cache(maxsize=16)
+def op_level_transient(cfg: ModelConfig, t: int, sp: bool) -> int:
+    """The backward transient of the planner's selective for a fused-attention layer (op-level: drop-cheap,
+    ``layer_costs.runtime_mode``) on one rank: the peak of the layer's backward under drop-cheap beyond the peak of
+    the same backward with nothing recomputed, both measured under fake tensors (torch's memory tracker). Not
+    none − stored, as for the GPT layer: op-level keeps every matmul output, also ones a plain backward does not
+    need (under SP the partial sums before each reduce-scatter), so it can store more than none and still
+    recompute the norms and pointwise ops."""
+    peaks = {}
+    for mode in ("none", "drop-cheap"):
+        with tp_group(t, 0, "fake") as group, tensor_mode("fake"):
+            container, _ = build(cfg, t, sp, mode, group, "fake")
+            x = layer_input(cfg, t, sp, "fake")
+            with PeakMemory("cpu", container, x) as mem:
+                out = container(x)
+                start = mem.current_bytes()
+                mem.reset_peak()
+                out.backward(torch.ones_like(out))
+                peaks[mode] = mem.peak_so_far() - start
+    return max(0, peaks["drop-cheap"] - peaks["none"])
 
 
 def expert_params(layer) -> int:
@@ -184,7 +211,8 @@ def measured_costs(cfg: ModelConfig, st, held: int = 1) -> dict:
     t, p = cfg.tp, cfg.pp
     rank = measure_rank_layer(cfg, t, st.sp) if t > 1 else m
     rate = st.gpu.peak_for(cfg.dtype) * st.gpu.achievable
-    out = policy_costs(rank["stored"], layer_seconds(cfg, st), rank["recompute_flops"], rank["tensors"], st)
+    out = policy_costs(rank["stored"], layer_seconds(cfg, st), rank["recompute_flops"], rank["tensors"], st,
+                       {"selective": op_level_transient(cfg, t, st.sp)})
     # vocabulary-parallel embedding and head (v/t rows each; a tied head is counted in the embedding), the final
     # norm replicated
     outside_params = -(-m["embedding"] // t) + (m["norm"] + -(-m["head"] // t) if p == 1 else 0)

@@ -188,11 +188,13 @@ def how_to_apply(problem: Problem, plan: Plan) -> dict:
     pp, m = int(meta.get("p", 1) or 1), int(meta.get("m", 1) or 1)
     flags = megatron.megatron_flags(policies, pp)
     why_not = megatron.why_not(policies, pp)
-    op_level = meta.get("selective") == "op-level"     # measured by remat.auto: torch SAC, not core attention
+    op_level = meta.get("selective") == "op-level"     # torch SAC (remat.auto's, or a fused-attention layer's)
     if "selective" in policies and op_level:
         flags, why_not = None, ("this plan's selective is op-level (torch selective checkpointing), which "
                                 "Megatron-LM has no flag for: its selective recomputes core attention")
     spec = runtime_spec(policies)
+    # remat's own layers run the plan through remat.policies, whose selective is core attention
+    own = meta.get("runtime") == "remat.policies" and not ("selective" in policies and op_level)
     budget = f"budget={problem.budget_bytes}"
     gpu = f'gpu="{meta["gpu"]}"' if "gpu" in meta else "gpu=..."
     stage = "this GPU" + (f" (the first of p = {pp} pipeline stages)" if pp > 1 else "")
@@ -207,7 +209,7 @@ def how_to_apply(problem: Problem, plan: Plan) -> dict:
                      "loaded one; later stages hold fewer micro-batches and fit with the same or less recompute.")
     if "selective" in policies and meta.get("selective") == "op-level":
         notes.append("selective here is op-level (torch selective checkpointing: matmul and attention outputs "
-                     "kept, pointwise and normalisation recomputed), as remat.auto measured and applies it; "
+                     "kept, pointwise and normalisation recomputed), as remat.auto applies it; "
                      "Megatron-LM's --recompute-granularity selective recomputes core attention instead.")
     elif "selective" in policies:
         notes.append("remat.auto's selective is op-level (torch selective checkpointing: matmul outputs kept); "
@@ -222,8 +224,8 @@ def how_to_apply(problem: Problem, plan: Plan) -> dict:
                                          "bytes"]),
                  "auto.apply(model, result)",
                  f"auto.apply(model, {python_list(policies)})  # or this plan, one policy per block"],
-        "runtime_spec": None if op_level else spec,
-        "runtime": None if op_level else f'remat.policies.apply_plan(model, "{spec}")',
+        "runtime_spec": spec if own else None,
+        "runtime": f'remat.policies.apply_plan(model, "{spec}")' if own else None,
         "megatron": {"flags": flags, "command": " ".join(flags) if flags is not None else None,
                      "why_not": why_not, "scope": scope,
                      "source": megatron.OFFLOAD_SOURCE if "offload" in policies else megatron.RECOMPUTE_SOURCE},
