@@ -125,10 +125,10 @@ def test_mixtral_block_bytes_by_hand(capsys, tmp_path, path_flags):
     assert got == pytest.approx(expected, rel=0.02)
 
 
-def _plan_json(capsys, tmp_path, raw: dict, *flags: str) -> dict:
+def _plan_json(capsys, tmp_path, raw: dict, *flags: str, memory: str = "80GiB") -> dict:
     path = tmp_path / "config.json"
     path.write_text(json.dumps(raw))
-    code = main(["plan", "--model", str(path), "--seq", "8192", "--memory", "80GiB", "--format", "json", *flags])
+    code = main(["plan", "--model", str(path), "--seq", "8192", "--memory", memory, "--format", "json", *flags])
     out, err = capsys.readouterr()
     assert code == 0, err
     return json.loads(out)
@@ -157,3 +157,15 @@ def test_both_paths_price_a_llama_step_alike(capsys, tmp_path):
     held = hf["memory"]["held outside the blocks (measured)"] - own["memory"]["outside layers (measured)"]
     assert abs(held - (2 * s * h + 2 * 2 * s * d)) <= 64
     assert [(b["policy"], b["stored_bytes"]) for b in hf["blocks"]] == [("none", per_block["none"])] * 4
+
+
+def test_both_paths_give_one_plan(capsys, tmp_path):
+    """One model, one plan: at 50 GB, between every block full (48.8 GB) and none (55.1 GB), remat's layers and
+    transformers' model choose the same policies, selective meaning op-level in both (fused attention)."""
+    pytest.importorskip("transformers")
+    raw = {**LLAMA3_8B, "num_hidden_layers": 4}
+    own = _plan_json(capsys, tmp_path, raw, "--no-baselines", memory="50GB")
+    hf = _plan_json(capsys, tmp_path, raw, "--no-baselines", "--hf", memory="50GB")
+    assert own["counts"] == hf["counts"] and "selective" in own["counts"] and "full" in own["counts"]
+    assert own["apply"]["python_list"] == hf["apply"]["python_list"]
+    assert own["predicted"]["stored_bytes"] == hf["predicted"]["stored_bytes"]
