@@ -187,6 +187,20 @@ def test_ep_must_divide_dp(capsys, tmp_path):
     assert code == 2 and err.startswith("remat plan: error: --ep: ") and len(err.strip().splitlines()) == 1
 
 
+def test_an_infeasible_moe_plan_names_the_expert_parallelism_that_would_help(capsys, tmp_path):
+    """Mixtral-8x7B (32 layers) at 80 GiB with --dp 8 --zero 1 does not fit; the message gives --ep 8 with the budget
+    it needs, and planning with --ep 8 itself (second method) has that smallest budget."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**MIXTRAL_8X7B, "num_hidden_layers": 32}))
+    flags = ["plan", "--model", str(path), "--seq", "4096", "--dp", "8", "--zero", "1", "--no-baselines"]
+    assert main([*flags, "--memory", "80GiB"]) == 3
+    err = capsys.readouterr().err
+    need = err.split("--ep 8 (", 1)[1].split(")", 1)[0]
+    assert main([*flags, "--ep", "8", "--memory", "1GiB"]) == 3
+    err = capsys.readouterr().err
+    assert f"the smallest budget that works is {need}" in err
+
+
 def test_the_per_group_loop_equals_torchs_grouped_gemm():
     """The loop a float32 model runs on a GPU (torch's CUDA grouped GEMM is bfloat16-only) against torch's kernel
     on the CPU, for both layouts the experts use (forward rows split; weight gradient M split), an empty group

@@ -14,8 +14,8 @@ def add_plan(sub):
                 ["remat plan --model gpt3-175b --memory 80GiB --tp 8 --sp --pp 8 --gpu a100-80gb",
                  "remat plan --model path/to/config.json --memory 24GiB --format json"],
                 "exit 3: no plan fits; the message names the smallest budget that works and what would fit "
-                "(--dp/--zero 3, --tp, a shorter --seq) with the budget each needs; exit 1: the exact search hit "
-                "its memory guard (no unproven plan is printed)")
+                "(--dp/--zero 3, --tp, --ep for a mixture of experts, a shorter --seq) with the budget each needs; "
+                "exit 1: the exact search hit its memory guard (no unproven plan is printed)")
     _model_args(p)
     _shape_args(p)
     _bytes_args(p)

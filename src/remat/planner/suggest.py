@@ -10,6 +10,8 @@ For each change the planner rebuilds the problem (``make_problem``) and takes it
   those the pipeline schedule can run (interleaved: N micro-batches per step a multiple of p);
 * ``--tp T``: the smallest T in 2t, 4t, … dividing the heads and the hidden size (a Llama-style layer: also the
   key/value groups and the MLP width, Megatron-LM's split) that fits;
+* ``--ep E`` (a mixture of experts): the smallest E in 2, 4, … dividing the experts that fits, each rank holding
+  E/ep experts' state; with ``--dp`` raised to a multiple of E where the data-parallel ranks are too few;
 * ``--seq S``: the largest power of two S ≥ 128 below s that fits (the peak grows with s);
 * ``--micro-batch 1`` when b > 1.
 
@@ -20,6 +22,7 @@ needs, so the reader sees which lever does not help (e.g. model state alone abov
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from remat.errors import UsageError
 from remat.models.presets import ModelConfig, validate
@@ -77,6 +80,11 @@ def _changes(cfg: ModelConfig, args: dict) -> list[tuple[list, object, object]]:
            and cfg.hidden % t == 0 and (cfg.arch == "gpt" or cfg.kv_heads % t == 0 and cfg.ffn_hidden % t == 0)]
     if tps:
         out.append((tps, lambda t: f"--tp {t}", lambda t: needed_bytes(_with(cfg, tp=t), args)))
+    if cfg.experts:
+        eps = [e for e in (2 ** k for k in range(1, 11)) if e > cfg.ep and cfg.experts % e == 0]
+        ranks = lambda e: dp if dp % e == 0 else math.lcm(dp, e)     # EP spans data-parallel ranks
+        out.append((eps, lambda e: f"--ep {e}" + ("" if ranks(e) == dp else f" --dp {ranks(e)}"),
+                    lambda e: needed_bytes(_with(cfg, ep=e), {**args, "dp": ranks(e)})))
     seqs = [s for s in (2 ** k for k in range(30, 6, -1)) if MIN_SEQ <= s < cfg.seq]
     out.append((seqs, lambda s: f"--seq {s}", lambda s: needed_bytes(_with(cfg, seq=s), args)))
     if cfg.micro_batch > 1:
