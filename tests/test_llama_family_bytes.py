@@ -169,3 +169,11 @@ def test_both_paths_give_one_plan(capsys, tmp_path):
     assert own["counts"] == hf["counts"] and "selective" in own["counts"] and "full" in own["counts"]
     assert own["apply"]["python_list"] == hf["apply"]["python_list"]
     assert own["predicted"]["stored_bytes"] == hf["predicted"]["stored_bytes"]
+
+
+def test_the_plan_states_the_attention_it_accounts(tmp_path):
+    """Mistral's fused kernel with its window; the paper's GPT-3 materialises softmax (Korthikanti's s × s terms)."""
+    assert _problem(tmp_path, MISTRAL_7B, 4096).meta["attention"] == \
+        "fused SDPA (no s × s kept; causal, sliding window 4096)"
+    assert make_problem(from_name("gpt3-175b"), memory=80 * 2**30).meta["attention"] == \
+        "materialised softmax (s × s kept)"

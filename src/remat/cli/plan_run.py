@@ -115,6 +115,8 @@ def _hf_plan_text(args) -> str:
                                                ("dp", args.dp if args.zero else 0), ("zero", args.zero))
                     if v not in (None, 0))
     meta.update(model=built.source, s=built.seq, b=built.micro_batch, L=len(result.policies),
+                attention=f"transformers' {getattr(built.config, '_attn_implementation', None) or 'default'} "
+                          "(measured as it runs)",
                 s_from="--seq" if args.seq else "the config's context length; set --seq to your training length",
                 b_from="--micro-batch" if args.micro_batch else "default; set --micro-batch",
                 transformers_class=type(built.model).__name__,

@@ -103,6 +103,16 @@ def _check(cfg: ModelConfig, st: Settings) -> None:
         raise UsageError("policies", f"unknown policies {sorted(unknown)} (known: {', '.join(POLICIES)})")
 
 
+def attention_kind(cfg: ModelConfig) -> str:
+    """The attention the plan accounts, stated on the plan: materialised softmax (the paper's GPT layer:
+    Korthikanti's s × s terms) or a fused kernel (SDPA / FlashAttention: no s × s kept; its time covers the causal
+    or sliding-window share of the query-key pairs, remat.formulas.op_flops.attention_share)."""
+    if cfg.attention != "sdpa":
+        return "materialised softmax (s × s kept)"
+    window = f", sliding window {cfg.sliding_window}" if cfg.sliding_window else ""
+    return f"fused SDPA (no s × s kept; causal{window})"
+
+
 def in_flight(cfg: ModelConfig, dp: int = 1) -> list[int]:
     """Micro-batches whose activations each layer of the first stage holds when the stage's first backward
     starts, in the stage's layer order (ints; N = ``micro_batches(cfg, dp)``). Megatron-LM's schedules
@@ -225,6 +235,7 @@ def build_problem(cfg: ModelConfig, st: Settings) -> Problem:
             "bytes_per_micro_batch": {k: c["stored"] for k, c in costs.items()},
             "time_source": "calibrated on this machine" if st.calibration else TIME_SOURCE,
             "cost_source": "closed form (Korthikanti Table 2)" if measured is None else measured["source"],
+            "attention": attention_kind(cfg),
             "selective": "core attention" if cfg.arch == "gpt" else "op-level",   # layer_costs.runtime_mode
             "runtime": "remat.policies",
             "flops_per_s": st.gpu.peak_for(cfg.dtype) * st.gpu.achievable, "dtype": cfg.dtype,

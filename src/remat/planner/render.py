@@ -133,8 +133,8 @@ def to_markdown(problem: Problem, plan: Plan, baselines: dict[str, dict]) -> str
              "", f"**Layers ({len(problem.layers)} on this GPU):** {counts}." +
              (" Exact optimum of the cost model." if plan.optimal else ""), ""]
     if meta:
-        keys = ("s", "b", "h", "a", "L", "t", "sp", "p", "m", "dp", "zero", "micro_batches", "time_source",
-                "cost_source", "memory_model")
+        keys = ("s", "b", "h", "a", "L", "t", "sp", "p", "m", "dp", "zero", "micro_batches", "attention",
+                "time_source", "cost_source", "memory_model")
         lines += ["Settings: " + ", ".join(f"{k}={meta[k]}" for k in keys if k in meta) + ".", ""]
     lines += ["## Which layers and why", ""] + _why_rows(problem, plan) + [""]
     lines += ["## How to apply", ""] + _apply_lines(how_to_apply(problem, plan)) + [""]
