@@ -187,6 +187,7 @@ def test_ep_must_divide_dp(capsys, tmp_path):
     assert code == 2 and err.startswith("remat plan: error: --ep: ") and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow      # 20 s: the message weighs every lever (--dp, --tp, --ep, --seq), each planned again
 def test_an_infeasible_moe_plan_names_the_expert_parallelism_that_would_help(capsys, tmp_path):
     """Mixtral-8x7B (32 layers) at 80 GiB with --dp 8 --zero 1 does not fit; the message gives --ep 8 with the budget
     it needs, and planning with --ep 8 itself (second method) has that smallest budget."""
