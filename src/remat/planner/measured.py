@@ -33,10 +33,15 @@ recompute inside the policies' checkpoints). Nothing here is a formula of the la
   routing a rank receives the k·s·b rows it sends (the offsets vector of E/ep, 4·E·(1 − 1/ep) bytes fewer, is
   not subtracted); the all-to-all exchange is priced by ``remat.timemodel.layer.predict``.
 
+Selective is op-level here (``layer_costs.runtime_mode``: drop-cheap, matmul and attention outputs kept in torch's
+selective-checkpoint cache, counted with the saved tensors), as remat.auto's: the fused attention keeps no s × s
+tensor, so Megatron's core-attention recompute would free almost nothing.
+
 Time: the per-op roofline model of the same layer (``remat.timemodel.predict``) and offload through
-``remat.formulas.offload.exposed_offload_s``, as the GPT path; the head by its FLOPs. Transients as the GPT path: none −
-stored (the recompute of selective/full), 2 × none for offload; the head's floor as above. A t that does not divide
-the query heads, the key/value groups or the MLP width is a UsageError("--tp") from ``remat.planner.costs``.
+``remat.formulas.offload.exposed_offload_s``, as the GPT path; the head by its FLOPs. Transients: none − stored for full
+(the recompute), measured for selective (``op_level_transient``), 2 × none for offload; the head's floor as above. A t
+that does not divide the query heads, the key/value groups or the MLP width is a UsageError("--tp") from
+``remat.planner.costs``.
 
 Fused attention (``F.scaled_dot_product_attention``, the CPU kernel under FakeTensorMode) is counted by
 ``remat.measure.flops`` (QKᵀ and ·V over the full s × s, Korthikanti's 4bs²h convention); the time model prices
