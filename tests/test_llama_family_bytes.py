@@ -177,3 +177,18 @@ def test_the_plan_states_the_attention_it_accounts(tmp_path):
         "fused SDPA (no s × s kept; causal, sliding window 4096)"
     assert make_problem(from_name("gpt3-175b"), memory=80 * 2**30).meta["attention"] == \
         "materialised softmax (s × s kept)"
+
+
+def test_mistral_paths_differ_by_the_named_per_layer_mask_terms(capsys, tmp_path):
+    """Mistral-7B at s = 8192 (window 4096): transformers' block keeps, beyond remat's layer, the additive mask torch
+    makes from the boolean one in every SDPA call (e·b·s²) and the key/value groups repeated to every head (2·e·b·s·
+    (a − kv)·d) — by hand, exactly; the --hf plan names both."""
+    pytest.importorskip("transformers")
+    s, e, a, kv, d = 8192, 2, 32, 8, 128
+    raw = {**MISTRAL_7B, "num_hidden_layers": 2}
+    own = _plan_json(capsys, tmp_path, raw, "--no-baselines")
+    hf = _plan_json(capsys, tmp_path, raw, "--no-baselines", "--hf")
+    assert [b["policy"] for b in hf["blocks"]] == ["none", "none"]
+    named = e * s * s + 2 * e * s * (a - kv) * d
+    assert hf["blocks"][0]["stored_bytes"] - own["settings"]["bytes_per_micro_batch"]["none"] == named
+    assert any("additive sliding-window mask 128.00 MiB" in note for note in hf["apply"]["notes"])

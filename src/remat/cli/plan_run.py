@@ -12,7 +12,7 @@ from pathlib import Path
 
 from remat import auto, planner  # planner.plan_model looked up when called: a test replaces it
 from remat.auto.check import check_small
-from remat.auto.hf import available, build, config_of, context_length
+from remat.auto.hf import available, build, config_of, context_length, per_layer_mask_terms
 from remat.auto.planning import shard_state
 from remat.errors import InfeasibleError, UsageError
 from remat.io import write_text
@@ -119,7 +119,7 @@ def _hf_plan_text(args) -> str:
                           "(measured as it runs)",
                 s_from="--seq" if args.seq else "the config's context length; set --seq to your training length",
                 b_from="--micro-batch" if args.micro_batch else "default; set --micro-batch",
-                transformers_class=type(built.model).__name__,
+                transformers_class=type(built.model).__name__, notes=_transformers_notes(built, itemsize),
                 auto_call=["from remat.planner.regime import resolve",
                            f"# batch: input_ids and labels, int64 [b, s] = [{built.micro_batch}, {built.seq}]",
                            f"result = auto.plan(model, (), batch, budget={result.problem.budget_bytes}, "
@@ -128,6 +128,18 @@ def _hf_plan_text(args) -> str:
     if args.format == "json":
         return json.dumps(result.to_json(), indent=2, default=str)
     return planner.render_plan(result.problem, result.plan, result.baselines, args.format)
+
+
+def _transformers_notes(built, itemsize: int) -> list[str]:
+    """What this transformers model keeps per layer that remat's own layer would not (remat.auto.hf)."""
+    terms = per_layer_mask_terms(built.config, built.seq, built.micro_batch, itemsize)
+    if not terms:
+        return []
+    listed = "; ".join(f"{name} {format_bytes(value)}" for name, value in terms.items())
+    return [f"Each block of this transformers model keeps, with SDPA and a sliding window shorter than s: {listed} "
+            "(torch converts the boolean mask per call; transformers repeats the key/value groups when it passes "
+            "a mask). remat's own layer (without --hf, where it reads this model_type) builds the mask once and "
+            "keeps the groups."]
 
 
 def _hf_run(args, budget: int | None, choices: tuple, seq: int | None = None):

@@ -203,7 +203,7 @@ def how_to_apply(problem: Problem, plan: Plan) -> dict:
     if m > 1:
         scope += (f"; with an interleaved schedule (m = {m}) Megatron-LM's block counts the first N layers of "
                   "each model chunk, not of the GPU's layers in forward order")
-    notes = []
+    notes = list(meta.get("notes", ()))     # the path's own caveats (remat.cli.plan_run: transformers' model)
     if pp > 1:
         notes.append(f"The per-layer list covers the {len(policies)} layers of the first pipeline stage, the most "
                      "loaded one; later stages hold fewer micro-batches and fit with the same or less recompute.")
