@@ -29,6 +29,8 @@ from remat.units import format_bytes, parse_bytes
 
 def run_plan(args) -> int:
     """`remat plan`: the plan printed (or written to --out); exit 1 when the exact search hits its memory guard."""
+    if args.memory is not None and parse_bytes(args.memory, "--memory") <= 0:
+        raise UsageError("--memory", f"must be a positive size, got {args.memory!r}")
     if args.check_small and args.format not in ("md", "json"):
         raise UsageError("--check-small", f"its section is Markdown or JSON and would break the {args.format} "
                                           "config: use --format md or json with --check-small")
@@ -44,6 +46,13 @@ def run_plan(args) -> int:
     }
     cfg = from_name(args.model, layers=args.layers, seq=args.seq, micro_batch=args.micro_batch, tp=args.tp,
                     pp=args.pp, interleave=args.interleave, global_batch=args.global_batch, ep=args.ep)
+    if args.interleave is not None and args.interleave > 1 and cfg.pp == 1:
+        raise UsageError("--interleave", f"an interleaved schedule (m = {args.interleave}) needs pipeline stages: "
+                                         "give --pp > 1 or --interleave 1")
+    if args.global_batch is not None and args.global_batch % (cfg.micro_batch * args.dp):
+        raise UsageError("--global-batch", f"{args.global_batch} is not a multiple of --micro-batch × --dp = "
+                                           f"{cfg.micro_batch} × {args.dp}: every data-parallel rank runs whole "
+                                           "micro-batches")
     try:
         text = _plan_text(args, cfg, gpu_overrides)
     except SearchTooLarge as exc:  # the exact solver's memory guard: no unproven plan is ever printed

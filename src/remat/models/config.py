@@ -8,6 +8,7 @@ t tp, p pp, m interleave. Bad input raises ``remat.errors.UsageError(field, mess
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from remat.errors import UsageError
@@ -16,6 +17,7 @@ DTYPES = ("float32", "float64", "bfloat16", "float16")
 ARCHS = ("gpt", "llama")
 ATTENTIONS = ("math", "sdpa")
 ACTIVATIONS = ("gelu", "gelu_tanh", "silu")
+MAX_LAYERS = 1024   # a sanity bound on L: the exact search is sized for real models (80 layers plan in seconds)
 
 
 @dataclass(frozen=True)
@@ -96,8 +98,9 @@ def validate(cfg: ModelConfig) -> ModelConfig:
 
     Checks: positive integer sizes; h divisible by a; a divisible by kv_heads (GQA groups); GPT has
     kv_heads = a; Llama attention = sdpa (its layer has no materialized-softmax path); even head_dim for
-    RoPE; t divides a and h; s ≤ max_positions for learned positions; 0 ≤ dropout < 1;
-    known dtype / arch / attention / activation; positive norm_eps and rope_theta; an MoE (experts ≥ 2,
+    RoPE; t divides a and h; s ≤ max_positions for learned positions; 0 ≤ dropout < 1; at most MAX_LAYERS
+    layers; known dtype / arch / attention / activation; positive finite norm_eps
+    and rope_theta; an MoE (experts ≥ 2,
     Llama only) routes each token to 1 ≤ top_k ≤ experts experts, and ep divides experts (top_k 0 without).
     """
     for field in ("hidden", "heads", "kv_heads", "layers", "ffn_hidden", "vocab", "seq", "micro_batch",
@@ -127,8 +130,11 @@ def validate(cfg: ModelConfig) -> ModelConfig:
         raise UsageError("dropout", f"must be in [0, 1), got {cfg.dropout!r}")
     for field in ("norm_eps", "rope_theta"):
         value = getattr(cfg, field)
-        if not isinstance(value, (int, float)) or value <= 0:
-            raise UsageError(field, f"must be a positive number, got {value!r}")
+        if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise UsageError(field, f"must be a positive finite number, got {value!r}")
+    if cfg.layers > MAX_LAYERS:
+        raise UsageError("layers", f"{cfg.layers} layers: at most {MAX_LAYERS} (the deepest published models have "
+                                   "about 130)")
     if cfg.sliding_window is not None:
         _check_int(cfg, "sliding_window")
     _check_moe(cfg)

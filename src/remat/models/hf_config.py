@@ -199,7 +199,7 @@ def check_rejected(raw: dict, model_type: str) -> None:
             shown = repr(raw[key])
             shown = shown if len(shown) <= 60 else shown[:57] + "..."
             raise UsageError(key, f"{shown} is not supported: remat's {model_type} runtime cannot build a model "
-                                  f"with {key} {refused}")
+                                  f"with {key} {refused}; plan transformers' own model with --hf")
 
 
 def read_json_object(path: str | Path) -> dict:
@@ -229,6 +229,8 @@ def read_hf_config(path: str | Path, warn: bool = True) -> ModelConfig:
     path = Path(path)
     raw = read_json_object(path)
     model_type = raw.get("model_type")
+    if model_type is None:
+        raise UsageError("model_type", f"missing from {path} (supported: {', '.join(SUPPORTED)})")
     if model_type not in SUPPORTED:
         raise UsageError("model_type", f"unsupported {model_type!r} (supported: {', '.join(SUPPORTED)})")
     check_rejected(raw, model_type)
