@@ -38,7 +38,8 @@ selective-checkpoint cache, counted with the saved tensors), as remat.auto's: th
 tensor, so Megatron's core-attention recompute would free almost nothing.
 
 Time: the per-op roofline model of the same layer (``remat.timemodel.predict``) and offload through
-``remat.formulas.offload.exposed_offload_s``, as the GPT path; the head by its FLOPs. Transients: none − stored for full
+``remat.formulas.offload.exposed_offload_s``, as the GPT path; the rest of the step (embedding, head, loss) by the
+same roofline over every op of a whole step (``outside_seconds``), as remat.auto. Transients: none − stored for full
 (the recompute), measured for selective (``op_level_transient``), 2 × none for offload; the head's floor as above. A t
 that does not divide the query heads, the key/value groups or the MLP width is a UsageError("--tp") from
 ``remat.planner.costs``.
@@ -58,7 +59,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from remat.accounting import account_layer, build, layer_input, tensor_mode, tp_group
 from remat.auto.blocks import Blocks
-from remat.auto.whole_step import whole_step
+from remat.auto.whole_step import whole_seconds, whole_step
 from remat.formulas.korthikanti import RECOMPUTE
 from remat.measure.peak import PeakMemory
 from remat.measure.saved import SavedTensorLog
@@ -68,6 +69,7 @@ from remat.models.presets import ModelConfig
 from remat.models.tensor_parallel import fake_process_group
 from remat.models.transformer import build_model, lm_loss, random_tokens
 from remat.planner.layer_costs import layer_seconds, policy_costs, runtime_mode, sharded_state
+from remat.timemodel.roofline import Rates
 from remat.timemodel.trace import trace_layer
 
 COST_SOURCE = "measured (fake tensors)"
@@ -113,8 +115,6 @@ def measure_layer(cfg: ModelConfig) -> dict:
         "forward_flops": forward,
         "backward_flops": backward,
         "recompute_flops": {p: r["flops_recompute"] // 2 for p, r in rows.items()},
-        "head_forward_flops": none["flops_forward"] - none["flops_forward_layers"],
-        "head_backward_flops": single["flops_backward"] - backward,
         **_facts(one),
     }
 
@@ -188,6 +188,28 @@ def _embedding_bytes(cfg: ModelConfig) -> int:
     return sum(r.nbytes for r in log.activations() if r.module.startswith("embed"))
 
 
+def _head_copy(cfg: ModelConfig, layers: int = 1) -> ModelConfig:
+    """``cfg`` with ``layers`` layers on one rank, serial, with the rank's v/t vocabulary rows (``head_floor``)."""
+    return dataclasses.replace(cfg, layers=layers, pp=1, interleave=1, tp=1, ep=1, vocab=-(-cfg.vocab // cfg.tp))
+
+
+@functools.lru_cache(maxsize=16)
+def outside_seconds(cfg: ModelConfig, gpu) -> float:
+    """Roofline seconds of one micro-batch's step outside the layers (embedding, final norm, head and loss, forward
+    and backward), priced as remat.auto prices them for any model: whole steps of a 1- and a 2-layer copy under fake
+    tensors (remat.auto.whole_step.whole_seconds, every op on ``gpu``'s rates), 2·one − two, at one rank's v/t
+    vocabulary rows. The head's memory-bound softmax and cross-entropy in fp32 count, not only its matmul."""
+    steps = []
+    for layers in (1, 2):
+        copy = _head_copy(cfg, layers)
+        with FakeTensorMode():
+            model = build_model(copy)
+            tokens, targets = random_tokens(copy), random_tokens(copy)
+            steps.append(whole_seconds(model, (tokens,), {}, lambda logits: lm_loss(logits, targets),
+                                       Rates.of(gpu, 1, copy.dtype)))
+    return max(0.0, 2 * steps[0] - steps[1])
+
+
 @functools.lru_cache(maxsize=16)
 def head_floor(cfg: ModelConfig) -> int:
     """The head's peak (p = 1): from the last layer's output through the final norm, the head, the loss and their
@@ -196,7 +218,7 @@ def head_floor(cfg: ModelConfig) -> int:
     tensors, so remat's layers and ``--hf`` price the head alike. With t > 1 the copy has the rank's v/t
     vocabulary rows (vocabulary-parallel head and cross-entropy: every vocabulary-wide tensor is 1/t) and the
     full sequence (the head's input is gathered under SP; the final norm's input, s/t there, is counted whole)."""
-    one = dataclasses.replace(cfg, layers=1, pp=1, interleave=1, tp=1, vocab=-(-cfg.vocab // cfg.tp))
+    one = _head_copy(cfg)
     with FakeTensorMode():
         model = build_model(one)
         tokens, targets = random_tokens(one), random_tokens(one)
@@ -215,7 +237,6 @@ def measured_costs(cfg: ModelConfig, st, held: int = 1) -> dict:
     m = measure_layer(cfg)
     t, p = cfg.tp, cfg.pp
     rank = measure_rank_layer(cfg, t, st.sp) if t > 1 else m
-    rate = st.gpu.peak_for(cfg.dtype) * st.gpu.achievable
     out = policy_costs(rank["stored"], layer_seconds(cfg, st), rank["recompute_flops"], rank["tensors"], st,
                        {"selective": op_level_transient(cfg, t, st.sp)})
     # vocabulary-parallel embedding and head (v/t rows each; a tied head is counted in the embedding), the final
@@ -231,7 +252,7 @@ def measured_costs(cfg: ModelConfig, st, held: int = 1) -> dict:
         "model_state": {part: state[0][part] + state[1][part] for part in state[0]},
         "outside": outside(cfg, held),
         "floor_bytes": head_floor(cfg) if p == 1 else 0,
-        "head_time_s": (m["head_forward_flops"] + m["head_backward_flops"]) / t / rate if p == 1 else 0.0,
+        "head_time_s": outside_seconds(cfg, st.gpu) if p == 1 else 0.0,
         "params": {"per_layer": per_layer, "on_this_gpu": dense + n_layers * experts,
                    "embedding": -(-m["embedding"] // t),
                    "norm": m["norm"] if p == 1 else 0, "head": -(-m["head"] // t) if p == 1 else 0},
