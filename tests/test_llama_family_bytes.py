@@ -176,8 +176,9 @@ def test_both_paths_give_one_plan(capsys, tmp_path):
 
 def test_the_plan_states_the_attention_it_accounts(tmp_path):
     """Mistral's fused kernel with its window; the paper's GPT-3 materialises softmax (Korthikanti's s × s terms)."""
-    assert _problem(tmp_path, MISTRAL_7B, 4096).meta["attention"] == \
-        "fused SDPA (no s × s kept; causal, sliding window 4096)"
+    assert _problem(tmp_path, MISTRAL_7B, 4096).meta["attention"] == ("fused SDPA (no s × s kept; causal, sliding "
+                                                                      "window 4096: time of a FlashAttention kernel "
+                                                                      "over the attended pairs)")
     assert make_problem(from_name("gpt3-175b"), memory=80 * 2**30).meta["attention"] == \
         "materialised softmax (s × s kept)"
 

@@ -147,8 +147,9 @@ def _transformers_notes(built, itemsize: int) -> list[str]:
     listed = "; ".join(f"{name} {format_bytes(value)}" for name, value in terms.items())
     return [f"Each block of this transformers model keeps, with SDPA and a sliding window shorter than s: {listed} "
             "(torch converts the boolean mask per call; transformers repeats the key/value groups when it passes "
-            "a mask). remat's own layer (without --hf, where it reads this model_type) builds the mask once and "
-            "keeps the groups."]
+            "a mask), and its attention is priced over every query-key pair (a kernel given a mask computes them "
+            "all). remat's own layer (without --hf, where it reads this model_type) builds the mask once, keeps the "
+            "groups and is priced as a FlashAttention kernel that skips the pairs outside the window."]
 
 
 def _hf_run(args, budget: int | None, choices: tuple, seq: int | None = None):

@@ -110,7 +110,7 @@ def attention_kind(cfg: ModelConfig) -> str:
     if cfg.attention != "sdpa":
         return "materialised softmax (s × s kept)"
     window = f", sliding window {cfg.sliding_window}" if cfg.sliding_window else ""
-    return f"fused SDPA (no s × s kept; causal{window})"
+    return f"fused SDPA (no s × s kept; causal{window}: time of a FlashAttention kernel over the attended pairs)"
 
 
 def in_flight(cfg: ModelConfig, dp: int = 1) -> list[int]:
