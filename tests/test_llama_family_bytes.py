@@ -196,3 +196,16 @@ def test_mistral_paths_differ_by_the_named_per_layer_mask_terms(capsys, tmp_path
     named = e * s * s + 2 * e * s * (a - kv) * d
     assert hf["blocks"][0]["stored_bytes"] - own["settings"]["bytes_per_micro_batch"]["none"] == named
     assert any("additive sliding-window mask 128.00 MiB" in note for note in hf["apply"]["notes"])
+
+
+def test_a_sequence_beyond_the_models_positions_is_planned_with_a_warning(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+                                "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 128,
+                                "max_position_embeddings": 64}))
+    base = ["plan", "--model", str(path), "--memory", "4GiB", "--no-baselines"]
+    assert main([*base, "--seq", "128"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: s = 128 exceeds the model's 64 positions" in err and len(err.strip().splitlines()) == 1
+    assert main([*base, "--seq", "64"]) == 0
+    assert capsys.readouterr().err == ""

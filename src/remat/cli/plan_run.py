@@ -60,6 +60,10 @@ def run_plan(args) -> int:
               "length (--seq), or with fewer choices (--policies none,full)", file=sys.stderr)
         return 1
     _warn_budget_above_gpu(args)
+    context = from_name(args.model).max_positions          # the table --seq grows (learned positions refuse)
+    if cfg.seq > context:
+        print(f"remat plan: warning: s = {cfg.seq} exceeds the model's {context} positions "
+              "(max_position_embeddings); planned as given", file=sys.stderr)
     _emit(args, _with_check(args, text))
     return 0
 

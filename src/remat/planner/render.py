@@ -122,6 +122,13 @@ def _baseline_rows(plan: Plan, baselines: dict[str, dict]) -> list[str]:
     return rows
 
 
+def _op_level_aside(problem: Problem, plan: Plan) -> str:
+    """Why an op-level selective plan recomputes fewer matmul FLOPs than its extra time suggests."""
+    if "selective" in plan.policies and problem.meta.get("selective") == "op-level":
+        return " (op-level selective re-runs norms and pointwise ops, no matmul)"
+    return ""
+
+
 def to_markdown(problem: Problem, plan: Plan, baselines: dict[str, dict]) -> str:
     """A readable plan: counts, layers and reasons, memory breakdown, baselines (Markdown text)."""
     meta = problem.meta
@@ -129,7 +136,8 @@ def to_markdown(problem: Problem, plan: Plan, baselines: dict[str, dict]) -> str
     lines = [f"# {title(problem)}", "",
              f"Budget {format_bytes(problem.budget_bytes)} ({problem.budget_bytes} bytes); predicted peak "
              f"{format_bytes(plan.peak_bytes)}; predicted step time {plan.step_time_s:.4g} s; "
-             f"recompute {plan.recompute_flops:.3e} FLOPs; offload {format_bytes(plan.offload_bytes)}.",
+             f"recompute {plan.recompute_flops:.3e} matmul FLOPs{_op_level_aside(problem, plan)}; offload "
+             f"{format_bytes(plan.offload_bytes)}.",
              "", f"**Layers ({len(problem.layers)} on this GPU):** {counts}." +
              (" Exact optimum of the cost model." if plan.optimal else ""), ""]
     if meta:
