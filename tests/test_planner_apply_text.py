@@ -13,6 +13,7 @@ from remat.planner import megatron, render
 from remat.planner.problem import Layer, Option, Problem, evaluate
 from remat.planner.solve import solve
 from remat.policies import parse_plan
+from remat.units import format_bytes
 
 # --- megatron.py ---------------------------------------------------------------------------------------------
 
@@ -173,3 +174,21 @@ def test_markdown_says_when_megatron_cannot(tmp_path):
     assert "Not expressible as Megatron-LM flags: this plan's selective is op-level" in section
     assert "selective here is op-level" in section
 
+
+
+def test_markdown_gives_megatrons_nearest_plan_when_it_cannot_run_this_one(tmp_path):
+    """The Qwen2-like plan at 19 GiB mixes op-level selective and full; the Markdown gives the fastest plan Megatron-LM
+    flags can run within the budget — the one the nemo format writes — with its peak."""
+    from remat.models.presets import from_name
+    from remat.planner import make_problem, render_plan, trainers
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(QWEN2_LIKE))
+    problem = make_problem(from_name(str(path), seq=4096), memory=19 * 2**30)
+    plan = solve(problem)
+    assert "selective" in plan.policies
+    text = render_plan(problem, plan, {}, "md")
+    nemo = trainers.trainer_config(problem, plan, "nemo")["plan"]
+    flags = " ".join(megatron.megatron_flags(nemo["policies"], 1))
+    assert nemo["feasible"] and nemo["peak_bytes"] <= problem.budget_bytes
+    assert f"Nearest Megatron-LM plan (fits): peak {format_bytes(nemo['peak_bytes'])}" in text
+    assert f"```\n{flags}\n```" in text and flags.startswith("--recompute-granularity full")

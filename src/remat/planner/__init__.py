@@ -17,10 +17,10 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from remat.errors import InfeasibleError
+from remat.errors import InfeasibleError, UsageError
 from remat.models.hf_config import CONTEXT_KEYS
 from remat.models.presets import ModelConfig
-from remat.planner import render, trainers
+from remat.planner import megatron, render, trainers
 from remat.planner.baselines import SAC_TIME_LIMIT_S
 from remat.planner.baselines import baselines as run_baselines
 from remat.planner.costs import PIPELINE_MICRO_BATCHES, default_global_batch
@@ -76,6 +76,22 @@ def render_plan(problem: Problem, plan: Plan, base: dict, fmt: str) -> str:
     """``plan`` as text: JSON ("json"), Markdown ("md") or a trainer's config (``trainers.FORMATS``)."""
     if fmt in trainers.FORMATS:
         return trainers.render_config(trainers.trainer_config(problem, plan, fmt))
+    nearest = _megatron_nearest(problem, plan)
+    if nearest is not None:
+        problem.meta["megatron_nearest"] = nearest
     if fmt == "json":
         return json.dumps(render.to_json(problem, plan, base), indent=2, default=str)
     return render.to_markdown(problem, plan, base)
+
+
+def _megatron_nearest(problem: Problem, plan: Plan) -> dict | None:
+    """When Megatron-LM's flags cannot run ``plan``: the fastest plan they can run that fits (else the one with the
+    least peak), as the nemo format chooses it (remat.planner.trainers), with its flags, peak and step time."""
+    if render.how_to_apply(problem, plan)["megatron"]["flags"] is not None:
+        return None
+    try:
+        chosen = trainers.trainer_config(problem, plan, "nemo")["plan"]
+    except UsageError:              # no Megatron configuration uses only the policies offered
+        return None
+    flags = megatron.megatron_flags(chosen["policies"], int(problem.meta.get("p", 1) or 1))
+    return None if flags is None else {**chosen, "flags": flags}

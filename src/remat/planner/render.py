@@ -235,7 +235,7 @@ def how_to_apply(problem: Problem, plan: Plan) -> dict:
         "runtime_spec": spec if own else None,
         "runtime": f'remat.policies.apply_plan(model, "{spec}")' if own else None,
         "megatron": {"flags": flags, "command": " ".join(flags) if flags is not None else None,
-                     "why_not": why_not, "scope": scope,
+                     "why_not": why_not, "scope": scope, "nearest": meta.get("megatron_nearest"),
                      "source": megatron.OFFLOAD_SOURCE if "offload" in policies else megatron.RECOMPUTE_SOURCE},
         "notes": notes,
     }
@@ -252,6 +252,11 @@ def _apply_lines(apply: dict) -> list[str]:
     lines += ["Megatron-LM:", ""]
     if mega["flags"] is None:
         lines.append(f"Not expressible as Megatron-LM flags: {mega['why_not']}.")
+        near = mega.get("nearest")
+        if near:
+            fit = "fits" if near["feasible"] else "does not fit the budget"
+            lines += ["", f"Nearest Megatron-LM plan ({fit}): peak {format_bytes(near['peak_bytes'])}, step "
+                          f"{near['step_time_s']:.4g} s.", "", "```", " ".join(near["flags"]) or "(no flags)", "```"]
     elif not mega["flags"]:
         lines.append("No flags: Megatron-LM's default keeps every activation (no recompute).")
     else:
