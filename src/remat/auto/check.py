@@ -85,9 +85,9 @@ def check_small(source, layers: int = 4, seq: int | None = None, micro_batch: in
     result = solve_blocks(dataclasses.replace(first.problem, budget_bytes=budget), auto.find_blocks(model),
                           first.costs)
     setups = {"none": ("none",) * n, "plan": result.policies, "hf-full": None, "auto-full": ("full",) * n}
+    field = _experts_field(config)
     instance = {"activations_set_peak": low < high, "hidden": config.hidden_size, "seq": seq,
-                "width_divisor": divisor, "experts": next((getattr(config, f) for f in EXPERT_FIELDS
-                                                           if getattr(config, f, None)), None)}
+                "width_divisor": divisor, "experts": None if field is None else getattr(config, field)}
     rows, step_s = _rows(model, kwargs, setups, result.problem, seed, {"budget_bytes": budget, **instance})
     rounds = 2 if 2 * len(setups) * (1 + repeats) * step_s <= TIMING_S else 1
     times = _times(model, kwargs, setups, seed, repeats, rounds)
@@ -124,7 +124,7 @@ def narrow(config, width: int):
     k = 1
     while h // (2 * k) >= width and not (h % (2 * k) or heads % (2 * k) or kv % (2 * k)):
         k *= 2
-    field = next((name for name in EXPERT_FIELDS if getattr(config, name, None)), None)
+    field = _experts_field(config)
     top_k = getattr(config, "num_experts_per_tok", None)
     few = field is not None and top_k is not None and getattr(config, field) > 2 * top_k
     if k == 1 and not few:
@@ -141,6 +141,11 @@ def narrow(config, width: int):
         if getattr(config, name, None):
             setattr(out, name, getattr(config, name) // k)
     return out, k
+
+
+def _experts_field(config) -> str | None:
+    """The name ``config`` gives its number of experts (``EXPERT_FIELDS``), None for a dense model."""
+    return next((name for name in EXPERT_FIELDS if getattr(config, name, None)), None)
 
 
 def _rows(model, kwargs, setups: dict, problem, seed: int, instance: dict) -> tuple[list[dict], float]:

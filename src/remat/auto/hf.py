@@ -292,7 +292,7 @@ def per_layer_mask_terms(config, seq: int, micro_batch: int, itemsize: int) -> d
     an explicit mask (a sliding window shorter than the sequence): torch converts the boolean mask to an additive
     [b, 1, s, s] one in the model dtype in every call and keeps it for backward, and with a mask transformers repeats
     the key/value groups to every query head before SDPA (both measured: Mistral-7B at s = 8192, 128 MiB and
-    2 × 96 MiB per layer). Empty for any other model or attention implementation."""
+    2 × 48 MiB per layer). Empty for any other model or attention implementation."""
     window = getattr(config, "sliding_window", None)
     if getattr(config, "_attn_implementation", None) != "sdpa" or not window or window >= seq:
         return {}

@@ -77,8 +77,8 @@ def render_plan(problem: Problem, plan: Plan, base: dict, fmt: str) -> str:
     if fmt in trainers.FORMATS:
         return trainers.render_config(trainers.trainer_config(problem, plan, fmt))
     nearest = _megatron_nearest(problem, plan)
-    if nearest is not None:
-        problem.meta["megatron_nearest"] = nearest
+    if nearest is not None:     # shown beside "not expressible" (render.how_to_apply); the caller's problem untouched
+        problem = dataclasses.replace(problem, meta={**problem.meta, "megatron_nearest": nearest})
     if fmt == "json":
         return json.dumps(render.to_json(problem, plan, base), indent=2, default=str)
     return render.to_markdown(problem, plan, base)
