@@ -50,13 +50,20 @@ def policy(ctx, func, *args, **kwargs) -> CheckpointPolicy:
     policy_fn): MUST_SAVE for ``is_kept`` ops, whose outputs active KeptLogs record, PREFER_RECOMPUTE else."""
     if not is_kept(func):
         return CheckpointPolicy.PREFER_RECOMPUTE
-    for log in _LOGS:
-        log.record(func, ctx.op_output)
+    record_kept(func, ctx.op_output)
     return CheckpointPolicy.MUST_SAVE
 
 
+def record_kept(func, out) -> None:
+    """Tell the active KeptLogs that the SAC cache keeps ``out`` (the output of ``func``): every policy that
+    returns MUST_SAVE calls this, so its kept bytes can be measured."""
+    for log in _LOGS:
+        log.record(func, out)
+
+
 class _Guarded:
-    """``policy`` for one checkpointed region, refusing an in-place write into a kept output.
+    """``decide`` (default ``policy``; any policy_fn that calls ``record_kept`` for what it keeps) for one
+    checkpointed region, refusing an in-place write into a kept output.
 
     SAC keeps a MUST_SAVE output by reference and serves it back in the recompute. An op that later writes
     into its storage in forward (``nn.ReLU(inplace=True)`` after a Linear, ``torch.selu_(x @ w)``) makes the
@@ -66,13 +73,14 @@ class _Guarded:
     every op after it ran; a write into a kept storage is an op whose schema marks an argument written).
     """
 
-    def __init__(self):
+    def __init__(self, decide=policy):
+        self.decide = decide
         self.kept: dict[int, str] = {}   # storage key -> the op whose output it is
 
     def __call__(self, ctx, func, *args, **kwargs) -> CheckpointPolicy:
         if not ctx.is_recompute and self.kept and func._schema.is_mutable:
             self._check_writes(func, args, kwargs)
-        decision = policy(ctx, func, *args, **kwargs)
+        decision = self.decide(ctx, func, *args, **kwargs)
         if decision == CheckpointPolicy.MUST_SAVE:
             for t in tree_flatten(ctx.op_output)[0]:
                 if isinstance(t, torch.Tensor):
@@ -94,12 +102,14 @@ class _Guarded:
                                          "(inplace=False) or give this block policy full, offload or none")
 
 
-def contexts(compiling: bool = False) -> tuple:
-    """A fresh (forward, recompute) context pair of torch's selective checkpointing under ``policy``, guarded
-    for one region (``_Guarded``: raises RecomputeError on an in-place write into a kept output). Under
-    torch.compile (``compiling``) the plain ``policy``: the traced graph is functional, so a write makes a new
+def contexts(compiling: bool = False, decide=None) -> tuple:
+    """A fresh (forward, recompute) context pair of torch's selective checkpointing under ``decide`` (default
+    ``policy``; a factory's fresh policy_fn per region, e.g. remat.auto.tensors.KeptSet.policy()), guarded for
+    one region (``_Guarded``: raises RecomputeError on an in-place write into a kept output). Under
+    torch.compile (``compiling``) the plain policy: the traced graph is functional, so a write makes a new
     tensor and the kept one stays as it was."""
-    return create_selective_checkpoint_contexts(policy if compiling else _Guarded())
+    decide = decide or policy
+    return create_selective_checkpoint_contexts(decide if compiling else _Guarded(decide))
 
 
 # --- saved bytes -----------------------------------------------------------------------------------------------

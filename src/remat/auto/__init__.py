@@ -28,13 +28,14 @@ from remat.planner.problem import POLICIES
 from remat.timemodel.gpus import gpu as gpu_preset
 from remat.units import parse_bytes
 
+GRANULARITIES = ("block", "tensor")
 __all__ = ["plan", "apply", "clear", "explain", "find_blocks", "Blocks", "POLICIES"]
 
 
 def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str | int | None = None,
          gpu: str = "h100-80gb", choices: Sequence[str] = POLICIES, blocks=None, loss_fn=None,
          optimizer_state_bytes: int | None = None, host_memory: str | int | None = None,
-         reserve: str | int = 0, regime=None, dp: int = 1, zero: int = 0):
+         reserve: str | int = 0, regime=None, dp: int = 1, zero: int = 0, granularity: str = "block"):
     """The per-block policy of least predicted step time whose predicted peak fits ``budget``.
 
     model: any eager nn.Module (real or fake parameters; nothing real is allocated: it runs under
@@ -49,7 +50,10 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     (the model state as this eager model keeps it: its parameters, Adam's moments in their dtype, gradients made
     by backward) or a remat.planner.regime.Regime (``remat plan --regime``: the same bytes per parameter on
     every planning path; then ``optimizer_state_bytes`` is not used). dp, zero: the model state sharded by ZeRO
-    stage ``zero`` over ``dp`` data-parallel ranks (remat.auto.planning.shard_state).
+    stage ``zero`` over ``dp`` data-parallel ranks (remat.auto.planning.shard_state). granularity: "block" (one
+    of ``choices`` per block) or "tensor" (selective also as any kept set of the block's op outputs on the exact
+    Pareto frontier of bytes against recompute time: remat.auto.measure.tensor_variants; ``result.kept_sets``
+    per block, applied by ``auto.apply`` through torch's selective-checkpoint contexts).
 
     Returns an AutoPlan (remat.auto.planning): ``policies``, ``plan.peak_bytes`` (bytes), ``plan.step_time_s``
     (seconds), ``print(result)``. Raises UsageError naming the argument for bad input, InfeasibleError with the
@@ -61,12 +65,15 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     if unknown or not choices:
         raise UsageError("choices", f"unknown policy {unknown[0]!r} (known: {', '.join(POLICIES)})" if unknown
                          else "at least one policy")
+    if granularity not in GRANULARITIES:
+        raise UsageError("granularity", f"{granularity!r} is not one of {', '.join(GRANULARITIES)}")
     device = gpu_preset(gpu)
     budget_bytes = device.memory_bytes if budget is None else parse_bytes(budget, "budget")
     host = device.host_memory_bytes if host_memory is None else parse_bytes(host_memory, "host_memory")
     found = find_blocks(model, blocks)
     args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
-    costs = measure_model(model, tuple(args), dict(example_kwargs or {}), found, device, loss_fn, choices)
+    costs = measure_model(model, tuple(args), dict(example_kwargs or {}), found, device, loss_fn, choices,
+                          granularity)
     problem = build_problem(costs, budget_bytes, choices, optimizer_state_bytes, host,
                             reserve_bytes=parse_bytes(reserve, "reserve"), regime=regime, dp=dp, zero=zero,
                             meta={"gpu": device.name, "gpu_name": device.full_name or device.name,

@@ -48,7 +48,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeCopyMode, FakeTensor, FakeTensorMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from remat.auto import wrap
+from remat.auto import tensors, wrap
 from remat.auto.blocks import Blocks
 from remat.auto.hf import (CACHE_OFF, cache_off_in_training, fallback_grouped_mm, hf_checkpointing,
                            set_hf_checkpointing, unpacked_masks)
@@ -59,6 +59,7 @@ from remat.formulas import offload as offload_formulas
 from remat.measure.flops import RecomputeTally
 from remat.measure.peak import PeakMemory
 from remat.measure.saved import SavedTensorLog
+from remat.planner import keepsets
 from remat.planner.problem import POLICIES
 from remat.timemodel.roofline import Rates, layer_times
 from remat.timemodel.trace import LayerTrace, recording
@@ -93,6 +94,8 @@ class BlockCost:
     grad_bytes: int
     costs: dict
     refused: dict = field(default_factory=dict)   # policy -> why it cannot run on this block (RecomputeError)
+    variants: dict = field(default_factory=dict)  # a tensor plan's kept sets: label -> (indices, PolicyCost)
+    ops: object = None                            # its remat.auto.tensors.BlockOps (a tensor plan's stream)
 
 
 @dataclass(frozen=True)
@@ -158,10 +161,11 @@ def _off_meta(model: nn.Module, mode: FakeTensorMode, device: torch.device) -> N
 
 
 def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, gpu, loss_fn=None,
-                  policies=POLICIES) -> ModelCosts:
+                  policies=POLICIES, granularity: str = "block") -> ModelCosts:
     """Measure ``model`` (module docstring) under FakeTensorMode; ``blocks`` from remat.auto.find_blocks,
     ``gpu`` a remat.timemodel.gpus.GPU, ``loss_fn(output) -> scalar`` (default ``default_loss``).
 
+    ``granularity`` "tensor": each block also gets its selective kept sets (``tensor_variants``).
     Returns ModelCosts (bytes: int; seconds on ``gpu``). Raises UsageError("model") when a block never runs
     in the forward. Any wrapping by remat.auto.apply is lifted while measuring and restored afterwards."""
     loss_fn = loss_fn or default_loss
@@ -184,7 +188,7 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
             for name, module, captured in zip(blocks.names, blocks.modules, whole["inputs"]):
                 key = _signature(module, captured)
                 if key not in cache:
-                    cache[key] = _block_costs(module, captured, rates, gpu, policies)
+                    cache[key] = _block_costs(module, captured, rates, gpu, policies, granularity)
                 block_costs.append(BlockCost(name, _grad_bytes(module), *cache[key]))
             outside_s = whole_seconds(model, args, kwargs, loss_fn, rates) - sum(
                 b.costs["none"].time_s for b in block_costs)
@@ -217,12 +221,14 @@ def default_loss(output) -> torch.Tensor:
     return first.sum()
 
 
-def _block_costs(module, captured, rates, gpu, policies) -> tuple[dict, dict]:
-    """(policy -> PolicyCost, policy -> why it was refused): a policy whose run raises RecomputeError (an
-    in-place write into what selective keeps) is not offered for this block."""
+def _block_costs(module, captured, rates, gpu, policies, granularity="block") -> tuple:
+    """(policy -> PolicyCost, policy -> why it was refused, kept sets, ops): a policy whose run raises
+    RecomputeError (an in-place write into what selective keeps) is not offered for this block. Kept sets
+    and ops: ``tensor_variants`` when ``granularity`` is "tensor" and selective is among ``policies``."""
     out, refused = {}, {}
+    tensor = granularity == "tensor" and "selective" in policies
     for policy in MEASURED:
-        if policy == "none" or policy in policies:
+        if policy == "none" or policy in policies or (tensor and policy == "full"):
             try:
                 out[policy] = _run_block(module, captured, policy, rates)
             except RecomputeError as error:
@@ -236,13 +242,36 @@ def _block_costs(module, captured, rates, gpu, policies) -> tuple[dict, dict]:
         out["offload"] = PolicyCost(0, none.transient_bytes + 2 * none.stored_bytes, none.forward_s,
                                     none.backward_s + exposed, 0, offload_bytes=none.stored_bytes,
                                     saved_tensors=none.saved_tensors)
-    return {p: out[p] for p in POLICIES if p in out and (p in policies or p == "none")}, refused
+    variants, ops = tensor_variants(module, captured, rates, out["full"]) if tensor and "full" in out else ({}, None)
+    return {p: out[p] for p in POLICIES if p in out and (p in policies or p == "none")}, refused, variants, ops
 
 
-def _run_block(module, captured, policy, rates) -> PolicyCost:
-    """Memory run, then op-recording run, of ``module`` alone under ``policy`` (module docstring, part 2)."""
+def tensor_variants(module, captured, rates, full: PolicyCost) -> tuple[dict, object]:
+    """A block's selective kept sets (label "k<n>" -> (op indices, PolicyCost)) and its op stream: the exact
+    Pareto frontier of (bytes kept, recompute seconds spared) over its candidate op outputs
+    (remat.planner.keepsets), each priced from the measured full recompute — stored = full's + the kept
+    bytes, time = full's − the kept ops' recompute seconds, peak by remat.auto.tensors.BlockOps.peak_bytes.
+    The empty set is ``full`` itself and is left out."""
+    device, enabled, amp_dtype = captured[2]
+    amp = lambda: torch.autocast(device, dtype=amp_dtype, enabled=enabled)
+    ops = tensors.block_ops(module, lambda: _leaves(captured), rates, amp, device_of(module))
+    candidates = ops.candidates
+    peak_full = full.stored_bytes + full.transient_bytes
+    variants = {}
+    for n, point in enumerate(keepsets.frontier([(o.nbytes, o.seconds) for o in candidates])[1:], start=1):
+        keep = frozenset(candidates[i].index for i in point.items)
+        stored = full.stored_bytes + point.nbytes
+        variants[f"k{n}"] = (keep, PolicyCost(
+            stored, max(0, ops.peak_bytes(keep, peak_full) - stored), full.forward_s,
+            max(0.0, full.backward_s - point.seconds), max(0, full.recompute_flops - ops.kept_flops(keep))))
+    return variants, ops
+
+
+def _run_block(module, captured, policy, rates, keep=None) -> PolicyCost:
+    """Memory run, then op-recording run, of ``module`` alone under ``policy`` (module docstring, part 2);
+    ``keep``: a selective tensor plan's remat.auto.tensors.KeptSet."""
     if policy != "none":
-        module.forward = wrap.wrapper(module, policy)
+        module.forward = wrap.wrapper(module, policy, keep=keep)
     try:
         args, kwargs = _leaves(captured)
         shared = {t.untyped_storage()._cdata for t in tree_flatten((args, kwargs))[0]

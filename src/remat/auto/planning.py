@@ -35,6 +35,7 @@ from itertools import groupby, product
 
 from remat.auto.blocks import Blocks
 from remat.auto.measure import ModelCosts
+from remat.auto.tensors import KeptSet
 from remat.errors import InfeasibleError
 from remat.formulas.torch_gpt import itemsize
 from remat.planner.baselines import entry
@@ -73,6 +74,16 @@ class AutoPlan:
         """One of POLICIES per block (the plan's)."""
         return self.plan.policies
 
+    @property
+    def kept_sets(self) -> tuple:
+        """Per block: the remat.auto.tensors.KeptSet of a tensor plan's selective option (which op outputs the
+        selective-checkpoint cache keeps), or None (a block policy: remat.auto.wrap's own)."""
+        out = []
+        for layer, choice, block in zip(self.problem.layers, self.plan.choices, self.costs.blocks):
+            variant = layer.options[choice].variant
+            out.append(KeptSet(block.ops.names, block.variants[variant][0], layer.kind) if variant else None)
+        return tuple(out)
+
     def __str__(self) -> str:
         return to_text(self)
 
@@ -105,17 +116,16 @@ def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimi
     end = costs.end_bytes - rest + (0 if held_all else g(rest))
     layers = []
     for i, block in enumerate(costs.blocks):
+        measured = [(policy, "", block.costs[policy]) for policy in choices if policy in block.costs]
+        variants = [("selective", label, c) for label, (_, c) in block.variants.items()]
         options = []
-        for policy in choices:
-            if policy not in block.costs:      # refused for this block (BlockCost.refused)
-                continue
-            c = block.costs[policy]
+        for policy, variant, c in measured + variants:     # a refused policy is not in block.costs
             transient = c.transient_bytes + own[i] + later[i]
             if i == 0:
                 transient = max(transient, end - c.stored_bytes)
             options.append(Option(policy, stored_bytes=c.stored_bytes, transient_bytes=max(0, transient),
                                   time_s=c.time_s, recompute_flops=c.recompute_flops,
-                                  offload_bytes=c.offload_bytes))
+                                  offload_bytes=c.offload_bytes, variant=variant))
         layers.append(Layer(i, tuple(options), block.name))
     fixed["held outside the blocks (measured)"] = max(0, held)
     if reserve_bytes:
@@ -175,12 +185,12 @@ def _solve_shared(problem: Problem, groups: list[list[int]]) -> Plan:
     groups solved with those layers fixed, the least step time kept (ties: the lower peak)."""
     if not groups:
         return solve(problem)
-    common = [sorted(set.intersection(*({o.policy for o in problem.layers[i].options} for i in g)))
+    common = [sorted(set.intersection(*({o.key for o in problem.layers[i].options} for i in g)))
               for g in groups]
     best, error = None, None
     for assignment in product(*common):
-        fixed = {i: policy for g, policy in zip(groups, assignment) for i in g}
-        layers = tuple(replace(layer, options=(layer.option(fixed[layer.index]),)) if layer.index in fixed
+        fixed = {i: key for g, key in zip(groups, assignment) for i in g}
+        layers = tuple(replace(layer, options=(layer.option(*fixed[layer.index]),)) if layer.index in fixed
                        else layer for layer in problem.layers)
         try:
             plan = solve(replace(problem, layers=layers))
@@ -214,11 +224,12 @@ def _span(names: list[str]) -> str:
 def block_rows(result: AutoPlan) -> list[dict]:
     """Per block: name, policy, stored bytes (device, kept for backward), extra seconds against none."""
     rows = []
-    for layer, policy in zip(result.problem.layers, result.policies):
-        this, none = layer.option(policy), layer.option("none")
-        rows.append({"name": layer.kind, "policy": policy, "stored_bytes": this.stored_bytes,
+    for layer, choice, kept in zip(result.problem.layers, result.plan.choices, result.kept_sets):
+        this, none = layer.options[choice], layer.option("none")
+        rows.append({"name": layer.kind, "policy": this.policy, "stored_bytes": this.stored_bytes,
                      "offload_bytes": this.offload_bytes,
-                     "extra_s": None if none is None else this.time_s - none.time_s})
+                     "extra_s": None if none is None else this.time_s - none.time_s,
+                     **({} if kept is None else {"kept_ops": sorted(kept.keep)})})
     return rows
 
 

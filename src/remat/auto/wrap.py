@@ -31,6 +31,7 @@ from torch import nn
 
 from remat.auto.blocks import Blocks, find_blocks
 from remat.auto.hf import cache_off_in_training, hf_checkpointing
+from remat.drop_cheap import contexts as drop_cheap_contexts
 from remat.errors import UsageError
 from remat.planner.problem import POLICIES
 from remat.policies import OffloadStats, _offloaded, checkpointed, drop_cheap
@@ -59,9 +60,10 @@ def apply(model: nn.Module, plan, blocks: str | Sequence[nn.Module] | None = Non
     stats = getattr(model, "remat_offload", None) or OffloadStats()
     model.remat_offload = stats
     wrapped = {}
-    for module, name, policy in zip(found.modules, found.names, policies):
+    keeps = getattr(plan, "kept_sets", None) or (None,) * len(policies)
+    for module, name, policy, keep in zip(found.modules, found.names, policies, keeps):
         if policy != "none" and id(module) not in wrapped:
-            module.forward = _Forward(module, policy, stats, name, module.__dict__.get("forward"))
+            module.forward = _Forward(module, policy, stats, name, module.__dict__.get("forward"), keep)
             wrapped[id(module)] = module
     cache = cache_off_in_training(model)
     setattr(model, _ATTR, (found, policies, list(wrapped.values()), cache))
@@ -74,23 +76,24 @@ class _Forward:
     (copy.deepcopy: an EMA model, a trainer's copy; pickle, torch.save) gets a _Forward over its own copy of the
     block — a plain closure would keep running, and sending gradients to, the original's."""
 
-    def __init__(self, module: nn.Module, policy: str, stats, name: str, previous=None):
+    def __init__(self, module: nn.Module, policy: str, stats, name: str, previous=None, keep=None):
         self.module, self.policy, self.stats, self.name, self.previous = module, policy, stats, name, previous
-        self.run = wrapper(module, policy, stats, name, previous)
+        self.keep = keep
+        self.run = wrapper(module, policy, stats, name, previous, keep)
 
     def __call__(self, *args, **kwargs):
         return self.run(*args, **kwargs)
 
     def __deepcopy__(self, memo) -> "_Forward":
         return _Forward(copy.deepcopy(self.module, memo), self.policy, copy.deepcopy(self.stats, memo), self.name,
-                        copy.deepcopy(self.previous, memo))
+                        copy.deepcopy(self.previous, memo), self.keep)
 
     def __getstate__(self) -> dict:
         return {k: v for k, v in vars(self).items() if k != "run"}
 
     def __setstate__(self, state: dict) -> None:
         vars(self).update(state)
-        self.run = wrapper(self.module, self.policy, self.stats, self.name, self.previous)
+        self.run = wrapper(self.module, self.policy, self.stats, self.name, self.previous, self.keep)
 
 
 def plan_blocks(plan):
@@ -99,13 +102,17 @@ def plan_blocks(plan):
     return getattr(plan, "blocks", None) or getattr(plan, "block_names", None) or None
 
 
-def wrapper(module: nn.Module, policy: str, stats=None, name: str = "", forward=None):
+def wrapper(module: nn.Module, policy: str, stats=None, name: str = "", forward=None, keep=None):
     """``forward`` (default: ``module``'s class forward) run under ``policy`` (module docstring) — a callable to
     set as its forward. ``stats``: the remat.policies.OffloadStats that offload counts into (a new one when
-    None); ``name``: the block's qualified name, in errors."""
+    None); ``name``: the block's qualified name, in errors; ``keep``: for ``selective``, a
+    remat.auto.tensors.KeptSet (a tensor plan's kept op outputs) instead of drop-cheap's matmul outputs."""
     own = forward if forward is not None else functools.partial(type(module).forward, module)
     if policy == "full":
         return checkpointed(own, [module], name=name)
+    if policy == "selective" and keep is not None:
+        return checkpointed(own, [module], selective=lambda compiling=False: drop_cheap_contexts(
+            compiling, keep.policy()), name=name)
     if policy == "selective":
         return drop_cheap(own, [module], name=name)
     if policy == "offload":

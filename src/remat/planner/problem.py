@@ -48,6 +48,7 @@ class Option:
     time_s: seconds this layer adds to a step: forward + backward + recompute + exposed transfer (≥ 0).
     recompute_flops: FLOPs re-run in backward (int ≥ 0; Korthikanti Appendix A counting).
     offload_bytes: bytes held in host memory (and copied each way) by this layer (int ≥ 0).
+    variant: "" or, for one of several options of one policy, its name (a tensor plan's kept sets: "k3").
     """
 
     policy: Policy
@@ -56,6 +57,12 @@ class Option:
     time_s: float
     recompute_flops: int = 0
     offload_bytes: int = 0
+    variant: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(policy, variant): what names the option within its layer."""
+        return self.policy, self.variant
 
     def __post_init__(self):
         if self.policy not in POLICIES:
@@ -81,13 +88,13 @@ class Layer:
     def __post_init__(self):
         if not self.options:
             raise UsageError("options", f"layer {self.index} has no option")
-        policies = [o.policy for o in self.options]
-        if len(set(policies)) != len(policies):
-            raise UsageError("options", f"layer {self.index} lists a policy twice: {policies}")
+        keys = [o.key for o in self.options]
+        if len(set(keys)) != len(keys):
+            raise UsageError("options", f"layer {self.index} lists a policy twice: {[o.policy for o in self.options]}")
 
-    def option(self, policy: str) -> Option | None:
-        """The option with this policy, or None when the layer does not offer it."""
-        return next((o for o in self.options if o.policy == policy), None)
+    def option(self, policy: str, variant: str = "") -> Option | None:
+        """The option with this policy (and variant), or None when the layer does not offer it."""
+        return next((o for o in self.options if o.key == (policy, variant)), None)
 
 
 @dataclass(frozen=True)
@@ -194,7 +201,7 @@ def plan_from_policies(problem: Problem, policies) -> Plan | None:
     """Score a plan given as policy names per layer; None when a layer does not offer the named policy."""
     choices = []
     for layer, policy in zip(problem.layers, policies, strict=True):
-        idx = next((k for k, o in enumerate(layer.options) if o.policy == policy), None)
+        idx = next((k for k, o in enumerate(layer.options) if o.key == (policy, "")), None)
         if idx is None:
             return None
         choices.append(idx)

@@ -132,36 +132,41 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        name = func.overloadpacket.__name__
-        if func.is_view or name in _ALLOCATIONS:
-            return out
-        inputs = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
-        outputs = [x for x in tree_flatten(out)[0] if isinstance(x, torch.Tensor)]
-        if not outputs:
-            return out
-        if name in _FACTORIES:
-            inputs = []
-        self.keep.extend(outputs)
-        op = self._op(func, name, args, kwargs, out, inputs, outputs)
-        if op is not None:
-            self.ops.append(op)
-        return out
-
-    def _op(self, func, name, args, kwargs, out, inputs, outputs) -> Op | None:
         node = torch._C._current_autograd_node()
         node_name = node.name() if node is not None and self.phase != "forward" else ""
-        if "AccumulateGrad" in node_name:
-            return None
-        if name in COLLECTIVES:
-            kind = COLLECTIVES[name]
-            size = _nbytes(inputs[-1] if kind == "reduce_scatter" else inputs[0])
-            return Op(self.phase, name, 0, 0, kind, size, node_name)
-        flops = flop_count(func, args, kwargs, out)
-        if name in FUSED_ATTENTION:     # what a FlashAttention kernel computes (causal / windowed pairs only)
-            flops = round(flops * attention_share(func, args, kwargs, self.window))
-        wgrad = bool(flops) and self.phase != "forward" and tuple(outputs[0].shape) in self.weight_shapes
-        return Op(self.phase, name, flops, sum(map(_nbytes, inputs)) + sum(map(_nbytes, outputs)), node=node_name,
-                  wgrad=wgrad, reads=tuple(map(_key, inputs)), writes=tuple((_key(o), _nbytes(o)) for o in outputs))
+        op = priced(func, args, kwargs, out, self.phase, node_name, self.window, self.weight_shapes)
+        if op is not None:
+            self.keep.extend(t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
+            if "AccumulateGrad" not in node_name:
+                self.ops.append(op)
+        return out
+
+
+def priced(func, args, kwargs, out, phase: str = "forward", node: str = "", window: int | None = None,
+           weight_shapes: frozenset | set = frozenset()) -> Op | None:
+    """One dispatched op as an ``Op`` (module docstring: FLOPs, bytes read + written, collective size), or None
+    for an op that moves no data (a view, an allocation) or has no tensor output. ``node``: the autograd node
+    running it; ``window``: the model's sliding window (a fused attention given a mask); ``weight_shapes``: the
+    2-D parameters' shapes (a backward GEMM writing one is a weight gradient)."""
+    name = func.overloadpacket.__name__
+    if func.is_view or name in _ALLOCATIONS:
+        return None
+    inputs = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
+    outputs = [x for x in tree_flatten(out)[0] if isinstance(x, torch.Tensor)]
+    if not outputs:
+        return None
+    if name in _FACTORIES:
+        inputs = []
+    if name in COLLECTIVES:
+        kind = COLLECTIVES[name]
+        size = _nbytes(inputs[-1] if kind == "reduce_scatter" else inputs[0])
+        return Op(phase, name, 0, 0, kind, size, node)
+    flops = flop_count(func, args, kwargs, out)
+    if name in FUSED_ATTENTION:     # what a FlashAttention kernel computes (causal / windowed pairs only)
+        flops = round(flops * attention_share(func, args, kwargs, window))
+    wgrad = bool(flops) and phase != "forward" and tuple(outputs[0].shape) in weight_shapes
+    return Op(phase, name, flops, sum(map(_nbytes, inputs)) + sum(map(_nbytes, outputs)), node=node,
+              wgrad=wgrad, reads=tuple(map(_key, inputs)), writes=tuple((_key(o), _nbytes(o)) for o in outputs))
 
 
 def fuse(ops: list[Op]) -> list[Op]:

@@ -1,0 +1,230 @@
+"""Per saved tensor: a block's ops as torch's selective checkpoint sees them, and the policy that keeps a chosen
+set of their outputs (MUST_SAVE) and recomputes the rest (PREFER_RECOMPUTE).
+
+    ops = block_ops(module, captured, rates)          # under FakeTensorMode: one OpRecord per op SAC sees
+    forward = wrapper(module, "selective", keep=KeptSet(ops.names, frozenset({3, 7})))   # remat.auto.wrap
+
+The stream. torch.utils.checkpoint's selective-checkpoint modes ask the policy about every op the region's
+forward dispatches except ``SAC_IGNORED_OPS`` (detach, size queries), in order; ``block_ops`` records the same
+stream from one plain forward of the block (its captured inputs, fake tensors) and gives each op its index in it.
+``KeptSet.policy`` answers by that index and checks the op's name: a block that runs other ops than were
+planned (data-dependent control flow) raises one RecomputeError instead of keeping the wrong tensors.
+
+Per op (``OpRecord``):
+* ``nbytes`` — the bytes of the output storages it allocates (0 for a view, an in-place op, an op writing an
+  existing storage): what keeping it costs on the device from forward to backward;
+* ``seconds`` / ``flops`` — its roofline time on the GPU preset (remat.timemodel.trace.priced, op_seconds) and
+  FLOPs: what recomputing it costs. The checkpoint's recompute re-runs the whole forward (early_stop off), and
+  an op whose output the cache holds is served from it, so the recompute of a kept set K costs
+  Σ_{j ∉ K} seconds_j — the full recompute less the kept ops;
+* ``saved`` — autograd saves its output for backward (else keeping it only spares its recompute);
+* ``candidate`` — it may be kept: it allocates (nbytes > 0), moves data (seconds > 0), no later op of the
+  forward writes its output in place (SAC keeps by reference; the recompute would read the written values),
+  and the block does not return it (the block's output is live anyway, as the next block's input: keeping it
+  would spare one op's recompute and count its bytes twice).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.autograd.graph import saved_tensors_hooks
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.checkpoint import SAC_IGNORED_OPS, CheckpointPolicy
+
+from remat.drop_cheap import record_kept
+from remat.errors import RecomputeError
+from remat.measure.peak import PeakMemory
+from remat.timemodel.roofline import op_seconds
+from remat.timemodel.trace import priced
+
+
+@dataclass(frozen=True)
+class OpRecord:
+    """One op of a block's forward as SAC sees it (module docstring). Bytes and FLOPs are ints, seconds float."""
+
+    index: int
+    op: str
+    nbytes: int
+    seconds: float
+    flops: int
+    saved: bool
+    candidate: bool
+
+
+@dataclass(frozen=True)
+class BlockOps:
+    """A block's op stream: ``ops`` in forward order (module docstring)."""
+
+    ops: tuple[OpRecord, ...]
+    live: tuple[int, ...] = ()     # bytes live after each op of a plain forward, beyond those at its start
+
+    def peak_bytes(self, keep, full_peak: int) -> int:
+        """The block's device bytes at the peak of its backward under kept set ``keep``, beyond those live
+        before it (its stored bytes included), from ``full_peak`` (the same under full recompute, measured).
+
+        The recompute re-runs the forward, each kept output served from the cache when its op comes: after op
+        j the live bytes are the plain forward's (``live[j]``) plus the kept outputs still waiting (ops > j);
+        before the first op, every kept output. After the recompute the backward runs as under full."""
+        waiting = self.kept_bytes(keep)
+        peak = max(full_peak, waiting)
+        for j, live in enumerate(self.live):
+            if j in keep:
+                waiting -= self.ops[j].nbytes
+            peak = max(peak, live + waiting)
+        return peak
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(o.op for o in self.ops)
+
+    @property
+    def candidates(self) -> tuple[OpRecord, ...]:
+        return tuple(o for o in self.ops if o.candidate)
+
+    def kept_bytes(self, keep) -> int:
+        return sum(self.ops[j].nbytes for j in keep)
+
+    def kept_seconds(self, keep) -> float:
+        """Recompute seconds the kept set spares (its ops are served from the cache)."""
+        return sum(self.ops[j].seconds for j in keep)
+
+    def kept_flops(self, keep) -> int:
+        return sum(self.ops[j].flops for j in keep)
+
+    def drop_cheap(self) -> frozenset:
+        """The candidates remat's op-level ``selective`` keeps (remat.drop_cheap.is_kept: matmul-like ops)."""
+        return frozenset(o.index for o in self.candidates if o.flops > 0)
+
+
+class _Stream(TorchDispatchMode):
+    """Records the SAC op stream (module docstring) of one forward: names, fresh output storages, prices."""
+
+    def __init__(self, rates):
+        super().__init__()
+        self.rates, self.rows, self.keep = rates, [], []
+        self.owner: dict[int, int] = {}      # storage -> the op that allocated it
+        self.seen: set[int] = set()          # every storage read or written so far
+        self.written: set[int] = set()       # ops whose output a later op writes in place
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        for t in _tensors((args, kwargs)):
+            self.seen.add(_storage(t))
+        if func._schema.is_mutable:
+            self._writes(func, args, kwargs)
+        out = func(*args, **kwargs)
+        if func in SAC_IGNORED_OPS:
+            return out
+        index, fresh = len(self.rows), []
+        for t in _tensors(out):
+            key = _storage(t)
+            if key not in self.seen and t.untyped_storage().nbytes() > 0:
+                self.seen.add(key)
+                self.owner[key] = index
+                fresh.append(int(t.untyped_storage().nbytes()))
+            self.keep.append(t)
+        op = priced(func, args, kwargs, out, "recompute")
+        seconds = 0.0 if op is None else op_seconds(op, self.rates, 1)
+        self.rows.append([func.overloadpacket.__name__, sum(fresh), seconds, 0 if op is None else op.flops])
+        return out
+
+    def _writes(self, func, args, kwargs) -> None:
+        values = dict(zip((a.name for a in func._schema.arguments), args)) | kwargs
+        for arg in func._schema.arguments:
+            value = values.get(arg.name)
+            if arg.alias_info is not None and arg.alias_info.is_write and isinstance(value, torch.Tensor):
+                owner = self.owner.get(_storage(value))
+                if owner is not None:
+                    self.written.add(owner)
+
+
+class _Live(TorchDispatchMode):
+    """The live bytes after each op of the SAC stream (a PeakMemory's current bytes beyond ``start``)."""
+
+    def __init__(self, mem):
+        super().__init__()
+        self.mem, self.start, self.live = mem, mem.current_bytes(), []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func not in SAC_IGNORED_OPS:
+            self.live.append(self.mem.current_bytes() - self.start)
+        return out
+
+
+def block_ops(module, inputs, rates, amp, device) -> BlockOps:
+    """The SAC op stream of one forward of ``module`` (module docstring). ``inputs()`` gives fresh (args,
+    kwargs) of fake tensors for a run; ``amp()`` the block's autocast state; ``device`` where its memory is
+    tracked. Two plain forwards: the stream (bytes of the outputs' storages, roofline seconds at ``rates``,
+    what autograd saves) and, with nothing extra held, the live bytes after each op (``BlockOps.live``)."""
+    saved: set[int] = set()
+
+    def pack(t):
+        saved.add(_storage(t))
+        return t
+    stream = _Stream(rates)
+    args, kwargs = inputs()
+    with saved_tensors_hooks(pack, lambda t: t), amp(), stream:
+        out = module(*args, **kwargs)
+    saved_ops = {stream.owner[s] for s in saved if s in stream.owner}
+    returned = {stream.owner.get(_storage(t)) for t in _tensors(out)}
+    del out
+    del stream.keep[:]
+    args, kwargs = inputs()
+    with PeakMemory(device, module, *_tensors((args, kwargs))) as mem:
+        with amp(), _Live(mem) as live:
+            out = module(*args, **kwargs)
+        del out
+    ops = tuple(OpRecord(i, name, nbytes, seconds, flops, i in saved_ops,
+                         nbytes > 0 and seconds > 0 and i not in stream.written and i not in returned)
+                for i, (name, nbytes, seconds, flops) in enumerate(stream.rows))
+    if len(live.live) != len(ops):
+        raise RecomputeError("", f"the block ran {len(live.live)} ops in one forward and {len(ops)} in another: "
+                                 "its ops depend on more than its inputs' shapes; it cannot take a tensor plan")
+    return BlockOps(ops, tuple(live.live))
+
+
+class KeptSet:
+    """A kept set of one block: the op names of its stream and the indices kept (module docstring).
+    ``policy()`` is a fresh torch policy_fn for one checkpointed region (remat.drop_cheap.contexts' decide)."""
+
+    def __init__(self, names: tuple[str, ...], keep: frozenset, block: str = ""):
+        self.names, self.keep, self.block = tuple(names), frozenset(keep), block
+
+    def policy(self):
+        counters = {False: 0, True: 0}
+
+        def decide(ctx, func, *args, **kwargs) -> CheckpointPolicy:
+            i = counters[ctx.is_recompute]
+            counters[ctx.is_recompute] += 1
+            name = func.overloadpacket.__name__
+            if i >= len(self.names) or self.names[i] != name:
+                planned = self.names[i] if i < len(self.names) else "the end of the block"
+                raise RecomputeError(self.block, f"the block ran aten.{name} as op {i}, where the tensor plan "
+                                                 f"has {planned}: it runs other ops than were planned (control "
+                                                 "flow on values or shapes); plan it again for these inputs")
+            if i in self.keep:
+                if not ctx.is_recompute:
+                    record_kept(func, ctx.op_output)
+                return CheckpointPolicy.MUST_SAVE
+            return CheckpointPolicy.PREFER_RECOMPUTE
+        return decide
+
+    def torch_policy(self) -> list[dict]:
+        """The plan as torch reads it: per op of the stream, its name and CheckpointPolicy's name."""
+        return [{"index": i, "op": name, "policy": "MUST_SAVE" if i in self.keep else "PREFER_RECOMPUTE"}
+                for i, name in enumerate(self.names)]
+
+
+def _storage(t: torch.Tensor) -> int:
+    return t.untyped_storage()._cdata
+
+
+def _tensors(tree) -> list[torch.Tensor]:
+    return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
+
+
+__all__ = ["BlockOps", "KeptSet", "OpRecord", "block_ops"]
