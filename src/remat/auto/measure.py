@@ -262,7 +262,7 @@ def tensor_variants(module, captured, rates, full: PolicyCost) -> tuple[dict, ob
         keep = frozenset(candidates[i].index for i in point.items)
         stored = full.stored_bytes + point.nbytes
         variants[f"k{n}"] = (keep, PolicyCost(
-            stored, max(0, ops.peak_bytes(keep, peak_full) - stored), full.forward_s,
+            stored, max(0, ops.peak_bytes(keep, full.stored_bytes, peak_full) - stored), full.forward_s,
             max(0.0, full.backward_s - point.seconds), max(0, full.recompute_flops - ops.kept_flops(keep))))
     return variants, ops
 

@@ -61,19 +61,20 @@ class BlockOps:
     ops: tuple[OpRecord, ...]
     live: tuple[int, ...] = ()     # bytes live after each op of a plain forward, beyond those at its start
 
-    def peak_bytes(self, keep, full_peak: int) -> int:
+    def peak_bytes(self, keep, full_stored: int, full_peak: int) -> int:
         """The block's device bytes at the peak of its backward under kept set ``keep``, beyond those live
-        before it (its stored bytes included), from ``full_peak`` (the same under full recompute, measured).
+        before it but its own stored bytes, from the same under full recompute, measured: ``full_stored`` (what
+        the checkpoint keeps: its inputs) and ``full_peak`` (stored + transient).
 
         The recompute re-runs the forward, each kept output served from the cache when its op comes: after op
         j the live bytes are the plain forward's (``live[j]``) plus the kept outputs still waiting (ops > j);
         before the first op, every kept output. After the recompute the backward runs as under full."""
         waiting = self.kept_bytes(keep)
-        peak = max(full_peak, waiting)
+        peak = max(full_peak, full_stored + waiting)
         for j, live in enumerate(self.live):
             if j in keep:
                 waiting -= self.ops[j].nbytes
-            peak = max(peak, live + waiting)
+            peak = max(peak, full_stored + live + waiting)
         return peak
 
     @property
