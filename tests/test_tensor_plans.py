@@ -198,3 +198,32 @@ def test_the_torch_policy_names_every_op():
         {"index": 0, "op": "native_layer_norm", "policy": "PREFER_RECOMPUTE"},
         {"index": 1, "op": "view", "policy": "PREFER_RECOMPUTE"},
         {"index": 2, "op": "mm", "policy": "MUST_SAVE"}]
+
+
+def test_the_written_torch_policy_applies_without_remat():
+    """The plan's torch_policy (JSON), read back into a policy_fn for torch's own checkpoint: same gradients
+    as the plain model, bit for bit; and the text names what each block keeps."""
+    import functools
+    import json
+
+    from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+    net, x = _nets()[0]
+    full, none = _ends(net, x)
+    result = _plan(net, x, int(full + (none - full) * 0.3), granularity="tensor")
+    written = json.loads(json.dumps(result.to_json()))["torch_policy"]
+    assert written and "keep" in str(result) and "recompute" in str(result)
+    model = copy.deepcopy(net)
+    for name, rows in written.items():
+        block = model.get_submodule(name)
+        keep = {r["index"] for r in rows if r["policy"] == "MUST_SAVE"}
+
+        def contexts(keep=keep):
+            count = iter(range(10 ** 6))
+            decide = lambda ctx, func, *a, **k: (CheckpointPolicy.MUST_SAVE if not ctx.is_recompute and
+                                                 next(count) in keep else CheckpointPolicy.PREFER_RECOMPUTE)
+            return create_selective_checkpoint_contexts(decide)
+        block.forward = functools.partial(checkpoint, type(block).forward.__get__(block), use_reentrant=False,
+                                          context_fn=contexts)
+    _, reference = _measured_step(copy.deepcopy(net), x)
+    _, grads = _measured_step(model, x)
+    assert all(torch.equal(a, b) for a, b in zip(reference, grads))

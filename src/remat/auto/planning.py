@@ -89,10 +89,13 @@ class AutoPlan:
 
     def to_json(self) -> dict:
         """JSON-ready: every plan's keys (remat.planner.render.to_json: predicted, memory, baselines, apply,
-        settings, …) plus blocks [{name, policy, stored_bytes, offload_bytes, extra_s}] and notes (refused
-        policies, shared blocks, use_cache)."""
+        settings, …) plus blocks [{name, policy, stored_bytes, offload_bytes, extra_s[, kept_ops]}], notes
+        (refused policies, shared blocks, use_cache) and, for a tensor plan, torch_policy: block name -> per op
+        of its stream {index, op, policy: MUST_SAVE | PREFER_RECOMPUTE} (what torch's
+        create_selective_checkpoint_contexts takes, applied without remat)."""
+        policies = {name: kept.torch_policy() for name, kept in zip(self.block_names, self.kept_sets) if kept}
         return {**to_json(self.problem, self.plan, self.baselines), "blocks": block_rows(self),
-                "notes": list(self.notes)}
+                "notes": list(self.notes), **({"torch_policy": policies} if policies else {})}
 
 
 def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimizer_state_bytes: int | None = None,
@@ -233,6 +236,23 @@ def block_rows(result: AutoPlan) -> list[dict]:
     return rows
 
 
+def _kept_lines(result: AutoPlan) -> list[str]:
+    """Per block with a tensor plan's kept set: what the selective-checkpoint cache keeps (ops, bytes) and what
+    the recompute re-runs (ops, seconds); blocks with equal kept sets merged."""
+    lines, seen = [], {}
+    for i, (kept, block) in enumerate(zip(result.kept_sets, result.costs.blocks)):
+        if kept is not None:
+            seen.setdefault((block.ops, kept.keep), []).append(i)
+    for (ops, keep), where in seen.items():
+        kept_ops = [ops.ops[j] for j in sorted(keep)]
+        redo = [o for o in ops.ops if o.index not in keep and o.seconds > 0]
+        names = ", ".join(f"{o.op}#{o.index}" for o in kept_ops)
+        lines.append(f"blocks {','.join(map(str, where))}: keep {len(kept_ops)} op outputs ({names}; "
+                     f"{format_bytes(ops.kept_bytes(keep))}), recompute {len(redo)} ops "
+                     f"({sum(o.seconds for o in redo) * 1e3:.3f} ms)")
+    return lines
+
+
 def to_text(result: AutoPlan) -> str:
     """A readable plan: per block (runs of equal rows merged), totals against the budget, baselines."""
     problem, plan = result.problem, result.plan
@@ -254,6 +274,7 @@ def to_text(result: AutoPlan) -> str:
     for name, base in result.baselines.items():
         lines.append(f"  {name}: peak {format_bytes(base['peak_bytes'])}, step {base['step_time_s'] * 1e3:.2f} "
                      f"ms{'' if base['feasible'] else ' (over budget)'}")
+    lines += _kept_lines(result)
     lines += [f"note: {note}" for note in result.notes]
     if result.skipped:
         lines.append(f"not planned (other block containers; pass blocks= a list to plan them too): "

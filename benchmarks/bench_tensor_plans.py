@@ -1,0 +1,175 @@
+"""Tensor-granularity plans (remat.auto granularity="tensor"), measured on this CPU: solve time, and per model
+and budget the measured peak against the budget and the prediction, the gradients, the predicted step time.
+
+    python benchmarks/bench_tensor_plans.py            # both parts
+    python benchmarks/bench_tensor_plans.py --solve    # only the solve-time part
+
+Part 1, solve time (target ≤ 5 s): 80 blocks of 30 saved tensors each — the kept-set frontier of each
+(remat.planner.keepsets, exact) and the exact plan over the blocks (remat.planner.solve) at three budgets. Two
+cases: 80 identical blocks (a transformer: one frontier) and 80 different blocks (each its own sizes and
+seconds, drawn with a fixed seed from a few tensor sizes as real blocks have).
+
+Part 2, three models, one training step each (loss = output sum; no optimizer, so optimizer_state_bytes=0),
+torch at one thread, measured by remat.measure.peak.PeakMemory (torch's MemTracker) in this process:
+a 12-layer pre-norm transformer (d = 256, s = 256, b = 4), a tiny HF Llama (8 layers, hidden 256, s = 256, b = 4;
+needs transformers) and a conv net (8 residual conv–GroupNorm blocks, 64 channels, 64×64, b = 8). Ten budgets
+from the every-block-full peak to the no-recompute peak, evenly spaced; per budget the tensor plan and the
+per-block plan: predicted peak and step time, measured peak, whether gradients are bitwise the plain model's.
+torch.compile's activation_memory_budget is not run here (not built yet: see the issue's note).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import random
+import time
+
+import torch
+from torch import nn
+
+from remat import auto
+from remat.measure.peak import PeakMemory
+from remat.planner import keepsets
+from remat.planner.problem import Layer, Option, Problem, plan_from_policies
+from remat.planner.solve import solve
+from remat.units import MiB
+
+
+def _block_options(rng: random.Random, tensors: int = 30) -> tuple[Option, ...]:
+    """One synthetic block: none, full, and the frontier of ``tensors`` candidate outputs as selective options."""
+    sizes = [rng.choice([2, 8, 8, 32]) * MiB for _ in range(tensors)]
+    seconds = [s * rng.choice([0.3, 1.0, 4.0]) / 3e12 for s in sizes]
+    stored_none, full_transient, base = sum(sizes) // 2, sum(sizes) // 2, 6e-4
+    options = [Option("none", stored_none, full_transient // 4, base),
+               Option("full", 8 * MiB, full_transient, base + sum(seconds))]
+    for n, point in enumerate(keepsets.frontier(list(zip(sizes, seconds)))[1:], start=1):
+        stored = 8 * MiB + point.nbytes
+        options.append(Option("selective", stored, max(0, full_transient - point.nbytes // 2),
+                              base + sum(seconds) - point.seconds, variant=f"k{n}"))
+    return tuple(options)
+
+
+def solve_time() -> None:
+    for case in ("identical", "different"):
+        start = time.perf_counter()
+        rng = random.Random(0)
+        if case == "identical":
+            options = _block_options(rng)
+            layers = tuple(Layer(i, options) for i in range(80))
+        else:
+            layers = tuple(Layer(i, _block_options(rng)) for i in range(80))
+        built = time.perf_counter() - start
+        ends = Problem(layers, {"fixed": 0}, 0, prefix=True)
+        least, most = (plan_from_policies(ends, [p] * 80).peak_bytes for p in ("full", "none"))
+        for fraction in (0.2, 0.5, 0.8):
+            problem = Problem(layers, {"fixed": 0}, int(least + (most - least) * fraction), prefix=True)
+            t = time.perf_counter()
+            plan = solve(problem)
+            print(f"{case:>9} blocks, {len(layers[0].options)}–{max(len(x.options) for x in layers)} options per "
+                  f"block: frontiers {built:.2f} s, solve at {fraction:.0%} of full → none "
+                  f"{time.perf_counter() - t:.2f} s (optimal {plan.optimal}; "
+                  f"{', '.join(f'{p} {plan.policies.count(p)}' for p in ('none', 'selective', 'full'))})")
+
+
+class Block(nn.Module):
+    def __init__(self, d=256, heads=4):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        y = self.ln1(x)
+        x = x + self.attn(y, y, y, need_weights=False)[0]
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
+
+
+class ConvBlock(nn.Module):
+    def __init__(self, c=64):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(c, c, 3, padding=1), nn.Conv2d(c, c, 3, padding=1)
+        self.gn1, self.gn2 = nn.GroupNorm(8, c), nn.GroupNorm(8, c)
+
+    def forward(self, x):
+        return torch.relu(x + self.gn2(self.conv2(torch.relu(self.gn1(self.conv1(x))))))
+
+
+class Net(nn.Module):
+    def __init__(self, make, n, width):
+        super().__init__()
+        self.blocks = nn.ModuleList(make() for _ in range(n))
+        self.head = nn.Linear(width, 8)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x if x.dim() == 3 else x.mean((2, 3))).sum()
+
+
+def models() -> list:
+    """(name, model, inputs, loss_fn) of the three models (module docstring)."""
+    torch.manual_seed(0)
+    out = [("transformer", Net(Block, 12, 256), (torch.randn(4, 256, 256),), lambda o: o),
+           ("conv net", Net(ConvBlock, 8, 64), (torch.randn(8, 64, 64, 64),), lambda o: o)]
+    try:
+        from transformers import LlamaConfig, LlamaForCausalLM    # optional: the hf extra
+    except ImportError:
+        return out
+    config = LlamaConfig(hidden_size=256, intermediate_size=688, num_hidden_layers=8, num_attention_heads=4,
+                         num_key_value_heads=4, vocab_size=1024, max_position_embeddings=512)
+    llama = LlamaForCausalLM(config)
+    ids = torch.randint(0, 1024, (4, 256))
+    out.insert(1, ("tiny llama", llama, (ids,), lambda o: o.logits.float().sum()))
+    return out
+
+
+def _step(model, inputs, loss_fn) -> tuple[int, list]:
+    model.zero_grad(set_to_none=True)
+    with PeakMemory("cpu", model, *inputs) as mem:
+        loss_fn(model(*inputs)).backward()
+    grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+    model.zero_grad(set_to_none=True)
+    return mem.peak_bytes, grads
+
+
+def measured(budgets: int = 10) -> None:
+    for name, model, inputs, loss_fn in models():
+        plan = lambda budget, **kw: auto.plan(model, inputs, budget=budget, loss_fn=loss_fn, optimizer_state_bytes=0,
+                                              **{"choices": ("none", "selective", "full"), **kw})
+        _, reference = _step(copy.deepcopy(model), inputs, loss_fn)
+        low = plan("1TiB", choices=("full",)).plan.peak_bytes
+        high = plan("1TiB", choices=("none",)).plan.peak_bytes
+        print(f"\n{name}: every block full {low / MiB:.1f} MiB, no recompute {high / MiB:.1f} MiB (predicted)")
+        print(f"{'budget':>10} {'plan':>7} {'predicted':>10} {'measured':>10} {'error':>7} {'step ms':>9} "
+              f"{'fits':>5} {'bitwise':>8} {'plan s':>7}")
+        for k in range(budgets):
+            budget = int(low + (high - low) * k / (budgets - 1))
+            for granularity in ("tensor", "block"):
+                t = time.perf_counter()
+                result = plan(budget, granularity=granularity)
+                seconds = time.perf_counter() - t
+                applied = copy.deepcopy(model)
+                auto.apply(applied, result)
+                peak, grads = _step(applied, inputs, loss_fn)
+                bitwise = all(torch.equal(a, b) for a, b in zip(reference, grads))
+                error = (peak - result.plan.peak_bytes) / result.plan.peak_bytes
+                print(f"{budget / MiB:>10.1f} {granularity:>7} {result.plan.peak_bytes / MiB:>10.2f} "
+                      f"{peak / MiB:>10.2f} {error:>+7.2%} {result.plan.step_time_s * 1e3:>9.3f} "
+                      f"{'yes' if peak <= budget else 'NO':>5} {'yes' if bitwise else 'NO':>8} {seconds:>7.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--solve", action="store_true", help="only the solve-time part")
+    parser.add_argument("--measured", action="store_true", help="only the measured part")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    if args.solve or not args.measured:
+        solve_time()
+    if not args.solve:
+        measured()
+
+
+if __name__ == "__main__":
+    main()
