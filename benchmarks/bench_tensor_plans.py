@@ -141,7 +141,7 @@ def measured(budgets: int = 10) -> None:
         low = plan("1TiB", choices=("full",)).plan.peak_bytes
         high = plan("1TiB", choices=("none",)).plan.peak_bytes
         print(f"\n{name}: every block full {low / MiB:.1f} MiB, no recompute {high / MiB:.1f} MiB (predicted)")
-        print(f"{'budget':>10} {'plan':>7} {'predicted':>10} {'measured':>10} {'error':>7} {'step ms':>9} "
+        print(f"{'budget MiB':>10} {'plan':>7} {'predicted':>10} {'measured':>10} {'error B':>10} {'step ms':>9} "
               f"{'fits':>5} {'bitwise':>8} {'plan s':>7}")
         for k in range(budgets):
             budget = int(low + (high - low) * k / (budgets - 1))
@@ -153,9 +153,9 @@ def measured(budgets: int = 10) -> None:
                 auto.apply(applied, result)
                 peak, grads = _step(applied, inputs, loss_fn)
                 bitwise = all(torch.equal(a, b) for a, b in zip(reference, grads))
-                error = (peak - result.plan.peak_bytes) / result.plan.peak_bytes
+                error = peak - result.plan.peak_bytes
                 print(f"{budget / MiB:>10.1f} {granularity:>7} {result.plan.peak_bytes / MiB:>10.2f} "
-                      f"{peak / MiB:>10.2f} {error:>+7.2%} {result.plan.step_time_s * 1e3:>9.3f} "
+                      f"{peak / MiB:>10.2f} {error:>+10d} {result.plan.step_time_s * 1e3:>9.3f} "
                       f"{'yes' if peak <= budget else 'NO':>5} {'yes' if bitwise else 'NO':>8} {seconds:>7.2f}")
 
 
