@@ -26,10 +26,10 @@ import random
 import time
 
 import torch
-from torch import nn
 
 from remat import auto
 from remat.measure.peak import PeakMemory
+from remat.models.toys import BlockNet, ConvBlock, TransformerBlock
 from remat.planner import keepsets
 from remat.planner.problem import Layer, Option, Problem, plan_from_policies
 from remat.planner.solve import solve
@@ -72,46 +72,12 @@ def solve_time() -> None:
                   f"{', '.join(f'{p} {plan.policies.count(p)}' for p in ('none', 'selective', 'full'))})")
 
 
-class Block(nn.Module):
-    def __init__(self, d=256, heads=4):
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
-        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        y = self.ln1(x)
-        x = x + self.attn(y, y, y, need_weights=False)[0]
-        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
-
-
-class ConvBlock(nn.Module):
-    def __init__(self, c=64):
-        super().__init__()
-        self.conv1, self.conv2 = nn.Conv2d(c, c, 3, padding=1), nn.Conv2d(c, c, 3, padding=1)
-        self.gn1, self.gn2 = nn.GroupNorm(8, c), nn.GroupNorm(8, c)
-
-    def forward(self, x):
-        return torch.relu(x + self.gn2(self.conv2(torch.relu(self.gn1(self.conv1(x))))))
-
-
-class Net(nn.Module):
-    def __init__(self, make, n, width):
-        super().__init__()
-        self.blocks = nn.ModuleList(make() for _ in range(n))
-        self.head = nn.Linear(width, 8)
-
-    def forward(self, x):
-        for block in self.blocks:
-            x = block(x)
-        return self.head(x if x.dim() == 3 else x.mean((2, 3))).sum()
-
-
 def models() -> list:
     """(name, model, inputs, loss_fn) of the three models (module docstring)."""
     torch.manual_seed(0)
-    out = [("transformer", Net(Block, 12, 256), (torch.randn(4, 256, 256),), lambda o: o),
-           ("conv net", Net(ConvBlock, 8, 64), (torch.randn(8, 64, 64, 64),), lambda o: o)]
+    out = [("transformer", BlockNet(lambda: TransformerBlock(256, 4), 12, 256), (torch.randn(4, 256, 256),),
+            lambda o: o),
+           ("conv net", BlockNet(lambda: ConvBlock(64, 8), 8, 64), (torch.randn(8, 64, 64, 64),), lambda o: o)]
     try:
         from transformers import LlamaConfig, LlamaForCausalLM    # optional: the hf extra
     except ImportError:

@@ -10,7 +10,6 @@ import random
 
 import pytest
 import torch
-from torch import nn
 
 from remat import auto
 from remat.auto import measure
@@ -19,49 +18,16 @@ from remat.auto.tensors import KeptSet
 from remat.auto.whole_step import whole_step
 from remat.errors import RecomputeError, UsageError
 from remat.measure.peak import PeakMemory
+from remat.models.toys import BlockNet, ConvBlock, TransformerBlock
 from remat.planner.keepsets import frontier
 from remat.timemodel.gpus import gpu
 from remat.timemodel.roofline import Rates
 
 
-class Block(nn.Module):
-    def __init__(self, d=64, heads=4):
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
-        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        y = self.ln1(x)
-        x = x + self.attn(y, y, y, need_weights=False)[0]
-        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
-
-
-class ConvBlock(nn.Module):
-    def __init__(self, c=16):
-        super().__init__()
-        self.conv1, self.conv2 = nn.Conv2d(c, c, 3, padding=1), nn.Conv2d(c, c, 3, padding=1)
-        self.gn1, self.gn2 = nn.GroupNorm(4, c), nn.GroupNorm(4, c)
-
-    def forward(self, x):
-        return torch.relu(x + self.gn2(self.conv2(torch.relu(self.gn1(self.conv1(x))))))
-
-
-class Net(nn.Module):
-    def __init__(self, block, n=4, width=64):
-        super().__init__()
-        self.blocks = nn.ModuleList(block() for _ in range(n))
-        self.head = nn.Linear(width, 8)
-
-    def forward(self, x):
-        for b in self.blocks:
-            x = b(x)
-        return self.head(x if x.dim() == 3 else x.mean((2, 3))).sum()
-
-
 def _nets():
     torch.manual_seed(0)
-    return [(Net(Block), torch.randn(2, 64, 64)), (Net(ConvBlock, width=16), torch.randn(2, 16, 16, 16))]
+    return [(BlockNet(TransformerBlock), torch.randn(2, 64, 64)),
+            (BlockNet(ConvBlock, width=16), torch.randn(2, 16, 16, 16))]
 
 
 def test_frontier_is_the_brute_force_pareto_front():
