@@ -50,16 +50,16 @@ def policy(ctx, func, *args, **kwargs) -> CheckpointPolicy:
     policy_fn): MUST_SAVE for ``is_kept`` ops, whose outputs active KeptLogs record, PREFER_RECOMPUTE else."""
     if not is_kept(func):
         return CheckpointPolicy.PREFER_RECOMPUTE
-    if _LOGS:                     # the context's output is read only when a KeptLog is measuring
-        record_kept(func, ctx.op_output)
+    record_kept(func, ctx)
     return CheckpointPolicy.MUST_SAVE
 
 
-def record_kept(func, out) -> None:
-    """Tell the active KeptLogs that the SAC cache keeps ``out`` (the output of ``func``): every policy that
-    returns MUST_SAVE calls this, so its kept bytes can be measured."""
+def record_kept(func, ctx) -> None:
+    """Tell the active KeptLogs that the SAC cache keeps ``ctx.op_output`` (the output of ``func``): every
+    policy that returns MUST_SAVE in forward calls this, so its kept bytes can be measured. The context is read
+    only while a KeptLog measures (a policy may be called with none, as remat.planner.trainers' check does)."""
     for log in _LOGS:
-        log.record(func, out)
+        log.record(func, ctx.op_output)
 
 
 class _Guarded:

@@ -40,6 +40,7 @@ holds its gradients, is larger in every model we measured). Part 1 runs in remat
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -252,9 +253,8 @@ def tensor_variants(module, captured, rates, full: PolicyCost) -> tuple[dict, ob
     (remat.planner.keepsets), each priced from the measured full recompute — stored = full's + the kept
     bytes, time = full's − the kept ops' recompute seconds, peak by remat.auto.tensors.BlockOps.peak_bytes.
     The empty set is ``full`` itself and is left out."""
-    device, enabled, amp_dtype = captured[2]
-    amp = lambda: torch.autocast(device, dtype=amp_dtype, enabled=enabled)
-    ops = tensors.block_ops(module, lambda: _leaves(captured), rates, amp, device_of(module))
+    ops = tensors.block_ops(module, lambda: _leaves(captured), rates, functools.partial(_amp, captured),
+                            device_of(module))
     candidates = ops.candidates
     peak_full = full.stored_bytes + full.transient_bytes
     variants = {}
@@ -277,8 +277,7 @@ def _run_block(module, captured, policy, rates, keep=None) -> PolicyCost:
         shared = {t.untyped_storage()._cdata for t in tree_flatten((args, kwargs))[0]
                   if isinstance(t, torch.Tensor) and not t.requires_grad}
         inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-        device, enabled, amp_dtype = captured[2]
-        amp = lambda: torch.autocast(device, dtype=amp_dtype, enabled=enabled)
+        amp = functools.partial(_amp, captured)
         with PeakMemory(device_of(module), module, *inputs) as mem, RecomputeTally() as tally, amp():
             with SavedTensorLog(module) as log, KeptLog() as kept:
                 out = module(*args, **kwargs)
@@ -304,6 +303,12 @@ def _run_block(module, captured, policy, rates, keep=None) -> PolicyCost:
     times = layer_times(LayerTrace(tuple(recorder.ops), type(module).__name__, policy, 1, False, False), rates)
     return PolicyCost(stored, transient, times.forward_s, times.backward_s, tally.total,
                       saved_tensors=len(records))
+
+
+def _amp(captured) -> torch.autocast:
+    """The autocast state a block's captured inputs were recorded under (whole_step's third entry)."""
+    device, enabled, amp_dtype = captured[2]
+    return torch.autocast(device, dtype=amp_dtype, enabled=enabled)
 
 
 def _backward_args(out):

@@ -1,7 +1,7 @@
 """Per saved tensor: a block's ops as torch's selective checkpoint sees them, and the policy that keeps a chosen
 set of their outputs (MUST_SAVE) and recomputes the rest (PREFER_RECOMPUTE).
 
-    ops = block_ops(module, captured, rates)          # under FakeTensorMode: one OpRecord per op SAC sees
+    ops = block_ops(module, inputs, rates, amp, device)  # under FakeTensorMode: one OpRecord per op SAC sees
     forward = wrapper(module, "selective", keep=KeptSet(ops.names, frozenset({3, 7})))   # remat.auto.wrap
 
 The stream. torch.utils.checkpoint's selective-checkpoint modes ask the policy about every op the region's
@@ -17,7 +17,6 @@ Per op (``OpRecord``):
   FLOPs: what recomputing it costs. The checkpoint's recompute re-runs the whole forward (early_stop off), and
   an op whose output the cache holds is served from it, so the recompute of a kept set K costs
   Σ_{j ∉ K} seconds_j — the full recompute less the kept ops;
-* ``saved`` — autograd saves its output for backward (else keeping it only spares its recompute);
 * ``candidate`` — it may be kept: it allocates (nbytes > 0), moves data (seconds > 0), no later op of the
   forward writes its output in place (SAC keeps by reference; the recompute would read the written values),
   and the block does not return it (the block's output is live anyway, as the next block's input: keeping it
@@ -29,7 +28,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch.autograd.graph import saved_tensors_hooks
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.checkpoint import SAC_IGNORED_OPS, CheckpointPolicy
@@ -50,7 +48,6 @@ class OpRecord:
     nbytes: int
     seconds: float
     flops: int
-    saved: bool
     candidate: bool
 
 
@@ -94,10 +91,6 @@ class BlockOps:
 
     def kept_flops(self, keep) -> int:
         return sum(self.ops[j].flops for j in keep)
-
-    def drop_cheap(self) -> frozenset:
-        """The candidates remat's op-level ``selective`` keeps (remat.drop_cheap.is_kept: matmul-like ops)."""
-        return frozenset(o.index for o in self.candidates if o.flops > 0)
 
 
 class _Stream(TorchDispatchMode):
@@ -159,18 +152,12 @@ class _Live(TorchDispatchMode):
 def block_ops(module, inputs, rates, amp, device) -> BlockOps:
     """The SAC op stream of one forward of ``module`` (module docstring). ``inputs()`` gives fresh (args,
     kwargs) of fake tensors for a run; ``amp()`` the block's autocast state; ``device`` where its memory is
-    tracked. Two plain forwards: the stream (bytes of the outputs' storages, roofline seconds at ``rates``,
-    what autograd saves) and, with nothing extra held, the live bytes after each op (``BlockOps.live``)."""
-    saved: set[int] = set()
-
-    def pack(t):
-        saved.add(_storage(t))
-        return t
+    tracked. Two plain forwards: the stream (bytes of the outputs' storages, roofline seconds at ``rates``)
+    and, with nothing extra held, the live bytes after each op (``BlockOps.live``)."""
     stream = _Stream(rates)
     args, kwargs = inputs()
-    with saved_tensors_hooks(pack, lambda t: t), amp(), stream:
+    with amp(), stream:
         out = module(*args, **kwargs)
-    saved_ops = {stream.owner[s] for s in saved if s in stream.owner}
     returned = {stream.owner.get(_storage(t)) for t in _tensors(out)}
     del out
     del stream.keep[:]
@@ -179,7 +166,7 @@ def block_ops(module, inputs, rates, amp, device) -> BlockOps:
         with amp(), _Live(mem) as live:
             out = module(*args, **kwargs)
         del out
-    ops = tuple(OpRecord(i, name, nbytes, seconds, flops, i in saved_ops,
+    ops = tuple(OpRecord(i, name, nbytes, seconds, flops,
                          nbytes > 0 and seconds > 0 and i not in stream.written and i not in returned)
                 for i, (name, nbytes, seconds, flops) in enumerate(stream.rows))
     if len(live.live) != len(ops):
@@ -209,7 +196,7 @@ class KeptSet:
                                                  "flow on values or shapes); plan it again for these inputs")
             if i in self.keep:
                 if not ctx.is_recompute:
-                    record_kept(func, ctx.op_output)
+                    record_kept(func, ctx)
                 return CheckpointPolicy.MUST_SAVE
             return CheckpointPolicy.PREFER_RECOMPUTE
         return decide
