@@ -51,6 +51,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from remat.auto import tensors, wrap
 from remat.auto.blocks import Blocks
+from remat.auto.boundaries import head_shared, shared_once, storage_id, tensor_leaves
 from remat.auto.hf import (CACHE_OFF, cache_off_in_training, fallback_grouped_mm, hf_checkpointing,
                            set_hf_checkpointing, unpacked_masks)
 from remat.auto.whole_step import check_inputs, device_of, unique_bytes, weight_shapes, whole_seconds, whole_step
@@ -80,6 +81,8 @@ class PolicyCost:
     recompute_flops: int
     offload_bytes: int = 0
     saved_tensors: int = 0  # tensors saved for backward (the per-copy latency of offload)
+    saved_inputs: tuple = ()    # (position among its tensor inputs, bytes) of the inputs it keeps on the device
+    saved_outputs: tuple = ()   # (position among its tensor outputs, bytes) of the outputs it keeps
 
     @property
     def time_s(self) -> float:
@@ -191,18 +194,19 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
                 if key not in cache:
                     cache[key] = _block_costs(module, captured, rates, gpu, policies, granularity)
                 block_costs.append(BlockCost(name, _grad_bytes(module), *cache[key]))
+            block_costs = shared_once(block_costs, whole["links"])
             outside_s = whole_seconds(model, args, kwargs, loss_fn, rates) - sum(
                 b.costs["none"].time_s for b in block_costs)
     finally:
         if state is not None:
             wrap.apply(source, state[1], list(state[0].modules))
-    stored = sum(b.costs["none"].stored_bytes for b in block_costs)
+    headed = head_shared(block_costs, whole["links"])
+    held = whole["live_last"] - whole["params"] - headed - sum(b.costs["none"].stored_bytes for b in block_costs)
     return ModelCosts(
         blocks=tuple(block_costs), params_bytes=whole["params"], trainable_bytes=_grad_bytes(model),
-        param_count=whole["param_count"],
-        held_bytes=whole["live_last"] - whole["params"] - stored,
-        floor_bytes=max(0, whole["peak_head"] - whole["live_last"]),
-        end_bytes=0 if whole["peak_end"] is None else whole["peak_end"] - whole["live_last"] + stored,
+        param_count=whole["param_count"], held_bytes=held,
+        floor_bytes=max(0, whole["peak_head"] - whole["live_last"]) + headed,
+        end_bytes=0 if whole["peak_end"] is None else whole["peak_end"] - whole["params"] - held,
         outside_time_s=max(0.0, outside_s), dtype=dtype, notes=notes, head_grad_bytes=whole["head_grads"])
 
 
@@ -263,7 +267,8 @@ def tensor_variants(module, captured, rates, full: PolicyCost) -> tuple[dict, ob
         stored = full.stored_bytes + point.nbytes
         variants[f"k{n}"] = (keep, PolicyCost(
             stored, max(0, ops.peak_bytes(keep, full.stored_bytes, peak_full) - stored), full.forward_s,
-            max(0.0, full.backward_s - point.seconds), max(0, full.recompute_flops - ops.kept_flops(keep))))
+            max(0.0, full.backward_s - point.seconds), max(0, full.recompute_flops - ops.kept_flops(keep)),
+            saved_inputs=full.saved_inputs, saved_outputs=full.saved_outputs))
     return variants, ops
 
 
@@ -285,12 +290,18 @@ def _run_block(module, captured, policy, rates, keep=None) -> PolicyCost:
             saved = {r.address for r in log.activations()}
             stored = sum(r.storage_nbytes for r in records) + sum(
                 r.nbytes for r in kept.records if r.storage not in saved and r.storage not in shared)
-            outputs, grads = _backward_args(out)
-            del out
+            kept_ids = saved | {r.storage for r in kept.records}
+            saved_inputs, saved_outputs = (tuple((k, t.untyped_storage().nbytes()) for k, t in enumerate(leaves)
+                                                 if t.requires_grad and storage_id(t) in kept_ids)
+                                           for leaves in (inputs, tensor_leaves(out)))
+            outputs = _backward_args(out)[0]
+            seed = [_Seed.apply(*outputs)] if outputs else []
+            seeded = sum(t.numel() * t.element_size() for t in outputs)
+            del out, outputs
             start = mem.current_bytes()
             mem.reset_peak()
-            torch.autograd.backward(outputs, grads)
-            transient = max(0, mem.peak_so_far() - start)
+            torch.autograd.backward(seed, [t.new_empty((0,)) for t in seed])
+            transient = max(0, mem.peak_so_far() - start - seeded)
         _drop_grads(module)
         args, kwargs = _leaves(captured)
         with recording(weight_shapes(module)) as recorder, amp():
@@ -302,13 +313,30 @@ def _run_block(module, captured, policy, rates, keep=None) -> PolicyCost:
         module.__dict__.pop("forward", None)
     times = layer_times(LayerTrace(tuple(recorder.ops), type(module).__name__, policy, 1, False, False), rates)
     return PolicyCost(stored, transient, times.forward_s, times.backward_s, tally.total,
-                      saved_tensors=len(records))
+                      saved_tensors=len(records), saved_inputs=saved_inputs, saved_outputs=saved_outputs)
 
 
 def _amp(captured) -> torch.autocast:
     """The autocast state a block's captured inputs were recorded under (whole_step's third entry)."""
     device, enabled, amp_dtype = captured[2]
     return torch.autocast(device, dtype=amp_dtype, enabled=enabled)
+
+
+class _Seed(torch.autograd.Function):
+    """An empty tensor whose backward makes the upstream gradients (ones) of a block's outputs inside autograd's
+    engine, which frees each once the block's last op has used it — as the head's gradient is freed in a whole
+    step. Gradients passed to torch.autograd.backward would be held by the caller to the end of the backward:
+    a block that does not pass its upstream gradient on (a final ReLU makes a new one) would be measured holding
+    one gradient too many. Those bytes are counted as live when the backward starts (the whole step's ``held``)."""
+
+    @staticmethod
+    def forward(ctx, *outputs):
+        ctx.specs = [(t.shape, t.dtype, t.device) for t in outputs]
+        return outputs[0].new_empty((0,))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return tuple(torch.ones(shape, dtype=dtype, device=device) for shape, dtype, device in ctx.specs)
 
 
 def _backward_args(out):

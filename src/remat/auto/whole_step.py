@@ -16,19 +16,23 @@ import torch
 from torch.nn.modules.module import register_module_forward_pre_hook
 from torch.utils._pytree import tree_flatten, tree_map_only
 
+from remat.auto.boundaries import boundaries, tensor_leaves
 from remat.errors import UsageError
 from remat.measure.peak import PeakMemory
+from remat.measure.saved import SavedTensorLog
 from remat.timemodel.roofline import layer_times
 from remat.timemodel.trace import LayerTrace, recording
 
 
 def whole_step(model, args, kwargs, blocks, loss_fn) -> dict:
     """One plain step (forward, ``loss_fn``, backward) under the memory tracker: {"inputs": per block (args,
-    kwargs, autocast state) of its first call or None, "params": bytes of parameters and buffers, "param_count",
+    kwargs, autocast state) of its first call or None, "links": per block its remat.auto.boundaries.Boundary
+    (storages it shares with the next block or with code outside the blocks), "params": bytes of parameters and
+    buffers, "param_count",
     "live_last", "peak_head", "peak_end" (bytes; peak_end None when no block input needs a gradient),
     "head_grads" (bytes of the gradients of the parameters of modules that run after the last block — the head's,
     made before the blocks' backward starts)}."""
-    captured = capture_inputs(model, args, kwargs, blocks)
+    captured, links = capture_inputs(model, args, kwargs, blocks)
     marks: dict = {}
     handles = []
     device = device_of(model)
@@ -51,7 +55,8 @@ def whole_step(model, args, kwargs, blocks, loss_fn) -> dict:
     for p in model.parameters():
         p.grad = None
     head = {id(p): p for m in marks.get("after_last", ()) for p in m.parameters(recurse=False) if p.requires_grad}
-    return {"inputs": captured, "params": params, "param_count": sum(p.numel() for p in model.parameters()),
+    return {"inputs": captured, "links": links, "params": params,
+            "param_count": sum(p.numel() for p in model.parameters()),
             "live_last": marks["live_last"], "peak_head": marks["peak_head"], "peak_end": marks["peak_end"],
             "head_grads": unique_bytes(head.values())}
 
@@ -74,20 +79,34 @@ def check_inputs(blocks, inputs) -> None:
                                                "without a cache (use_cache=False)")
 
 
-def capture_inputs(model, args, kwargs, blocks) -> list:
-    """Per block, (args, kwargs, autocast state) of its first call in a forward of its own (None for a block that
-    did not run). Not captured during the measured step: holding every block's input would keep alive what the
-    step frees (a bfloat16 Llama block's input, which only its float32 upcast saves: s·b·h·2 bytes per block).
-    Tensors are detached (the forward's graph is freed) and keep their requires_grad."""
+def capture_inputs(model, args, kwargs, blocks) -> tuple[list, tuple]:
+    """(per block (args, kwargs, autocast state) of its first call in a forward of its own, or None for a block
+    that did not run; per block its remat.auto.boundaries.Boundary, found in the same forward). Not captured
+    during the measured step: holding every block's input would keep alive what the step frees (a bfloat16 Llama
+    block's input, which only its float32 upcast saves: s·b·h·2 bytes per block). Tensors are detached (the
+    forward's graph is freed) and keep their requires_grad."""
     captured: list = [None] * len(blocks)
+    outputs: list = [None] * len(blocks)
     handles = [m.register_forward_pre_hook(functools.partial(_capture, captured, i), with_kwargs=True)
                for i, m in enumerate(blocks.modules)]
+    handles += [m.register_forward_hook(functools.partial(_capture_output, outputs, i))
+                for i, m in enumerate(blocks.modules)]
     try:
-        model(*args, **kwargs)
+        with SavedTensorLog(model) as log:
+            model(*args, **kwargs)
     finally:
         for h in handles:
             h.remove()
-    return captured
+    if any(c is None for c in captured):
+        return captured, ()
+    links = boundaries(blocks.names, [tensor_leaves(c[:2]) for c in captured], outputs, log)
+    return captured, links
+
+
+def _capture_output(outputs, i, module, args, output):
+    """A block's first call: its output tensors (held until the links are found: their storage ids stay unique)."""
+    if outputs[i] is None:
+        outputs[i] = tensor_leaves(output)
 
 
 def _capture(captured, i, module, args, kwargs):
