@@ -4,6 +4,7 @@ saves; summed over the blocks, such a storage would be counted twice.
 
     links = boundaries(blocks.names, inputs, outputs, log)     # during one plain forward (whole_step)
     costs = shared_once(block_costs, links)                    # each storage counted once
+    held += head_shared(...) / loose_shared(...)               # what the whole step's terms hold instead
 
 Where a shared storage is counted (``shared_once``):
 
@@ -16,6 +17,10 @@ Where a shared storage is counted (``shared_once``):
   ``floor`` (head forward and backward) counts it whatever the block does, ``held`` does not (``head_shared``).
   Exact when the code that saves it runs its backward before the blocks' (a head); code between two blocks that
   saves a block's output is not told apart.
+* **A block input that needs no gradient** (position ids, masks, rotary tables: the same tensors reach every
+  block) is left out of every block's ``stored``. When the plain step keeps it (a rotary multiply saves its
+  table) the whole step's ``held`` counts it; when the plain step frees it after the forward but an option keeps
+  it (a checkpoint keeps its inputs), ``loose_shared`` adds it to ``held``, once.
 * **Block i's output, block i+1's input** (a residual block ending in a ReLU, which saves its output, followed
   by one whose first convolution or checkpoint saves its input): the consumer counts it. The producer's option
   drops it from ``stored`` and adds it to ``transient`` — it is live in the producer's own backward (which needs
@@ -46,6 +51,7 @@ class Boundary:
     outgoing: frozenset = frozenset()
     outside_in: frozenset = frozenset()
     outside_out: frozenset = frozenset()
+    kept_plain: frozenset = frozenset()   # input positions whose storage someone saves in the plain forward
 
 
 def tensor_leaves(tree) -> list:
@@ -62,6 +68,7 @@ def boundaries(names, inputs, outputs, log) -> tuple:
     (alive while this runs, so storage ids are unique), ``log`` a remat.measure.saved.SavedTensorLog of the same
     forward (its records name the module that saved each storage)."""
     outside = {r.address for r in log.records if not r.is_parameter and not _inside(r.module, names)}
+    saved = {r.address for r in log.records}
     ids_in = [[storage_id(t) for t in x] for x in inputs]
     ids_out = [[storage_id(t) for t in x] for x in outputs]
     out = []
@@ -74,7 +81,8 @@ def boundaries(names, inputs, outputs, log) -> tuple:
             incoming=incoming,
             outgoing=frozenset(p for p, s in enumerate(ids_out[i]) if s in following),
             outside_in=frozenset(q for q, s in enumerate(ids_in[i]) if s in outside),
-            outside_out=frozenset(p for p, s in enumerate(ids_out[i]) if s in outside)))
+            outside_out=frozenset(p for p, s in enumerate(ids_out[i]) if s in outside),
+            kept_plain=frozenset(q for q, s in enumerate(ids_in[i]) if s in saved)))
     return tuple(out)
 
 
@@ -101,6 +109,21 @@ def head_shared(blocks: list, links: tuple) -> int:
     head): live in the head's forward and backward whatever the blocks do (module docstring)."""
     return sum(dict(block.costs["none"].saved_outputs).get(p, 0)
                for block, link in zip(blocks, links) for p in link.outside_out)
+
+
+def loose_shared(blocks: list, links: tuple, inputs: list) -> int:
+    """Bytes of the block inputs that need no gradient (position ids, masks: each block gets the same ones, so a
+    block's own ``stored`` leaves them out) which the plain step frees after the forward but some block option
+    keeps (a checkpoint keeps its inputs): each storage once, counted as held all step whatever the plan. Over by
+    those bytes for a plan in which no block keeps them; exact otherwise. ``inputs``: per block its tensor
+    inputs (the whole step's captured ones, alive: their storage ids are unique)."""
+    loose = {}
+    for block, link, tensors in zip(blocks, links, inputs):
+        for cost in _every_cost(block):
+            for q, nbytes in cost.saved_shared:
+                if q not in link.kept_plain:
+                    loose[storage_id(tensors[q])] = nbytes
+    return sum(loose.values())
 
 
 def _every_cost(block):

@@ -51,7 +51,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from remat.auto import tensors, wrap
 from remat.auto.blocks import Blocks
-from remat.auto.boundaries import head_shared, shared_once, storage_id, tensor_leaves
+from remat.auto.boundaries import head_shared, loose_shared, shared_once, storage_id, tensor_leaves
 from remat.auto.hf import (CACHE_OFF, cache_off_in_training, fallback_grouped_mm, hf_checkpointing,
                            set_hf_checkpointing, unpacked_masks)
 from remat.auto.whole_step import check_inputs, device_of, unique_bytes, weight_shapes, whole_seconds, whole_step
@@ -83,6 +83,7 @@ class PolicyCost:
     saved_tensors: int = 0  # tensors saved for backward (the per-copy latency of offload)
     saved_inputs: tuple = ()    # (position among its tensor inputs, bytes) of the inputs it keeps on the device
     saved_outputs: tuple = ()   # (position among its tensor outputs, bytes) of the outputs it keeps
+    saved_shared: tuple = ()    # (position, bytes) of the inputs needing no gradient it keeps (a checkpoint's)
 
     @property
     def time_s(self) -> float:
@@ -201,10 +202,11 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
         if state is not None:
             wrap.apply(source, state[1], list(state[0].modules))
     headed = head_shared(block_costs, whole["links"])
+    loose = loose_shared(block_costs, whole["links"], [tensor_leaves(c[:2]) for c in whole["inputs"]])
     held = whole["live_last"] - whole["params"] - headed - sum(b.costs["none"].stored_bytes for b in block_costs)
     return ModelCosts(
         blocks=tuple(block_costs), params_bytes=whole["params"], trainable_bytes=_grad_bytes(model),
-        param_count=whole["param_count"], held_bytes=held,
+        param_count=whole["param_count"], held_bytes=held + loose,
         floor_bytes=max(0, whole["peak_head"] - whole["live_last"]) + headed,
         end_bytes=0 if whole["peak_end"] is None else whole["peak_end"] - whole["params"] - held,
         outside_time_s=max(0.0, outside_s), dtype=dtype, notes=notes, head_grad_bytes=whole["head_grads"])
@@ -268,7 +270,7 @@ def tensor_variants(module, captured, rates, full: PolicyCost) -> tuple[dict, ob
         variants[f"k{n}"] = (keep, PolicyCost(
             stored, max(0, ops.peak_bytes(keep, full.stored_bytes, peak_full) - stored), full.forward_s,
             max(0.0, full.backward_s - point.seconds), max(0, full.recompute_flops - ops.kept_flops(keep)),
-            saved_inputs=full.saved_inputs, saved_outputs=full.saved_outputs))
+            saved_inputs=full.saved_inputs, saved_outputs=full.saved_outputs, saved_shared=full.saved_shared))
     return variants, ops
 
 
@@ -291,9 +293,15 @@ def _run_block(module, captured, policy, rates, keep=None) -> PolicyCost:
             stored = sum(r.storage_nbytes for r in records) + sum(
                 r.nbytes for r in kept.records if r.storage not in saved and r.storage not in shared)
             kept_ids = saved | {r.storage for r in kept.records}
-            saved_inputs, saved_outputs = (tuple((k, t.untyped_storage().nbytes()) for k, t in enumerate(leaves)
-                                                 if t.requires_grad and storage_id(t) in kept_ids)
-                                           for leaves in (inputs, tensor_leaves(out)))
+            if policy != "none":    # a checkpoint keeps every input: args through a saved-tensor hook, kwargs in
+                closure = {storage_id(t): t.untyped_storage().nbytes() for t in inputs     # its recompute closure
+                           if t.requires_grad and storage_id(t) not in kept_ids}
+                stored += sum(closure.values())
+                kept_ids |= {storage_id(t) for t in inputs}
+            saved_inputs, saved_outputs, saved_shared = (
+                tuple((k, t.untyped_storage().nbytes()) for k, t in enumerate(leaves)
+                      if t.requires_grad == grad and storage_id(t) in kept_ids)
+                for leaves, grad in ((inputs, True), (tensor_leaves(out), True), (inputs, False)))
             outputs = _backward_args(out)[0]
             seed = [_Seed.apply(*outputs)] if outputs else []
             seeded = sum(t.numel() * t.element_size() for t in outputs)
@@ -313,7 +321,8 @@ def _run_block(module, captured, policy, rates, keep=None) -> PolicyCost:
         module.__dict__.pop("forward", None)
     times = layer_times(LayerTrace(tuple(recorder.ops), type(module).__name__, policy, 1, False, False), rates)
     return PolicyCost(stored, transient, times.forward_s, times.backward_s, tally.total,
-                      saved_tensors=len(records), saved_inputs=saved_inputs, saved_outputs=saved_outputs)
+                      saved_tensors=len(records), saved_inputs=saved_inputs, saved_outputs=saved_outputs,
+                      saved_shared=saved_shared)
 
 
 def _amp(captured) -> torch.autocast:
@@ -327,7 +336,10 @@ class _Seed(torch.autograd.Function):
     engine, which frees each once the block's last op has used it — as the head's gradient is freed in a whole
     step. Gradients passed to torch.autograd.backward would be held by the caller to the end of the backward:
     a block that does not pass its upstream gradient on (a final ReLU makes a new one) would be measured holding
-    one gradient too many. Those bytes are counted as live when the backward starts (the whole step's ``held``)."""
+    one gradient too many. Those bytes are counted as live when the backward starts (the whole step's ``held``).
+    The gradient is dense, as a head's matmul makes it; a loss taken straight off the last block
+    (``block_output.sum()``) hands it an expanded scalar instead, whose backward allocates differently: that
+    block's transient is then off by some hundred bytes (measured on a 16-wide toy), not modelled."""
 
     @staticmethod
     def forward(ctx, *outputs):
