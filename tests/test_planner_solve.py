@@ -319,3 +319,26 @@ def test_memory_guard_falls_back_to_the_milp(monkeypatch):
         else:
             plan = solve(problem)
             assert plan.feasible and plan.step_time_s == pytest.approx(best, rel=1e-9, abs=1e-9)
+
+
+@pytest.mark.parametrize("scale", [1.0, 2.0 ** 40, 0.5])
+def test_pareto_filter_keeps_the_cheapest_of_each_weight_and_drops_only_dominated_states(scale):
+    """mckp._pareto on states with two weights (integers small and large enough that the one-key radix sort
+    does not fit, and fractions: lexsort), against brute force: every state it drops is dominated by one it
+    keeps (no more of each weight, no more cost); every state no other dominates is kept (among equal weights and
+    cost, the first by index); of equal weight vectors at most one is kept."""
+    rng = np.random.default_rng(int(scale) % 7)
+    for _ in range(200):
+        n = int(rng.integers(1, 40))
+        W = rng.integers(0, 5, size=(2, n)) * scale + rng.integers(0, 3, size=(2, n))
+        C = rng.integers(0, 4, size=n).astype(float)
+        kept = set(mckp._pareto(W, C).tolist())
+        for i in range(n):
+            dominated = any((W[:, j] <= W[:, i]).all() and C[j] <= C[i] and
+                            ((W[:, j] < W[:, i]).any() or C[j] < C[i] or j < i) for j in range(n))
+            if not dominated:
+                assert i in kept
+            if i not in kept:
+                assert any(j in kept and (W[:, j] <= W[:, i]).all() and C[j] <= C[i] for j in range(n))
+        weights = [tuple(W[:, i]) for i in sorted(kept)]
+        assert len(weights) == len(set(weights))
