@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from remat.errors import InfeasibleError, UsageError
-from remat.planner import mckp
+from remat.planner import dominance, mckp
 from remat.planner.problem import Layer, Option, Problem, evaluate, plan_from_policies
 from remat.planner.solve import minimum_budget, solve
 from remat.policies import POLICIES
@@ -323,7 +323,7 @@ def test_memory_guard_falls_back_to_the_milp(monkeypatch):
 
 @pytest.mark.parametrize("scale", [1.0, 2.0 ** 40, 0.5])
 def test_pareto_filter_keeps_the_cheapest_of_each_weight_and_drops_only_dominated_states(scale):
-    """mckp._pareto on states with two weights (integers small and large enough that the one-key radix sort
+    """dominance.pareto on states with two weights (integers small and large enough that the one-key radix sort
     does not fit, and fractions: lexsort), against brute force: every state it drops is dominated by one it
     keeps (no more of each weight, no more cost); every state no other dominates is kept (among equal weights and
     cost, the first by index); of equal weight vectors at most one is kept."""
@@ -332,7 +332,7 @@ def test_pareto_filter_keeps_the_cheapest_of_each_weight_and_drops_only_dominate
         n = int(rng.integers(1, 40))
         W = rng.integers(0, 5, size=(2, n)) * scale + rng.integers(0, 3, size=(2, n))
         C = rng.integers(0, 4, size=n).astype(float)
-        kept = set(mckp._pareto(W, C).tolist())
+        kept = set(dominance.pareto(W, C).tolist())
         for i in range(n):
             dominated = any((W[:, j] <= W[:, i]).all() and C[j] <= C[i] and
                             ((W[:, j] < W[:, i]).any() or C[j] < C[i] or j < i) for j in range(n))
@@ -342,3 +342,25 @@ def test_pareto_filter_keeps_the_cheapest_of_each_weight_and_drops_only_dominate
                 assert any(j in kept and (W[:, j] <= W[:, i]).all() and C[j] <= C[i] for j in range(n))
         weights = [tuple(W[:, i]) for i in sorted(kept)]
         assert len(weights) == len(set(weights))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_runs_of_identical_layers_equal_reference(seed):
+    """Runs of 2–7 identical adjacent layers under the running constraint, where the search keeps one order of
+    their options (remat.planner.symmetry): the least step time and least peak equal the independent DP's."""
+    rng = np.random.default_rng(300 + seed)
+    feasible = 0
+    for _ in range(6):
+        problem = tied_problem(rng, 1)
+        kinds = random_layers(rng, 3, tie_times=bool(rng.random() < 0.5))
+        runs = [kinds[int(rng.integers(0, 3))].options for _ in range(int(rng.integers(2, 5)))]
+        options = [o for run in runs for o in [run] * int(rng.integers(2, 8))]
+        layers = tuple(Layer(i, tuple(dataclasses.replace(o, stored_bytes=o.stored_bytes % 10,
+                                                          transient_bytes=o.transient_bytes % 12) for o in opts))
+                       for i, opts in enumerate(options))
+        problem = dataclasses.replace(problem, layers=layers, budget_bytes=10**6)
+        least = reference(problem)[1]
+        if least is not None:
+            problem = dataclasses.replace(problem, budget_bytes=least + int(rng.integers(0, 2 * len(layers))))
+        feasible += check_against_reference(problem)
+    assert feasible >= 3

@@ -39,21 +39,20 @@ holds its gradients, is larger in every model we measured). Part 1 runs in remat
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
-from torch._subclasses.fake_tensor import FakeCopyMode, FakeTensor, FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._pytree import tree_flatten, tree_map
 
 from remat.auto import tensors, wrap
 from remat.auto.blocks import Blocks
 from remat.auto.boundaries import head_shared, loose_shared, shared_once, storage_id, tensor_leaves
-from remat.auto.hf import (CACHE_OFF, cache_off_in_training, fallback_grouped_mm, hf_checkpointing,
-                           set_hf_checkpointing, unpacked_masks)
+from remat.auto.fake import fake_model
+from remat.auto.hf import CACHE_OFF, cache_off_in_training, fallback_grouped_mm, unpacked_masks
 from remat.auto.whole_step import check_inputs, device_of, unique_bytes, weight_shapes, whole_seconds, whole_step
 from remat.drop_cheap import KeptLog
 from remat.errors import RecomputeError, UsageError
@@ -118,51 +117,6 @@ class ModelCosts:
     dtype: str
     notes: tuple = ()         # how the model was run (remat.auto.hf.CACHE_OFF)
     head_grad_bytes: int = 0  # gradients made before the blocks' backward (of the parameters used after them)
-
-
-def fake_model(model: nn.Module, device: str | torch.device = "cpu") -> tuple:
-    """(mode, model') with model' living in FakeTensorMode ``mode``: ``model`` itself when its parameters are
-    fake already, else a fake copy (torch's FakeCopyMode: deepcopy with every tensor turned into a fake one of
-    the same shape, dtype and device — no real memory; the caller's model is untouched). Parameters and buffers
-    on the meta device (a model built under ``torch.device("meta")`` or accelerate's ``init_empty_weights``)
-    become fake tensors on ``device``, where the inputs are. Measuring the real model under FakeTensorMode
-    instead would count every parameter twice (its fake conversion is a new storage to the memory tracker)."""
-    for p in model.parameters():
-        if isinstance(p, FakeTensor):
-            return p.fake_mode, model
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
-    memo = {id(g): _clone_generator(g) for m in model.modules() for g in vars(m).values()
-            if isinstance(g, torch.Generator)}      # FakeCopyMode cannot copy one; the caller's must not advance
-    with FakeCopyMode(mode):
-        copied = copy.deepcopy(model, memo)
-    _off_meta(copied, mode, torch.device(device))
-    if hf_checkpointing(copied):
-        set_hf_checkpointing(copied, False)
-    return mode, copied
-
-
-def _clone_generator(g: torch.Generator) -> torch.Generator:
-    clone = torch.Generator(device=g.device)
-    clone.set_state(g.get_state())
-    return clone
-
-
-def _off_meta(model: nn.Module, mode: FakeTensorMode, device: torch.device) -> None:
-    """Every meta parameter and buffer of ``model`` replaced by a fake tensor on ``device`` (tied ones stay
-    tied)."""
-    made: dict[int, torch.Tensor] = {}
-
-    def fake(t: torch.Tensor) -> torch.Tensor:
-        if id(t) not in made:
-            with mode:
-                new = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device)
-            made[id(t)] = nn.Parameter(new, t.requires_grad) if isinstance(t, nn.Parameter) else new
-        return made[id(t)]
-    for module in model.modules():
-        for table in (module._parameters, module._buffers):
-            for name, t in table.items():
-                if t is not None and t.device.type == "meta":
-                    table[name] = fake(t)
 
 
 def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, gpu, loss_fn=None,

@@ -57,6 +57,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from remat.planner import symmetry
+from remat.planner.dominance import pareto
 from remat.planner.knapsack import REL, Dual, Knapsack, after_sum, float_slack, greedy, lagrangian
 
 __all__ = ["MAX_STATES", "REL", "Knapsack", "SearchTooLarge", "greedy", "lagrangian", "solve"]
@@ -174,6 +176,8 @@ class _Walk:
     base_rest: np.ndarray
     base_cost_rest: np.ndarray
     base_excess: np.ndarray
+    rank: list                  # per core row its options' ranks in a run of identical rows (remat.planner.symmetry)
+    continues: np.ndarray       # [n] bool: the row continues the run of the core row before it
 
     @classmethod
     def of(cls, ks: Knapsack, dual: Dual, keep) -> "_Walk":
@@ -191,11 +195,13 @@ class _Walk:
         blocks = np.diff(np.concatenate((np.zeros((len(held), 1)), held[:, at], held[:, -1:]), axis=1), axis=1)
         block_excess, base_excess = _excesses(ks, order, tail, base, base_w[0], at, fixed)
         options = [np.flatnonzero(keep[i]) for i in order[at]]
-        stacked = np.concatenate((np.stack(ks.weights), np.zeros((int(ks.prefix is not None), L, keep.shape[1]))))
+        rank, continues = symmetry.ranks(ks, keep, order[at], options)
+        extra = int(ks.prefix is not None) + int(bool(rank))    # rows of E and of the rank
+        stacked = np.concatenate((np.stack(ks.weights), np.zeros((extra, L, keep.shape[1]))))
         return cls(order[at], options, [stacked[:, i, js] for i, js in zip(order[at], options)], base,
                    blocks[0], blocks[1:], block_excess, tail[order][at], after(dual.least[order]),
                    after(np.where(kept, W, np.inf).min(axis=2)), after(np.where(kept, W, -np.inf).max(axis=2)),
-                   after(base_w), after(base_c), base_excess)
+                   after(base_w), after(base_c), base_excess, rank, continues)
 
 
 def _visiting_order(ks: Knapsack, dual: Dual, keep) -> tuple[np.ndarray, np.ndarray]:
@@ -269,10 +275,18 @@ def _dp(ks: Knapsack, dual: Dual, cut: float, upper: float, budget: float = np.i
     X, C = walk.block_weight[:, :1], walk.block_cost[:1]   # states: X [m (+1: E), n], C [n]
     if ks.prefix is not None:
         X = np.vstack((X, [[max(ks.prefix_capacity - ks.capacities[0], walk.block_excess[0])]]))
+    if walk.rank:
+        X = np.vstack((X, [[0.0]]))
     trail, held, over = [], 0, False
     for k, (i, js) in enumerate(zip(walk.core, walk.options)):
         nX, nC, free = _branch(ks, walk, X, C, k)
         fit = (free >= walk.light_rest[:, k:k + 1]).all(axis=0)
+        if walk.rank and walk.rank[k] is not None:
+            carries = k + 1 < len(walk.core) and walk.continues[k + 1]
+            if (ordered := symmetry.ranked_branch(walk.rank[k], walk.continues[k], carries, X[-1], nX)) is not None:
+                fit &= ordered
+        elif walk.rank:
+            nX[-1] = 0.0
         lower = nC + walk.best_rest[k] - dual.lam @ np.minimum(free, walk.heavy_rest[:, k:k + 1])
         ok = fit & (lower <= min(cut + slack, found[0] - slack))
         idx = np.flatnonzero(ok)
@@ -281,7 +295,7 @@ def _dp(ks: Knapsack, dual: Dual, cut: float, upper: float, budget: float = np.i
             near.add(lower[fit & ~ok])
         if len(idx) == 0:
             break
-        sel = idx[_pareto(nX[:, idx], nC[idx])]
+        sel = idx[pareto(nX[:, idx], nC[idx])]
         if beam is not None and len(sel) > beam:
             sel = sel[np.argpartition(lower[sel], beam)[:beam]]
         X, C = nX[:, sel], nC[sel]
@@ -367,45 +381,3 @@ def _choices(walk: _Walk, trail, at) -> np.ndarray:
             choices[walk.core[step]] = option[a]
             a = parent[a]
     return choices
-
-
-def _pareto(W, C):
-    """Indices of states (weights W [m, n], cost C [n]) to keep; only dominated states are dropped.
-
-    One weight: sort by (W0, C) and keep each state cheaper than all before it — the exact Pareto set.
-    More: sort by (W0, W1, …, C), keep the cheapest of equal weights, and drop a state when the cheapest state
-    before it has no more of any weight and no more cost — a sound partial filter (a state is dropped only for
-    another with no more of anything; the exact front would keep a few per cent fewer, at a higher cost).
-    """
-    if len(W) == 1:   # the states arrive as a few runs sorted by W0: a stable sort merges them fast
-        order = np.argsort(W[0], kind="stable")
-        Ss, Cs = W[0][order], C[order]
-        keep = Cs < np.minimum.accumulate(np.concatenate(([np.inf], Cs[:-1])))
-        idx, Sk = order[keep], Ss[keep]
-        return idx[~np.concatenate((Sk[1:] == Sk[:-1], [False]))]   # equal W0: the later one is cheaper
-    order = _cheapest_per_weights(W, C)
-    Cs, Xs = C[order], W[1:, order]
-    pos = np.arange(len(Cs))
-    prev_min = np.minimum.accumulate(np.concatenate(([np.inf], Cs[:-1])))
-    newest = np.maximum.accumulate(np.where(Cs < prev_min, pos, 0))     # argmin of C over [0, p]
-    prev = np.concatenate(([0], newest[:-1]))                             # argmin of C over [0, p)
-    return order[~((pos > 0) & (Cs >= Cs[prev]) & (Xs >= Xs[:, prev]).all(axis=0))]
-
-
-def _cheapest_per_weights(W, C) -> np.ndarray:
-    """Indices of the cheapest state of each distinct weight vector (the first in index order among equal costs),
-    sorted by (W0, W1, …): what ``np.lexsort((C, *W[::-1]))`` then keeping the first of equal weights gives.
-    Weights that are integers (bytes) below 2**62 are sorted by stable radix sorts of int64 keys, last row first
-    (a few times faster than lexsort on floats, where the search spends most of its time); others by lexsort."""
-    if np.isfinite(W).all() and (np.abs(W) < 2.0 ** 62).all() and (W == np.floor(W)).all():
-        order = np.arange(W.shape[1])
-        for row in W[::-1].astype(np.int64):
-            order = order[np.argsort(row[order], kind="stable")]
-    else:
-        order = np.lexsort(W[::-1])
-    Ws, Cs = W[:, order], C[order]
-    new = np.concatenate(([True], (Ws[:, 1:] != Ws[:, :-1]).any(axis=0)))
-    group = np.cumsum(new) - 1
-    least = np.flatnonzero(Cs == np.minimum.reduceat(Cs, np.flatnonzero(new))[group])
-    return order[least[np.concatenate(([True], group[least[1:]] != group[least[:-1]]))]]
-
