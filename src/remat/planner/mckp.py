@@ -25,8 +25,10 @@ schedule after IDA*'s, Korf 1985, with controlled re-expansion, Sarkar et al. 19
    U (the whole gap), on a budget of partial plans. A search that finds no plan within its cut proves that
    none costs less than the least bound it dropped (the floor rises) and the next cut lets back in about
    twice as many dropped states as were kept (``_next_cut``), held to an 8-fold growth of the states at the
-   rate seen between cuts; a search over budget is retried with 4× the budget closer to the floor (at the
-   whole gap if it found a plan that narrowed the gap 4-fold). The first
+   rate seen between cuts; a search over budget (partial plans kept, or states branched: one row can branch
+   tens of millions) is retried with 4× the budget closer to the floor (at the whole gap if it found a plan
+   that narrowed the gap 4-fold). Under a running constraint, runs of identical adjacent rows take their
+   options in one order only (remat.planner.symmetry: any plan has one as good in that order). The first
    cut holding a plan has found the optimum. The work grows steeply with the cut, so the cuts near OPT, not
    U, decide the time.
 4. ``_dp`` over the core: reduced-cost fixing keeps the options with LB + d ≤ cut; rows left with one option are
@@ -68,6 +70,7 @@ _BEAM = 16          # states per row of the first, heuristic search
 _SAMPLE = 1 << 16   # least dropped bounds kept per search (to place the next cut)
 _GROWN = 64         # states the next cut lets in at least (of those the last one dropped for their bound)
 _BUDGET = 200_000   # partial plans a search may hold (at first; then 16× the last one's) before a closer cut is tried
+_WORK = 16          # and states it may branch (each state × each kept option), per partial plan of its budget
 
 
 class SearchTooLarge(RuntimeError):
@@ -277,9 +280,10 @@ def _dp(ks: Knapsack, dual: Dual, cut: float, upper: float, budget: float = np.i
         X = np.vstack((X, [[max(ks.prefix_capacity - ks.capacities[0], walk.block_excess[0])]]))
     if walk.rank:
         X = np.vstack((X, [[0.0]]))
-    trail, held, over = [], 0, False
+    trail, held, work, over = [], 0, 0, False
     for k, (i, js) in enumerate(zip(walk.core, walk.options)):
         nX, nC, free = _branch(ks, walk, X, C, k)
+        work += len(nC)
         fit = (free >= walk.light_rest[:, k:k + 1]).all(axis=0)
         if walk.rank and walk.rank[k] is not None:
             carries = k + 1 < len(walk.core) and walk.continues[k + 1]
@@ -307,7 +311,7 @@ def _dp(ks: Knapsack, dual: Dual, cut: float, upper: float, budget: float = np.i
         done = _completed(ks, walk, X, C, k)                # each state completed by the rest's base options
         if done[a := int(np.argmin(done))] < found[0] - slack:
             found = (float(done[a]), (k, a))
-        if (over := held > budget):
+        if (over := held > budget or work > _WORK * budget):
             break
     plan = (found[0], _choices(walk, trail, found[1])) if found[0] < upper else None
     return _Run(plan, None if beam is not None or over else held, dropped, near.values)
