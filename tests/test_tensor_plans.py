@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import random
 
 import pytest
 import torch
+from conftest import run_cli
 
 from remat import auto
 from remat.auto import measure
@@ -189,3 +191,41 @@ def test_the_written_torch_policy_applies_without_remat():
     _, reference = _measured_step(copy.deepcopy(net), x)
     _, grads = _measured_step(model, x)
     assert all(torch.equal(a, b) for a, b in zip(reference, grads))
+
+
+# --- the CLI: remat plan --granularity tensor ---------------------------------------------------------------------
+
+_LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 3,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128, "max_position_embeddings": 64}
+
+
+def _config(tmp_path) -> str:
+    path = tmp_path / "llama.json"
+    path.write_text(json.dumps(_LLAMA))
+    return str(path)
+
+
+def test_cli_tensor_plan_is_checked_on_this_cpu(capsys, tmp_path):
+    """--granularity tensor with --check-small: the small instance's tensor plan (kept sets named in its row) is
+    applied and measured — peak as predicted to the byte, within its budget, gradients bitwise."""
+    pytest.importorskip("transformers")
+    code, out, err = run_cli(capsys, "plan", "--model", _config(tmp_path), "--hf", "--granularity", "tensor",
+                             "--seq", "64", "--format", "json", "--check-small", "--check-layers", "3")
+    assert code == 0, err
+    rows = {r["setup"]: r for r in json.loads(out)["check"]}
+    plan = rows["plan"]
+    assert "keep op sets" in plan["policies"], plan["policies"]
+    assert plan["measured_peak_bytes"] == plan["predicted_peak_bytes"] <= plan["budget_bytes"]
+    assert all(r["grads_equal"] for r in rows.values())
+
+
+@pytest.mark.parametrize("flags, field", [([], "--granularity"), (["--hf", "--format", "nemo"], "--format")])
+def test_cli_tensor_plan_refuses_what_it_cannot_write(capsys, tmp_path, flags, field):
+    """A preset (formula costs: no ops to keep) and a trainer format (no per-op kept sets): one line naming the
+    field, exit 2, nothing written."""
+    model = _config(tmp_path) if "--hf" in flags else "gpt-22b"
+    out_file = tmp_path / "plan.out"
+    code, out, err = run_cli(capsys, "plan", "--model", model, "--granularity", "tensor", *flags,
+                             "--out", str(out_file))
+    assert code == 2 and err.startswith(f"remat plan: error: {field}:") and len(err.strip().splitlines()) == 1
+    assert not out_file.exists()

@@ -39,7 +39,7 @@ import torch
 
 from remat import auto
 from remat.auto.hf import build, config_of, context_length, hf_checkpointing, set_hf_checkpointing
-from remat.auto.planning import solve_blocks
+from remat.auto.planning import AutoPlan, solve_blocks
 from remat.drop_cheap import KeptLog, cache_bytes
 from remat.errors import UsageError
 from remat.measure.peak import PeakMemory
@@ -58,12 +58,13 @@ TIMING_S = 30.0               # the timing's share of the check: two interleaved
 
 def check_small(source, layers: int = 4, seq: int | None = None, micro_batch: int = 1, fraction: float = 0.5,
                 gpu: str = "h100-80gb", seed: int = 0, repeats: int = 5, vocab: int = 1024,
-                width: int | None = WIDTH) -> list[dict]:
+                width: int | None = WIDTH, granularity: str = "block") -> list[dict]:
     """Rows of the check (module docstring): setup, policies, saved_bytes, predicted_peak_bytes,
     measured_peak_bytes, peak_error (relative), step_time_s (CPU median) of timing_samples, grads_equal,
     budget_bytes, and the instance (hidden, seq, width_divisor, experts: E after ``narrow``, None when dense).
     seq None: the shortest of ``SEQS`` at which the activations set the peak; width: narrow the blocks towards
-    this hidden size (``narrow``; None keeps the model's).
+    this hidden size (``narrow``; None keeps the model's); granularity: the plan's (remat.auto.plan), applied
+    with its kept sets when "tensor".
     Raises UsageError naming the field for bad sizes; needs transformers (UsageError("model") without)."""
     if not 0.0 <= fraction <= 1.0:
         raise UsageError("fraction", f"must be in [0, 1], got {fraction!r}")
@@ -73,7 +74,7 @@ def check_small(source, layers: int = 4, seq: int | None = None, micro_batch: in
     config, divisor = (config, 1) if width is None else narrow(config, width)
     context = context_length(config)
     for seq in ([n for n in SEQS if n <= context] or [context]) if seq is None else (seq,):
-        first, low, high = _fake_plan(config, layers, seq, micro_batch, gpu)
+        first, low, high = _fake_plan(config, layers, seq, micro_batch, gpu, granularity)
         if high > MARGIN * low:
             break
     n = len(first.policies)
@@ -84,7 +85,7 @@ def check_small(source, layers: int = 4, seq: int | None = None, micro_batch: in
     model, kwargs = built.model, built.kwargs
     result = solve_blocks(dataclasses.replace(first.problem, budget_bytes=budget), auto.find_blocks(model),
                           first.costs)
-    setups = {"none": ("none",) * n, "plan": result.policies, "hf-full": None, "auto-full": ("full",) * n}
+    setups = {"none": ("none",) * n, "plan": result, "hf-full": None, "auto-full": ("full",) * n}
     field = _experts_field(config)
     instance = {"activations_set_peak": low < high, "hidden": config.hidden_size, "seq": seq,
                 "width_divisor": divisor, "experts": None if field is None else getattr(config, field)}
@@ -97,13 +98,13 @@ def check_small(source, layers: int = 4, seq: int | None = None, micro_batch: in
     return rows
 
 
-def _fake_plan(config, layers: int, seq: int, micro_batch: int, gpu: str):
+def _fake_plan(config, layers: int, seq: int, micro_batch: int, gpu: str, granularity: str = "block"):
     """The instance planned under fake tensors at no budget: (AutoPlan, predicted peak of every block full, of
     none) in bytes."""
     fake = build(config, "fake", layers=layers, seq=seq, micro_batch=micro_batch)   # planned without memory
     with fake.mode:
         first = auto.plan(fake.model, (), fake.kwargs, budget=2**62, gpu=gpu, choices=CHOICES,
-                          optimizer_state_bytes=0)
+                          optimizer_state_bytes=0, granularity=granularity)
     n = len(first.policies)
     low = plan_from_policies(first.problem, ["full"] * n).peak_bytes
     high = plan_from_policies(first.problem, ["none"] * n).peak_bytes
@@ -159,12 +160,22 @@ def _rows(model, kwargs, setups: dict, problem, seed: int, instance: dict) -> tu
         step_s = time.perf_counter() - start if step_s is None else step_s
         grads = row.pop("grads")
         reference = grads if reference is None else reference
-        predicted = None if policies is None else plan_from_policies(problem, policies).peak_bytes
-        rows.append({"setup": name, "policies": "hf gradient checkpointing" if policies is None else
-                     ",".join(policies), "predicted_peak_bytes": predicted, **row,
+        predicted, label = _predicted(problem, policies)
+        rows.append({"setup": name, "policies": label, "predicted_peak_bytes": predicted, **row,
                      "peak_error": None if predicted is None else predicted / row["measured_peak_bytes"] - 1,
                      "grads_equal": all(torch.equal(a, b) for a, b in zip(grads, reference)), **instance})
     return rows, step_s
+
+
+def _predicted(problem, setup) -> tuple[int | None, str]:
+    """(predicted peak bytes, a label) of a setup: policies per block, an AutoPlan (a tensor plan's kept sets
+    named), or None (transformers' own gradient checkpointing: no prediction)."""
+    if setup is None:
+        return None, "hf gradient checkpointing"
+    if isinstance(setup, AutoPlan):
+        kept = sum(k is not None for k in setup.kept_sets)
+        return setup.plan.peak_bytes, ",".join(setup.policies) + (f" ({kept} blocks keep op sets)" if kept else "")
+    return plan_from_policies(problem, setup).peak_bytes, ",".join(setup)
 
 
 def _times(model, kwargs, setups: dict, seed: int, repeats: int, rounds: int) -> dict:
@@ -201,7 +212,7 @@ def _configure(model, name: str, policies) -> None:
     if name == "hf-full":
         set_hf_checkpointing(model, True)
     elif policies is not None:
-        auto.apply(model, list(policies))
+        auto.apply(model, policies if isinstance(policies, AutoPlan) else list(policies))
 
 
 def _measure(model, kwargs, seed: int) -> dict:

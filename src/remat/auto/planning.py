@@ -236,7 +236,7 @@ def block_rows(result: AutoPlan) -> list[dict]:
     return rows
 
 
-def _kept_lines(result: AutoPlan) -> list[str]:
+def kept_lines(result: AutoPlan) -> list[str]:
     """Per block with a tensor plan's kept set: what the selective-checkpoint cache keeps (ops, bytes) and what
     the recompute re-runs (ops, seconds); blocks with equal kept sets merged."""
     lines, seen = [], {}
@@ -274,7 +274,7 @@ def to_text(result: AutoPlan) -> str:
     for name, base in result.baselines.items():
         lines.append(f"  {name}: peak {format_bytes(base['peak_bytes'])}, step {base['step_time_s'] * 1e3:.2f} "
                      f"ms{'' if base['feasible'] else ' (over budget)'}")
-    lines += _kept_lines(result)
+    lines += kept_lines(result)
     lines += [f"note: {note}" for note in result.notes]
     if result.skipped:
         lines.append(f"not planned (other block containers; pass blocks= a list to plan them too): "

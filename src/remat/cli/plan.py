@@ -98,6 +98,11 @@ def _search_args(p) -> None:
     """`remat plan`'s arguments: what the search may use, calibration, baselines."""
     p.add_argument("--policies", default="none,selective,full,offload",
                    help="policies the plan may use (comma-separated; default all four)")
+    p.add_argument("--granularity", choices=["block", "tensor"], default="block",
+                   help="block (default): one policy per layer; tensor: also, per block, which op outputs the "
+                        "selective checkpoint keeps (the exact Pareto frontier of bytes against recompute time; "
+                        "a transformers model only: --hf; output md or json, whose torch_policy torch applies "
+                        "alone)")
     p.add_argument("--calibrate", action="store_true",
                    help="measure per-layer forward/backward time on this machine instead of the roofline model")
     p.add_argument("--no-baselines", action="store_true", help="skip the baselines")

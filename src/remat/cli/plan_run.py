@@ -13,7 +13,7 @@ from pathlib import Path
 from remat import auto, planner  # planner.plan_model looked up when called: a test replaces it
 from remat.auto.check import check_small
 from remat.auto.hf import available, build, config_of, context_length, per_layer_mask_terms
-from remat.auto.planning import shard_state
+from remat.auto.planning import kept_lines, shard_state
 from remat.errors import InfeasibleError, UsageError
 from remat.io import write_text
 from remat.models.hf_config import SUPPORTED, read_json_object
@@ -37,6 +37,9 @@ def run_plan(args) -> int:
     if _use_hf(args):
         _emit(args, _with_check(args, _hf_plan_text(args)))
         return 0
+    if args.granularity != "block":
+        raise UsageError("--granularity", "tensor plans measure each block's ops: they need a transformers model "
+                                          "(--hf, or a config.json transformers reads)")
     gpu_overrides = {
         "peak_flops": args.peak_tflops * 1e12 if args.peak_tflops else None,
         "achievable": args.achievable,
@@ -113,6 +116,9 @@ def _hf_plan_text(args) -> str:
         raise UsageError("--policies", f"unknown policy {unknown[0]!r} (known: {', '.join(POLICIES)})")
     if args.zero and args.dp == 1:
         raise UsageError("--zero", "shards the model state over --dp ranks: give --dp > 1")
+    if args.granularity == "tensor" and args.format not in ("md", "json"):
+        raise UsageError("--format", f"{args.format} cannot say which op outputs a block keeps: a tensor plan is "
+                                     "written as md or json (its torch_policy: op -> CheckpointPolicy per block)")
     budget = None if args.memory is None else parse_bytes(args.memory, "--memory")
     try:
         built, itemsize, result = _hf_run(args, budget, choices)
@@ -140,7 +146,10 @@ def _hf_plan_text(args) -> str:
     _warn_budget_above_gpu(args)
     if args.format == "json":
         return json.dumps(result.to_json(), indent=2, default=str)
-    return planner.render_plan(result.problem, result.plan, result.baselines, args.format)
+    text = planner.render_plan(result.problem, result.plan, result.baselines, args.format)
+    kept = kept_lines(result)
+    return text if not kept else "\n".join([text, "", "## Op outputs kept per block (tensor plan)", "",
+                                             *[f"- {line}" for line in kept]])
 
 
 def _transformers_notes(built, itemsize: int) -> list[str]:
@@ -165,7 +174,7 @@ def _hf_run(args, budget: int | None, choices: tuple, seq: int | None = None):
         result = auto.plan(built.model, (), built.kwargs, budget=budget, gpu=args.gpu, choices=choices,
                            reserve=parse_bytes(args.reserve, "--reserve"), regime=regime_of(args, itemsize),
                            dp=args.dp, zero=args.zero, host_memory=None if args.host_memory is None else
-                           parse_bytes(args.host_memory, "--host-memory"))
+                           parse_bytes(args.host_memory, "--host-memory"), granularity=args.granularity)
     return built, itemsize, result
 
 
@@ -198,7 +207,8 @@ def _with_check(args, text: str) -> str:
     under "check" in the plan's JSON object (one document)."""
     if not args.check_small:
         return text
-    rows = check_small(args.model, layers=args.check_layers, seq=args.check_seq, gpu=args.gpu)
+    rows = check_small(args.model, layers=args.check_layers, seq=args.check_seq, gpu=args.gpu,
+                       granularity=args.granularity)
     if args.format == "json":
         return json.dumps({**json.loads(text), "check": rows}, indent=2, default=str) + "\n"
     return text + _check_markdown(args, rows)

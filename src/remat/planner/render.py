@@ -95,20 +95,32 @@ _WHY = {
 _WHY_OP_LEVEL = "keeps matmul and attention outputs; recomputes normalisation and pointwise ops in backward"
 
 
+_WHY_KEPT_SET = ("keeps the op outputs its kept set names (below); recomputes the block's other ops in backward "
+                 "(a tensor plan)")
+
+
 def _why_rows(problem: Problem, plan: Plan) -> list[str]:
+    """One row per option the plan uses (a tensor plan's kept sets each their own), in POLICIES order."""
     rows = ["| policy | layers | bytes saved per layer (vs none) | extra seconds per layer | why |",
             "|---|---|---|---|---|"]
-    for policy in POLICIES:
-        idx = [layer.index for layer, p in zip(problem.layers, plan.policies) if p == policy]
-        if not idx:
-            continue
+    chosen = [layer.options[c] for layer, c in zip(problem.layers, plan.choices)]
+    for key in sorted({o.key for o in chosen}, key=lambda k: (POLICIES.index(k[0]), len(k[1]), k[1])):
+        idx = [layer.index for layer, o in zip(problem.layers, chosen) if o.key == key]
         layer = problem.layers[idx[0]]
-        none, this = layer.option("none"), layer.option(policy)
+        none, this = layer.option("none"), layer.option(*key)
         saved = format_bytes(none.stored_bytes - this.stored_bytes) if none else "—"
         extra = f"{this.time_s - none.time_s:.4g} s" if none else "—"
-        why = _WHY_OP_LEVEL if policy == "selective" and problem.meta.get("selective") == "op-level" else _WHY[policy]
-        rows.append(f"| {policy} | {_ranges(idx)} | {saved} | {extra} | {why} |")
+        op_level = key[0] == "selective" and problem.meta.get("selective") == "op-level"
+        why = _WHY_KEPT_SET if key[1] else _WHY_OP_LEVEL if op_level else _WHY[key[0]]
+        label = f"{key[0]} ({key[1]})" if key[1] else key[0]
+        rows.append(f"| {label} | {_ranges(idx)} | {saved} | {extra} | {why} |")
     return rows
+
+
+def tensor_plan(problem: Problem, plan: Plan) -> bool:
+    """Whether ``plan`` uses a tensor plan's kept sets (options with a variant): one policy name per layer then
+    does not say what to run."""
+    return any(layer.options[c].variant for layer, c in zip(problem.layers, plan.choices))
 
 
 def _baseline_rows(plan: Plan, baselines: dict[str, dict]) -> list[str]:
@@ -124,6 +136,8 @@ def _baseline_rows(plan: Plan, baselines: dict[str, dict]) -> list[str]:
 
 def _op_level_aside(problem: Problem, plan: Plan) -> str:
     """Why an op-level selective plan recomputes fewer matmul FLOPs than its extra time suggests."""
+    if tensor_plan(problem, plan):
+        return " (each block re-runs the ops its kept set leaves out)"
     if "selective" in plan.policies and problem.meta.get("selective") == "op-level":
         return " (op-level selective re-runs norms and pointwise ops, no matmul)"
     return ""
@@ -215,7 +229,12 @@ def how_to_apply(problem: Problem, plan: Plan) -> dict:
     if pp > 1:
         notes.append(f"The per-layer list covers the {len(policies)} layers of the first pipeline stage, the most "
                      "loaded one; later stages hold fewer micro-batches and fit with the same or less recompute.")
-    if "selective" in policies and meta.get("selective") == "op-level":
+    kept = tensor_plan(problem, plan)
+    if kept:
+        notes.append("A tensor plan: each selective block keeps its own set of op outputs (listed per block), "
+                     "applied by auto.apply(model, result); torch alone applies the JSON's torch_policy (op -> "
+                     "CheckpointPolicy per block) through create_selective_checkpoint_contexts.")
+    elif "selective" in policies and meta.get("selective") == "op-level":
         notes.append("selective here is op-level (torch selective checkpointing: matmul and attention outputs "
                      "kept, pointwise and normalisation recomputed), as remat.auto applies it; "
                      "Megatron-LM's --recompute-granularity selective recomputes core attention instead.")
@@ -231,7 +250,8 @@ def how_to_apply(problem: Problem, plan: Plan) -> dict:
                  *meta.get("auto_call", [f"result = auto.plan(model, example_args, {budget}, {gpu})  # budget in "
                                          "bytes"]),
                  "auto.apply(model, result)",
-                 f"auto.apply(model, {python_list(policies)})  # or this plan, one policy per block"],
+                 *([] if kept else [f"auto.apply(model, {python_list(policies)})  # or this plan, one policy per "
+                                    "block"])],
         "runtime_spec": spec if own else None,
         "runtime": f'remat.policies.apply_plan(model, "{spec}")' if own else None,
         "megatron": {"flags": flags, "command": " ".join(flags) if flags is not None else None,
@@ -244,8 +264,10 @@ def how_to_apply(problem: Problem, plan: Plan) -> dict:
 def _apply_lines(apply: dict) -> list[str]:
     """Markdown of ``how_to_apply``: code blocks for remat.auto, remat.policies and the Megatron-LM flags."""
     mega = apply["megatron"]
-    lines = ["PyTorch / HuggingFace (remat.auto plans and applies on the live model; or apply this plan, one "
-             "policy per block):", "", "```python", *apply["auto"], "```", ""]
+    listed = any("one policy per block" in line for line in apply["auto"])
+    lines = ["PyTorch / HuggingFace (remat.auto plans and applies on the live model"
+             + ("; or apply this plan, one policy per block" if listed else "") + "):", "", "```python",
+             *apply["auto"], "```", ""]
     if apply["runtime"] is not None:
         lines += ["remat's own models (``model.layers``):", "", "```python", "import remat.policies",
                   apply["runtime"], "```", ""]
