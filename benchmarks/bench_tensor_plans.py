@@ -9,9 +9,9 @@ Part 1, solve time (target ≤ 5 s): 80 blocks of 30 saved tensors each — the 
 cases: 80 identical blocks (a transformer: one frontier) and 80 different blocks (each its own sizes and
 seconds, drawn with a fixed seed from a few tensor sizes as real blocks have).
 
-Part 2, three models, one training step each (loss = output sum; no optimizer, so optimizer_state_bytes=0),
-torch at one thread, measured by remat.measure.peak.PeakMemory (torch's MemTracker) in this process:
-a 12-layer pre-norm transformer (d = 256, s = 256, b = 4), a tiny HF Llama (8 layers, hidden 256, s = 256, b = 4;
+Part 2, the pipeline's planner-tensor experiment (remat.experiments.tensor_plans) at its defaults: three models,
+one training step each (loss = output sum; no optimizer, so optimizer_state_bytes=0), torch at one thread,
+measured by remat.measure.peak.PeakMemory (torch's MemTracker) in this process: a 12-layer pre-norm transformer (d = 256, s = 256, b = 4), a tiny HF Llama (8 layers, hidden 256, s = 256, b = 4;
 needs transformers) and a conv net (8 residual conv–GroupNorm blocks, 64 channels, 64×64, b = 8). Ten budgets
 from the every-block-full peak to the no-recompute peak, evenly spaced; per budget the tensor plan and the
 per-block plan: predicted peak and step time, measured peak, whether gradients are bitwise the plain model's.
@@ -21,15 +21,10 @@ torch.compile's activation_memory_budget is not run here (not built yet: see the
 from __future__ import annotations
 
 import argparse
-import copy
 import random
 import time
 
-import torch
-
-from remat import auto
-from remat.measure.peak import PeakMemory
-from remat.models.toys import BlockNet, ConvBlock, TransformerBlock
+from remat.experiments.tensor_plans import TensorParams, tensor_plans
 from remat.planner import keepsets
 from remat.planner.problem import Layer, Option, Problem, plan_from_policies
 from remat.planner.solve import solve
@@ -76,57 +71,24 @@ def solve_time() -> None:
     print(f"80 blocks × 30 tensors: worst solve {worst:.2f} s (target ≤ 5 s)")
 
 
-def models() -> list:
-    """(name, model, inputs, loss_fn) of the three models (module docstring)."""
-    torch.manual_seed(0)
-    out = [("transformer", BlockNet(lambda: TransformerBlock(256, 4), 12, 256), (torch.randn(4, 256, 256),),
-            lambda o: o),
-           ("conv net", BlockNet(lambda: ConvBlock(64, 8), 8, 64), (torch.randn(8, 64, 64, 64),), lambda o: o)]
-    try:
-        from transformers import LlamaConfig, LlamaForCausalLM    # optional: the hf extra
-    except ImportError:
-        return out
-    config = LlamaConfig(hidden_size=256, intermediate_size=688, num_hidden_layers=8, num_attention_heads=4,
-                         num_key_value_heads=4, vocab_size=1024, max_position_embeddings=512)
-    llama = LlamaForCausalLM(config)
-    ids = torch.randint(0, 1024, (4, 256))
-    out.insert(1, ("tiny llama", llama, (ids,), lambda o: o.logits.float().sum()))
-    return out
-
-
-def _step(model, inputs, loss_fn) -> tuple[int, list]:
-    model.zero_grad(set_to_none=True)
-    with PeakMemory("cpu", model, *inputs) as mem:
-        loss_fn(model(*inputs)).backward()
-    grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
-    model.zero_grad(set_to_none=True)
-    return mem.peak_bytes, grads
-
-
-def measured(budgets: int = 10) -> None:
-    for name, model, inputs, loss_fn in models():
-        plan = lambda budget, **kw: auto.plan(model, inputs, budget=budget, loss_fn=loss_fn, optimizer_state_bytes=0,
-                                              **{"choices": ("none", "selective", "full"), **kw})
-        _, reference = _step(copy.deepcopy(model), inputs, loss_fn)
-        low = plan("1TiB", choices=("full",)).plan.peak_bytes
-        high = plan("1TiB", choices=("none",)).plan.peak_bytes
-        print(f"\n{name}: every block full {low / MiB:.1f} MiB, no recompute {high / MiB:.1f} MiB (predicted)")
+def measured(points: int = 10) -> None:
+    """Part 2: the planner-tensor experiment (remat.experiments.tensor_plans) at its default models, printed."""
+    frame = tensor_plans(TensorParams(points=points))
+    for model, rows in frame.groupby("model", sort=False):
+        if "skipped" in rows and rows["skipped"].notna().all():
+            print(f"\n{model}: skipped, {rows['skipped'].iloc[0]}")
+            continue
+        first = rows.iloc[0]
+        print(f"\n{model}: every block full {first['full_peak_bytes'] / MiB:.1f} MiB, no recompute "
+              f"{first['none_peak_bytes'] / MiB:.1f} MiB (predicted)")
         print(f"{'budget MiB':>10} {'plan':>7} {'predicted':>10} {'measured':>10} {'error B':>10} {'step ms':>9} "
               f"{'fits':>5} {'bitwise':>8} {'plan s':>7}")
-        for k in range(budgets):
-            budget = int(low + (high - low) * k / (budgets - 1))
-            for granularity in ("tensor", "block"):
-                t = time.perf_counter()
-                result = plan(budget, granularity=granularity)
-                seconds = time.perf_counter() - t
-                applied = copy.deepcopy(model)
-                auto.apply(applied, result)
-                peak, grads = _step(applied, inputs, loss_fn)
-                bitwise = all(torch.equal(a, b) for a, b in zip(reference, grads))
-                error = peak - result.plan.peak_bytes
-                print(f"{budget / MiB:>10.1f} {granularity:>7} {result.plan.peak_bytes / MiB:>10.2f} "
-                      f"{peak / MiB:>10.2f} {error:>+10d} {result.plan.step_time_s * 1e3:>9.3f} "
-                      f"{'yes' if peak <= budget else 'NO':>5} {'yes' if bitwise else 'NO':>8} {seconds:>7.2f}")
+        for r in rows.itertuples():
+            fits = "yes" if r.measured_peak_bytes <= r.budget_bytes else "NO"
+            print(f"{r.budget_bytes / MiB:>10.1f} {r.granularity:>7} {r.predicted_peak_bytes / MiB:>10.2f} "
+                  f"{r.measured_peak_bytes / MiB:>10.2f} {int(r.peak_error_bytes):>+10d} "
+                  f"{r.predicted_step_time_s * 1e3:>9.3f} {fits:>5} {'yes' if r.grads_bitwise else 'NO':>8} "
+                  f"{r.plan_s:>7.2f}")
 
 
 def main() -> None:
@@ -134,7 +96,6 @@ def main() -> None:
     parser.add_argument("--solve", action="store_true", help="only the solve-time part")
     parser.add_argument("--measured", action="store_true", help="only the measured part")
     args = parser.parse_args()
-    torch.set_num_threads(1)
     if args.solve or not args.measured:
         solve_time()
     if not args.solve:

@@ -48,6 +48,8 @@ TINY = {
         "paper": {"models": ["gpt3-175b"], "gpus": ["a100-80gb"], "sac_time_limit_s": 2},
         "frontier": {"models": ["gpt3-175b"], "points": 3, "sac_time_limit_s": 2},
         "validate": {"models": [{"layers": 4, "seq": 32, "micro_batch": 2}], "points": 2, "rounds": 1},
+        "tensor": {"models": [{"kind": "conv", "blocks": 3, "width": 8, "seq": 8, "batch": 2},
+                              {"kind": "transformer", "blocks": 3, "width": 32, "seq": 16, "batch": 2}], "points": 3},
     },
 }
 

@@ -49,3 +49,22 @@ def test_paper_rows_state_their_settings():
     assert (row["weight_bytes"], row["grad_bytes"], row["optimizer_bytes"]) == (2, 4, 12)
     assert (row["reserve_bytes"], row["host_limit_bytes"]) == (2 * GiB, 256 * GiB)
     assert (row["budget_bytes"], row["layers_per_gpu"], row["sac_time_limit_s"]) == (81920 * 2**20, 12, 2.0)
+
+
+@pytest.mark.parametrize("params, field", [({"gpu": "v100"}, "planner.tensor.gpu"),
+                                           ({"points": 1}, "planner.tensor.points"),
+                                           ({"models": [{"kind": "rnn"}]}, "planner.tensor.models.kind")])
+def test_tensor_plan_parameters_name_their_field(params, field):
+    with pytest.raises(UsageError) as err:
+        load("planner-tensor", params)
+    assert err.value.field == field
+
+
+def test_tensor_plan_rows_are_measured_as_predicted():
+    """A small conv net (its blocks end in a ReLU that saves the next block's input) at three budgets: one tensor
+    and one per-block row each, peak measured as predicted, within the budget, gradients bitwise."""
+    from remat.experiments.tensor_plans import TensorModel, TensorParams, tensor_plans
+    frame = tensor_plans(TensorParams(models=[TensorModel("conv", 3, 8, 8, 2)], points=3))
+    assert list(frame["granularity"]) == ["tensor", "block"] * 3
+    assert (frame["measured_peak_bytes"] == frame["predicted_peak_bytes"]).all()
+    assert (frame["measured_peak_bytes"] <= frame["budget_bytes"]).all() and frame["grads_bitwise"].all()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from remat.analysis import planner
+from remat.analysis import planner, planner_tensor
 from remat.analysis.findings import DIFFERS, INVALID, MEASURED, NOT_MEASURED, REPRODUCED, Findings
 from remat.paper import PAPER_TABLE5_S
 
@@ -124,3 +124,33 @@ def test_missing_tables_are_not_measured(tmp_path):
     assert F["validate.plans"].reason == "snakemake results/planner/validate/cpu.csv"
     assert (F["table5"].reason, F["table5"].paper) == ("snakemake results/korthikanti/table5.csv", "29–32 %")
     assert set(F) == set(planner.CLAIMS)
+
+
+def tensor_rows():
+    """Model a at two budgets (tensor and block plans), model b skipped. Hand values: the tensor plan at budget 200
+    is 25 % faster (1.0 vs 1.25 ms) and measured 8 bytes over its prediction and over its budget; at budget 100
+    both plans tie; one block plan gave gradients that are not bitwise; a's tensor peaks rise with the budget and
+    its steps fall (monotone)."""
+    base = dict(model="a", kind="conv", device="cpu", plan_s=0.5, skipped=None)
+    rows = [dict(point=0, budget_bytes=100, granularity="tensor", predicted_peak_bytes=90, measured_peak_bytes=90,
+                 predicted_step_time_s=2e-3, kept_blocks=0, grads_bitwise=True),
+            dict(point=0, budget_bytes=100, granularity="block", predicted_peak_bytes=90, measured_peak_bytes=90,
+                 predicted_step_time_s=2e-3, kept_blocks=0, grads_bitwise=False),
+            dict(point=1, budget_bytes=200, granularity="tensor", predicted_peak_bytes=195, measured_peak_bytes=203,
+                 predicted_step_time_s=1e-3, kept_blocks=2, grads_bitwise=True, plan_s=1.5),
+            dict(point=1, budget_bytes=200, granularity="block", predicted_peak_bytes=150, measured_peak_bytes=150,
+                 predicted_step_time_s=1.25e-3, kept_blocks=0, grads_bitwise=True)]
+    return [{**base, **r} for r in rows] + [dict(model="b", kind="llama", device="cpu", skipped="needs transformers")]
+
+
+def test_tensor_plan_findings_and_table(tmp_path):
+    write(tmp_path, "planner/tensor/cpu.csv", tensor_rows())
+    F = found(tmp_path)
+    values = {k: F[f"tensor.{k}"].value for k in ("models", "skipped", "points", "plans", "fit", "exact", "error",
+                                                   "bitwise", "monotone", "kept", "slower", "plan_s")}
+    assert values == {"models": 1, "skipped": 1, "points": 2, "plans": 4, "fit": 3, "exact": 3, "error": 8,
+                      "bitwise": 3, "monotone": 1, "kept": 1, "slower": 0, "plan_s": 1.5}
+    assert (F["tensor.gain"].ours, F["tensor.gain.where"].ours) == ("25.0%", "a, budget 0.0 MiB")
+    assert F["tensor.skipped"].ours == "b: needs transformers" and F["tensor.device"].where == "CPU"
+    shown = planner_tensor.tensor_display(planner_tensor.table(tmp_path))
+    assert list(shown["gain"]) == ["0.0%", "+25.0%"] and list(shown["bitwise"]) == ["NO", "yes"]

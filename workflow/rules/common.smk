@@ -91,5 +91,6 @@ def all_targets():
     tables makes a GPU config run its sweeps even where CPU reports already exist."""
     device_tables = expand("results/sweeps/{sweep}/{device}.csv", sweep=SWEEPS, device=config["device"])
     device_tables += expand("results/offload/{device}/breakeven.csv", device=config["device"])
-    device_tables += [f"results/chen/speed/{config['device']}.csv", f"results/planner/validate/{config['device']}.csv"]
+    device_tables += [f"results/chen/speed/{config['device']}.csv", f"results/planner/validate/{config['device']}.csv",
+                      f"results/planner/tensor/{config['device']}.csv"]
     return expand("reports/{name}.html", name=config["reports"]) + ["reports/index.html"] + device_tables

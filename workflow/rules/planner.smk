@@ -1,6 +1,7 @@
 # Planner: exact per-layer policies (none / selective / full / offload) for the paper's models on 80 GB GPUs,
 # the Pareto frontier against the baselines (incl. torch's sac_milp), and plans applied to tiny models on
-# config.device and measured: one table per device (results/planner/validate/<device>.csv).
+# config.device and measured: one table per device (results/planner/validate/<device>.csv); tensor plans (per block,
+# the op outputs kept) beside per-block plans, applied and measured (results/planner/tensor/<device>.csv).
 
 
 rule planner_plans:
@@ -38,6 +39,25 @@ rule planner_validate:
         TORCH_ENV
     shell:
         "remat experiment planner-validate --params {params.p} --out {output} > {log} 2>&1"
+
+
+rule planner_tensor:
+    output:
+        "results/planner/tensor/{device}.csv",
+    wildcard_constraints:
+        device=config["device"],
+    params:
+        p=lambda wc: params_json("planner", "tensor", device=wc.device),
+    resources:
+        gpu=lambda wc: int(wc.device == "cuda"),
+    log:
+        "logs/planner/tensor/{device}.log",
+    benchmark:
+        bench("planner_tensor", "device"),
+    conda:
+        TORCH_ENV
+    shell:
+        "remat experiment planner-tensor --params {params.p} --out {output} > {log} 2>&1"
 
 
 rule planner_figure:

@@ -48,6 +48,7 @@ DEVICE_TABLES: dict[str, str] = {
     **{f"sweeps.{s}": f"sweeps/{s}/{{device}}.csv" for s in SWEEPS},
     **{f"offload.{t}": f"offload/{{device}}/{t}.csv" for t in ("bandwidth", "steps", "breakeven")},
     "planner.validate": "planner/validate/{device}.csv",
+    "planner.tensor": "planner/tensor/{device}.csv",
 }
 """Tables made once per device: id -> path under results/ with ``{device}``."""
 

@@ -11,7 +11,7 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from remat.analysis import catalog, gates
+from remat.analysis import catalog, gates, planner_tensor
 from remat.analysis.findings import Finding, judge, not_measured, within_abs
 from remat.analysis.tolerances import PLANNER_TABLE5_PP
 from remat.paper import KORTHIKANTI, PAPER_GPU, PAPER_TABLE5_GAIN_PCT, PaperValue
@@ -57,6 +57,7 @@ CLAIMS = {  # every finding id of the report: its claim
     "table5.saved": "Seconds saved per iteration, as a multiple of the paper's",
     "table5.share": "Predicted SP + selective times as a share of the paper's",
     "table5.achievable": "Achievable fraction of peak FLOP/s assumed",
+    **planner_tensor.CLAIMS,
 }
 
 
@@ -291,7 +292,8 @@ def findings(root=".") -> list[Finding]:
     """Every finding (CLAIMS) from the tables under ``root``; an absent table gives "not measured" ones."""
     out, read = [], lambda table: lambda: catalog.read(table, root=root)
     groups = (("paper.", _paper, read("planner.paper")), ("frontier.", _frontier, read("planner.frontier")),
-              ("validate.", _validate, lambda: validation(root)), ("table5", _table5, read("korthikanti.table5")))
+              ("validate.", _validate, lambda: validation(root)), ("table5", _table5, read("korthikanti.table5")),
+              ("tensor.", planner_tensor.findings, lambda: planner_tensor.table(root)))
     for prefix, make, frame in groups:
         try:
             out += make(frame())

@@ -44,6 +44,7 @@ REGISTRY: dict[str, str] = {
     "planner-paper": "remat.experiments.planner:paper_plans",
     "planner-frontier": "remat.experiments.planner:frontier",
     "planner-validate": "remat.experiments.planner:validate",
+    "planner-tensor": "remat.experiments.tensor_plans:tensor_plans",
 }
 
 
