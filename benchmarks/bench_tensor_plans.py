@@ -11,11 +11,12 @@ seconds, drawn with a fixed seed from a few tensor sizes as real blocks have).
 
 Part 2, the pipeline's planner-tensor experiment (remat.experiments.tensor_plans) at its defaults: three models,
 one training step each (loss = output sum; no optimizer, so optimizer_state_bytes=0), torch at one thread,
-measured by remat.measure.peak.PeakMemory (torch's MemTracker) in this process: a 12-layer pre-norm transformer (d = 256, s = 256, b = 4), a tiny HF Llama (8 layers, hidden 256, s = 256, b = 4;
-needs transformers) and a conv net (8 residual conv–GroupNorm blocks, 64 channels, 64×64, b = 8). Ten budgets
-from the every-block-full peak to the no-recompute peak, evenly spaced; per budget the tensor plan and the
-per-block plan: predicted peak and step time, measured peak, whether gradients are bitwise the plain model's.
-torch.compile's activation_memory_budget is not run here (not built yet: see the issue's note).
+measured by remat.measure.peak.PeakMemory (torch's MemTracker) in this process: a 12-layer pre-norm transformer
+(d = 256, s = 256, b = 4), a tiny HF Llama (8 layers, hidden 256, s = 256, b = 4; needs transformers) and a conv
+net (8 residual conv–GroupNorm blocks, 64 channels, 64×64, b = 8). Ten budgets from the every-block-full peak to
+the no-recompute peak, evenly spaced; per budget the tensor plan and the per-block plan: predicted peak and step
+time, measured peak, whether gradients are bitwise the plain model's. torch.compile's activation_memory_budget is
+not run here (not built yet: issue 28).
 """
 
 from __future__ import annotations

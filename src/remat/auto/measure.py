@@ -117,6 +117,7 @@ class ModelCosts:
     dtype: str
     notes: tuple = ()         # how the model was run (remat.auto.hf.CACHE_OFF)
     head_grad_bytes: int = 0  # gradients made before the blocks' backward (of the parameters used after them)
+    loose_bytes: int = 0      # block inputs needing no gradient a checkpoint keeps (boundaries.loose_shared)
 
 
 def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, gpu, loss_fn=None,
@@ -160,7 +161,7 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
     held = whole["live_last"] - whole["params"] - headed - sum(b.costs["none"].stored_bytes for b in block_costs)
     return ModelCosts(
         blocks=tuple(block_costs), params_bytes=whole["params"], trainable_bytes=_grad_bytes(model),
-        param_count=whole["param_count"], held_bytes=held + loose,
+        param_count=whole["param_count"], held_bytes=held, loose_bytes=loose,
         floor_bytes=max(0, whole["peak_head"] - whole["live_last"]) + headed,
         end_bytes=0 if whole["peak_end"] is None else whole["peak_end"] - whole["params"] - held,
         outside_time_s=max(0.0, outside_s), dtype=dtype, notes=notes, head_grad_bytes=whole["head_grads"])

@@ -11,7 +11,7 @@ last block to the first), with what was measured:
 * fixed = parameters and buffers + optimizer state (default: Adam's two moments in the parameters' dtype,
   torch.optim.Adam/AdamW; ``optimizer_state_bytes`` to change it) + ``held`` (measured: what stays live outside
   the blocks while they run backward — inputs, the embedding's saved tensors,
-  the head's gradients);
+  the head's gradients) + the block inputs without gradient a checkpoint keeps (``LOOSE``);
 * stored_i = the block's saved bytes under its policy; floor = the head's forward, loss and backward;
 * transient_i = the block's measured backward workspace under its policy + the gradients of the blocks after
   it (made already); for the first block also the end of the step (the embedding's backward, every
@@ -98,6 +98,12 @@ class AutoPlan:
                 "notes": list(self.notes), **({"torch_policy": policies} if policies else {})}
 
 
+LOOSE = "inputs without gradient a checkpoint keeps (measured)"
+"""The fixed part of remat.auto.boundaries.loose_shared: position ids and the like, which the plain step frees
+after the forward but a checkpoint keeps to its backward; held whatever the plan (over for a plan of none and
+offload only)."""
+
+
 def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimizer_state_bytes: int | None = None,
                   host_limit_bytes: int | None = None, meta: dict | None = None, reserve_bytes: int = 0,
                   regime: Regime | None = None, dp: int = 1, zero: int = 0) -> Problem:
@@ -131,6 +137,8 @@ def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimi
                                   offload_bytes=c.offload_bytes, variant=variant))
         layers.append(Layer(i, tuple(options), block.name))
     fixed["held outside the blocks (measured)"] = max(0, held)
+    if costs.loose_bytes:
+        fixed[LOOSE] = costs.loose_bytes
     if reserve_bytes:
         fixed["workspace reserve"] = reserve_bytes
     return Problem(tuple(layers), fixed, budget_bytes, host_limit_bytes, fixed_time_s=costs.outside_time_s,

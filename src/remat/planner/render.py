@@ -225,23 +225,7 @@ def how_to_apply(problem: Problem, plan: Plan) -> dict:
     if m > 1:
         scope += (f"; with an interleaved schedule (m = {m}) Megatron-LM's block counts the first N layers of "
                   "each model chunk, not of the GPU's layers in forward order")
-    notes = list(meta.get("notes", ()))     # the path's own caveats (remat.cli.plan_run: transformers' model)
-    if pp > 1:
-        notes.append(f"The per-layer list covers the {len(policies)} layers of the first pipeline stage, the most "
-                     "loaded one; later stages hold fewer micro-batches and fit with the same or less recompute.")
     kept = tensor_plan(problem, plan)
-    if kept:
-        notes.append("A tensor plan: each selective block keeps its own set of op outputs (listed per block), "
-                     "applied by auto.apply(model, result); torch alone applies the JSON's torch_policy (op -> "
-                     "CheckpointPolicy per block) through create_selective_checkpoint_contexts.")
-    elif "selective" in policies and meta.get("selective") == "op-level":
-        notes.append("selective here is op-level (torch selective checkpointing: matmul and attention outputs "
-                     "kept, pointwise and normalisation recomputed), as remat.auto applies it; "
-                     "Megatron-LM's --recompute-granularity selective recomputes core attention instead.")
-    elif "selective" in policies:
-        notes.append("remat.auto's selective is op-level (torch selective checkpointing: matmul outputs kept); "
-                     "this plan costs selective as core-attention recompute (Korthikanti §4.2.2), which is what "
-                     "remat.policies.apply_plan and Megatron-LM's --recompute-granularity selective do.")
     return {
         "layers": len(policies),
         "policies": policies,
@@ -257,8 +241,29 @@ def how_to_apply(problem: Problem, plan: Plan) -> dict:
         "megatron": {"flags": flags, "command": " ".join(flags) if flags is not None else None,
                      "why_not": why_not, "scope": scope, "nearest": meta.get("megatron_nearest"),
                      "source": megatron.OFFLOAD_SOURCE if "offload" in policies else megatron.RECOMPUTE_SOURCE},
-        "notes": notes,
+        "notes": _apply_notes(meta, policies, pp, kept),
     }
+
+
+def _apply_notes(meta: dict, policies: list, pp: int, kept: bool) -> list[str]:
+    """``how_to_apply``'s caveats a user must know (sentences)."""
+    notes = list(meta.get("notes", ()))     # the path's own caveats (remat.cli.plan_run: transformers' model)
+    if pp > 1:
+        notes.append(f"The per-layer list covers the {len(policies)} layers of the first pipeline stage, the most "
+                     "loaded one; later stages hold fewer micro-batches and fit with the same or less recompute.")
+    if kept:
+        notes.append("A tensor plan: each selective block keeps its own set of op outputs (listed per block), "
+                     "applied by auto.apply(model, result); torch alone applies the JSON's torch_policy (op -> "
+                     "CheckpointPolicy per block) through create_selective_checkpoint_contexts.")
+    elif "selective" in policies and meta.get("selective") == "op-level":
+        notes.append("selective here is op-level (torch selective checkpointing: matmul and attention outputs "
+                     "kept, pointwise and normalisation recomputed), as remat.auto applies it; "
+                     "Megatron-LM's --recompute-granularity selective recomputes core attention instead.")
+    elif "selective" in policies:
+        notes.append("remat.auto's selective is op-level (torch selective checkpointing: matmul outputs kept); "
+                     "this plan costs selective as core-attention recompute (Korthikanti §4.2.2), which is what "
+                     "remat.policies.apply_plan and Megatron-LM's --recompute-granularity selective do.")
+    return notes
 
 
 def _apply_lines(apply: dict) -> list[str]:
