@@ -1,0 +1,153 @@
+"""torch.compile's activation_memory_budget beside remat's tensor plans, on this CPU: peak and step time per point.
+
+    python benchmarks/bench_compile_budget.py            # the planner-tensor experiment's three models
+    python benchmarks/bench_compile_budget.py --small    # small instances of the same three (about 3 minutes)
+
+Per model (remat.experiments.tensor_plans.build, the pipeline's planner-tensor models), three kinds of point,
+each in a fresh process (compiled code and the allocator's state do not carry over):
+* ``compile``: torch.compile (inductor) with torch._functorch.config.activation_memory_budget = b, b from 1.0
+  (save what the min-cut partitioner would) down to 0.0 (recompute what it can);
+* ``eager tensor``: remat.auto's tensor plan (granularity="tensor") at a budget a fraction f of the way from the
+  every-block-full peak to the no-recompute peak (predicted), applied in eager;
+* ``compiled tensor``: the same plan applied, then torch.compile (remat's checkpoint hands torch the plan's
+  per-op policy; inductor's partitioner then keeps MUST_SAVE outputs and may recompute the rest).
+Each point: one step to warm up (it compiles), one step under torch.profiler (profile_memory, record_shapes,
+with_stack) whose memory timeline gives the peak — every point is measured by the profiler, eager ones too
+(MemTracker runs a compiled model eagerly, so it cannot measure compiled code; its peaks differ from the
+profiler's by what each counts) — then ``repeats`` timed steps (median). torch at one thread. Step times are
+this CPU's, not a GPU's: inductor's CPU kernels fuse pointwise ops that eager runs one by one. Run it alone.
+
+Prints per model the points, then for each compile point the fastest eager tensor plan (and compiled tensor plan)
+whose measured peak is at most compile's: their step time over compile's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch._functorch.config as functorch_config
+from torch.profiler import ProfilerActivity, profile
+from torch.profiler._memory_profiler import Action
+
+from remat import auto
+from remat.experiments.tensor_plans import TensorModel, TensorParams, build
+from remat.units import MiB
+
+BUDGETS = (1.0, 0.8, 0.6, 0.4, 0.2, 0.0)
+FRACTIONS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+SMALL = [TensorModel("transformer", 4, 128, 128, 2), TensorModel("llama", 4, 128, 128, 2),
+         TensorModel("conv", 4, 32, 32, 4)]
+
+
+def profiled_peak(step) -> int:
+    """The most bytes alive during ``step()``, from torch.profiler's memory timeline (tensors existing before the
+    step included)."""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
+        step()
+    live = peak = 0
+    for _, action, _, nbytes in prof._memory_profile().timeline:
+        if action in (Action.PREEXISTING, Action.CREATE):
+            live += nbytes
+        elif action == Action.DESTROY:
+            live -= nbytes
+        peak = max(peak, live)
+    return peak
+
+
+def point(spec: TensorModel, mode: str, value: float, repeats: int) -> dict:
+    """One point (module docstring), in this process."""
+    torch.set_num_threads(1)
+    model, inputs, loss_fn = build(spec, "cpu")
+    out = {"model": spec.kind, "mode": mode, "value": value}
+    if mode == "compile":
+        functorch_config.activation_memory_budget = value
+        run = torch.compile(model)
+    else:
+        plan = lambda budget, **kw: auto.plan(model, inputs, budget=budget, loss_fn=loss_fn, optimizer_state_bytes=0,
+                                              **kw)
+        low, high = (plan(2**62, choices=(c,)).plan.peak_bytes for c in ("full", "none"))
+        result = plan(int(low + value * (high - low)), choices=("none", "selective", "full"), granularity="tensor")
+        run = copy.deepcopy(model)
+        auto.apply(run, result)
+        out.update(predicted_peak=result.plan.peak_bytes, kept=sum(k is not None for k in result.kept_sets))
+        run = torch.compile(run) if mode == "compiled tensor" else run
+
+    def step():
+        loss_fn(run(*inputs)).backward()
+        for p in run.parameters():
+            p.grad = None
+    start = time.perf_counter()
+    step()
+    out["first_step_s"] = time.perf_counter() - start
+    out["peak"] = profiled_peak(step)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    out["step_s"] = statistics.median(times)
+    return out
+
+
+def _fresh(spec: TensorModel, mode: str, value: float, repeats: int) -> dict:
+    arg = json.dumps({"spec": vars(spec), "mode": mode, "value": value, "repeats": repeats})
+    proc = subprocess.run([sys.executable, __file__, "--point", arg], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    if proc.returncode:
+        return {"model": spec.kind, "mode": mode, "value": value, "error": proc.stderr.strip().splitlines()[-1]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _report(rows: list[dict]) -> None:
+    print(f"{'mode':>16} {'b or f':>6} {'peak MiB':>9} {'step ms':>9} {'first s':>8} {'predicted MiB':>14}")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['mode']:>16} {r['value']:>6.2f}  failed: {r['error']}")
+            continue
+        predicted = f"{r['predicted_peak'] / MiB:>14.2f}" if "predicted_peak" in r else f"{'':>14}"
+        print(f"{r['mode']:>16} {r['value']:>6.2f} {r['peak'] / MiB:>9.2f} {r['step_s'] * 1e3:>9.1f} "
+              f"{r['first_step_s']:>8.1f} {predicted}")
+    ok = [r for r in rows if "error" not in r]
+    for r in (r for r in ok if r["mode"] == "compile"):
+        line = f"  compile b = {r['value']:.1f} ({r['peak'] / MiB:.1f} MiB, {r['step_s'] * 1e3:.1f} ms):"
+        for mode in ("eager tensor", "compiled tensor"):
+            fits = [x for x in ok if x["mode"] == mode and x["peak"] <= r["peak"]]
+            best = min(fits, key=lambda x: x["step_s"], default=None)
+            line += (f" {mode} at or below its peak: none reaches it;" if best is None else
+                     f" {mode} f = {best['value']:.1f} {best['peak'] / MiB:.1f} MiB, "
+                     f"{best['step_s'] / r['step_s'] - 1:+.1%};")
+        print(line)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small", action="store_true", help="small instances of the three models")
+    parser.add_argument("--repeats", type=int, default=5, help="timed steps per point (median)")
+    parser.add_argument("--point", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.point:
+        p = json.loads(args.point)
+        print(json.dumps(point(TensorModel(**p["spec"]), p["mode"], p["value"], p["repeats"])))
+        return
+    load = os.getloadavg()[0]
+    specs = SMALL if args.small else TensorParams().models
+    print(f"torch {torch.__version__}, one thread; load average {load:.2f} at the start")
+    for spec in specs:
+        print(f"\n{spec}")
+        rows = [_fresh(spec, "compile", b, args.repeats) for b in BUDGETS]
+        rows += [_fresh(spec, mode, f, args.repeats) for mode in ("eager tensor", "compiled tensor")
+                 for f in FRACTIONS]
+        _report(rows)
+    print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
+
+
+if __name__ == "__main__":
+    main()
