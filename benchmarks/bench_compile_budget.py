@@ -7,18 +7,20 @@ Per model (remat.experiments.tensor_plans.build, the pipeline's planner-tensor m
 each in a fresh process (compiled code and the allocator's state do not carry over):
 * ``compile``: torch.compile (inductor) with torch._functorch.config.activation_memory_budget = b, b from 1.0
   (save what the min-cut partitioner would) down to 0.0 (recompute what it can);
-* ``eager tensor``: remat.auto's tensor plan (granularity="tensor") at a budget a fraction f of the way from the
-  every-block-full peak to the no-recompute peak (predicted), applied in eager;
-* ``compiled tensor``: the same plan applied, then torch.compile (remat's checkpoint hands torch the plan's
+* ``eager tensor``: remat.auto's tensor plan (granularity="tensor") planned with each compile point's measured
+  peak as its budget — the comparison at equal peak — and at the every-block-full peak (how low it reaches);
+  applied in eager;
+* ``compiled tensor``: the same plans applied, then torch.compile (remat's checkpoint hands torch the plan's
   per-op policy; inductor's partitioner then keeps MUST_SAVE outputs and may recompute the rest).
 Each point: one step to warm up (it compiles), one step under torch.profiler (profile_memory, record_shapes,
 with_stack) whose memory timeline gives the peak — every point is measured by the profiler, eager ones too
-(MemTracker runs a compiled model eagerly, so it cannot measure compiled code; its peaks differ from the
-profiler's by what each counts) — then ``repeats`` timed steps (median). torch at one thread. Step times are
-this CPU's, not a GPU's: inductor's CPU kernels fuse pointwise ops that eager runs one by one. Run it alone.
+(MemTracker runs a compiled model eagerly, so it cannot measure compiled code; the profiler also sees
+allocations inside kernels, e.g. convolution scratch, so its eager peaks can exceed remat's prediction, which is
+MemTracker's accounting: both are printed) — then ``repeats`` timed steps (median). torch at one thread. Step times are this CPU's, not a GPU's:
+inductor's CPU kernels fuse pointwise ops that eager runs one by one. Run it alone.
 
-Prints per model the points, then for each compile point the fastest eager tensor plan (and compiled tensor plan)
-whose measured peak is at most compile's: their step time over compile's.
+Prints per model the points, then for each compile point the fastest eager and compiled tensor plan whose
+measured peak is at most compile's: their step time over compile's.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ from remat.experiments.tensor_plans import TensorModel, TensorParams, build
 from remat.units import MiB
 
 BUDGETS = (1.0, 0.8, 0.6, 0.4, 0.2, 0.0)
-FRACTIONS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+FULL = -1
+"""A tensor point's budget meaning: the predicted peak of every block full (the least a plan reaches)."""
 SMALL = [TensorModel("transformer", 4, 128, 128, 2), TensorModel("llama", 4, 128, 128, 2),
          TensorModel("conv", 4, 32, 32, 4)]
 
@@ -73,8 +76,8 @@ def point(spec: TensorModel, mode: str, value: float, repeats: int) -> dict:
     else:
         plan = lambda budget, **kw: auto.plan(model, inputs, budget=budget, loss_fn=loss_fn, optimizer_state_bytes=0,
                                               **kw)
-        low, high = (plan(2**62, choices=(c,)).plan.peak_bytes for c in ("full", "none"))
-        result = plan(int(low + value * (high - low)), choices=("none", "selective", "full"), granularity="tensor")
+        budget = plan(2**62, choices=("full",)).plan.peak_bytes if value == FULL else int(value)
+        result = plan(budget, choices=("none", "selective", "full"), granularity="tensor")
         run = copy.deepcopy(model)
         auto.apply(run, result)
         out.update(predicted_peak=result.plan.peak_bytes, kept=sum(k is not None for k in result.kept_sets))
@@ -106,14 +109,21 @@ def _fresh(spec: TensorModel, mode: str, value: float, repeats: int) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _setting(r: dict) -> str:
+    """A point's knob as printed: compile's budget fraction, or a tensor plan's budget (MiB, or "full")."""
+    if r["mode"] == "compile":
+        return f"b = {r['value']:.1f}"
+    return "full" if r["value"] == FULL else f"{r['value'] / MiB:.1f} MiB"
+
+
 def _report(rows: list[dict]) -> None:
-    print(f"{'mode':>16} {'b or f':>6} {'peak MiB':>9} {'step ms':>9} {'first s':>8} {'predicted MiB':>14}")
+    print(f"{'mode':>16} {'setting':>12} {'peak MiB':>9} {'step ms':>9} {'first s':>8} {'predicted MiB':>14}")
     for r in rows:
         if "error" in r:
-            print(f"{r['mode']:>16} {r['value']:>6.2f}  failed: {r['error']}")
+            print(f"{r['mode']:>16} {_setting(r):>12}  failed: {r['error']}")
             continue
         predicted = f"{r['predicted_peak'] / MiB:>14.2f}" if "predicted_peak" in r else f"{'':>14}"
-        print(f"{r['mode']:>16} {r['value']:>6.2f} {r['peak'] / MiB:>9.2f} {r['step_s'] * 1e3:>9.1f} "
+        print(f"{r['mode']:>16} {_setting(r):>12} {r['peak'] / MiB:>9.2f} {r['step_s'] * 1e3:>9.1f} "
               f"{r['first_step_s']:>8.1f} {predicted}")
     ok = [r for r in rows if "error" not in r]
     for r in (r for r in ok if r["mode"] == "compile"):
@@ -122,8 +132,7 @@ def _report(rows: list[dict]) -> None:
             fits = [x for x in ok if x["mode"] == mode and x["peak"] <= r["peak"]]
             best = min(fits, key=lambda x: x["step_s"], default=None)
             line += (f" {mode} at or below its peak: none reaches it;" if best is None else
-                     f" {mode} f = {best['value']:.1f} {best['peak'] / MiB:.1f} MiB, "
-                     f"{best['step_s'] / r['step_s'] - 1:+.1%};")
+                     f" {mode} {best['peak'] / MiB:.1f} MiB, {best['step_s'] / r['step_s'] - 1:+.1%};")
         print(line)
 
 
@@ -143,8 +152,9 @@ def main() -> None:
     for spec in specs:
         print(f"\n{spec}")
         rows = [_fresh(spec, "compile", b, args.repeats) for b in BUDGETS]
-        rows += [_fresh(spec, mode, f, args.repeats) for mode in ("eager tensor", "compiled tensor")
-                 for f in FRACTIONS]
+        budgets = [FULL, *sorted({r["peak"] for r in rows if "peak" in r})]
+        rows += [_fresh(spec, mode, b, args.repeats) for mode in ("eager tensor", "compiled tensor")
+                 for b in budgets]
         _report(rows)
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
 

@@ -19,10 +19,13 @@ What is measured, and how (nothing here is a formula of the model):
 2. **Each block alone, per policy** (its captured inputs; tensors that required grad become leaves that
    do): ``stored_bytes`` — what it keeps for backward: autograd's saved tensors (saved-tensor hooks,
    remat.measure.saved.SavedTensorLog, parameters excluded) + the selective-checkpoint cache
-   (remat.drop_cheap.KeptLog), each storage once, without the storages of inputs that need no gradient
-   (position embeddings, masks: shared by every block, counted once in ``held_bytes``); ``transient_bytes`` —
-   the peak of its backward beyond the live bytes when that backward starts (the recompute, the activation
-   gradients, its parameters' gradients); and, in a second run (the op recorder keeps every tensor alive),
+   (remat.drop_cheap.KeptLog) + under a checkpoint the inputs it keeps by keyword (its recompute closure, seen
+   by no hook), each storage once, without the storages of inputs that need no gradient (position embeddings,
+   masks: shared by every block, counted once in ``held_bytes``, or in ``loose_bytes`` when only a checkpoint
+   keeps them); ``transient_bytes`` — the peak of its backward beyond the live bytes when that backward starts
+   (the recompute, the activation gradients, its parameters' gradients; the upstream gradient made inside
+   autograd, ``_Seed``). A storage two parties keep — a block's output the next block saves, a block input a
+   stem saves, a block output a head saves — is then counted once (remat.auto.boundaries). In a second run (the op recorder keeps every tensor alive),
    its ops: forward, backward and recompute seconds by the per-op roofline (remat.timemodel.roofline) at the
    GPU's rates for the parameters' dtype, and recompute FLOPs. Blocks of one class whose parameters and
    inputs have the same shapes, dtypes and keyword structure are measured once.
