@@ -8,6 +8,7 @@ import copy
 import itertools
 import json
 import random
+from unittest import mock
 
 import pytest
 import torch
@@ -148,6 +149,16 @@ def test_a_block_running_other_ops_than_planned_is_refused():
     rates = Rates.of(gpu("h100-80gb"), 1, "float32")
     with mode, pytest.raises(RecomputeError, match="other ops than were planned"):
         measure._run_block(module, captured, "selective", rates, keep=KeptSet(names, frozenset({0})))
+
+
+def test_under_compile_a_different_op_stream_names_compile():
+    """Under torch.compile the traced ops can differ from eager's (SDPA decomposed): the refusal says so and what
+    to do, not "control flow". The policy alone, with torch.compiler.is_compiling() true (no compile run)."""
+    decide = KeptSet(("mm", "add"), frozenset({0}), "blocks.0").policy()
+    ctx = type("Ctx", (), {"is_recompute": False})()
+    with mock.patch("torch.compiler.is_compiling", return_value=True), \
+            pytest.raises(RecomputeError, match="under torch.compile the traced ops differ"):
+        decide(ctx, torch.ops.aten.scalar_tensor.default)
 
 
 def test_granularity_must_be_known():

@@ -191,9 +191,12 @@ class KeptSet:
             name = func.overloadpacket.__name__
             if i >= len(self.names) or self.names[i] != name:
                 planned = self.names[i] if i < len(self.names) else "the end of the block"
+                why = ("under torch.compile the traced ops differ from eager's (decompositions): apply this tensor "
+                       "plan in eager, or a per-block plan under compile" if torch.compiler.is_compiling() else
+                       "it runs other ops than were planned (control flow on values or shapes); plan it again "
+                       "for these inputs")
                 raise RecomputeError(self.block, f"the block ran aten.{name} as op {i}, where the tensor plan "
-                                                 f"has {planned}: it runs other ops than were planned (control "
-                                                 "flow on values or shapes); plan it again for these inputs")
+                                                 f"has {planned}: {why}")
             if i in self.keep:
                 if not ctx.is_recompute:
                     record_kept(func, ctx)
