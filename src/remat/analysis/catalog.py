@@ -4,6 +4,7 @@ shown in, and the committed reference GPU run a report falls back to where this 
     catalog.read("korthikanti.table2")                  # results/korthikanti/table2.csv as a DataFrame
     catalog.read("offload.steps", device="cpu")          # results/offload/cpu/steps.csv
     catalog.read_devices("sweeps.segments")              # every device's table (+ the reference GPU's), one frame
+    catalog.read_shown("planner.validate")               # the one device's rows a report shows (GPU first)
     catalog.path("findings.planner")                     # results/findings/planner.csv
 
 A table that is absent raises ``Missing`` naming the path snakemake makes it at (the analysis turns that into a
@@ -127,6 +128,17 @@ def read_devices(table: str, root: str | Path = ".") -> pd.DataFrame:
     if not paths:
         raise Missing(target(table, DEVICES[0]))
     return pd.concat([read_csv(p) for p in paths], ignore_index=True)
+
+
+def read_shown(table: str, root: str | Path = ".") -> pd.DataFrame:
+    """The one device's rows of per-device ``table`` a report shows: the GPU's (this run's, else the reference
+    run's) when there are any, else the first device's; attrs["where"] says where (``where``). Missing when no
+    device has it."""
+    frame = read_devices(table, root)
+    gpu = (frame["device"] == GPU_DEVICE).any()
+    out = frame[frame["device"] == (GPU_DEVICE if gpu else frame["device"].iloc[0])].reset_index(drop=True)
+    out.attrs["where"] = where(str(out["device"].iloc[0]), table, root)
+    return out
 
 
 def stale(report: str, root: str | Path = ".") -> Path | None:

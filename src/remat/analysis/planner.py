@@ -188,11 +188,7 @@ def plan_kind(spec: str, layers: int) -> str:
 
 def validation(root=".") -> pd.DataFrame:
     """The planner-validate rows shown (attrs["where"]): the GPU's (else the reference run's), else the CPU's."""
-    frame = catalog.read_devices("planner.validate", root)
-    gpu = (frame["device"] == catalog.GPU_DEVICE).any()
-    out = frame[frame["device"] == (catalog.GPU_DEVICE if gpu else frame["device"].iloc[0])].reset_index(drop=True)
-    out.attrs["where"] = catalog.where(str(out["device"].iloc[0]), "planner.validate", root)
-    return out
+    return catalog.read_shown("planner.validate", root)
 
 
 def _applied(v: pd.DataFrame, predicted: bool = False) -> pd.DataFrame:

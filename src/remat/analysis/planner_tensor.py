@@ -35,11 +35,7 @@ CLAIMS = {
 
 def table(root=".") -> pd.DataFrame:
     """The planner-tensor rows shown (attrs["where"]): the GPU's when there are any, else the first device's."""
-    frame = catalog.read_devices("planner.tensor", root)
-    gpu = (frame["device"] == catalog.GPU_DEVICE).any()
-    out = frame[frame["device"] == (catalog.GPU_DEVICE if gpu else frame["device"].iloc[0])].reset_index(drop=True)
-    out.attrs["where"] = catalog.where(str(out["device"].iloc[0]), "planner.tensor", root)
-    return out
+    return catalog.read_shown("planner.tensor", root)
 
 
 def _m(id: str, value: float, text: str | None = None, where: str = "") -> Finding:

@@ -25,10 +25,11 @@ What is measured, and how (nothing here is a formula of the model):
    keeps them); ``transient_bytes`` — the peak of its backward beyond the live bytes when that backward starts
    (the recompute, the activation gradients, its parameters' gradients; the upstream gradient made inside
    autograd, ``_Seed``). A storage two parties keep — a block's output the next block saves, a block input a
-   stem saves, a block output a head saves — is then counted once (remat.auto.boundaries). In a second run (the op recorder keeps every tensor alive),
-   its ops: forward, backward and recompute seconds by the per-op roofline (remat.timemodel.roofline) at the
-   GPU's rates for the parameters' dtype, and recompute FLOPs. Blocks of one class whose parameters and
-   inputs have the same shapes, dtypes and keyword structure are measured once.
+   stem saves, a block output a head saves — is then counted once (remat.auto.boundaries). In a second run
+   (the op recorder keeps every tensor alive), its ops: forward, backward and recompute seconds by the per-op
+   roofline (remat.timemodel.roofline) at the GPU's rates for the parameters' dtype, and recompute FLOPs.
+   Blocks of one class whose parameters and inputs have the same shapes, dtypes and keyword structure are
+   measured once.
 3. **offload** is not run (a CPU stand-in's host copy lives in the same memory): it keeps nothing on the
    device, holds the plain stored bytes on the host, fetches them back while its backward runs (transient =
    plain transient + 2 × plain stored: the block and the prefetched next one, as remat.planner.costs) and
