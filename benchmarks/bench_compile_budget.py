@@ -16,8 +16,9 @@ Each point: one step to warm up (it compiles), one step under torch.profiler (pr
 with_stack) whose memory timeline gives the peak — every point is measured by the profiler, eager ones too
 (MemTracker runs a compiled model eagerly, so it cannot measure compiled code; the profiler also sees
 allocations inside kernels, e.g. convolution scratch, so its eager peaks can exceed remat's prediction, which is
-MemTracker's accounting: both are printed) — then ``repeats`` timed steps (median). torch at one thread. Step times are this CPU's, not a GPU's:
-inductor's CPU kernels fuse pointwise ops that eager runs one by one. Run it alone.
+MemTracker's accounting: both are printed) — then ``repeats`` timed steps (median). torch at one thread. Step
+times are this CPU's, not a GPU's: inductor's CPU kernels fuse pointwise ops that eager runs one by one. Run it
+alone.
 
 Prints per model the points, then for each compile point the fastest eager and compiled tensor plan whose
 measured peak is at most compile's: their step time over compile's.
