@@ -151,6 +151,37 @@ def test_a_block_running_other_ops_than_planned_is_refused():
         measure._run_block(module, captured, "selective", rates, keep=KeptSet(names, frozenset({0})))
 
 
+class _InplaceMLP(torch.nn.Module):
+    """x + fc2(relu_(fc1(x))) on a 3-D input: the in-place ReLU writes into a view of fc1's matmul output, which
+    autograd replays as a view under fake tensors and as a detach in eager."""
+
+    def __init__(self, d: int = 16):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.ReLU(inplace=True),
+                                       torch.nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        return x + self.net(x)
+
+
+def test_a_tensor_plan_over_an_inplace_relu_on_a_view_trains():
+    """The planned and the applied streams agree (views are not counted): every kept set of the frontier,
+    applied, trains and gives the plain model's gradients bit for bit."""
+    torch.manual_seed(0)
+    net, x = BlockNet(lambda: _InplaceMLP(16), 3, 16), torch.randn(4, 8, 16)
+    _, reference = _measured_step(copy.deepcopy(net), x)
+    full, none = _ends(net, x)
+    kept = []
+    for fraction in (0.2, 0.5, 0.8):
+        result = _plan(net, x, int(full + (none - full) * fraction), granularity="tensor")
+        kept += [k for k in result.kept_sets if k is not None]
+        model = copy.deepcopy(net)
+        auto.apply(model, result)
+        _, grads = _measured_step(model, x)
+        assert all(torch.equal(a, b) for a, b in zip(reference, grads))
+    assert kept
+
+
 def test_under_compile_a_different_op_stream_names_compile():
     """Under torch.compile the traced ops can differ from eager's (SDPA decomposed): the refusal says so and what
     to do, not "control flow". The policy alone, with torch.compiler.is_compiling() true (no compile run)."""
@@ -195,7 +226,8 @@ def test_the_written_torch_policy_applies_without_remat():
         def contexts(keep=keep):
             count = iter(range(10 ** 6))
             decide = lambda ctx, func, *a, **k: (CheckpointPolicy.MUST_SAVE if not ctx.is_recompute and
-                                                 next(count) in keep else CheckpointPolicy.PREFER_RECOMPUTE)
+                                                 not func.is_view and next(count) in keep
+                                                 else CheckpointPolicy.PREFER_RECOMPUTE)
             return create_selective_checkpoint_contexts(decide)
         block.forward = functools.partial(checkpoint, type(block).forward.__get__(block), use_reentrant=False,
                                           context_fn=contexts)

@@ -6,7 +6,8 @@ set of their outputs (MUST_SAVE) and recomputes the rest (PREFER_RECOMPUTE).
 
 The stream. torch.utils.checkpoint's selective-checkpoint modes ask the policy about every op the region's
 forward dispatches except ``SAC_IGNORED_OPS`` (detach, size queries), in order; ``block_ops`` records the same
-stream from one plain forward of the block (its captured inputs, fake tensors) and gives each op its index in it.
+stream, views left out (``counted``), from one plain forward of the block (its captured inputs, fake tensors)
+and gives each op its index in it; the policy answers PREFER_RECOMPUTE for a view without counting it.
 ``KeptSet.policy`` answers by that index and checks the op's name: a block that runs other ops than were
 planned (data-dependent control flow) raises one RecomputeError instead of keeping the wrong tensors.
 
@@ -93,6 +94,14 @@ class BlockOps:
         return sum(self.ops[j].flops for j in keep)
 
 
+def counted(func) -> bool:
+    """Whether ``func`` has an index in a block's stream: every op torch's selective checkpoint asks about
+    (not ``SAC_IGNORED_OPS``) except views. A view allocates nothing, so it is never kept; and autograd replays an
+    in-place write into a view differently on fake and real tensors (a ``view`` where eager runs a ``detach``),
+    so counting views would shift the indices between the planned stream and the applied one."""
+    return func not in SAC_IGNORED_OPS and not func.is_view
+
+
 class _Stream(TorchDispatchMode):
     """Records the SAC op stream (module docstring) of one forward: names, fresh output storages, prices."""
 
@@ -110,7 +119,7 @@ class _Stream(TorchDispatchMode):
         if func._schema.is_mutable:
             self._writes(func, args, kwargs)
         out = func(*args, **kwargs)
-        if func in SAC_IGNORED_OPS:
+        if not counted(func):
             return out
         index, fresh = len(self.rows), []
         for t in _tensors(out):
@@ -144,7 +153,7 @@ class _Live(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if func not in SAC_IGNORED_OPS:
+        if counted(func):
             self.live.append(self.mem.current_bytes() - self.start)
         return out
 
@@ -186,6 +195,8 @@ class KeptSet:
         counters = {False: 0, True: 0}
 
         def decide(ctx, func, *args, **kwargs) -> CheckpointPolicy:
+            if not counted(func):
+                return CheckpointPolicy.PREFER_RECOMPUTE
             i = counters[ctx.is_recompute]
             counters[ctx.is_recompute] += 1
             name = func.overloadpacket.__name__
@@ -205,7 +216,9 @@ class KeptSet:
         return decide
 
     def torch_policy(self) -> list[dict]:
-        """The plan as torch reads it: per op of the stream, its name and CheckpointPolicy's name."""
+        """The plan as torch reads it: per op of the stream, its name and CheckpointPolicy's name. A policy_fn
+        applying it counts the forward's ops as ``counted`` does — not ``SAC_IGNORED_OPS``, not views (answer
+        PREFER_RECOMPUTE for those)."""
         return [{"index": i, "op": name, "policy": "MUST_SAVE" if i in self.keep else "PREFER_RECOMPUTE"}
                 for i, name in enumerate(self.names)]
 
