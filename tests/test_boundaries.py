@@ -135,3 +135,19 @@ def test_inputs_a_checkpoint_keeps_by_keyword_are_counted(policies, choices):
     auto.apply(model, forced)
     over = 64 * 8 if "full" in choices and "full" not in policies else 0
     assert _measured_peak(model, x) == forced.plan.peak_bytes - over
+
+
+def test_frozen_blocks_on_inputs_without_gradient_keep_nothing():
+    """The first two blocks frozen and the input needing no gradient: they build no graph, so under any policy
+    they keep nothing — not their inputs (a checkpoint keeps those only for a backward) nor a selective cache —
+    and hand nothing to the fixed part a checkpoint's inputs would take."""
+    torch.manual_seed(0)
+    net, x = _KwargNet(), torch.randn(64, 16)
+    for block in list(net.blocks)[:2]:
+        block.requires_grad_(False)
+    result = auto.plan(net, (x,), budget="1GiB", loss_fn=lambda o: o, optimizer_state_bytes=0,
+                       choices=("none", "selective", "full"))
+    for block in result.costs.blocks[:2]:
+        for policy in ("none", "selective", "full"):
+            cost = block.costs[policy]
+            assert (cost.stored_bytes, cost.saved_shared) == (0, ()), (block.name, policy)

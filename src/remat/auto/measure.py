@@ -252,7 +252,9 @@ def _run_block(module, captured, policy, rates, keep=None) -> PolicyCost:
             stored = sum(r.storage_nbytes for r in records) + sum(
                 r.nbytes for r in kept.records if r.storage not in saved and r.storage not in shared)
             kept_ids = saved | {r.storage for r in kept.records}
-            if policy != "none":    # a checkpoint keeps every input: args through a saved-tensor hook, kwargs in
+            if not any(t.requires_grad for t in tensor_leaves(out)):    # no graph (a frozen block on inputs that
+                stored, kept_ids = 0, set()                             # need no gradient): nothing is kept
+            elif policy != "none":  # a checkpoint keeps every input: args through a saved-tensor hook, kwargs in
                 closure = {storage_id(t): t.untyped_storage().nbytes() for t in inputs     # its recompute closure
                            if t.requires_grad and storage_id(t) not in kept_ids}
                 stored += sum(closure.values())

@@ -180,7 +180,7 @@ def _state(costs: ModelCosts, optimizer_state_bytes: int | None, regime: Regime 
 def solve_blocks(problem: Problem, blocks: Blocks, costs: ModelCosts) -> AutoPlan:
     """Solve ``problem`` exactly (remat.planner.solve; one module object at several places takes one policy)
     and score the uniform baselines. Raises InfeasibleError naming the smallest budget that works."""
-    offered = set.intersection(*({o.policy for o in layer.options} for layer in problem.layers))
+    offered = set.intersection(*({o.policy for o in layer.options if not o.variant} for layer in problem.layers))
     try:
         best = _solve_shared(problem, blocks.shared())
     except InfeasibleError as exc:
@@ -280,6 +280,9 @@ def to_text(result: AutoPlan) -> str:
                   f"budget {format_bytes(problem.budget_bytes)}; predicted step time {plan.step_time_s * 1e3:.2f} ms "
                   f"({problem.meta.get('time_source', 'roofline model')})"]
     for name, base in result.baselines.items():
+        if base["peak_bytes"] is None:      # a block does not offer the policy (a note says why)
+            lines.append(f"  {name}: not offered for every block")
+            continue
         lines.append(f"  {name}: peak {format_bytes(base['peak_bytes'])}, step {base['step_time_s'] * 1e3:.2f} "
                      f"ms{'' if base['feasible'] else ' (over budget)'}")
     lines += kept_lines(result)
