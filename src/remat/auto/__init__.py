@@ -78,7 +78,8 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     problem = build_problem(costs, budget_bytes, choices, optimizer_state_bytes, host,
                             reserve_bytes=parse_bytes(reserve, "reserve"), regime=regime, dp=dp, zero=zero,
                             meta={"gpu": device.name, "gpu_name": device.full_name or device.name,
-                                  "time_source": "roofline model (remat.timemodel)", "blocks": len(found)})
+                                  "time_source": "roofline model (remat.timemodel)", "blocks": len(found),
+                                  "granularity": granularity})
     try:
         return solve_blocks(problem, found, costs)
     except InfeasibleError as exc:

@@ -131,7 +131,8 @@ def _hf_plan_text(args) -> str:
     extra = "".join(f", {k}={v}" for k, v in (("regime", f"resolve({args.regime!r}, {itemsize}"
                                                            f"{_overrides(args)})"),
                                                ("reserve", result.problem.fixed_parts.get("workspace reserve")),
-                                               ("dp", args.dp if args.zero else 0), ("zero", args.zero))
+                                               ("dp", args.dp if args.zero else 0), ("zero", args.zero),
+                                               ("granularity", '"tensor"' if args.granularity == "tensor" else None))
                     if v not in (None, 0))
     meta.update(model=built.source, s=built.seq, b=built.micro_batch, L=len(result.policies),
                 attention=f"transformers' {getattr(built.config, '_attn_implementation', None) or 'default'} "

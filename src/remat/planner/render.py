@@ -226,13 +226,14 @@ def how_to_apply(problem: Problem, plan: Plan) -> dict:
         scope += (f"; with an interleaved schedule (m = {m}) Megatron-LM's block counts the first N layers of "
                   "each model chunk, not of the GPU's layers in forward order")
     kept = tensor_plan(problem, plan)
+    tensor = ', granularity="tensor"' if meta.get("granularity") == "tensor" else ""
     return {
         "layers": len(policies),
         "policies": policies,
         "python_list": python_list(policies),
         "auto": ["from remat import auto",
-                 *meta.get("auto_call", [f"result = auto.plan(model, example_args, {budget}, {gpu})  # budget in "
-                                         "bytes"]),
+                 *meta.get("auto_call", [f"result = auto.plan(model, example_args, {budget}, {gpu}{tensor})  # "
+                                         "budget in bytes"]),
                  "auto.apply(model, result)",
                  *([] if kept else [f"auto.apply(model, {python_list(policies)})  # or this plan, one policy per "
                                     "block"])],
