@@ -38,8 +38,8 @@ def run_plan(args) -> int:
         _emit(args, _with_check(args, _hf_plan_text(args)))
         return 0
     if args.granularity != "block":
-        raise UsageError("--granularity", "tensor plans measure each block's ops: they need a transformers model "
-                                          "(--hf, or a config.json transformers reads)")
+        raise UsageError("--granularity", "tensor plans measure each block's ops on the transformers model: add "
+                                          "--hf (without it remat's own layers are priced by formula)")
     gpu_overrides = {
         "peak_flops": args.peak_tflops * 1e12 if args.peak_tflops else None,
         "achievable": args.achievable,
