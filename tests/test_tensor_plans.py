@@ -272,3 +272,23 @@ def test_cli_tensor_plan_refuses_what_it_cannot_write(capsys, tmp_path, flags, f
                              "--out", str(out_file))
     assert code == 2 and err.startswith(f"remat plan: error: {field}:") and len(err.strip().splitlines()) == 1
     assert not out_file.exists()
+
+
+def test_a_baseline_no_block_offers_is_not_listed():
+    """Selective refused on every block (an in-place write into a kept matmul output) while a tensor plan's kept
+    sets are offered: the uniform baselines are those every block offers as a block policy, and the plan prints."""
+
+    class Written(torch.nn.Module):
+        def __init__(self, d: int = 16):
+            super().__init__()
+            self.fc1, self.fc2 = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            h = self.fc1(x)
+            h.mul_(0.5)
+            return x + self.fc2(torch.relu(h))
+
+    torch.manual_seed(0)
+    net, x = BlockNet(lambda: Written(16), 3, 16), torch.randn(4, 8, 16)
+    result = _plan(net, x, "1GiB", granularity="tensor")
+    assert "every block selective" not in result.baselines and "selective not offered" in str(result)

@@ -279,10 +279,7 @@ def to_text(result: AutoPlan) -> str:
     lines += ["", f"predicted peak {format_bytes(plan.peak_bytes)} ({plan.peak_bytes} bytes) {fits} the "
                   f"budget {format_bytes(problem.budget_bytes)}; predicted step time {plan.step_time_s * 1e3:.2f} ms "
                   f"({problem.meta.get('time_source', 'roofline model')})"]
-    for name, base in result.baselines.items():
-        if base["peak_bytes"] is None:      # a block does not offer the policy (a note says why)
-            lines.append(f"  {name}: not offered for every block")
-            continue
+    for name, base in result.baselines.items():    # uniform policies every block offers (solve_blocks)
         lines.append(f"  {name}: peak {format_bytes(base['peak_bytes'])}, step {base['step_time_s'] * 1e3:.2f} "
                      f"ms{'' if base['feasible'] else ' (over budget)'}")
     lines += kept_lines(result)
