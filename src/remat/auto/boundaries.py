@@ -100,7 +100,7 @@ def shared_once(blocks: list, links: tuple) -> list:
                  for q, p in link.incoming}
         fix = lambda c: _counted_once(c, link, upper)
         out.append(replace(block, costs={p: fix(c) for p, c in block.costs.items()},
-                           variants={k: (keep, fix(c)) for k, (keep, c) in block.variants.items()}))
+                           variants={k: v._replace(cost=fix(v.cost)) for k, v in block.variants.items()}))
     return out
 
 
@@ -129,7 +129,7 @@ def loose_shared(blocks: list, links: tuple, inputs: list) -> int:
 def _every_cost(block):
     if block is None:
         return []
-    return [*block.costs.values(), *(c for _, c in block.variants.values())]
+    return [*block.costs.values(), *(v.cost for v in block.variants.values())]
 
 
 def _counted_once(cost, link: Boundary, upper: dict):

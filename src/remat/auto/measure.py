@@ -102,7 +102,7 @@ class BlockCost:
     grad_bytes: int
     costs: dict
     refused: dict = field(default_factory=dict)   # policy -> why it cannot run on this block (RecomputeError)
-    variants: dict = field(default_factory=dict)  # a tensor plan's kept sets: label -> (indices, PolicyCost)
+    variants: dict = field(default_factory=dict)  # a tensor plan's sets: label -> remat.auto.tensors.Variant
     ops: object = None                            # its remat.auto.tensors.BlockOps (a tensor plan's stream)
 
 
@@ -208,28 +208,29 @@ def _block_costs(module, captured, rates, gpu, policies, granularity="block") ->
         out["offload"] = PolicyCost(0, none.transient_bytes + 2 * none.stored_bytes, none.forward_s,
                                     none.backward_s + exposed, 0, offload_bytes=none.stored_bytes,
                                     saved_tensors=none.saved_tensors)
-    variants, ops = tensor_variants(module, captured, rates, out["full"]) if tensor and "full" in out else ({}, None)
+    link = gpu.link if "offload" in policies else None
+    variants, ops = tensor_variants(module, captured, rates, out["full"], link) if tensor and "full" in out \
+        else ({}, None)
     return {p: out[p] for p in POLICIES if p in out and (p in policies or p == "none")}, refused, variants, ops
 
 
-def tensor_variants(module, captured, rates, full: PolicyCost) -> tuple[dict, object]:
-    """A block's selective kept sets (label "k<n>" -> (op indices, PolicyCost)) and its op stream: the exact
-    Pareto frontier of (bytes kept, recompute seconds spared) over its candidate op outputs
-    (remat.planner.keepsets), each priced from the measured full recompute — stored = full's + the kept
-    bytes, time = full's − the kept ops' recompute seconds, peak by remat.auto.tensors.BlockOps.peak_bytes.
-    The empty set is ``full`` itself and is left out."""
+def tensor_variants(module, captured, rates, full: PolicyCost, link=None) -> tuple[dict, object]:
+    """A block's selective kept sets (label -> remat.auto.tensors.Variant: op indices kept, PolicyCost, op
+    indices offloaded) and its op stream. The sets the cache serves are the exact Pareto frontier of (bytes,
+    recompute seconds spared) over its candidate op outputs (remat.planner.keepsets), each priced from the
+    measured full recompute (BlockOps.served_cost). The empty set is ``full`` itself and is left out. Each
+    served set is offered as the splits of BlockOps.splits: kept ("k<n>") and, with a ``link`` (a
+    remat.formulas.offload.Link: "offload" among the choices), partly ("h<n>") or all ("o<n>") offloaded."""
     ops = tensors.block_ops(module, lambda: _leaves(captured), rates, functools.partial(_amp, captured),
                             device_of(module))
     candidates = ops.candidates
-    peak_full = full.stored_bytes + full.transient_bytes
     variants = {}
     for n, point in enumerate(keepsets.frontier([(o.nbytes, o.seconds) for o in candidates])[1:], start=1):
-        keep = frozenset(candidates[i].index for i in point.items)
-        stored = full.stored_bytes + point.nbytes
-        variants[f"k{n}"] = (keep, PolicyCost(
-            stored, max(0, ops.peak_bytes(keep, full.stored_bytes, peak_full) - stored), full.forward_s,
-            max(0.0, full.backward_s - point.seconds), max(0, full.recompute_flops - ops.kept_flops(keep)),
-            saved_inputs=full.saved_inputs, saved_outputs=full.saved_outputs, saved_shared=full.saved_shared))
+        served = frozenset(candidates[i].index for i in point.items)
+        for tag, off in ops.splits(served, full, link):
+            variants[f"{tag}{n}"] = tensors.Variant(served - off, PolicyCost(
+                **ops.served_cost(served, off, full, link), saved_inputs=full.saved_inputs,
+                saved_outputs=full.saved_outputs, saved_shared=full.saved_shared), off)
     return variants, ops
 
 

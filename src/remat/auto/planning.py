@@ -81,7 +81,8 @@ class AutoPlan:
         out = []
         for layer, choice, block in zip(self.problem.layers, self.plan.choices, self.costs.blocks):
             variant = layer.options[choice].variant
-            out.append(KeptSet(block.ops.names, block.variants[variant][0], layer.kind) if variant else None)
+            v = block.variants.get(variant)
+            out.append(KeptSet(block.ops.names, v.keep, layer.kind, v.offload, v.cost.offload_bytes) if v else None)
         return tuple(out)
 
     def __str__(self) -> str:
@@ -89,10 +90,10 @@ class AutoPlan:
 
     def to_json(self) -> dict:
         """JSON-ready: every plan's keys (remat.planner.render.to_json: predicted, memory, baselines, apply,
-        settings, …) plus blocks [{name, policy, stored_bytes, offload_bytes, extra_s[, kept_ops]}], notes
-        (refused policies, shared blocks, use_cache) and, for a tensor plan, torch_policy: block name -> per op
-        of its stream {index, op, policy: MUST_SAVE | PREFER_RECOMPUTE} (what torch's
-        create_selective_checkpoint_contexts takes, applied without remat)."""
+        settings, …) plus blocks [{name, policy, stored_bytes, offload_bytes, extra_s[, kept_ops,
+        offloaded_ops]}], notes (refused policies, shared blocks, use_cache) and, for a tensor plan, torch_policy:
+        block name -> per op of its stream {index, op, policy: MUST_SAVE | MUST_CPU_OFFLOAD | PREFER_RECOMPUTE}
+        (what torch's create_selective_checkpoint_contexts takes, applied without remat)."""
         policies = {name: kept.torch_policy() for name, kept in zip(self.block_names, self.kept_sets) if kept}
         return {**to_json(self.problem, self.plan, self.baselines), "blocks": block_rows(self),
                 "notes": list(self.notes), **({"torch_policy": policies} if policies else {})}
@@ -126,7 +127,7 @@ def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimi
     layers = []
     for i, block in enumerate(costs.blocks):
         measured = [(policy, "", block.costs[policy]) for policy in choices if policy in block.costs]
-        variants = [("selective", label, c) for label, (_, c) in block.variants.items()]
+        variants = [("selective", label, v.cost) for label, v in block.variants.items()]
         options = []
         for policy, variant, c in measured + variants:     # a refused policy is not in block.costs
             transient = c.transient_bytes + own[i] + later[i]
@@ -240,23 +241,23 @@ def block_rows(result: AutoPlan) -> list[dict]:
         rows.append({"name": layer.kind, "policy": this.policy, "stored_bytes": this.stored_bytes,
                      "offload_bytes": this.offload_bytes,
                      "extra_s": None if none is None else this.time_s - none.time_s,
-                     **({} if kept is None else {"kept_ops": sorted(kept.keep)})})
+                     **({} if kept is None else {"kept_ops": sorted(kept.keep)}),
+                     **({"offloaded_ops": sorted(kept.offload)} if kept is not None and kept.offload else {})})
     return rows
 
 
 def kept_lines(result: AutoPlan) -> list[str]:
-    """Per block with a tensor plan's kept set: what the selective-checkpoint cache keeps (ops, bytes) and what
-    the recompute re-runs (ops, seconds); blocks with equal kept sets merged."""
+    """Per block with a tensor plan's kept set: what the selective-checkpoint cache keeps on the device and on the
+    host (ops, bytes) and what the recompute re-runs (ops, seconds); blocks with equal sets merged."""
     lines, seen = [], {}
     for i, (kept, block) in enumerate(zip(result.kept_sets, result.costs.blocks)):
         if kept is not None:
-            seen.setdefault((block.ops, kept.keep), []).append(i)
-    for (ops, keep), where in seen.items():
-        kept_ops = [ops.ops[j] for j in sorted(keep)]
-        redo = [o for o in ops.ops if o.index not in keep and o.seconds > 0]
-        names = ", ".join(f"{o.op}#{o.index}" for o in kept_ops)
-        lines.append(f"blocks {','.join(map(str, where))}: keep {len(kept_ops)} op outputs ({names}; "
-                     f"{format_bytes(ops.kept_bytes(keep))}), recompute {len(redo)} ops "
+            seen.setdefault((block.ops, kept.keep, kept.offload), []).append(i)
+    for (ops, keep, off), where in seen.items():
+        redo = [o for o in ops.ops if o.index not in keep | off and o.seconds > 0]
+        parts = [f"{verb} {len(js)} op outputs ({', '.join(f'{ops.ops[j].op}#{j}' for j in sorted(js))}; "
+                 f"{format_bytes(ops.kept_bytes(js))})" for verb, js in (("keep", keep), ("offload", off)) if js]
+        lines.append(f"blocks {','.join(map(str, where))}: {', '.join(parts)}, recompute {len(redo)} ops "
                      f"({sum(o.seconds for o in redo) * 1e3:.3f} ms)")
     return lines
 

@@ -27,6 +27,7 @@ Per op (``OpRecord``):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -35,6 +36,7 @@ from torch.utils.checkpoint import SAC_IGNORED_OPS, CheckpointPolicy
 
 from remat.drop_cheap import record_kept
 from remat.errors import RecomputeError
+from remat.formulas.offload import exposed_offload_s
 from remat.measure.peak import PeakMemory
 from remat.timemodel.roofline import op_seconds
 from remat.timemodel.trace import priced
@@ -92,6 +94,42 @@ class BlockOps:
 
     def kept_flops(self, keep) -> int:
         return sum(self.ops[j].flops for j in keep)
+
+    def served_cost(self, served, off, full, link) -> dict:
+        """The PolicyCost fields (remat.auto.measure) of the cache serving ``served`` with ``off`` of it offloaded,
+        from ``full``, the block's measured full recompute; ``link`` a remat.formulas.offload.Link (None: nothing
+        offloaded). An offloaded output leaves the stored bytes and counts twice in the transient: fetched back
+        for the recompute, plus the same again for the neighbour's prefetch (remat.auto.tensor_offload); its
+        copies' seconds beyond the block's forward and backward are exposed (offload.exposed_offload_s)."""
+        stored, off_bytes = full.stored_bytes + self.kept_bytes(set(served) - set(off)), self.kept_bytes(off)
+        backward = max(0.0, full.backward_s - self.kept_seconds(served))
+        exposed = exposed_offload_s(off_bytes, len(off), full.forward_s, backward, link) if off else 0.0
+        peak = self.peak_bytes(served, full.stored_bytes, full.stored_bytes + full.transient_bytes) + off_bytes
+        return dict(stored_bytes=stored, transient_bytes=max(0, peak - stored), forward_s=full.forward_s,
+                    backward_s=backward + exposed, offload_bytes=off_bytes, saved_tensors=len(off),
+                    recompute_flops=max(0, full.recompute_flops - self.kept_flops(served)))
+
+    def splits(self, served, full, link) -> list[tuple[str, frozenset]]:
+        """The kept/offloaded splits of a served set a tensor plan offers, (tag, offloaded): "k" all kept; with a
+        ``link`` also "h", the largest outputs (greedy by bytes) whose copies the block's forward and backward
+        hide, the rest kept (when neither empty nor all), and "o", all offloaded. Three splits, not every one."""
+        if link is None:
+            return [("k", frozenset())]
+        backward = max(0.0, full.backward_s - self.kept_seconds(served))
+        hidden: frozenset = frozenset()
+        for j in sorted(served, key=lambda j: -self.ops[j].nbytes):
+            if exposed_offload_s(self.kept_bytes(hidden | {j}), len(hidden) + 1, full.forward_s, backward, link) == 0:
+                hidden |= {j}
+        return [("k", frozenset())] + ([("h", hidden)] if hidden and hidden != served else []) + [("o", served)]
+
+
+class Variant(NamedTuple):
+    """One option of a tensor plan for a block: op indices the cache keeps on the device, its cost (a
+    remat.auto.measure.PolicyCost) and op indices it keeps on the host (remat.auto.tensor_offload)."""
+
+    keep: frozenset
+    cost: object
+    offload: frozenset = frozenset()
 
 
 def counted(func) -> bool:
@@ -185,13 +223,18 @@ def block_ops(module, inputs, rates, amp, device) -> BlockOps:
 
 
 class KeptSet:
-    """A kept set of one block: the op names of its stream and the indices kept (module docstring).
-    ``policy()`` is a fresh torch policy_fn for one checkpointed region (remat.drop_cheap.contexts' decide)."""
+    """A kept set of one block: the op names of its stream, the indices kept and those offloaded (kept by the
+    cache, their storages on the host between forward and backward: remat.auto.tensor_offload; ``offload_bytes``
+    their bytes in the plan) (module docstring). ``policy(on_offload)`` is a fresh torch policy_fn for one
+    checkpointed region (remat.drop_cheap.contexts' decide); ``on_offload(output)`` gets each offloaded op's
+    output in forward."""
 
-    def __init__(self, names: tuple[str, ...], keep: frozenset, block: str = ""):
+    def __init__(self, names: tuple[str, ...], keep: frozenset, block: str = "", offload: frozenset = frozenset(),
+                 offload_bytes: int = 0):
         self.names, self.keep, self.block = tuple(names), frozenset(keep), block
+        self.offload, self.offload_bytes = frozenset(offload), offload_bytes
 
-    def policy(self):
+    def policy(self, on_offload=None):
         counters = {False: 0, True: 0}
 
         def decide(ctx, func, *args, **kwargs) -> CheckpointPolicy:
@@ -208,6 +251,10 @@ class KeptSet:
                        "for these inputs")
                 raise RecomputeError(self.block, f"the block ran aten.{name} as op {i}, where the tensor plan "
                                                  f"has {planned}: {why}")
+            if i in self.offload and on_offload is not None:
+                if not ctx.is_recompute:
+                    on_offload(ctx.op_output)
+                return CheckpointPolicy.MUST_SAVE
             if i in self.keep:
                 if not ctx.is_recompute:
                     record_kept(func, ctx)
@@ -216,11 +263,15 @@ class KeptSet:
         return decide
 
     def torch_policy(self) -> list[dict]:
-        """The plan as torch reads it: per op of the stream, its name and CheckpointPolicy's name. A policy_fn
-        applying it counts the forward's ops as ``counted`` does — not ``SAC_IGNORED_OPS``, not views (answer
-        PREFER_RECOMPUTE for those)."""
-        return [{"index": i, "op": name, "policy": "MUST_SAVE" if i in self.keep else "PREFER_RECOMPUTE"}
-                for i, name in enumerate(self.names)]
+        """The plan as torch reads it: per op of the stream, its name and CheckpointPolicy's name (an offloaded
+        op: MUST_CPU_OFFLOAD, a policy torch 2.13 names but its eager cache treats as recompute; remat.auto.apply
+        offloads it: remat.auto.tensor_offload).
+        A policy_fn applying it counts the forward's ops as ``counted`` does — not ``SAC_IGNORED_OPS``, not views
+        (answer PREFER_RECOMPUTE for those)."""
+        def policy(i: int) -> str:
+            return ("MUST_CPU_OFFLOAD" if i in self.offload else "MUST_SAVE" if i in self.keep
+                    else "PREFER_RECOMPUTE")
+        return [{"index": i, "op": name, "policy": policy(i)} for i, name in enumerate(self.names)]
 
 
 def _storage(t: torch.Tensor) -> int:
@@ -231,4 +282,4 @@ def _tensors(tree) -> list[torch.Tensor]:
     return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
 
 
-__all__ = ["BlockOps", "KeptSet", "OpRecord", "block_ops"]
+__all__ = ["BlockOps", "KeptSet", "OpRecord", "Variant", "block_ops"]

@@ -31,6 +31,7 @@ from torch import nn
 
 from remat.auto.blocks import Blocks, find_blocks
 from remat.auto.hf import cache_off_in_training, hf_checkpointing
+from remat.auto.tensor_offload import offloaded_selective
 from remat.drop_cheap import contexts as drop_cheap_contexts
 from remat.errors import UsageError
 from remat.planner.problem import POLICIES
@@ -106,10 +107,13 @@ def wrapper(module: nn.Module, policy: str, stats=None, name: str = "", forward=
     """``forward`` (default: ``module``'s class forward) run under ``policy`` (module docstring) — a callable to
     set as its forward. ``stats``: the remat.policies.OffloadStats that offload counts into (a new one when
     None); ``name``: the block's qualified name, in errors; ``keep``: for ``selective``, a
-    remat.auto.tensors.KeptSet (a tensor plan's kept op outputs) instead of drop-cheap's matmul outputs."""
+    remat.auto.tensors.KeptSet (a tensor plan's kept op outputs, and offloaded ones: remat.auto.tensor_offload)
+    instead of drop-cheap's matmul outputs."""
     own = forward if forward is not None else functools.partial(type(module).forward, module)
     if policy == "full":
         return checkpointed(own, [module], name=name)
+    if policy == "selective" and keep is not None and keep.offload:
+        return offloaded_selective(own, module, keep, stats if stats is not None else OffloadStats(), name)
     if policy == "selective" and keep is not None:
         return checkpointed(own, [module], selective=lambda compiling=False: drop_cheap_contexts(
             compiling, keep.policy()), name=name)

@@ -149,7 +149,7 @@ def _hf_plan_text(args) -> str:
         return json.dumps(result.to_json(), indent=2, default=str)
     text = planner.render_plan(result.problem, result.plan, result.baselines, args.format)
     kept = kept_lines(result)
-    return text if not kept else "\n".join([text, "", "## Op outputs kept per block (tensor plan)", "",
+    return text if not kept else "\n".join([text, "", "## Op outputs kept and offloaded per block (tensor plan)", "",
                                              *[f"- {line}" for line in kept]])
 
 

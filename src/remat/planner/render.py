@@ -255,7 +255,9 @@ def _apply_notes(meta: dict, policies: list, pp: int, kept: bool) -> list[str]:
     if kept:
         notes.append("A tensor plan: each selective block keeps its own set of op outputs (listed per block), "
                      "applied by auto.apply(model, result); torch alone applies the JSON's torch_policy (op -> "
-                     "CheckpointPolicy per block) through create_selective_checkpoint_contexts.")
+                     "CheckpointPolicy per block) through create_selective_checkpoint_contexts, except that an op "
+                     "marked MUST_CPU_OFFLOAD is recomputed there (torch 2.13 names that policy, but its eager "
+                     "cache does not offload; auto.apply does).")
     elif "selective" in policies and meta.get("selective") == "op-level":
         notes.append("selective here is op-level (torch selective checkpointing: matmul and attention outputs "
                      "kept, pointwise and normalisation recomputed), as remat.auto applies it; "

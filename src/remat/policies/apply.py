@@ -24,13 +24,15 @@ class OffloadStats:
     """Bytes the offload hooks copied to host since the last reset (int bytes); simulated on a CPU device.
 
     ``hooks``: the model's remat.offload.OffloadHooks (one per model: host pool, side stream, prefetch chain;
-    its ``pool`` has the host accounting), made at the first offloaded forward.
+    its ``pool`` has the host accounting), made at the first offloaded forward; ``tensor_offload``: the
+    remat.auto.tensor_offload.TensorOffload of a tensor plan's offloaded op outputs, likewise.
     """
 
     bytes: int = 0
     tensors: int = 0
     simulated: bool = False
     hooks: object = field(default=None, repr=False, compare=False)
+    tensor_offload: object = field(default=None, repr=False, compare=False)
 
     def reset(self) -> None:
         self.bytes, self.tensors, self.simulated = 0, 0, False
@@ -42,7 +44,7 @@ class OffloadStats:
 
     def __getstate__(self) -> dict:
         """Pickled (torch.save of the model) without the hooks, as ``__deepcopy__``."""
-        return {**vars(self), "hooks": None}
+        return {**vars(self), "hooks": None, "tensor_offload": None}
 
 
 def _offloaded(fn: Callable, module: nn.Module, stats: OffloadStats, name: str = "") -> Callable:
