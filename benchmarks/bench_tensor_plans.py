@@ -5,9 +5,10 @@ and budget the measured peak against the budget and the prediction, the gradient
     python benchmarks/bench_tensor_plans.py --solve    # only the solve-time part
 
 Part 1, solve time (target ≤ 5 s): 80 blocks of 30 saved tensors each — the kept-set frontier of each
-(remat.planner.keepsets, exact) and the exact plan over the blocks (remat.planner.solve) at nine budgets. Two
-cases: 80 identical blocks (a transformer: one frontier) and 80 different blocks (each its own sizes and
-seconds, drawn with a fixed seed from a few tensor sizes as real blocks have).
+(remat.planner.keepsets, exact) and the exact plan over the blocks (remat.planner.solve) at nine budgets. Three
+cases: 80 identical blocks (a transformer: one frontier), 80 different blocks (each its own sizes and seconds,
+drawn with a fixed seed from a few tensor sizes as real blocks have), and 80 identical blocks whose frontier sets
+are also offered offloaded (twice the options: per-tensor offload, remat.auto.tensor_offload).
 
 Part 2, the pipeline's planner-tensor experiment (remat.experiments.tensor_plans) at its defaults: three models,
 one training step each (loss = output sum; no optimizer, so optimizer_state_bytes=0), torch at one thread,
@@ -29,33 +30,43 @@ from remat.experiments.tensor_plans import TensorParams, tensor_plans
 from remat.planner import keepsets
 from remat.planner.problem import Layer, Option, Problem, plan_from_policies
 from remat.planner.solve import solve
+from remat.formulas.offload import exposed_offload_s
+from remat.timemodel.gpus import gpu
 from remat.units import MiB
 
 
-def _block_options(rng: random.Random, tensors: int = 30) -> tuple[Option, ...]:
-    """One synthetic block: none, full, and the frontier of ``tensors`` candidate outputs as selective options."""
+def _block_options(rng: random.Random, tensors: int = 30, offload: bool = False) -> tuple[Option, ...]:
+    """One synthetic block: none, full, and the frontier of ``tensors`` candidate outputs as selective options;
+    with ``offload`` each frontier set also all offloaded ("o": its bytes leave the stored and count twice in the
+    transient, its copies on the H100 preset's link beyond the block's forward and backward exposed), as
+    remat.auto.tensors.BlockOps.served_cost prices it."""
     sizes = [rng.choice([2, 8, 8, 32]) * MiB for _ in range(tensors)]
     seconds = [s * rng.choice([0.3, 1.0, 4.0]) / 3e12 for s in sizes]
     stored_none, full_transient, base = sum(sizes) // 2, sum(sizes) // 2, 6e-4
     options = [Option("none", stored_none, full_transient // 4, base),
                Option("full", 8 * MiB, full_transient, base + sum(seconds))]
+    link = gpu("h100-80gb").link
     for n, point in enumerate(keepsets.frontier(list(zip(sizes, seconds)))[1:], start=1):
-        stored = 8 * MiB + point.nbytes
-        options.append(Option("selective", stored, max(0, full_transient - point.nbytes // 2),
-                              base + sum(seconds) - point.seconds, variant=f"k{n}"))
+        stored, transient = 8 * MiB + point.nbytes, max(0, full_transient - point.nbytes // 2)
+        time_s = base + sum(seconds) - point.seconds
+        options.append(Option("selective", stored, transient, time_s, variant=f"k{n}"))
+        if offload:
+            exposed = exposed_offload_s(point.nbytes, len(point.items), base / 3, 2 * base / 3, link)
+            options.append(Option("selective", 8 * MiB, transient + 2 * point.nbytes, time_s + exposed,
+                                  offload_bytes=point.nbytes, variant=f"o{n}"))
     return tuple(options)
 
 
 def solve_time() -> None:
     worst = 0.0
-    for case in ("identical", "different"):
+    for case in ("identical", "different", "offload"):
         start = time.perf_counter()
         rng = random.Random(0)
-        if case == "identical":
-            options = _block_options(rng)
-            layers = tuple(Layer(i, options) for i in range(80))
-        else:
+        if case == "different":
             layers = tuple(Layer(i, _block_options(rng)) for i in range(80))
+        else:
+            options = _block_options(rng, offload=case == "offload")
+            layers = tuple(Layer(i, options) for i in range(80))
         built = time.perf_counter() - start
         ends = Problem(layers, {"fixed": 0}, 0, prefix=True)
         least, most = (plan_from_policies(ends, [p] * 80).peak_bytes for p in ("full", "none"))

@@ -12,6 +12,8 @@ import pytest
 
 from remat.errors import InfeasibleError, UsageError
 from remat.planner import dominance, mckp
+from remat.planner.arrays import Arrays
+from remat.planner.milp import groups as milp_groups
 from remat.planner.problem import Layer, Option, Problem, evaluate, plan_from_policies
 from remat.planner.solve import minimum_budget, solve
 from remat.policies import POLICIES
@@ -364,3 +366,33 @@ def test_runs_of_identical_layers_equal_reference(seed):
             problem = dataclasses.replace(problem, budget_bytes=least + int(rng.integers(0, 2 * len(layers))))
         feasible += check_against_reference(problem)
     assert feasible >= 3
+
+
+@pytest.mark.parametrize("prefix", [True, False])
+def test_runs_of_identical_layers_as_counts_equal_brute_force(prefix):
+    """Problems of few groups of identical adjacent layers, each offering many options (a tensor plan's variants,
+    transients often tied): solve routes them to the MILP of counts (remat.planner.milp), whose plan equals
+    brute force over every assignment — the rank order inside a run loses no plan."""
+    rng = np.random.default_rng(5 if prefix else 6)
+    checked = 0
+    for _ in range(40):
+        kinds = [tuple(Option("selective", int(rng.integers(0, 40)), int(rng.integers(0, 4)) * 10,
+                              float(rng.integers(0, 8)), variant=f"k{j}") for j in range(int(rng.integers(2, 7))))
+                 for _ in range(int(rng.integers(1, 3)))]
+        sizes = [int(rng.integers(2, 5)) for _ in kinds]
+        layers = tuple(Layer(i, options) for i, options in
+                       enumerate(o for options, n in zip(kinds, sizes) for o in [options] * n))
+        budget = int(rng.integers(20, 40 * len(layers)))
+        host = None if rng.random() < 0.5 else int(rng.integers(0, 60))
+        problem = Problem(layers, {"weights": 5}, budget, host, transient_floor_bytes=int(rng.integers(0, 30)),
+                          prefix=prefix)
+        assert 2 * milp_groups(Arrays.of(problem)) <= len(layers)
+        best, _ = brute_force(problem)
+        if best is None:
+            with pytest.raises(InfeasibleError):
+                solve(problem)
+            continue
+        plan = solve(problem)
+        assert plan.feasible and plan.step_time_s == pytest.approx(best, rel=1e-12, abs=1e-12)
+        checked += 1
+    assert checked > 20

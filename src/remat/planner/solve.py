@@ -26,7 +26,10 @@ bytes (it uses no structure of the times):
 4. **Memory guard**: the dynamic program holds at most ``mckp.MAX_STATES`` partial plans per layer; past it,
    the same problem goes to HiGHS as a mixed-integer program (remat.planner.milp, relative gap 0), so ``solve`` returns
    a proven-optimal plan or raises InfeasibleError; ``mckp.SearchTooLarge`` reaches the caller only when HiGHS
-   cannot prove an optimum either.
+   cannot prove an optimum either. A problem whose layers are mostly runs of identical ones (at most half as many
+   groups as layers: a transformer's blocks) goes to that program first, where each run is one group of
+   counts (its docstring) and HiGHS proves the optimum in about a second where the exact search's states grow
+   with the options of every layer; past a failure there (HiGHS without a proven optimum), the exact search.
 
 ``minimum_budget`` (the smallest budget that works, reported by InfeasibleError): max model — the cap search
 with Σ stored as the cost; prefix model — a bisection over multiples of the bytes' gcd whose test is an exact
@@ -58,7 +61,7 @@ import numpy as np
 from remat.errors import InfeasibleError
 from remat.planner import mckp
 from remat.planner.arrays import Arrays, unbounded
-from remat.planner.milp import milp
+from remat.planner.milp import groups, milp
 from remat.planner.problem import Plan, Problem, evaluate
 from remat.units import format_bytes
 
@@ -244,10 +247,11 @@ def solve(problem: Problem) -> Plan:
     Source: the algorithm in the module docstring (exact; cross-checked against brute force).
     """
     arr = Arrays.of(problem)
+    first, second = (milp, _least_time) if 2 * groups(arr) <= len(problem.layers) else (_least_time, milp)
     try:
-        found = _least_time(problem, arr)
+        found = first(problem, arr)
     except mckp.SearchTooLarge:
-        found = milp(problem, arr)
+        found = second(problem, arr)
     if found is None:
         raise _infeasible(problem)
     return _canonical(problem, arr, _tie_break(problem, arr, _plan(problem, found)))
