@@ -377,9 +377,9 @@ def test_runs_of_identical_layers_as_counts_equal_brute_force(prefix):
     checked = 0
     for _ in range(40):
         kinds = [tuple(Option("selective", int(rng.integers(0, 40)), int(rng.integers(0, 4)) * 10,
-                              float(rng.integers(0, 8)), variant=f"k{j}") for j in range(int(rng.integers(2, 7))))
+                              float(rng.integers(0, 8)), variant=f"k{j}") for j in range(int(rng.integers(2, 6))))
                  for _ in range(int(rng.integers(1, 3)))]
-        sizes = [int(rng.integers(2, 5)) for _ in kinds]
+        sizes = [int(rng.integers(2, 4)) for _ in kinds]
         layers = tuple(Layer(i, options) for i, options in
                        enumerate(o for options, n in zip(kinds, sizes) for o in [options] * n))
         budget = int(rng.integers(20, 40 * len(layers)))

@@ -149,7 +149,7 @@ def test_applied_offload_plans_fit_move_what_they_price_and_are_monotone(which):
               (BlockNet(ConvBlock, width=16), torch.randn(2, 16, 16, 16))][which]
     reference = copy.deepcopy(net)
     reference(x).backward()
-    results = _fast_plans(net, x, (0.0, 0.1, 0.2, 0.3, 0.5, 0.8, 1.0))
+    results = _fast_plans(net, x, (0.0, 0.2, 0.5, 1.0))
     checked = 0
     for (_, previous), (_, result) in zip(results, results[1:]):
         assert result.plan.peak_bytes >= previous.plan.peak_bytes
