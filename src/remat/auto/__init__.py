@@ -10,7 +10,7 @@ with no GPU needed to plan, and explain what checkpointing actually saved.
 Modules: ``blocks`` (which modules are the blocks), ``measure`` (per-block bytes and seconds under
 FakeTensorMode; the whole step in ``whole_step``), ``planning`` (the exact planner's problem, the AutoPlan result),
 ``tensors`` (a block's op stream and the kept set torch's selective checkpoint applies: granularity="tensor"),
-``wrap`` (apply / clear), ``hf`` (transformers models from a config, nothing downloaded), ``check`` (a plan checked
+``tensor_offload`` (a kept set's op outputs on the host between forward and backward), ``wrap`` (apply / clear), ``hf`` (transformers models from a config, nothing downloaded), ``check`` (a plan checked
 by measurement on this CPU), ``diagnose`` (``explain``: one step as it is: bytes kept per block, recompute FLOPs,
 the known traps; its parts in ``explain_step``, ``instruments``, ``explain_rows``, ``traps``, ``explanation``).
 """
@@ -53,7 +53,8 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     every planning path; then ``optimizer_state_bytes`` is not used). dp, zero: the model state sharded by ZeRO
     stage ``zero`` over ``dp`` data-parallel ranks (remat.auto.planning.shard_state). granularity: "block" (one
     of ``choices`` per block) or "tensor" (selective also as any kept set of the block's op outputs on the exact
-    Pareto frontier of bytes against recompute time: remat.auto.measure.tensor_variants; ``result.kept_sets``
+    Pareto frontier of bytes against recompute time: remat.auto.measure.tensor_variants; with "offload" among
+    ``choices`` also with some or all of the set on the host: remat.auto.tensor_offload; ``result.kept_sets``
     per block, applied by ``auto.apply`` through torch's selective-checkpoint contexts).
 
     Returns an AutoPlan (remat.auto.planning): ``policies``, ``plan.peak_bytes`` (bytes), ``plan.step_time_s``
