@@ -10,8 +10,9 @@ with no GPU needed to plan, and explain what checkpointing actually saved.
 Modules: ``blocks`` (which modules are the blocks), ``measure`` (per-block bytes and seconds under
 FakeTensorMode; the whole step in ``whole_step``), ``planning`` (the exact planner's problem, the AutoPlan result),
 ``tensors`` (a block's op stream and the kept set torch's selective checkpoint applies: granularity="tensor"),
-``tensor_offload`` (a kept set's op outputs on the host between forward and backward), ``wrap`` (apply / clear), ``hf`` (transformers models from a config, nothing downloaded), ``check`` (a plan checked
-by measurement on this CPU), ``diagnose`` (``explain``: one step as it is: bytes kept per block, recompute FLOPs,
+``tensor_offload`` (a kept set's op outputs on the host between forward and backward), ``wrap`` (apply / clear),
+``hf`` (transformers models from a config, nothing downloaded), ``check`` (a plan checked by measurement on this
+CPU), ``diagnose`` (``explain``: one step as it is: bytes kept per block, recompute FLOPs,
 the known traps; its parts in ``explain_step``, ``instruments``, ``explain_rows``, ``traps``, ``explanation``).
 """
 
