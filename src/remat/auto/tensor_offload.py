@@ -39,6 +39,7 @@ from torch.utils._pytree import tree_flatten
 from remat.drop_cheap import contexts as drop_cheap_contexts
 from remat.offload_pool import HostBufferPool, Sync
 from remat.policies import checkpointed
+from remat.policies.apply import block_device
 
 
 class _Group:
@@ -168,17 +169,12 @@ def offloaded_selective(forward, module, kept, stats, name: str = ""):
     @torch.compiler.disable
     @functools.wraps(forward)
     def run(*args, **kwargs):
-        device = next((t.device for t in [*module.parameters(), *module.buffers(), *args, *kwargs.values()]
-                       if isinstance(t, torch.Tensor)), torch.device("cpu"))
+        device = block_device(module, args, kwargs)
         if stats.tensor_offload is None or stats.tensor_offload.device != device:
             stats.tensor_offload = TensorOffload(device)
         manager = stats.tensor_offload
-        before = manager.bytes, manager.tensors
-        out = region(*args, **kwargs)
-        stats.bytes += manager.bytes - before[0]
-        stats.tensors += manager.tensors - before[1]
-        stats.simulated = stats.simulated or device.type == "cpu"
-        return out
+        with stats.counting(device, lambda: (manager.bytes, manager.tensors)):
+            return region(*args, **kwargs)
     return run
 
 

@@ -11,6 +11,9 @@ with 400 options each is then 800 variables instead of 32,000 binaries (minutes 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,8 +70,9 @@ def milp(problem: Problem, arr: Arrays, least_peak: bool = False) -> np.ndarray 
         cost[-1] = 1.0
     if not problem.prefix:
         lower[-2] = problem.transient_floor_bytes
-    result = highs_milp(cost, constraints=milp_constraints(problem, arr, groups, width, least_peak),
-                        bounds=Bounds(lower, upper), integrality=integral, options={"mip_rel_gap": 0.0})
+    with _quiet():
+        result = highs_milp(cost, constraints=milp_constraints(problem, arr, groups, width, least_peak),
+                            bounds=Bounds(lower, upper), integrality=integral, options={"mip_rel_gap": 0.0})
     if result.status == 2:
         return None
     choices = _choices(groups, result.x) if result.status == 0 else None
@@ -76,6 +80,26 @@ def milp(problem: Problem, arr: Arrays, least_peak: bool = False) -> np.ndarray 
         raise SearchTooLarge(f"the exact search outgrew its memory guard and HiGHS ended with "
                              f"{result.message!r}")
     return choices
+
+
+@contextlib.contextmanager
+def _quiet():
+    """File descriptors 1 and 2 to /dev/null while HiGHS runs: its C++ core prints debugging lines
+    ("HighsMipSolverData::transformNewIntegerFeasibleSolution …") whatever ``disp`` says, which would corrupt a
+    plan printed as JSON on stdout."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, null):
+            os.close(fd)
 
 
 def groups(arr: Arrays) -> int:

@@ -5,6 +5,7 @@ multi-layer units through the model's ``run_layers``), the offload policy's wrap
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -37,6 +38,17 @@ class OffloadStats:
     def reset(self) -> None:
         self.bytes, self.tensors, self.simulated = 0, 0, False
 
+    @contextlib.contextmanager
+    def counting(self, device: torch.device, counter: Callable[[], tuple[int, int]]):
+        """Context: what ``counter()`` (bytes, storages moved so far) grows by inside it is added to ``bytes`` and
+        ``tensors``; a CPU ``device`` makes the counts simulated."""
+        before = counter()
+        yield
+        after = counter()
+        self.bytes += after[0] - before[0]
+        self.tensors += after[1] - before[1]
+        self.simulated = self.simulated or device.type == "cpu"
+
     def __deepcopy__(self, memo) -> "OffloadStats":
         """A copy of the counts without the hooks (their host pool holds a lock and pinned buffers): a copied
         model (EMA, copy.deepcopy) makes its own hooks at its first offloaded forward."""
@@ -56,20 +68,21 @@ def _offloaded(fn: Callable, module: nn.Module, stats: OffloadStats, name: str =
     @torch.compiler.disable
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        device = next((t.device for t in [*module.parameters(), *module.buffers(), *args, *kwargs.values()]
-                       if isinstance(t, torch.Tensor)), torch.device("cpu"))
+        device = block_device(module, args, kwargs)
         if stats.hooks is None or stats.hooks.device.type != device.type:
             stats.hooks = OffloadHooks(device, min_bytes=0)
         hooks = stats.hooks
         hooks.keep_state(module)
-        before = hooks.offloaded_bytes, hooks.copies
-        with hooks.layer(name):
-            out = fn(*args, **kwargs)
-        stats.bytes += hooks.offloaded_bytes - before[0]
-        stats.tensors += hooks.copies - before[1]
-        stats.simulated = stats.simulated or device.type == "cpu"
-        return out
+        with stats.counting(device, lambda: (hooks.offloaded_bytes, hooks.copies)), hooks.layer(name):
+            return fn(*args, **kwargs)
     return run
+
+
+def block_device(module: nn.Module, args: tuple, kwargs: dict) -> torch.device:
+    """Where a block runs: the device of its first parameter or buffer, else of its first tensor argument
+    (CPU when it has none)."""
+    return next((t.device for t in [*module.parameters(), *module.buffers(), *args, *kwargs.values()]
+                 if isinstance(t, torch.Tensor)), torch.device("cpu"))
 
 
 # --- apply -----------------------------------------------------------------------------------------------------
