@@ -26,11 +26,9 @@ bytes (it uses no structure of the times):
 4. **Memory guard**: the dynamic program holds at most ``mckp.MAX_STATES`` partial plans per layer; past it,
    the same problem goes to HiGHS as a mixed-integer program (remat.planner.milp, relative gap 0), so ``solve`` returns
    a proven-optimal plan or raises InfeasibleError; ``mckp.SearchTooLarge`` reaches the caller only when HiGHS
-   cannot prove an optimum either. A problem whose layers are mostly runs of identical ones (at most half as many
-   groups as layers: a transformer's blocks) with a few hundred options each (``MILP_FIRST``) goes to that
-   program first, where each run is one group of counts (its docstring) and HiGHS proves the optimum in under a
-   second where the exact search's states grow with the options of every layer; past a failure there (HiGHS
-   without a proven optimum), the exact search.
+   cannot prove an optimum either. Runs of identical layers are one group of counts there (its docstring):
+   80 identical blocks × 422 options take HiGHS about a second. It is not tried first: on a Llama-3-8B tensor
+   plan (three groups of about 600 options) HiGHS took 257 s where the exact search takes 72 s.
 
 ``minimum_budget`` (the smallest budget that works, reported by InfeasibleError): max model — the cap search
 with Σ stored as the cost; prefix model — a bisection over multiples of the bytes' gcd whose test is an exact
@@ -62,7 +60,7 @@ import numpy as np
 from remat.errors import InfeasibleError
 from remat.planner import mckp
 from remat.planner.arrays import Arrays, unbounded
-from remat.planner.milp import groups, milp
+from remat.planner.milp import milp
 from remat.planner.problem import Plan, Problem, evaluate
 from remat.units import format_bytes
 
@@ -248,28 +246,13 @@ def solve(problem: Problem) -> Plan:
     Source: the algorithm in the module docstring (exact; cross-checked against brute force).
     """
     arr = Arrays.of(problem)
-    first, second = (milp, _least_time) if _counts_first(arr) else (_least_time, milp)
     try:
-        found = first(problem, arr)
+        found = _least_time(problem, arr)
     except mckp.SearchTooLarge:
-        found = second(problem, arr)
+        found = milp(problem, arr)
     if found is None:
         raise _infeasible(problem)
     return _canonical(problem, arr, _tie_break(problem, arr, _plan(problem, found)))
-
-
-MILP_FIRST = 2000
-"""Count variables (options summed over the groups of identical layers) up to which a problem of runs goes to
-the MILP first: 80 identical blocks × 422 options take HiGHS about 0.6 s where the exact search gives up after
-about 5; a Llama-3-8B tensor plan with offload (about 4,750 options per block, three groups) takes the exact
-search 3 s and HiGHS minutes (benchmarks/bench_tensor_plans.py --solve, and the note of issue 28)."""
-
-
-def _counts_first(arr: Arrays) -> bool:
-    """Whether ``solve`` tries the MILP of counts first (module docstring, 4.): at most half as many groups as
-    layers, and at most MILP_FIRST count variables."""
-    runs = groups(arr)
-    return 2 * runs <= arr.time.shape[0] and runs * arr.time.shape[1] <= MILP_FIRST
 
 
 def _least_time(problem: Problem, arr: Arrays) -> np.ndarray | None:
