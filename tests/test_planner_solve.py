@@ -307,9 +307,11 @@ def test_lagrangian_one_row_is_the_lp_bound():
         assert bound == pytest.approx(lp.fun, rel=1e-9, abs=1e-9)
 
 
-def test_memory_guard_falls_back_to_the_milp(monkeypatch):
-    # every exact search "outgrows" its guard: solve and minimum_budget answer through HiGHS, still exactly
-    monkeypatch.setattr(mckp, "MAX_STATES", 0)
+@pytest.mark.parametrize("guard", ["MAX_STATES", "MAX_BRANCH"])
+def test_memory_guard_falls_back_to_the_milp(monkeypatch, guard):
+    # every exact search "outgrows" its guard (the states it holds, or those it would branch into at once): solve
+    # and minimum_budget answer through HiGHS, still exactly
+    monkeypatch.setattr(mckp, guard, 0)
     rng = np.random.default_rng(21)
     for _ in range(25):
         problem = random_problem(rng)

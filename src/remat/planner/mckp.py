@@ -66,6 +66,7 @@ from remat.planner.knapsack import REL, Dual, Knapsack, after_sum, float_slack, 
 __all__ = ["MAX_STATES", "REL", "Knapsack", "SearchTooLarge", "greedy", "lagrangian", "solve"]
 
 MAX_STATES = 2_000_000     # partial plans per row, and 20× that over one search (memory guard)
+MAX_BRANCH = 8_000_000     # states × options one row may branch into (memory guard: its arrays are made at once)
 _BEAM = 16          # states per row of the first, heuristic search
 _SAMPLE = 1 << 16   # least dropped bounds kept per search (to place the next cut)
 _GROWN = 64         # states the next cut lets in at least (of those the last one dropped for their bound)
@@ -320,8 +321,12 @@ def _dp(ks: Knapsack, dual: Dual, cut: float, upper: float, budget: float = np.i
 def _branch(ks: Knapsack, walk: _Walk, X, C, k):
     """States X [r, n], C [n] before core row k -> after it: (X [r, n·J], C [n·J], capacity left per weight
     row [m, n·J]; row 0's less the excess E under a running constraint). First the fixed rows since the last
-    core row (their sums, and under a running constraint the excess they raise), then each kept option."""
+    core row (their sums, and under a running constraint the excess they raise), then each kept option.
+    SearchTooLarge past MAX_BRANCH states × options (the arrays are made at once)."""
     i, js, m = walk.core[k], walk.options[k], len(ks.weights)
+    if len(C) * len(js) > MAX_BRANCH:
+        raise SearchTooLarge(f"the exact search would branch {len(C)} partial plans × {len(js)} options at core "
+                             f"layer {k + 1} of {len(walk.core)}")
     prefix = ks.prefix is not None
     if k:
         X = X.copy()

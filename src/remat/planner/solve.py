@@ -23,7 +23,9 @@ bytes (it uses no structure of the times):
    under a running constraint it visits the last layers first, carrying the excess their transients add.
    When the host row does not bind the bound, the problem is first solved without it: an optimum within the
    host limit is optimal.
-4. **Memory guard**: the dynamic program holds at most ``mckp.MAX_STATES`` partial plans per layer; past it,
+4. **Memory guard**: the dynamic program holds at most ``mckp.MAX_STATES`` partial plans per layer and branches
+   at most ``mckp.MAX_BRANCH`` partial plans × options at once (a tiny HF Llama's tensor plan with offload, 1,332
+   options per block, was killed for memory before); past either,
    the same problem goes to HiGHS as a mixed-integer program (remat.planner.milp, relative gap 0), so ``solve`` returns
    a proven-optimal plan or raises InfeasibleError; ``mckp.SearchTooLarge`` reaches the caller only when HiGHS
    cannot prove an optimum either. Runs of identical layers are one group of counts there (its docstring):
