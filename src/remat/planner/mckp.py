@@ -66,7 +66,7 @@ from remat.planner.knapsack import REL, Dual, Knapsack, after_sum, float_slack, 
 __all__ = ["MAX_STATES", "REL", "Knapsack", "SearchTooLarge", "greedy", "lagrangian", "solve"]
 
 MAX_STATES = 2_000_000     # partial plans per row, and 20× that over one search (memory guard)
-MAX_BRANCH = 8_000_000     # states × options one row may branch into (memory guard: its arrays are made at once)
+MAX_BRANCH = 32_000_000    # states × options one row may branch into (memory guard: its arrays are made at once)
 _BEAM = 16          # states per row of the first, heuristic search
 _SAMPLE = 1 << 16   # least dropped bounds kept per search (to place the next cut)
 _GROWN = 64         # states the next cut lets in at least (of those the last one dropped for their bound)
