@@ -45,8 +45,8 @@ from remat.policies.apply import block_device
 class _Group:
     """One call of one block: the storages it offloads, their host buffers and copy events."""
 
-    def __init__(self, name: str, nbytes: int):
-        self.name, self.nbytes = name, nbytes  # nbytes: the plan's offloaded bytes (the prefetch allowance)
+    def __init__(self, name: str):
+        self.name, self.nbytes = name, 0       # nbytes: moved to the host in forward (the prefetch allowance)
         self.outputs: list = []                # op outputs to move (a tensor or a tuple), until forward ends
         self.moved: list = []                  # [storage, host buffer, event] while on the host
         self.ready: list = []                  # events of the copies back
@@ -67,11 +67,11 @@ class TensorOffload:
         self.bytes = self.tensors = 0
         self.fetches: list[tuple[str, str]] = []
 
-    def contexts(self, kept, name: str, allowance: int) -> tuple:
+    def contexts(self, kept, name: str) -> tuple:
         """The (forward, recompute) context pair of one checkpointed call of a block with kept set ``kept``
         (remat.auto.tensors.KeptSet): torch's selective checkpoint (remat.drop_cheap.contexts) with the moves
-        around it. ``allowance``: the block's offloaded bytes in the plan."""
-        group = _Group(name, allowance)
+        around it."""
+        group = _Group(name)
         forward, recompute = drop_cheap_contexts(False, kept.policy(on_offload=group.outputs.append))
         return self._forward(forward, group), self._recompute(recompute, group)
 
@@ -111,6 +111,7 @@ class TensorOffload:
             del device_bytes
             storage.resize_(0)
             group.moved.append([storage, host, event])
+            group.nbytes += host.numel()
             self.bytes += host.numel()
             self.tensors += 1
         if group.moved:
@@ -163,8 +164,8 @@ def offloaded_selective(forward, module, kept, stats, name: str = ""):
     """``forward`` under a tensor plan's kept set ``kept`` with offloaded op outputs (module docstring): a
     callable to set as the block's forward. ``stats``: the model's remat.policies.OffloadStats (its
     ``tensor_offload`` is made at the first call, per device; its bytes and tensors count the moves)."""
-    region = checkpointed(forward, [module], selective=lambda compiling=False: stats.tensor_offload.contexts(
-        kept, name, kept.offload_bytes), name=name)
+    region = checkpointed(forward, [module], name=name,
+                          selective=lambda compiling=False: stats.tensor_offload.contexts(kept, name))
 
     @torch.compiler.disable
     @functools.wraps(forward)

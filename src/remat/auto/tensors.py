@@ -95,14 +95,18 @@ class BlockOps:
     def kept_flops(self, keep) -> int:
         return sum(self.ops[j].flops for j in keep)
 
+    def backward_s(self, served, full) -> float:
+        """The block's backward seconds with ``served`` served by the cache: full recompute's less their ops'."""
+        return max(0.0, full.backward_s - self.kept_seconds(served))
+
     def served_cost(self, served, off, full, link) -> dict:
         """The PolicyCost fields (remat.auto.measure) of the cache serving ``served`` with ``off`` of it offloaded,
         from ``full``, the block's measured full recompute; ``link`` a remat.formulas.offload.Link (None: nothing
         offloaded). An offloaded output leaves the stored bytes and counts twice in the transient: fetched back
         for the recompute, plus the same again for the neighbour's prefetch (remat.auto.tensor_offload); its
         copies' seconds beyond the block's forward and backward are exposed (offload.exposed_offload_s)."""
-        stored, off_bytes = full.stored_bytes + self.kept_bytes(set(served) - set(off)), self.kept_bytes(off)
-        backward = max(0.0, full.backward_s - self.kept_seconds(served))
+        stored, off_bytes = full.stored_bytes + self.kept_bytes(served - off), self.kept_bytes(off)
+        backward = self.backward_s(served, full)
         exposed = exposed_offload_s(off_bytes, len(off), full.forward_s, backward, link) if off else 0.0
         peak = self.peak_bytes(served, full.stored_bytes, full.stored_bytes + full.transient_bytes) + off_bytes
         return dict(stored_bytes=stored, transient_bytes=max(0, peak - stored), forward_s=full.forward_s,
@@ -115,7 +119,7 @@ class BlockOps:
         hide, the rest kept (when neither empty nor all), and "o", all offloaded. Three splits, not every one."""
         if link is None:
             return [("k", frozenset())]
-        backward = max(0.0, full.backward_s - self.kept_seconds(served))
+        backward = self.backward_s(served, full)
         hidden: frozenset = frozenset()
         for j in sorted(served, key=lambda j: -self.ops[j].nbytes):
             if exposed_offload_s(self.kept_bytes(hidden | {j}), len(hidden) + 1, full.forward_s, backward, link) == 0:
@@ -224,15 +228,13 @@ def block_ops(module, inputs, rates, amp, device) -> BlockOps:
 
 class KeptSet:
     """A kept set of one block: the op names of its stream, the indices kept and those offloaded (kept by the
-    cache, their storages on the host between forward and backward: remat.auto.tensor_offload; ``offload_bytes``
-    their bytes in the plan) (module docstring). ``policy(on_offload)`` is a fresh torch policy_fn for one
+    cache, their storages on the host between forward and backward: remat.auto.tensor_offload) (module
+    docstring). ``policy(on_offload)`` is a fresh torch policy_fn for one
     checkpointed region (remat.drop_cheap.contexts' decide); ``on_offload(output)`` gets each offloaded op's
     output in forward."""
 
-    def __init__(self, names: tuple[str, ...], keep: frozenset, block: str = "", offload: frozenset = frozenset(),
-                 offload_bytes: int = 0):
-        self.names, self.keep, self.block = tuple(names), frozenset(keep), block
-        self.offload, self.offload_bytes = frozenset(offload), offload_bytes
+    def __init__(self, names: tuple[str, ...], keep: frozenset, block: str = "", offload: frozenset = frozenset()):
+        self.names, self.keep, self.block, self.offload = tuple(names), frozenset(keep), block, frozenset(offload)
 
     def policy(self, on_offload=None):
         counters = {False: 0, True: 0}

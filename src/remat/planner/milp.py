@@ -102,11 +102,6 @@ def _quiet():
             os.close(fd)
 
 
-def groups(arr: Arrays) -> int:
-    """How many groups of identical adjacent layers (module docstring) the layers of ``arr`` form."""
-    return len(_groups(arr, True)[0])
-
-
 def _groups(arr: Arrays, prefix: bool) -> tuple[list[_Group], int]:
     """The groups of identical adjacent layers and the width of the program (columns: per group n [, y] [, S];
     then T under the max model; last R)."""
