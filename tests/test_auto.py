@@ -189,6 +189,35 @@ def test_plan_bad_arguments_name_the_field(bad, field):
     assert field in exc.value.field
 
 
+
+class _ValueDependent(nn.Module):
+    """Blocks whose op needs tensor values: nonzero's and a boolean mask's output length, item()'s number."""
+
+    def __init__(self, op):
+        super().__init__()
+        self.blocks, self.op = nn.ModuleList(nn.Linear(8, 8) for _ in range(2)), op
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+            x = x + self.op(x)
+        return x.sum()
+
+
+@pytest.mark.parametrize("op, name", [(lambda y: torch.nonzero(y > 0).shape[0] * 0.0, "nonzero"),
+                                      (lambda y: y[y > 0].sum() * 0.0, "nonzero"),
+                                      (lambda y: y.max().item() * 0.0, "_local_scalar_dense")])
+def test_an_op_that_needs_values_is_one_usage_error_naming_it(op, name):
+    model = _ValueDependent(op)
+    model(torch.randn(4, 8))                                  # runs eagerly: only the fake measurement refuses it
+    x = torch.randn(4, 8)
+    for call in (lambda m: auto.plan(m, x, budget="1GiB"), lambda m: auto.explain(m, x)):
+        with torch.device("meta"):
+            meta = _ValueDependent(op)
+        with pytest.raises(UsageError, match=f"aten.{name}.* needs tensor values") as exc:
+            call(meta)
+        assert exc.value.field == "model"
+
 # --- transformers ---------------------------------------------------------------------------------------------------
 
 FAMILIES = {

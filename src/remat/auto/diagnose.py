@@ -75,6 +75,7 @@ from torch.utils._pytree import tree_map
 from remat.auto.blocks import Blocks, find_blocks
 from remat.auto.explain_step import Step
 from remat.auto.explanation import Explanation, Trap
+from remat.auto.fake import values_needed
 from remat.auto.measure import default_loss, fake_model, input_device
 from remat.auto.preserve import ModelState
 from remat.auto.traps import (CALLER_KEEPS, CALLER_SHARE, KEEPS_ALL, LAST_SEGMENT, NO_SAVING, PER_CHILD,
@@ -106,7 +107,7 @@ def explain(model: nn.Module, example_args=(), example_kwargs: dict | None = Non
     found = _blocks(model, blocks, result)
     if any(p.device.type == "meta" for p in model.parameters()):
         return _explain_fake_copy(model, args, kwargs, found, result, loss_fn)
-    with _fake_mode_of(model), ModelState(model) as state, ValueCheck(strict=False) as check:
+    with _fake_mode_of(model), values_needed(), ModelState(model) as state, ValueCheck(strict=False) as check:
         return Step(model, found, result, loss_fn or default_loss, state, check).run(args, kwargs)
 
 

@@ -2,17 +2,21 @@
 device (torch's FakeCopyMode), meta parameters made fake on the inputs' device — no real memory.
 
     mode, fake = fake_model(model, device)     # the caller's model is untouched
+    with mode, values_needed(): ...            # an op whose output depends on values: one UsageError("model")
 """
 
 from __future__ import annotations
 
 import copy
+from contextlib import contextmanager
 
 import torch
 from torch import nn
-from torch._subclasses.fake_tensor import FakeCopyMode, FakeTensor, FakeTensorMode
+from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException, FakeCopyMode,
+                                           FakeTensor, FakeTensorMode)
 
 from remat.auto.hf import hf_checkpointing, set_hf_checkpointing
+from remat.errors import UsageError
 
 
 def fake_model(model: nn.Module, device: str | torch.device = "cpu") -> tuple:
@@ -58,3 +62,17 @@ def _off_meta(model: nn.Module, mode: FakeTensorMode, device: torch.device) -> N
             for name, t in table.items():
                 if t is not None and t.device.type == "meta":
                     table[name] = fake(t)
+
+
+@contextmanager
+def values_needed():
+    """An op whose output shape or value depends on tensor values (``nonzero``, boolean-mask indexing,
+    ``unique``, ``.item()`` …) raises torch's DynamicOutputShapeException / DataDependentOutputException under
+    FakeTensorMode, where no values exist: turned into one UsageError("model") naming the op and what to do."""
+    try:
+        yield
+    except (DynamicOutputShapeException, DataDependentOutputException) as exc:
+        op = getattr(exc, "func", None) or str(exc)
+        raise UsageError("model", f"{op} needs tensor values (its output shape or value depends on them) and remat "
+                                  "measures the step under FakeTensorMode, where there are none: give it static "
+                                  "shapes (torch.where or a mask multiply instead of indexing)") from None

@@ -55,7 +55,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from remat.auto import tensors, wrap
 from remat.auto.blocks import Blocks
 from remat.auto.boundaries import head_shared, loose_shared, shared_once, storage_id, tensor_leaves
-from remat.auto.fake import fake_model
+from remat.auto.fake import fake_model, values_needed
 from remat.auto.hf import CACHE_OFF, cache_off_in_training, fallback_grouped_mm, unpacked_masks
 from remat.auto.whole_step import check_inputs, device_of, unique_bytes, weight_shapes, whole_seconds, whole_step
 from remat.drop_cheap import KeptLog
@@ -141,7 +141,7 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
         notes = (CACHE_OFF,) if cache_off is not None and model.training \
             and kwargs.get("use_cache", model.config.use_cache) else ()
         blocks = Blocks(blocks.name, blocks.names, tuple(model.get_submodule(n) for n in blocks.names))
-        with mode, unpacked_masks(), fallback_grouped_mm():
+        with mode, unpacked_masks(), fallback_grouped_mm(), values_needed():
             args, kwargs = tree_map(lambda x: mode.from_tensor(x) if _real(x) else x, (args, kwargs))
             whole = whole_step(model, args, kwargs, blocks, loss_fn)
             check_inputs(blocks, whole["inputs"])
