@@ -7,7 +7,7 @@ assertions on its HTML (one kernel start).
 
 from __future__ import annotations
 
-import os
+import base64
 import re
 import shutil
 import stat
@@ -20,11 +20,12 @@ import yaml
 
 from remat.cli import main
 from remat.errors import UsageError
-from remat.report import (RenderError, index_markdown, provenance_markdown, quarto_binary, render,
-                          report_sources)
+from remat.report import index_markdown, provenance_markdown, quarto_binary, render, report_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 NBSP = "\u00a0"
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg"
+                       "==")   # a 1x1 image: the static figure
 
 DEMO = textwrap.dedent('''\
     ---
@@ -59,7 +60,9 @@ DEMO = textwrap.dedent('''\
     ## Results {#sec-results}
 
     ```{python}
+    import warnings
     x = 2
+    warnings.warn("SHOWN_WARNING")
     ```
 
     After: `{python} x`.
@@ -94,24 +97,15 @@ DEMO = textwrap.dedent('''\
 
     ```{python}
     #| echo: false
+    #| warning: false
     secret_source_token = 1
     print("VISIBLE_OUTPUT")
+    warnings.warn("HIDDEN_WARNING")
     ```
 
     ```{python}
     #| include: false
     print("INCLUDE_FALSE_OUTPUT")
-    ```
-
-    ```{python}
-    #| warning: false
-    import warnings
-    warnings.warn("HIDDEN_WARNING")
-    ```
-
-    ```{python}
-    import warnings
-    warnings.warn("SHOWN_WARNING")
     ```
 
     ```{python}
@@ -122,19 +116,13 @@ DEMO = textwrap.dedent('''\
 
 
 def make_project(root: Path) -> Path:
-    """A tiny Quarto project: the repo's _quarto.yml and the filters it names, one figure, one results table."""
-    import matplotlib
-    matplotlib.use("Agg")   # the test process only; report cells leave the backend alone
-    import matplotlib.pyplot as plt
+    """A tiny Quarto project: the repo's _quarto.yml and the filters it names, one image, one results table."""
     for folder in ("reports", "figures", "results"):
         (root / folder).mkdir(parents=True, exist_ok=True)
     for rel in ["_quarto.yml", *yaml.safe_load((ROOT / "_quarto.yml").read_text()).get("filters", [])]:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, root / rel)
-    fig, ax = plt.subplots(figsize=(2, 1.5))
-    ax.plot([1, 2, 3])
-    fig.savefig(root / "figures" / "line.png")
-    plt.close(fig)
+    (root / "figures" / "line.png").write_bytes(PNG)
     (root / "results" / "t.csv").write_text("a,b\n1,2\n3,4\n")
     (root / "reports" / "demo.qmd").write_text(DEMO)
     return root
@@ -161,13 +149,16 @@ def test_inline_values_are_evaluated_in_kernel_order(html):
     assert "{python}" not in html
 
 
-def test_figures_are_embedded_and_numbered_and_the_page_offline(html):
+def test_figures_are_embedded_numbered_with_alt_text_and_the_page_offline(html):
     plot = re.search(r'<figure id="fig-plot">(.*?)</figure>', html, re.S).group(1)
     assert 'src="data:image/png;base64,' in plot
     assert f"Figure{NBSP}1: A line," in plot and "<math" in plot
+    assert re.search(r'<img [^>]*alt="A straight &quot;rising&quot; line\."', plot)   # alt text from fig-alt
     static = re.search(r'<figure id="fig-static">(.*?)</figure>', html, re.S).group(1)
     assert 'src="data:image/png;base64,' in static
     assert f"Figure{NBSP}2: A static figure from a rule." in static
+    assert re.search(r'<img [^>]*alt="A short line from the figure rule\."', static)
+    assert "fig-alt" not in html
     assert not re.search(r'(src|href)="(?!data:|#)', html) and "<link" not in html   # no CDN, nothing to fetch
     assert "mathjax" not in html.lower()
 
@@ -182,11 +173,14 @@ def test_cross_references_are_links(html):
     assert re.search(r'<h2 data-number="2" id="sec-results">', html)      # the number the ref names
 
 
-def test_table_captions(html):
+def test_table_captions_and_scrolling(html):
     table = re.search(r'<div id="tbl-data" class="table-float">(.*?)</table>', html, re.S).group(1)
     assert table.index(f"Table{NBSP}1: The data table.") < table.index("<table")   # caption above
     assert re.search(r"<th>a</th>\s*<th>b</th>", table)
+    assert table.index('<div class="table-wrap">') < table.index('<table border="1" class="dataframe">')
     assert f"<caption>Table{NBSP}2: Markdown table</caption>" in html
+    assert re.search(r'<div class="table-wrap">\s*<table id="tbl-md">', html)     # wide tables scroll
+    assert '<td class="nowrap">gpt3-175b</td>' in html and "<td>two words</td>" in html
 
 
 def test_cell_options(html):
@@ -198,87 +192,62 @@ def test_cell_options(html):
     assert 'class="callout callout-note"' in html and ">\nNote\n<" in html
 
 
-@pytest.mark.parametrize("body, error", [
-    ("```{python}\n#| label: boom\nx = 1\n```\n\n```{python}\n1 / 0\n```\n",
-     r"(?s)reports/bad.qmd: the cell at line 10 raised.*ZeroDivisionError"),
-    ("Value: `{python} undefined_name`.\n", r"line 5: `\{python\} undefined_name` raised NameError"),
+@pytest.mark.parametrize("body, code, error", [
+    ("```{python}\n#| label: boom\nx = 1\n```\n\n```{python}\n1 / 0\n```\n", 1,
+     r"(?s)remat report: failed: reports/bad.qmd: the cell at line 10 raised.*ZeroDivisionError"),
+    ("Value: `{python} undefined_name`.\n", 1, r"line 5: `\{python\} undefined_name` raised NameError"),
     # Quarto prints an empty inline value as its source text; the fallback refuses it instead of hiding it
-    ("```{python}\nnote = ''\n```\n\nValue: `{python} note`.\n", r"`\{python\} note`: the value is empty"),
+    ("```{python}\nnote = ''\n```\n\nValue: `{python} note`.\n", 1, r"`\{python\} note`: the value is empty"),
     # both engines show a str's repr escapes (a backslash, or \\' when it holds both quotes) as backslashes
-    ("```{python}\nv = 'one\\\\two'\n```\n\nValue: `{python} v`.\n", "repr has a backslash"),
-    ("```{python}\nv = 'it\\'s \"so\"'\n```\n\nValue: `{python} v`.\n", "repr has a backslash"),
-    ("![gone](../figures/missing.png)\n", "Could not fetch resource ../figures/missing.png"),
+    ("```{python}\nv = 'one\\\\two'\n```\n\nValue: `{python} v`.\n", 1, "repr has a backslash"),
+    ("```{python}\nv = 'it\\'s \"so\"'\n```\n\nValue: `{python} v`.\n", 1, "repr has a backslash"),
+    ("![gone](../figures/missing.png)\n", 1, "Could not fetch resource ../figures/missing.png"),
+    ("::: {.panel-tabset}\nx\n:::\n", 2, "reports/bad.qmd: outside the Quarto subset"),
+    (None, 2, "NAME: no reports/nope.qmd"),
+    # rendered before the pipeline made its tables: one line naming the table and the command
+    ("```{python}\nimport pandas as pd\npd.read_csv('results/x/y.csv')\n```\n", 2,
+     r"results/x/y.csv does not exist yet: run `snakemake reports/bad.html --cores all`"),
 ])
-def test_a_failing_render_raises_and_writes_nothing(project, body, error):
-    (project / "reports" / "bad.qmd").write_text("---\ntitle: bad\n---\n\n" + body)
-    with pytest.raises(RenderError, match=error):
-        render(["bad"], engine="fallback", root=project)
+def test_a_failing_render_says_why_and_writes_nothing(project, monkeypatch, capsys, body, code, error):
+    """Exit 1 (RenderError) for a failed render, 2 (UsageError: one line) for a report to fix or make first."""
+    if body:
+        (project / "reports" / "bad.qmd").write_text("---\ntitle: bad\n---\n\n" + body)
+    monkeypatch.chdir(project)
+    assert main(["report", "--engine", "fallback", "bad" if body else "nope"]) == code
+    err = capsys.readouterr().err
+    assert re.search(error, err) and (code == 1 or len(err.strip().splitlines()) == 1), err
     assert not list((project / "reports").glob("*bad.html*"))   # no page, no temp file left behind
 
 
-@pytest.mark.parametrize("name, body, code, error", [
-    ("tabs", "::: {.panel-tabset}\nx\n:::\n", 2, "reports/tabs.qmd: outside the Quarto subset"),
-    ("no-such-report", None, 2, "NAME: no reports/no-such-report.qmd"),
-    ("bad2", "```{python}\nraise KeyError('k')\n```\n", 1, "remat report: failed: reports/bad2.qmd"),
-    # rendered before the pipeline made its tables: one line naming the table and the command
-    ("early", "```{python}\nimport pandas as pd\npd.read_csv('results/x/y.csv')\n```\n", 2,
-     "results/x/y.csv does not exist yet: run `snakemake reports/early.html --cores all`"),
-])
-def test_cli_errors(project, monkeypatch, capsys, name, body, code, error):
-    if body:
-        (project / "reports" / f"{name}.qmd").write_text(f"---\ntitle: {name}\n---\n\n{body}")
-    monkeypatch.chdir(project)
-    assert main(["report", "--engine", "fallback", name]) == code
-    err = capsys.readouterr().err
-    assert error in err and (code == 1 or len(err.strip().splitlines()) == 1)
-    assert not (project / "reports" / f"{name}.html").exists()
-
-
-def test_engine_choice(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path))        # no quarto on PATH
-    assert quarto_binary("auto") is None and quarto_binary("fallback") is None
-    with pytest.raises(UsageError, match="--engine"):
-        quarto_binary("quarto")
-    with pytest.raises(UsageError, match="--engine"):
-        quarto_binary("pandoc")
-    fake = tmp_path / "quarto"
-    fake.write_text("#!/bin/sh\n")
-    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    assert quarto_binary("auto") == str(fake) and quarto_binary("fallback") is None
-
-
-def test_quarto_engine_runs_quarto_render_in_the_project_root(tmp_path, monkeypatch):
+def test_engine_choice_and_quarto_render_in_the_project_root(tmp_path, monkeypatch):
     """A stand-in `quarto` records how it was called and writes the HTML where Quarto would."""
     root = make_project(tmp_path / "proj")
     (root / "reports" / "r.qmd").write_text("---\ntitle: r\n---\n\nText.\n")
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    fake = bindir / "quarto"
+    monkeypatch.setenv("PATH", str(tmp_path))        # no quarto on PATH
+    assert quarto_binary("auto") is None and quarto_binary("fallback") is None
+    for engine in ("quarto", "pandoc"):
+        with pytest.raises(UsageError, match="--engine"):
+            quarto_binary(engine)
+    fake = tmp_path / "quarto"
     fake.write_text('#!/bin/sh\necho "$PWD $@" > call.txt\nbase=${2%.qmd}\necho "<html>" > "$base.html"\n')
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    assert quarto_binary("auto") == str(fake) and quarto_binary("fallback") is None
     assert render(["r"], engine="auto", root=root) == [root / "reports" / "r.html"]
     assert (root / "call.txt").read_text().split() == [str(root), "render", "reports/r.qmd"]
 
 
-def test_report_sources_order_and_names(tmp_path):
-    for name in ("index", "chen2016", "zeta"):
-        (tmp_path / "reports").mkdir(exist_ok=True)
-        (tmp_path / "reports" / f"{name}.qmd").write_text("---\ntitle: t\n---\n")
-    assert [p.stem for p in report_sources(tmp_path)] == ["chen2016", "zeta", "index"]   # index last
-    assert [p.stem for p in report_sources(tmp_path, ["reports/zeta.qmd", "chen2016.qmd"])] == ["zeta", "chen2016"]
-    with pytest.raises(UsageError, match="NAME: no reports/nope.qmd"):
-        report_sources(tmp_path, ["nope"])
-
-
-def test_index_links_only_rendered_reports(tmp_path):
+def test_report_sources_and_the_index(tmp_path):
     reports = tmp_path / "reports"
     reports.mkdir()
-    for name, title in (("planner", "The planner"), ("chen2016", "Chen et al. 2016"), ("extra", "Extra")):
+    for name, title in (("index", "Index"), ("planner", "The planner"), ("chen2016", "Chen et al. 2016"),
+                        ("extra", "Extra")):
         (reports / f"{name}.qmd").write_text(f"---\ntitle: {title}\n---\n")
     (reports / "chen2016.html").write_text("<html></html>")
-    (reports / "index.qmd").write_text("---\ntitle: Index\n---\n")
-    assert index_markdown(tmp_path).splitlines() == [
+    assert [p.stem for p in report_sources(tmp_path)] == ["chen2016", "extra", "planner", "index"]   # index last
+    assert [p.stem for p in report_sources(tmp_path, ["reports/extra.qmd", "chen2016.qmd"])] == ["extra", "chen2016"]
+    with pytest.raises(UsageError, match="NAME: no reports/nope.qmd"):
+        report_sources(tmp_path, ["nope"])
+    assert index_markdown(tmp_path).splitlines() == [   # catalog.REPORTS order first, then the rest
         "- [Chen et al. 2016](chen2016.html)",
         "- The planner — not rendered yet (`snakemake reports/planner.html --cores all`)",
         "- Extra — not rendered yet (`snakemake reports/extra.html --cores all`)",
@@ -291,16 +260,12 @@ def test_provenance_markdown_summarises_result_rows():
                          "timestamp": ["2025-01-02T00:00:00+00:00", "2025-01-01T00:00:00+00:00",
                                        "2025-01-03T00:00:00+00:00"]})
     text = provenance_markdown(rows)
+    assert text.splitlines()[0] == "**Provenance**"
     assert "- results, device: `AMD EPYC`, `NVIDIA H100`" in text
     assert "- results, git commit: `abc123`" in text
     assert "- results measured: 2025-01-01T00:00:00+00:00 to 2025-01-03T00:00:00+00:00" in text
     assert re.search(r"- rendered: \d{4}-\d\d-\d\dT.* git commit `\w+", text)
     assert re.search(r"- versions: Python 3\.\d+\.\d+, torch \S+, numpy \S+, pandas \S+", text)
     assert "come from" not in text                           # one clean commit: no warning
-
-
-@pytest.mark.parametrize("commits,warning", [(["abc123", "def456"], "2 commits"),
-                                             (["abc123+dirty"], "uncommitted changes")])
-def test_provenance_warns_when_results_mix_commits_or_dirty_trees(commits, warning):
-    text = provenance_markdown(pd.DataFrame({"git_commit": commits}))
-    assert text.splitlines()[0].startswith("**Provenance**") and warning in text
+    for commits, warning in ((["abc123", "def456"], "from 2 commits"), (["abc123+dirty"], "uncommitted changes")):
+        assert warning in provenance_markdown(pd.DataFrame({"git_commit": commits}))

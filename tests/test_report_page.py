@@ -1,6 +1,6 @@
 """The fallback renderer's page (page.html + page.css + crossref.lua + footer.lua): laid out like a Quarto page
-(title block, table of contents column, tables in a scroll container), figure alt text from fig-alt, the
-renderer footer, and str inline values escaped as Quarto escapes them. On test_report's render of its DEMO."""
+(title block, table of contents column), the renderer footer, and str inline values escaped as Quarto escapes
+them. On test_report's render of its DEMO."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from remat.report.qmd import Cell
 from test_report import html, project  # noqa: F401  (the module's fixtures: one render of DEMO)
 
 
-def test_page_layout_like_quarto(html):
+def test_page_layout_and_footer_like_quarto(html):
     assert re.search(r'<div id="page" class="page has-toc">\s*<nav id="TOC" role="doc-toc">', html)
     assert '<h2 id="toc-title">Table of contents</h2>' in html
     assert '<a href="#sec-results" id="toc-sec-results">' in html
@@ -25,30 +25,11 @@ def test_page_layout_like_quarto(html):
     css = "".join(re.findall(r'<style type="text/css">(.*?)</style>', html, re.S))
     assert "position: sticky" in css and "system-ui" in css and ".table-wrap { overflow-x: auto" in css
     assert "@media (max-width: 991.98px)" in css
-
-
-def test_footer_names_the_fallback_and_pandoc(html):
     footer = re.search(r'<footer class="remat-footer"[^>]*>(.*?)</footer>', html, re.S).group(1)
     footer = " ".join(entities.unescape(footer).split())
     version = pypandoc.get_pandoc_version()
     assert f"Rendered by remat's fallback renderer (pandoc {version}) on 1970-01-02." in footer
     assert html.index("</footer>") > html.index("asis bold")   # last on the page
-
-
-def test_tables_scroll_in_a_wrapper(html):
-    assert re.search(r'<div class="table-wrap">\s*<table id="tbl-md">', html)
-    frame = re.search(r'<div id="tbl-data" class="table-float">(.*?)</table>', html, re.S).group(1)
-    raw = frame.index('<table border="1" class="dataframe">')      # a raw HTML table (pandas) is wrapped too
-    assert frame.index('<div class="table-wrap">') < raw
-    assert '<td class="nowrap">gpt3-175b</td>' in html and "<td>two words</td>" in html
-
-
-def test_figure_alt_text_from_fig_alt(html):
-    cell = re.search(r'<figure id="fig-plot">(.*?)</figure>', html, re.S).group(1)
-    assert re.search(r'<img [^>]*alt="A straight &quot;rising&quot; line\."', cell)
-    static = re.search(r'<figure id="fig-static">(.*?)</figure>', html, re.S).group(1)
-    assert re.search(r'<img [^>]*alt="A short line from the figure rule\."', static)
-    assert "fig-alt" not in html
 
 
 def test_str_inline_values_are_escaped_like_quarto(html):
@@ -57,9 +38,6 @@ def test_str_inline_values_are_escaped_like_quarto(html):
     assert "Markdown: <strong>bold</strong> value." in text    # text/markdown stays markdown
     assert 'HTML: <span class="rawhtml">raw</span>.' in text     # text/html raw, as Quarto
     assert "List: [‘a_b’]." in text
-
-
-def test_quarto_escaped():
     assert quarto_escaped("'a_b*c*'") == r"a\_b\*c\*"
     assert quarto_escaped('"it\'s `x` <y> | $z$"') == r"it's \`x\` <y\> | $z$"
     assert quarto_escaped("'1.5 (a) [b] {c} #d +e -f !g, h'") == r"1\.5 \(a\) \[b\] \{c\} \#d \+e \-f \!g\, h"
@@ -71,5 +49,5 @@ def test_cell_figure_alt_in_markdown():
     cell = Cell(line=3, header="python", code="plot()",
                 options={"label": "fig-x", "fig-cap": "Cap.", "fig-alt": 'Alt "q" \\ end.'})
     output = {"output_type": "display_data", "data": {"image/png": "iVBORw0KGgo="}, "metadata": {}}
-    md = cell_markdown(cell, [output], dict(echo=False, warning=True, output=True, include=True, **cell.options))
+    md = cell_markdown(cell, [output], dict(echo=False, warning=True, output=True, include=True, **cell.options), "")
     assert '![](data:image/png;base64,iVBORw0KGgo=){fig-alt="Alt \\"q\\" \\\\ end."}' in md

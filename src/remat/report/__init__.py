@@ -8,25 +8,18 @@ The Quarto project is the repository root (``_quarto.yml``): cells run with cwd 
 Both engines accept the same subset of Quarto markdown, which ``lint_qmd`` checks (``render`` refuses a
 report outside it, so a report that renders in the fallback renders the same way under Quarto):
 
-- YAML front matter with ``title`` (required) and only: subtitle, author, date, jupyter (``python3``),
-  format (``html`` with toc / toc-depth), execute (echo / warning / output).
-- Code cells are ```` ```{python} ```` only; ``#|`` options at the top of a cell, only label, echo, output
-  (true / false / asis), fig-cap, tbl-cap, include, warning. A cell with fig-cap is labelled ``fig-…``, one
-  with tbl-cap ``tbl-…`` (and fig-alt, its alt text: every figure has one). No ``matplotlib.use(`` (it hides
-  figures under Quarto's Jupyter engine).
-- Inline values `` `{python} expr` `` (a str shows without quotes). Math ``$…$`` / ``$$…$$``.
-- Cross references ``@fig-x``, ``@tbl-x``, ``@sec-x`` (also ``[-@fig-x]``) to labels defined in the file:
-  headings ``## Title {#sec-x}``; images ``![caption](path){#fig-x}``; markdown tables with a caption line
-  ``: caption {#tbl-x}``; cells with ``#| label: fig-x`` + ``#| fig-cap:`` or ``tbl-x`` + ``tbl-cap``.
+- Front matter keys title, subtitle, author, date, jupyter, format, execute (echo / warning / output).
+- ```` ```{python} ```` cells with ``#|`` options label, echo, output (true / false / asis), include, warning,
+  fig-cap + fig-alt (label ``fig-…``), tbl-cap (label ``tbl-…``); no ``matplotlib.use(`` (it hides figures under
+  Quarto's Jupyter engine). Inline values `` `{python} expr` ``; math ``$…$`` / ``$$…$$``.
+- Cross references ``@fig-x``, ``@tbl-x``, ``@sec-x`` to labels of the file: cells' labels, ``{#sec-x}`` on a
+  heading, ``{#fig-x fig-alt="…"}`` on an image, ``{#tbl-x}`` on a table's caption line; no citations.
 - No number typed in the prose, captions or alt text: a number a reader sees is an inline value, inside
   ``$math$``, a labelled paper value ``[12 GB]{.paper}``, a reference or name (Table 4, Eq. 5, §4.1, GPT-3,
   fp32, 2sbh, 2016) or a unit's definition (2^20, 10⁹).
-- Image paths are relative to the .qmd (``../figures/x.png``) or to the project root (``/figures/x.png``),
-  as in Quarto; never remote. A labelled figure image carries ``fig-alt="…"``.
-- Fenced divs only ``::: {.callout-note}`` / ``-warning`` / ``-tip`` (optional ``title="…"``).
-- No shortcodes (``{{< >}}``), no raw LaTeX (``{=latex}`` blocks, ``\\begin{…}`` outside math), no spans
-  ``[x]{…}`` but ``[a paper value]{.paper}``, no other attributes (``{.panel-tabset}``, ``layout-ncol``,
-  ``fig-align``, …), no citations.
+- Fenced divs only ``::: {.callout-note}`` / ``-warning`` / ``-tip`` (optional ``title="…"``); no shortcodes
+  (``{{< >}}``), no spans ``[x]{…}`` but ``[a paper value]{.paper}``; no two straight apostrophes around "="
+  in a caption (Quarto 1.7 drops the spaces around it).
 
 The fallback (``remat.report.fallback``) mirrors Quarto's Jupyter engine; ``footer.lua`` runs under both engines
 (``_quarto.yml`` filters): each page's footer names the renderer that made it.
@@ -85,12 +78,10 @@ def render(names: list[str] | None = None, engine: str = "auto", root: str | Pat
            timeout: int = CELL_TIMEOUT_S) -> list[Path]:
     """Render reports to ``reports/NAME.html`` (self-contained: figures embedded, MathML); return the paths.
 
-    engine: "auto" (Quarto when a ``quarto`` binary is on PATH, else the fallback), "quarto", "fallback".
-    root: the project root (default: the folder with _quarto.yml at or above cwd). timeout: seconds per cell.
-    Every selected .qmd is linted first (``lint_qmd``); nothing is rendered if one is outside the subset.
-    A report whose findings are older than a table they are judged from is refused (UsageError naming both).
-    Raises UsageError("--engine") for an unknown engine or "quarto" without Quarto on PATH,
-    UsageError("NAME") for an unknown report, UsageError("reports/NAME.qmd") listing lint problems,
+    engine: "auto", "quarto" or "fallback" (``quarto_binary``: UsageError("--engine")). root: the project root
+    (default: ``project_root()``). timeout: seconds per cell. Nothing is rendered when a selected .qmd is outside
+    the subset (UsageError("reports/NAME.qmd") listing ``lint_qmd``'s problems) or its findings are older than
+    a table they are judged from (UsageError naming both). Raises UsageError("NAME") for an unknown report,
     RenderError when a cell raises or pandoc/quarto fails (that report's HTML is not written).
     """
     quarto = quarto_binary(engine)

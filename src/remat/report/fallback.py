@@ -18,8 +18,7 @@ from pathlib import Path
 
 from remat.errors import UsageError
 from remat.io import atomic_path
-from remat.report.qmd import (CELL_TIMEOUT_S, EXECUTE_KEYS, HTML_FORMAT_KEYS, Cell, Prose, RenderError, _line_of,
-                              inline_exprs, parse_qmd)
+from remat.report.qmd import CELL_TIMEOUT_S, EXECUTE_KEYS, Cell, Prose, RenderError, inline_exprs, parse_qmd
 
 
 # --- render: the fallback --------------------------------------------------------------------------------
@@ -46,12 +45,8 @@ def executed_markdown(qmd: Path, root: Path, timeout: int = CELL_TIMEOUT_S) -> s
     with _kernel(root, timeout) as client:
         for block in doc.blocks:
             if isinstance(block, Cell):
-                outputs = _execute_cell(client, block, rel)
-                try:
-                    opts = {"include": True, **{k: settings[k] for k in EXECUTE_KEYS}, **block.options}
-                    parts.append(cell_markdown(block, outputs, opts))
-                except RenderError as exc:
-                    raise RenderError(f"{rel}: {exc}") from None
+                opts = {"include": True, **{k: settings[k] for k in EXECUTE_KEYS}, **block.options}
+                parts.append(cell_markdown(block, _execute_cell(client, block, rel), opts, rel))
             else:
                 parts.append(_substitute_inline(client, block, rel))
     return "\n\n".join(parts)
@@ -66,7 +61,7 @@ def _settings(root: Path, front: dict) -> dict:
     for layer in (*layers, front):
         fmt = layer.get("format")
         html = fmt.get("html") if isinstance(fmt, dict) else None
-        settings.update({k: v for k, v in (html or {}).items() if k in HTML_FORMAT_KEYS})
+        settings.update({k: v for k, v in (html or {}).items() if k in ("toc", "toc-depth")})
         settings.update({k: v for k, v in (layer.get("execute") or {}).items() if k in EXECUTE_KEYS})
     return settings
 
@@ -98,6 +93,7 @@ def _kernel(root: Path, timeout: int):
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_MISSING_FILE = re.compile(r"No such file or directory: '(?P<path>(?:\./)?(?:results|figures)/[^']+)'")
 
 
 def _execute_cell(client, cell: Cell, rel: Path) -> list:
@@ -110,23 +106,14 @@ def _execute_cell(client, cell: Cell, rel: Path) -> list:
     try:
         return client.execute_cell(node, len(client.nb.cells) - 1).outputs
     except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
-        missing = _missing_input(exc)
+        # a pipeline output (results/… or figures/…) not made yet: say which and how to make it
+        missing = getattr(exc, "ename", None) == "FileNotFoundError" and _MISSING_FILE.search(str(exc.evalue))
         if missing:
-            raise UsageError(str(rel), f"{missing} does not exist yet: run `snakemake {rel.with_suffix('.html')} "
-                                       "--cores all` (or `make all`), which makes it and renders the report") from None
+            raise UsageError(str(rel), f"{missing['path']} does not exist yet: run `snakemake "
+                             f"{rel.with_suffix('.html')} --cores all` (or `make all`), which makes it and renders "
+                             "the report") from None
         label = f" ({cell.options['label']})" if "label" in cell.options else ""
         raise RenderError(f"{rel}: the cell at line {cell.line}{label} raised:\n{_ANSI.sub('', str(exc))}") from None
-
-
-_MISSING_FILE = re.compile(r"No such file or directory: '(?P<path>(?:\./)?(?:results|figures)/[^']+)'")
-
-
-def _missing_input(exc) -> str | None:
-    """The pipeline output (``results/…`` or ``figures/…``) whose absence made a cell raise, or None."""
-    if getattr(exc, "ename", None) != "FileNotFoundError":
-        return None
-    match = _MISSING_FILE.search(str(getattr(exc, "evalue", "")))
-    return match["path"] if match else None
 
 
 def _substitute_inline(client, block: Prose, rel: Path) -> str:
@@ -140,11 +127,10 @@ def _substitute_inline(client, block: Prose, rel: Path) -> str:
     if reply is None:
         raise RenderError(f"{rel}: line {block.line}: no reply to the inline expressions (timeout)")
     results = reply["content"].get("user_expressions", {})
-    text, offset = block.text, 0
-    for i, m in enumerate(matches):
-        value = _inline_value(results.get(str(i), {}), m, block, rel)
-        text = text[:m.start() + offset] + value + text[m.end() + offset:]
-        offset += len(value) - (m.end() - m.start())
+    values = [_inline_value(results.get(str(i), {}), m, block, rel) for i, m in enumerate(matches)]
+    text = block.text
+    for m, value in reversed(list(zip(matches, values))):
+        text = text[:m.start()] + value + text[m.end():]
     return text
 
 
@@ -153,7 +139,8 @@ def _inline_value(result: dict, match: re.Match, block: Prose, rel: Path) -> str
     ``resolveUserExpressions``): text/html as raw HTML, text/markdown as is, else text/plain — a str without
     its quotes and with markdown's characters escaped (``quarto_escaped``). Raises RenderError for an error, a
     value with no text form, or an empty value (which Quarto would print as the expression's source)."""
-    where = f"{rel}: {_line_of(block, block.text, match.start())}: `{{python}} {match['expr']}`"
+    line = block.line + block.text.count("\n", 0, match.start())
+    where = f"{rel}: line {line}: `{{python}} {match['expr']}`"
     if result.get("status") != "ok":
         raise RenderError(f"{where} raised {result.get('ename')}: {result.get('evalue')}")
     data = result.get("data", {})
@@ -208,8 +195,7 @@ def _fenced(text: str, info: str) -> str:
 def _image_markdown(mime: str, data, metadata: dict, alt: str | None = None) -> str:
     """An image output as an embedded data URI; ``alt`` (a cell's fig-alt) goes in a fig-alt attribute,
     which crossref.lua makes the <img>'s alt text (an empty ![] keeps pandoc from making it a figure)."""
-    payload = data.encode() if mime == "image/svg+xml" else None
-    b64 = base64.b64encode(payload).decode() if payload is not None else "".join(str(data).split())
+    b64 = base64.b64encode(data.encode()).decode() if mime == "image/svg+xml" else "".join(str(data).split())
     size = metadata.get(mime, {}) if isinstance(metadata, dict) else {}
     attrs = [f"{k}={int(size[k])}" for k in ("width", "height") if k in size]
     if alt:
@@ -240,11 +226,11 @@ def _is_image(output) -> bool:
     return output["output_type"] != "stream" and any(m.startswith("image/") for m in output.get("data", {}))
 
 
-def cell_markdown(cell: Cell, outputs: list, opts: dict) -> str:
+def cell_markdown(cell: Cell, outputs: list, opts: dict, rel: Path) -> str:
     """Markdown for an executed cell under its options (echo, output, include, warning, label + fig-cap /
     tbl-cap, fig-alt): a labelled figure cell's images go in a ``::: {#fig-x}`` div with fig-alt as their alt
     text, a table cell's outputs in ``::: {#tbl-x}``, the caption as the div's last paragraph (crossref.lua
-    numbers them)."""
+    numbers them). Raises RenderError (naming ``rel``, the .qmd) when a fig-cap cell made no figure."""
     if not opts["include"]:
         return ""
     parts = [_fenced(cell.code, " {.python .cell-code}")] if opts["echo"] and cell.code.strip() else []
@@ -256,7 +242,7 @@ def cell_markdown(cell: Cell, outputs: list, opts: dict) -> str:
     if "fig-cap" in opts:
         images = [output_markdown(o, alt=opts.get("fig-alt")) for o in kept if _is_image(o)]
         if not images:
-            raise RenderError(f"line {cell.line}: cell {label} has a fig-cap but made no figure")
+            raise RenderError(f"{rel}: line {cell.line}: cell {label} has a fig-cap but made no figure")
         parts += [output_markdown(o, asis) for o in kept if not _is_image(o)]
         parts.append(_float(label, images, opts["fig-cap"]))
     elif "tbl-cap" in opts:

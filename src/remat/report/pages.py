@@ -26,12 +26,17 @@ def provenance_markdown(*tables) -> str:
     """
     from remat.measure.provenance import provenance
 
-    lines = ["**Provenance**", ""]
-    for column, name in _PROVENANCE_COLUMNS:
-        values = sorted({str(v) for t in tables if column in t for v in t[column].dropna().unique()})
-        if values:
-            lines.append(f"- results, {name}: {', '.join(f'`{v}`' for v in values)}")
-    lines += _mixed_commits(tables)
+    values = {column: sorted({str(v) for t in tables if column in t for v in t[column].dropna().unique()})
+              for column, _ in _PROVENANCE_COLUMNS}
+    lines = ["**Provenance**", ""] + [f"- results, {name}: {', '.join(f'`{v}`' for v in values[column])}"
+                                      for column, name in _PROVENANCE_COLUMNS if values[column]]
+    # results from several commits, or from a tree with uncommitted changes: their numbers may not be one version's
+    commits = values["git_commit"]
+    why = [f"{len(commits)} commits"] if len(commits) > 1 else []
+    why += ["a tree with uncommitted changes"] if any(c.endswith("+dirty") for c in commits) else []
+    if why:
+        lines.append(f"- **note**: these results come from {' and from '.join(why)}; rerun the pipeline on one clean "
+                     "commit (`make all`) for numbers of one version")
     stamps = sorted(str(v) for t in tables if "timestamp" in t for v in t["timestamp"].dropna())
     if stamps:
         lines.append(f"- results measured: {stamps[0]} to {stamps[-1]}")
@@ -39,20 +44,8 @@ def provenance_markdown(*tables) -> str:
     lines += [f"- rendered: {now['timestamp']} on `{now['host']}` ({now['device_name']}),"
               f" git commit `{now['git_commit']}`",
               f"- versions: Python {platform.python_version()}, torch {now['torch_version']},"
-              f" numpy {now['numpy_version']}, {_versions('pandas', 'matplotlib')}"]
+              f" numpy {now['numpy_version']}, {_version('pandas')}, {_version('matplotlib')}"]
     return "\n".join(lines) + "\n"
-
-
-def _mixed_commits(tables) -> list[str]:
-    """A warning line where the results come from several commits or from a tree with uncommitted changes
-    (``+dirty``): their numbers may not be one version's."""
-    commits = sorted({str(v) for t in tables if "git_commit" in t for v in t["git_commit"].dropna()})
-    why = [f"{len(commits)} commits"] if len(commits) > 1 else []
-    why += ["a tree with uncommitted changes"] if any(c.endswith("+dirty") for c in commits) else []
-    if not why:
-        return []
-    return [f"- **note**: these results come from {' and from '.join(why)}; rerun the pipeline on one clean "
-            "commit (`make all`) for numbers of one version"]
 
 
 def _render_device() -> str:
@@ -64,15 +57,12 @@ def _render_device() -> str:
     return default_device()
 
 
-def _versions(*modules: str) -> str:
+def _version(name: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
-    out = []
-    for name in modules:
-        try:
-            out.append(f"{name} {version(name)}")
-        except PackageNotFoundError:
-            out.append(f"{name} (not installed)")
-    return ", ".join(out)
+    try:
+        return f"{name} {version(name)}"
+    except PackageNotFoundError:
+        return f"{name} (not installed)"
 
 
 def index_markdown(root: str | Path = ".") -> str:
