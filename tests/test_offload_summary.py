@@ -6,22 +6,17 @@ import pandas as pd
 import pytest
 
 from remat.analysis import offload
-from remat.analysis.findings import holds
+from remat.analysis.findings import Findings
 from remat.errors import UsageError
 from remat.formulas.offload import SIMULATED
 
 MiB = 2**20
 
 
-def by_id(found):
-    return {f.id: f for f in found}
-
-
 def test_rules_are_two_sided_and_fail_a_wrong_value():
     # the fit: predicted ÷ measured within 1 ± 0.10; the model: measured ÷ model within 1 ± 0.25
     assert [offload.FIT_RULE.check(x, 1.0)[0] for x in (0.85, 0.95, 1.05, 1.15)] == [False, True, True, False]
     assert [offload.MODEL_RULE.check(x, 1.0)[0] for x in (0.7, 0.8, 1.2, 1.3)] == [False, True, True, False]
-    assert holds("x").check(0, 1)[0] is False and holds("x").check(1, 1)[0] is True
 
 
 def bandwidth(err_1mib=-0.05, err_2mib=0.02, overlap=True):
@@ -33,11 +28,11 @@ def bandwidth(err_1mib=-0.05, err_2mib=0.02, overlap=True):
 
 
 def test_bandwidth_findings():
-    f = by_id(offload._bandwidth(bandwidth()))
+    f = Findings(offload._bandwidth(bandwidth()))
     assert f["bandwidth.fit_alone"].status == "reproduced" and f["bandwidth.fit_alone"].ours == "0.95× (−5.0%)"
     assert f["bandwidth.h2d"].ours == "10.00 GB/s (pageable)" and f["bandwidth.overlap_ratio"].ours == "0.80×"
     assert f["bandwidth.h2d"].where == "CPU (a stand-in; simulated: host memcpy)"
-    wrong = by_id(offload._bandwidth(bandwidth(err_2mib=0.12, overlap=False)))  # 1.12×; no overlapped copies
+    wrong = Findings(offload._bandwidth(bandwidth(err_2mib=0.12, overlap=False)))  # 1.12×; no overlapped copies
     assert wrong["bandwidth.fit_alone"].status == "differs" and "2.00 MiB" in wrong["bandwidth.fit_alone"].reason
     assert wrong["bandwidth.fit_overlap"].status == wrong["bandwidth.overlap_ratio"].status == "not measured"
 
@@ -53,19 +48,19 @@ def steps(equal=True, live=0, iqr=0.1e-3, full_s=12e-3):
 
 
 def test_steps_findings_per_branch():
-    f = by_id(offload._steps(steps()))
+    f = Findings(offload._steps(steps()))
     assert (f["steps.bitwise"].status, f["steps.pool"].status) == ("reproduced", "reproduced")
     assert f["steps.full"].ours == "+20%" and f["steps.held_share"].ours == "25.0%"
     assert f["steps.hidden"].status == "not reproducible here"           # a CPU: nothing overlaps
     assert f["steps.runs"].ours == "(s, h) = (64, 64); a = 4, b = 2, L = 4, 1 CPU thread"
-    bad = by_id(offload._steps(steps(equal=False, live=8)))
+    bad = Findings(offload._steps(steps(equal=False, live=8)))
     assert bad["steps.bitwise"].status == "differs" and bad["steps.bitwise"].reason == "not bitwise equal: full"
     assert bad["steps.pool"].status == "differs"
 
 
 def test_steps_gates_make_noisy_or_negative_overheads_invalid():
-    assert by_id(offload._steps(steps(iqr=6e-3)))["steps.full"].status == "invalid"      # IQR 60 % of none's
-    negative = by_id(offload._steps(steps(full_s=8e-3)))["steps.full"]                   # −20 % beyond ±2 %
+    assert Findings(offload._steps(steps(iqr=6e-3)))["steps.full"].status == "invalid"      # IQR 60 % of none's
+    negative = Findings(offload._steps(steps(full_s=8e-3)))["steps.full"]                   # −20 % beyond ±2 %
     assert negative.status == "invalid" and "below zero" in negative.reason
 
 
@@ -85,7 +80,7 @@ def breakeven(measured_offload_s=2e-3):
 
 
 def test_breakeven_findings():
-    f = by_id(offload._breakeven(breakeven(), None))
+    f = Findings(offload._breakeven(breakeven(), None))
     assert f["breakeven.full"].ours == "5.0 GB/s (0.5× that link)" and f["breakeven.cheaper_full"].ours == "offload"
     assert (f["breakeven.wins_full"].ours, f["breakeven.wins_selective"].ours) == ("1 of 2", "0 of 2")
     assert f["breakeven.model_offload"].status == "differs"              # measured 2 ms ÷ serial model 1 ms = 2×
@@ -93,13 +88,13 @@ def test_breakeven_findings():
     assert f["breakeven.extra_per_copy"].ours == "+100.0 µs"             # (2 − 1) ms / (1 layer · 2 · 5 copies)
     assert f["breakeven.model_hidden"].ours == "100%"                    # overlapped model 0 of serial 1 ms
     assert f["breakeven.bytes_per_flop"].ours == "100×"                  # (1e9 / 1e9) ÷ (10e9 / 1e12)
-    assert by_id(offload._breakeven(breakeven(1.2e-3), None))["breakeven.model_offload"].status == "reproduced"
+    assert Findings(offload._breakeven(breakeven(1.2e-3), None))["breakeven.model_offload"].status == "reproduced"
 
 
 def test_missing_tables_are_not_measured_and_name_the_target(tmp_path):
     found = offload.findings(tmp_path, device="cpu")
     assert {f.id for f in found} == set(offload.CLAIM) and {f.status for f in found} == {"not measured"}
-    assert by_id(found)["steps.pool"].reason == "snakemake results/offload/cpu/steps.csv"
+    assert Findings(found)["steps.pool"].reason == "snakemake results/offload/cpu/steps.csv"
 
 
 def test_report_device_is_read_from_the_environment():

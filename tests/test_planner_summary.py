@@ -6,18 +6,16 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from remat.analysis import planner, planner_tensor
+from remat.analysis import catalog, planner
 from remat.analysis.findings import DIFFERS, INVALID, MEASURED, NOT_MEASURED, REPRODUCED, Findings
 from remat.paper import PAPER_TABLE5_S
 
 
-def write(root, rel, rows, **same):
-    path = root / "results" / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame([{**same, **r} for r in rows]).to_csv(path, index=False)
-
-
-def found(root) -> Findings:
+def found(root, rel: str = "", rows=()) -> Findings:
+    """The planner findings under ``root``, once ``rows`` are written to results/``rel``."""
+    if rel:
+        (root / "results" / rel).parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(rows).to_csv(root / "results" / rel, index=False)
     return Findings(planner.findings(root))
 
 
@@ -35,15 +33,13 @@ def paper_rows():
 
 
 def test_paper_gains_megatron_and_the_papers_setting(tmp_path):
-    write(tmp_path, "planner/paper.csv", paper_rows())
-    F = found(tmp_path)
+    F = found(tmp_path, "planner/paper.csv", paper_rows())
     values = {k: F[f"paper.{k}"].value for k in ("settings", "uniform.faster", "uniform.ties", "best.faster",
                                                  "best.ties", "best.slower", "megatron", "sp")}
     assert values == {"settings": 2, "uniform.faster": 1, "uniform.ties": 1, "best.faster": 1, "best.ties": 1,
                       "best.slower": 0, "megatron": 1, "sp": 0.0}
     assert F["paper.no_sp"].ours == "20.00%" and F["paper.best.largest"].ours == "10.00%"
     assert (F["paper.no_sp.setting"].ours, F["paper.no_sp.against"].ours) == ("m on g", "full")
-    assert F["paper.no_sp"].status == MEASURED
     shown = planner.paper_display(pd.read_csv(tmp_path / "results/planner/paper.csv"))
     assert list(shown["Megatron-LM runs it"]) == ["no", "yes"]
     assert list(shown["plan (layers per policy)"]) == ["2 selective, 2 full", "4 none"]
@@ -61,8 +57,7 @@ def frontier_rows(inside_faster: bool):
 
 @pytest.mark.parametrize("inside_faster, status", [(False, MEASURED), (True, INVALID)])
 def test_a_baseline_inside_the_plan_space_beating_the_plan_is_invalid(tmp_path, inside_faster, status):
-    write(tmp_path, "planner/frontier.csv", frontier_rows(inside_faster))
-    F = found(tmp_path)
+    F = found(tmp_path, "planner/frontier.csv", frontier_rows(inside_faster))
     assert (F["frontier.budgets"].value, F["frontier.beaten"].value, F["frontier.beaten"].status) == (2, 1, status)
 
 
@@ -84,8 +79,7 @@ def validate_rows(iqr: float):
 
 @pytest.mark.parametrize("iqr, status", [(0.1, MEASURED), (0.6, INVALID)])
 def test_validation_peaks_and_times(tmp_path, iqr, status):
-    write(tmp_path, "planner/validate/cpu.csv", validate_rows(iqr))
-    F = found(tmp_path)
+    F = found(tmp_path, "planner/validate/cpu.csv", validate_rows(iqr))
     counts = {k: F[f"validate.{k}"].value for k in ("plans", "plans.fit", "plans.exact", "baselines",
                                                     "baselines.exact", "references", "under", "budgets", "beaten")}
     assert counts == {"plans": 2, "plans.fit": 2, "plans.exact": 2, "baselines": 1, "baselines.exact": 0,
@@ -111,8 +105,7 @@ def table5_rows(off_pp: dict):
 @pytest.mark.parametrize("off_pp, status", [({"gpt-22b": 2.9, "gpt-1t": -2.9}, REPRODUCED),
                                             ({"gpt-22b": 3.2}, DIFFERS), ({"gpt-1t": -3.2}, DIFFERS)])
 def test_table5_within_3_pp_for_every_model(tmp_path, off_pp, status):
-    write(tmp_path, "korthikanti/table5.csv", table5_rows(off_pp))
-    f = found(tmp_path)["table5"]
+    f = found(tmp_path, "korthikanti/table5.csv", table5_rows(off_pp))["table5"]
     assert (f.status, f.paper, f.scorecard, f.link) == (status, "29–32 %", "Korthikanti et al. 2022",
                                                         "planner.html#sec-table5")
     assert f.rule == "every model within ±3 pp"
@@ -144,13 +137,12 @@ def tensor_rows():
 
 
 def test_tensor_plan_findings_and_table(tmp_path):
-    write(tmp_path, "planner/tensor/cpu.csv", tensor_rows())
-    F = found(tmp_path)
+    F = found(tmp_path, "planner/tensor/cpu.csv", tensor_rows())
     values = {k: F[f"tensor.{k}"].value for k in ("models", "skipped", "points", "plans", "fit", "exact", "error",
                                                    "bitwise", "monotone", "kept", "slower", "plan_s")}
     assert values == {"models": 1, "skipped": 1, "points": 2, "plans": 4, "fit": 3, "exact": 3, "error": 8,
                       "bitwise": 3, "monotone": 1, "kept": 1, "slower": 0, "plan_s": 1.5}
     assert (F["tensor.gain"].ours, F["tensor.gain.where"].ours) == ("25.0%", "a, budget 0.0 MiB")
     assert F["tensor.skipped"].ours == "b: needs transformers" and F["tensor.device"].where == "CPU"
-    shown = planner_tensor.tensor_display(planner_tensor.table(tmp_path))
+    shown = planner.tensor_display(catalog.read_shown("planner.tensor", tmp_path))
     assert list(shown["gain"]) == ["0.0%", "+25.0%"] and list(shown["bitwise"]) == ["NO", "yes"]

@@ -49,10 +49,6 @@ def test_gate_segments_per_point():
     assert list(st.validity("segments", seg) != "") == [False, False, True]
 
 
-def _status(found, stem):
-    return next(f for f in found if f.id == stem).status
-
-
 @pytest.mark.parametrize("device, ms, status", [
     ("cuda", {"none": (18.0, 40.0), "selective": (18.2, 42.8), "full": (18.1, 55.6)}, fd.REPRODUCED),  # 7 %, 39 %
     ("cuda", {"none": (18.0, 40.0), "selective": (18.2, 50.0), "full": (18.1, 55.6)}, fd.DIFFERS),     # 25 %
@@ -62,8 +58,9 @@ def _status(found, stem):
 def test_timing_findings_per_branch(device, ms, status):
     part = _lt(device, ms)
     found = sweeps._timing(part, device, device, {})
-    assert _status(found, f"timing.selective.{device}") == status
-    assert _status(found, f"timing.flops.full.{device}") == fd.REPRODUCED   # 33.3 % against 33 % ± 0.5 pp
+    by = {f.id: f.status for f in found}
+    assert by[f"timing.selective.{device}"] == status
+    assert by[f"timing.flops.full.{device}"] == fd.REPRODUCED   # 33.3 % against 33 % ± 0.5 pp
     table4 = sweeps._table4(found, [device])
     assert table4.id == "table4-measured" and table4.scorecard and table4.link == "sweeps.html#sec-timing"
     assert table4.status in (status, fd.DIFFERS if status == fd.REPRODUCED else status)

@@ -69,8 +69,7 @@ def strategy_fits(frame: pd.DataFrame, size: str) -> pd.DataFrame:
 
 
 def depth_at(frame: pd.DataFrame, size: str, strategy: str, limit_bytes: float) -> float | None:
-    """The ``size`` at which ``strategy``'s planned bytes reach ``limit_bytes`` (log–log interpolation between the
-    swept sizes around it); None when the limit is outside the sweep."""
+    """The ``size`` at which ``strategy``'s planned bytes reach ``limit_bytes`` (log–log interpolated), or None."""
     part = frame[frame["strategy"] == strategy].sort_values(size)
     xs, ys = np.log(part[size].to_numpy(float)), np.log(part["planned_bytes"].to_numpy(float))
     if not ys[0] <= np.log(limit_bytes) <= ys[-1]:
@@ -102,12 +101,10 @@ RULES = {"sqrt": _SQRT, "resnet-sqrt": _SQRT, "lstm-sqrt": _SQRT,
          "recursion": ("chen.recursion_per_doubling", within_abs(tol.CHEN_RECURSION)),
          "resnet": ("chen.resnet_reduction", within_rel(tol.CHEN_RESNET_REDUCTION)),
          "resnet-limit": ("chen.deepest_without", within_rel(tol.CHEN_RESNET_LIMIT)),
-         "resnet-sharing": ("chen.system_reduction_lo", within_range(
-             PAPER["chen.system_reduction_lo"].value, PAPER["chen.system_reduction_hi"].value, "×",
-             tol.CHEN_SYSTEM_BAND.why)),
+         "resnet-sharing": ("chen.system_reduction_lo", within_range(PAPER["chen.system_reduction_lo"].value,
+                            PAPER["chen.system_reduction_hi"].value, "×", tol.CHEN_SYSTEM_BAND.why)),
          "lstm": ("chen.lstm_reduction", within_range(PAPER["chen.lstm_reduction"].value,
-                                                       tol.CHEN_LSTM_REDUCTION_HI.value, "×",
-                                                       tol.CHEN_LSTM_REDUCTION_HI.why)),
+                  tol.CHEN_LSTM_REDUCTION_HI.value, "×", tol.CHEN_LSTM_REDUCTION_HI.why)),
          "speed": ("chen.speed_overhead_pct", within_abs(tol.CHEN_SPEED_PP))}
 """The judged findings: id -> (the paper value's id in remat.paper, the rule for "reproduced")."""
 
@@ -129,14 +126,12 @@ GROUPS = {
     "lstm": {"lstm-sqrt": "LSTM, sublinear plan: memory O(√length)", "budget.lstm": "LSTM: Algorithm 3 against √n "
              "and x + y", "lstm": f"LSTM, {_STEPS}: reduction over the optimized plan", "lstm.size": "The LSTM traced"},
     "speed": {"speed": "Sublinear plan: extra runtime"}}
-"""Every finding by the part of ``findings`` that makes it: id -> claim. A missing table makes the part's not
-measured."""
+"""Every finding by the part of ``findings`` that makes it: id -> claim (a missing table: the part's not measured)."""
 CLAIMS = {id: claim for part in GROUPS.values() for id, claim in part.items()}
 
 
 def _f(id: str, value: float, text: str, where: str, reason: str = "", missing: catalog.Missing | None = None):
-    """Finding ``id``: judged by RULES[id] against its paper value when it has one, else a measured value;
-    not measured when ``missing``."""
+    """Finding ``id``, judged by RULES[id] when it has one (else measured); not measured when ``missing``."""
     paper, rule = RULES.get(id, (None, None))
     claim, link = CLAIMS[id], SCORECARD.get(id)
     extra = dict(scorecard=CHEN, link=f"chen2016.html#{link}") if link else {}
@@ -146,8 +141,7 @@ def _f(id: str, value: float, text: str, where: str, reason: str = "", missing: 
 
 
 def _exact(id: str, ok: pd.Series, text: str, noun: str) -> Finding:
-    """Rows that agree (with a closed form, bitwise with the plain backward): "k of n" + ``text``; a row that
-    does not is an invalid measurement."""
+    """Rows that agree (``ok``): "k of n" + ``text``; a row that does not is an invalid measurement."""
     found = _f(id, int(ok.sum()), f"{int(ok.sum())} of {len(ok)}{text}", "CPU")
     return gated(found, ["" if ok.all() else f"{len(ok) - int(ok.sum())} {noun} disagree"])
 
@@ -200,8 +194,8 @@ def _net(frame: pd.DataFrame, size: str, net: str, steps: float, why: str = "") 
     """Fits, the net's decimal unit, and the findings a ResNet and an LSTM share: the √ law (sublinear unless
     the slope supports 0.5), Algorithm 3 against √n and x + y, the reduction at ``steps`` (``why`` it differs)."""
     fits = strategy_fits(frame, size).set_index("strategy")
-    unit = decimal_unit(fits["planned_bytes"])
-    plans = frame[frame[size] == frame[size].max()].drop_duplicates("strategy").set_index("strategy")["planned_bytes"]
+    plans = fits["planned_bytes"]
+    unit = decimal_unit(plans)
     s, n = fits.loc["sublinear"], fits.loc["sharing"]
     law = (f"sublinear (slope below sharing's {n['exponent']:.2f}) but not √n: over {frame[size].nunique()} "
            f"{size}s a constant term bends the log–log slope" if s["exponent"] < n["exponent"] else "not sublinear")
@@ -254,11 +248,9 @@ def _lstm(t, root) -> list[Finding]:
 
 
 def _speed(t, root) -> list[Finding]:
-    speed = t("speed")
-    dev = catalog.GPU_DEVICE if (speed["device"] == catalog.GPU_DEVICE).any() else str(speed["device"].iloc[0])
-    rows = speed[speed["device"] == dev].set_index(["net", "strategy"])
+    speed = catalog.read_shown("chen.speed", root)   # the GPU's rows when there are any
+    dev, where, rows = speed["device"].iloc[0], speed.attrs["where"], speed.set_index(["net", "strategy"])
     sub, none = (rows.xs(s, level="strategy") for s in ("sublinear", "none"))
-    where = catalog.where(dev, "chen.speed", root)
     worst = (100 * sub["overhead"] - PAPER["chen.speed_overhead_pct"].value).abs().idxmax()
     gates = [busy(rows)] + [noisy(r["step_time_s"], r["step_time_iqr_s"], f"{n} {s}") for (n, s), r in rows.iterrows()]
     gates += [negative_overhead(sub.loc[n, "overhead"], none.loc[n, "step_time_iqr_s"] / none.loc[n, "step_time_s"],
@@ -338,18 +330,17 @@ def speed_table(frame: pd.DataFrame) -> pd.DataFrame:
                          "saved (MB)": lambda f: (f["saved_bytes"] / 1e6).round(1)})
 
 
-TABLES = {"depth": ("depth", depth_fits_table), "revolve": ("revolve", revolve_table),
-          "resnet": ("resnet", lambda f: net_table(f, "depth")), "lstm": ("lstm", lambda f: net_table(f, "length")),
-          "speed": ("speed", speed_table)}
-"""The report's tables: name -> (the chen.* table it reads, its display function)."""
+TABLES = {"depth": depth_fits_table, "revolve": revolve_table, "resnet": lambda f: net_table(f, "depth"),
+          "lstm": lambda f: net_table(f, "length"), "speed": speed_table}
+"""The report's tables: the chen.* table's name -> its display function."""
 
 
 def tables(root=".") -> dict[str, pd.DataFrame]:
     """The report's display tables by name; a missing table shows as one row naming its snakemake target."""
     shown = {}
-    for name, (table, show) in TABLES.items():
+    for name, show in TABLES.items():
         try:
-            shown[name] = show(_read(table, root))
+            shown[name] = show(_read(name, root))
         except catalog.Missing as missing:
             shown[name] = pd.DataFrame({"not measured yet": [f"`snakemake {missing.target}`"]})
     return shown

@@ -1,6 +1,5 @@
-"""Korthikanti et al. 2022: result tables -> the korthikanti2022 report's findings and display tables. Nothing is
-measured here: bytes, FLOPs and memory come from the ``korthikanti.*`` tables, the paper's values from
-``remat.paper`` / ``remat.timemodel.paper``, the tolerances from ``remat.analysis.tolerances``.
+"""Korthikanti et al. 2022: the ``korthikanti.*`` tables -> the korthikanti2022 report's findings and display
+tables (paper values from ``remat.paper``, tolerances from ``remat.analysis.tolerances``; nothing is measured here).
 
     found = findings(".")          # every number and verdict the report quotes (time: ``times``)
     table2_summary(catalog.read("korthikanti.table2"))
@@ -220,17 +219,15 @@ def _figure7(t2: pd.DataFrame) -> list[Finding]:
 def _memory(memory: pd.DataFrame) -> list[Finding]:
     rows = memory[memory["model"].isin(TABLE3_MODELS)]
     fits = rows.set_index(["technique", "model"])["fits_gpu"].astype(bool)
-    models = list(dict.fromkeys(rows["model"]))
-    both, base = int(fits.loc["TP+SP+selective"].sum()), int(fits.loc["TP baseline"].sum())
-    as_paper = sum(fits.loc[("TP+SP+selective", m)] and not fits.loc[("TP baseline", m)] for m in models)
+    best, base, n = fits.loc["TP+SP+selective"], fits.loc["TP baseline"], rows["model"].nunique()
+    as_paper = int((best & ~base).sum())     # models that fit with SP + selective only, as in the paper
     decimal = round(memory["gpu_memory_bytes"].iloc[0] / GiB) * 1e9   # "80 GB" read as 80·10⁹ bytes
     between = memory[memory["fits_gpu"].astype(bool) & (memory["total_bytes"] > decimal)]
     state = model_state_summary(memory)
-    return [_f("figure1", as_paper, replace(PAPER["korthikanti.figure1_models"], value=len(models)),
-               exact(f"every model on the paper's side of the line ({len(models)} of {len(models)})",
-                     KORTHIKANTI_FIGURE1_MODELS.why),
-               text=f"SP + selective fits {both} of {len(models)} models, the "
-               f"TP baseline {base} ({memory['gpu'].iloc[0]}, first pipeline stage; counted, not allocated)"),
+    return [_f("figure1", as_paper, replace(PAPER["korthikanti.figure1_models"], value=n),
+               exact(f"every model on the paper's side of the line ({n} of {n})", KORTHIKANTI_FIGURE1_MODELS.why),
+               text=f"SP + selective fits {best.sum()} of {n} models, the "
+               f"TP baseline {base.sum()} ({memory['gpu'].iloc[0]}, first pipeline stage; counted, not allocated)"),
             _f("memory.nominal_only", len(between), text=", ".join(
                 f"{r.model} {r.technique} ({r.total_gib:.1f} GiB)" for r in between.itertuples()) or "none"),
             _f("memory.excess", state["difference GiB"].max(), text=span_text(state["difference GiB"], 2, " GiB"))]
@@ -256,9 +253,8 @@ def _flops(flops: pd.DataFrame) -> list[Finding]:
     sel, full = flops[flops["mode"] == "selective"], flops[flops["mode"] == "full"]
     pct = 100 * full["overhead_measured"]
     worst = pct.loc[(pct - PAPER["korthikanti.full_flops_pct"].value).abs().idxmax()]
-    rel = max(float((flops[a] / flops[b] - 1).abs().max()) for a, b in (
-        ("flops_forward", "formula_forward"), ("flops_backward", "formula_backward")))
-    rel = max(rel, float((sel["flops_recompute"] / sel["recompute_text"] - 1).abs().max()))
+    rel = max(float((f[a] / f[b] - 1).abs().max()) for f, a, b in ((flops, "flops_forward", "formula_forward"), (
+        flops, "flops_backward", "formula_backward"), (sel, "flops_recompute", "recompute_text")))
     found = [_f("flops.full", worst, PAPER["korthikanti.full_flops_pct"], within_abs(KORTHIKANTI_FULL_FLOPS_PP),
                 text=f"{span_text(pct, 1, ' %')} for every model and t (FlopCounterMode)"),
              _f("flops.appendix_a", rel, text=f"{rel:.1e}")]
@@ -294,10 +290,10 @@ def _selective_card(counted: list[Finding], eq8: list[Finding]) -> list[Finding]
 def _utilization(root) -> list[Finding]:
     u = utilization_summary(TABLE3_MODELS).set_index("model")
     rule, found = within_abs(KORTHIKANTI_PRINTED_UTIL_PP), []
-    for id, ours, paper, col in (("mfu.eq7", "MFU % (Eq. 7)", "MFU % (paper)", 2), ("hfu.eq8", "HFU % (Eq. 8)",
-                                                                                   "HFU % (paper)", 3)):
+    for id, ours, paper in (("mfu.eq7", "MFU % (Eq. 7)", "MFU % (paper)"),
+                            ("hfu.eq8", "HFU % (Eq. 8)", "HFU % (paper)")):
         m = (u[ours] - u[paper]).abs().idxmax()
-        printed = PaperValue(PAPER_TABLE5_S[m][col], "Table 5", f"{u.loc[m, paper]} % ({m})")
+        printed = PaperValue(u.loc[m, paper], "Table 5", f"{u.loc[m, paper]} % ({m})")
         found.append(_f(id, u.loc[m, ours], printed, rule, where=PRINTED,
                         text=f"{u.loc[m, ours]:.2f} % ({m}, the model farthest from it)"))
     lower = (u["HFU % (Eq. 8)"] - u["HFU % (text)"]).max()

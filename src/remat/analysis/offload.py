@@ -21,15 +21,13 @@ from remat.formulas.offload import SIMULATED
 from remat.paper import PaperValue
 from remat.units import MINUS, GiB, MiB, format_bytes, percent, signed_percent, span, span_text
 
-REPORT_DEVICE_VARIABLE = "REMAT_OFFLOAD_DEVICE"
 VARIANTS = ["none", "selective", "full", "offload", "save_on_cpu"]
 FIT_CHECK_BYTES = MiB    # the fits are judged on copies of at least this many bytes (smaller ones: t0 and noise)
 EXAMPLE = (2048, 12288)  # the grid point quoted when the grid has it: GPT-3 175B's layer (a = 96, b = 1, t = 8)
 NAN = math.nan
 FIT = PaperValue(1.0, "the fit t = t0 + bytes/BW of the copy's group", "1× (predicted = measured)")
 MODEL = PaperValue(1.0, "the model (remat.formulas.offload, remat.timemodel) at this run's rates", "1× (= model)")
-FIT_RULE = within_range(1 - OFFLOAD_FIT.value, 1 + OFFLOAD_FIT.value, OFFLOAD_FIT.unit, OFFLOAD_FIT.why)
-MODEL_RULE = within_range(1 - OFFLOAD_MODEL.value, 1 + OFFLOAD_MODEL.value, OFFLOAD_MODEL.unit, OFFLOAD_MODEL.why)
+FIT_RULE, MODEL_RULE = (within_range(1 - t.value, 1 + t.value, t.unit, t.why) for t in (OFFLOAD_FIT, OFFLOAD_MODEL))
 CLAIM = {
     "bandwidth.h2d": "Fastest host-to-device copies alone: fitted GB/s", "bandwidth.d2h": "The same, device to host",
     "bandwidth.fit_alone": "t = t0 + bytes/BW predicts every copy ≥ 1 MiB made alone (worst predicted ÷ measured)",
@@ -59,9 +57,9 @@ CLAIM = {
 def report_device(environ: Mapping[str, str] = os.environ) -> str:
     """Whose tables the report shows: ``$REMAT_OFFLOAD_DEVICE`` ("cpu" | "cuda"; the report rule sets it from
     config ``offload.report_device``), "cpu" when unset. UsageError(REMAT_OFFLOAD_DEVICE) for another value."""
-    device = environ.get(REPORT_DEVICE_VARIABLE, "cpu")
+    device = environ.get("REMAT_OFFLOAD_DEVICE", "cpu")
     if device not in catalog.DEVICES:
-        raise UsageError(REPORT_DEVICE_VARIABLE, f"must be cpu or cuda, got {device!r}")
+        raise UsageError("REMAT_OFFLOAD_DEVICE", f"must be cpu or cuda, got {device!r}")
     return device
 
 

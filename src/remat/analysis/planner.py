@@ -1,17 +1,19 @@
 """The planner report's findings (``findings(root)``: every number it quotes, paper Table 5 judged) and the tables
 it shows (``paper_display``, ``validate_display(validation(root))`` …), from the planner tables and predicted
-Table 5; nothing is re-planned or re-measured. A gain is t_baseline / t_plan − 1 (a fraction)."""
+Table 5; nothing is re-planned or re-measured. A gain is t_baseline / t_plan − 1 (a fraction). The tensor plans
+(remat.experiments.tensor_plans: per model and budget, a tensor plan and a per-block plan applied and measured)
+are held to remat's own guarantees (the measured peak within the budget and equal to the prediction, gradients
+bit for bit); their gain over the per-block plan, t_block / t_tensor − 1, is predicted."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
-from functools import partial
 
 import numpy as np
 import pandas as pd
 
-from remat.analysis import catalog, gates, planner_tensor
+from remat.analysis import catalog, gates
 from remat.analysis.findings import Finding, judge, not_measured, within_abs
 from remat.analysis.tolerances import PLANNER_TABLE5_PP
 from remat.paper import KORTHIKANTI, PAPER_GPU, PAPER_TABLE5_GAIN_PCT, PaperValue
@@ -21,7 +23,7 @@ from remat.timemodel.gpus import gpu as gpu_preset
 from remat.units import MINUS, GiB, MiB, format_bytes, percent, signed_percent, span_text
 
 TIE, NAN, YES = 1e-12, math.nan, {True: "yes", False: "no"}  # TIE: times this close (relative) are equal
-_pct = partial(signed_percent, digits=2, unit="")
+_pct = lambda x: signed_percent(x, 2, "")  # noqa: E731
 _bytes = lambda n: f"{int(n):+,}".replace("-", MINUS) if int(n) else "0"  # noqa: E731
 OUTSIDE = ("sqrt-segments", "megatron-uniform")
 """Baselines with multi-layer units, outside the per-layer plan space (Megatron uniform with N = 1 is full)."""
@@ -57,7 +59,18 @@ CLAIMS = {  # every finding id of the report: its claim
     "table5.saved": "Seconds saved per iteration, as a multiple of the paper's",
     "table5.share": "Predicted SP + selective times as a share of the paper's",
     "table5.achievable": "Achievable fraction of peak FLOP/s assumed",
-    **planner_tensor.CLAIMS,
+    "tensor.device": "Where the tensor plans were applied and measured",
+    "tensor.models": "Models planned per op output and per block", "tensor.skipped": "Models left out",
+    "tensor.points": "Budgets per model", "tensor.plans": "Plans applied (both kinds, every budget)",
+    "tensor.fit": "Plans whose measured peak is within their budget",
+    "tensor.exact": "Plans whose measured peak equals the prediction to the byte",
+    "tensor.error": "Largest |measured − predicted| peak, bytes",
+    "tensor.bitwise": "Plans whose gradients are bit for bit the unmodified model's",
+    "tensor.monotone": "Models whose tensor plans never predict a higher peak or a slower step at a smaller budget",
+    "tensor.gain": "Largest predicted step-time gain of the tensor plan over the per-block plan at one budget",
+    "tensor.gain.where": "Where", "tensor.kept": "Tensor plans in which some block keeps its own op set",
+    "tensor.slower": "Budgets where the tensor plan is predicted slower than the per-block plan",
+    "tensor.plan_s": "Longest auto.plan call (measure and solve), wall seconds on this machine",
 }
 
 
@@ -66,15 +79,12 @@ def _m(id: str, value: float, text: str | None = None, where: str = "") -> Findi
     return judge(id, CLAIMS[id], value, where=where, text=str(value) if text is None else text)
 
 
-def _fits(frame: pd.DataFrame) -> pd.Series:
-    return frame["feasible"].astype(bool)
-
-
 def _beaten(id: str, table: pd.DataFrame, time: str = "step_time_s") -> tuple[int, Finding]:
     """(budgets the plan fits, finding ``id``: budgets an OUTSIDE baseline is faster; invalid if another is)."""
     keys = [c for c in ("model", "layers", "gpu", "sp", "budget_bytes") if c in table]
-    plans = table[(table["method"] == "plan") & _fits(table)][keys + [time]].rename(columns={time: "_plan"})
-    base = table[(table["method"] != "plan") & _fits(table)].merge(plans, on=keys)
+    fit = table[table["feasible"].astype(bool)]
+    plans = fit[fit["method"] == "plan"][keys + [time]].rename(columns={time: "_plan"})
+    base = fit[fit["method"] != "plan"].merge(plans, on=keys)
     hit = base[base[time] < base["_plan"] * (1 - TIE)]
     out = hit["method"].isin(OUTSIDE)
     inside = hit[~out].groupby(keys).ngroups
@@ -89,7 +99,7 @@ def settings(paper: pd.DataFrame) -> pd.DataFrame:
     for (model, gpu, sp), g in paper.groupby(["model", "gpu", "sp"], sort=False):
         plan = g[g["method"] == "plan"].iloc[0]
         fits = bool(plan["feasible"])
-        base = g[(g["method"] != "plan") & _fits(g)].sort_values("step_time_s", kind="stable")
+        base = g[(g["method"] != "plan") & g["feasible"].astype(bool)].sort_values("step_time_s", kind="stable")
         row = {"model": model, "gpu": gpu, "sp": bool(sp), "fits": fits, "peak": plan["peak_bytes"],
                "step": plan["step_time_s"], **{k: int(plan[c]) for k, c in LAYOUT},
                **{p: int(np.nan_to_num(plan[f"n_{p}"])) for p in POLICIES}}
@@ -118,15 +128,13 @@ def _paper(paper: pd.DataFrame) -> list[Finding]:
             ("faster", (gain > TIE).sum()), ("ties", (gain.abs() <= TIE).sum()), ("slower", (gain < -TIE).sum()))]
         out.append(_m(f"paper.{name}.largest", gain.max(), percent(gain.max(), 2), at))
     top = s.loc[s[~s["sp"]]["uniform_gain"].idxmax()]
-    same = s[s["sp"] & (s["model"] == top["model"]) & (s["gpu"] == top["gpu"])]["over_selective_gain"].iloc[0]
-    with_sp = s[s["sp"]]["over_selective_gain"].dropna()
-    on_paper_gpu = s[s["sp"] & (s["model"] == top["model"]) & (s["gpu"] == PAPER_GPU)]["over_selective_gain"]
-    paper_gpu = float(on_paper_gpu.iloc[0]) if len(on_paper_gpu) else NAN
+    sp = s[s["sp"]].set_index(["model", "gpu"])["over_selective_gain"]   # the settings with SP
+    same, paper_gpu = sp[(top["model"], top["gpu"])], float(sp.get((top["model"], PAPER_GPU), NAN))
     return out + [
         _m("paper.no_sp", top["uniform_gain"], percent(top["uniform_gain"], 2), at),
         _m("paper.no_sp.setting", NAN, f"{top['model']} on {top['gpu']}"),
         _m("paper.no_sp.against", NAN, top["uniform_method"]), _m("paper.sp", same, percent(same, 2), at),
-        _m("paper.sp.range", with_sp.median(), span_text(100 * with_sp, 2, "%"), at),
+        _m("paper.sp.range", sp.median(), span_text(100 * sp.dropna(), 2, "%"), at),
         _m("paper.sp.paper_gpu", paper_gpu, percent(paper_gpu, 2) if paper_gpu == paper_gpu else "—", at),
         _m("paper.megatron", int((~s[s["best_gain"] > TIE]["megatron"]).sum()), where=at),
         *(_m(f"paper.uses.{p}", int((s[p] > 0).sum())) for p in ("selective", "full", "offload")),
@@ -191,16 +199,15 @@ def validation(root=".") -> pd.DataFrame:
     return catalog.read_shown("planner.validate", root)
 
 
-def _applied(v: pd.DataFrame, predicted: bool = False) -> pd.DataFrame:
-    """Rows applied; ``predicted``: not calibration steps (those the workspace fit uses)."""
-    rows = v[v["measured_peak_bytes"].notna()]
-    return rows[~rows["reference"].astype(bool)] if predicted else rows
+def _applied(v: pd.DataFrame) -> pd.DataFrame:
+    return v[v["measured_peak_bytes"].notna()]
 
 
 def _validate(v: pd.DataFrame) -> list[Finding]:
     at = v.attrs["where"]
-    pred, ref = _applied(v, True), _applied(v)[lambda f: f["reference"].astype(bool)]
-    plans, base = pred[pred["method"] == "plan"], pred[_fits(pred) & (pred["method"] != "plan")]
+    # pred: rows applied that are no calibration step (those the workspace fit uses); ref: those that are
+    pred, ref = (_applied(v)[lambda f: f["reference"].astype(bool) == r] for r in (False, True))
+    plans, base = pred[pred["method"] == "plan"], pred[pred["feasible"].astype(bool) & (pred["method"] != "plan")]
     models = v.drop_duplicates(["model", "layers", "seq", "micro_batch", "hidden", "heads"])
     n, beaten = _beaten("validate.beaten", v, "predicted_step_time_s")
     worst = base.loc[base["peak_rel_error"].abs().idxmax(), "method"] if len(base) else "—"
@@ -284,12 +291,71 @@ def _table5(t5: pd.DataFrame) -> list[Finding]:
             _m("table5.achievable", gpu_preset(gpu).achievable, percent(gpu_preset(gpu).achievable, 0))]
 
 
+# --- per op output: tensor plans beside per-block plans (planner.tensor) --------------------------------------------
+
+def _pairs(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, point) planned: the tensor plan's columns beside the per-block plan's (_t, _b), the gain."""
+    keys = ["model", "point", "budget_bytes"]
+    tensor, block = (frame[frame["granularity"] == g].set_index(keys) for g in ("tensor", "block"))
+    out = tensor.join(block, suffixes=("_t", "_b")).reset_index()
+    return out.assign(gain=out["predicted_step_time_s_b"] / out["predicted_step_time_s_t"] - 1)
+
+
+def _monotone(rows: pd.DataFrame) -> bool:
+    rows = rows.sort_values("budget_bytes")
+    peak, step = rows["predicted_peak_bytes"].to_numpy(), rows["predicted_step_time_s"].to_numpy()
+    return bool((peak[1:] >= peak[:-1]).all() and (step[1:] <= step[:-1] * (1 + TIE)).all())
+
+
+def _tensor(frame: pd.DataFrame) -> list[Finding]:
+    at, frame = frame.attrs["where"], frame.assign(skipped=frame.get("skipped"))   # skipped: a reason, no plan
+    done, skipped, pairs = frame[frame["skipped"].isna()], frame[frame["skipped"].notna()], _pairs(frame)
+    best = pairs.loc[pairs["gain"].idxmax()] if len(pairs) else None
+    tensor = done[done["granularity"] == "tensor"]
+    error = (done["measured_peak_bytes"] - done["predicted_peak_bytes"]).abs().max()
+    where = "—" if best is None else f"{best['model']}, budget {best['budget_bytes'] / MiB:.1f} MiB"
+    return [
+        _m("tensor.device", NAN, str(done["device"].iloc[0]).upper() if len(done) else "—", at),
+        _m("tensor.models", done["model"].nunique(), "; ".join(dict.fromkeys(done["model"]))),
+        _m("tensor.skipped", len(skipped), "; ".join(f"{m}: {s}" for m, s in zip(skipped["model"],
+                                                                               skipped["skipped"])) or "none"),
+        _m("tensor.points", int(done["point"].max() + 1) if len(done) else 0),
+        _m("tensor.plans", len(done), where=at),
+        _m("tensor.fit", int((done["measured_peak_bytes"] <= done["budget_bytes"]).sum()), where=at),
+        _m("tensor.exact", int((done["measured_peak_bytes"] == done["predicted_peak_bytes"]).sum()), where=at),
+        _m("tensor.error", error, f"{int(error):,}", at),
+        _m("tensor.bitwise", int(done["grads_bitwise"].astype(bool).sum()), where=at),
+        _m("tensor.monotone", sum(_monotone(g) for _, g in tensor.groupby("model")), where="predicted"),
+        _m("tensor.gain", NAN if best is None else best["gain"], "—" if best is None else percent(best["gain"], 1),
+           "predicted"), _m("tensor.gain.where", NAN, where),
+        _m("tensor.kept", int((tensor["kept_blocks"] > 0).sum()), where="predicted"),
+        _m("tensor.slower", int((pairs["gain"] < -TIE).sum()), where="predicted"),
+        _m("tensor.plan_s", done["plan_s"].max(), f"{done['plan_s'].max():.2f} s", at)]
+
+
+def tensor_display(frame: pd.DataFrame) -> pd.DataFrame:
+    """@tbl-tensor: per model and budget, the tensor plan beside the per-block plan: peaks in MiB (predicted /
+    measured), step in ms (predicted on the GPU preset), the gain, the blocks keeping an op set, bitwise."""
+    p = _pairs(frame)
+    both = lambda k: [f"{a / MiB:.2f} / {b / MiB:.2f}" for a, b in zip(p[f"predicted_peak_bytes_{k}"],
+                                                                       p[f"measured_peak_bytes_{k}"])]
+    return pd.DataFrame({
+        "model": p["kind_t"], "budget (MiB)": p["budget_bytes"].map(lambda x: f"{x / MiB:.2f}"),
+        "tensor plan peak (MiB)": both("t"), "per-block plan peak (MiB)": both("b"),
+        "step (ms): tensor / per-block": [f"{a * 1e3:.3f} / {b * 1e3:.3f}" for a, b in
+                                         zip(p["predicted_step_time_s_t"], p["predicted_step_time_s_b"])],
+        "gain": p["gain"].map(lambda g: signed_percent(g, digits=1)),
+        "blocks keeping an op set": p["kept_blocks_t"].astype(int),
+        "bitwise": (p["grads_bitwise_t"].astype(bool) & p["grads_bitwise_b"].astype(bool)).map(
+            {True: "yes", False: "NO"})}).reset_index(drop=True)
+
+
 def findings(root=".") -> list[Finding]:
     """Every finding (CLAIMS) from the tables under ``root``; an absent table gives "not measured" ones."""
     out, read = [], lambda table: lambda: catalog.read(table, root=root)
     groups = (("paper.", _paper, read("planner.paper")), ("frontier.", _frontier, read("planner.frontier")),
               ("validate.", _validate, lambda: validation(root)), ("table5", _table5, read("korthikanti.table5")),
-              ("tensor.", planner_tensor.findings, lambda: planner_tensor.table(root)))
+              ("tensor.", _tensor, lambda: catalog.read_shown("planner.tensor", root)))
     for prefix, make, frame in groups:
         try:
             out += make(frame())
@@ -298,3 +364,4 @@ def findings(root=".") -> list[Finding]:
             out += [not_measured(i, c, missing, **(dict(paper=paper, **_T5) if i == "table5" else {}))
                     for i, c in CLAIMS.items() if i.startswith(prefix)]
     return out
+

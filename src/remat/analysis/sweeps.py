@@ -107,9 +107,8 @@ def _segments(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]:
            text=f"{timed.median():.2f}× ({len(timed)} points)" if len(timed) else "—"),
     ] + [gated(judge(f"segments.timing.k{int(r['k'])}.{d}", f"Segment sweep, k = {int(r['k'])}: time overhead",
                      100 * r["time_overhead"], where=STAND_IN.get(where, where),
-                     text=f"{100 * r['time_overhead']:.1f} %"),
-               [why[i]])
-         for i, r in ok(part)[why[ok(part).index] != ""].iterrows()]
+                     text=f"{100 * r['time_overhead']:.1f} %"), [why[i]])
+         for i, r in part[why != ""].iterrows()]
 
 
 def _depth(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]:
@@ -183,19 +182,17 @@ def _timing(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]:
 
 def _time_model(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]:
     why, good = validity("time-model", part), valid("time-model", part)
-    out = []
-    for i, r in ok(part)[(part["phase"] == "combined") & (part["mode"] != "none")].iterrows():
-        h, s = int(r["hidden"]), int(r["seq"])
-        out.append(gated(judge(
-            f"time-model.{r['mode']}.h{h}-s{s}.{d}", f"Roofline at measured rates: {r['mode']} recompute overhead, "
-            f"h = {h}, s = {s}", 100 * r["measured_overhead"], where=STAND_IN.get(where, where),
-            text=f"{100 * r['measured_overhead']:.1f} %", paper=PaperValue(
-                100 * r["predicted_overhead"], "the roofline at the measured rates (remat.timemodel)",
-                f"{100 * r['predicted_overhead']:.1f} %"), rule=within_abs(tol.SWEEPS_MODEL_PP)), [why[i]]))
+    rows = ok(part)[(part["phase"] == "combined") & (part["mode"] != "none")]
+    out = [gated(judge(
+        f"time-model.{r['mode']}.h{int(r['hidden'])}-s{int(r['seq'])}.{d}", f"Roofline at measured rates: {r['mode']} "
+        f"recompute overhead, h = {int(r['hidden'])}, s = {int(r['seq'])}", 100 * r["measured_overhead"],
+        where=STAND_IN.get(where, where), text=f"{100 * r['measured_overhead']:.1f} %", paper=PaperValue(
+            100 * r["predicted_overhead"], "the roofline at the measured rates (remat.timemodel)",
+            f"{100 * r['predicted_overhead']:.1f} %"), rule=within_abs(tol.SWEEPS_MODEL_PP)), [why[i]])
+        for i, r in rows.iterrows()]
     worst = float(good["error"].loc[good["error"].abs().idxmax()]) if len(good) else np.nan
-    error = _f("time-model.error", d, 1 + worst, where=STAND_IN.get(where, where), text=signed_percent(worst, 1, " %"),
-               rule=within_rel(tol.TIME_MODEL_BAND), paper=PaperValue(
-                   1, "predicted = measured", "predicted = measured"))
+    error = _f("time-model.error", d, 1 + worst, where=STAND_IN.get(where, where), rule=within_rel(tol.TIME_MODEL_BAND),
+               text=signed_percent(worst, 1, " %"), paper=PaperValue(1, "predicted = measured", "predicted = measured"))
     return out + [gated(error, [] if len(good) else ["no size passes the timing gates"])]
 
 

@@ -18,15 +18,11 @@ SIZE = ["device", "hidden", "seq", "micro_batch", "heads"]
 
 
 def read(root=".") -> dict[str, pd.DataFrame]:
-    """sweep -> every device's table (catalog.read_devices: the reference GPU run's where this run has no GPU
+    """sweep -> every device's table (catalog.device_paths: the reference GPU run's where this run has no GPU
     table); an empty frame where a sweep has none."""
-    out = {}
-    for sweep in catalog.SWEEPS:
-        try:
-            out[sweep] = catalog.read_devices(f"sweeps.{sweep}", root)
-        except catalog.Missing:
-            out[sweep] = pd.DataFrame(columns=["device", "status"])
-    return out
+    empty = pd.DataFrame(columns=["device", "status"])
+    return {s: pd.concat([catalog.read_csv(p) for p in catalog.device_paths(f"sweeps.{s}", root)] or [empty],
+                         ignore_index=True) for s in catalog.SWEEPS}
 
 
 def devices(frame: pd.DataFrame) -> list[str]:
@@ -62,55 +58,43 @@ def _reasons(g: pd.DataFrame, base) -> pd.Series:
     return pd.Series(found, index=g.index, dtype=object)
 
 
-def _time_model_reasons(good: pd.DataFrame) -> pd.Series:
-    """Per row of a sweep-time-model table: its size's first failing gate (on the forward and combined IQRs the
-    table records)."""
-    wide = good.pivot_table(index=[*SIZE, "mode"], columns="phase",
-                            values=["measured_s", "measured_iqr_s", "measured_overhead"])
-    wide.columns = [f"{phase} {value}" for value, phase in wide.columns]
-    wide = wide.reset_index().rename(columns={
-        "mode": "label", "forward measured_s": "forward_s", "forward measured_iqr_s": "forward_iqr_s",
-        "combined measured_s": "combined_s", "combined measured_iqr_s": "combined_iqr_s",
-        "combined measured_overhead": "time_overhead"})
-    why = {k: next((r for r in _reasons(g, g.index[g["label"] == "none"][0]) if r), "")
-           for k, g in wide.groupby(SIZE) if (g["label"] == "none").any()}
-    return pd.Series([why.get(tuple(k), "") for k in good[SIZE].itertuples(index=False)], index=good.index)
+TIMED = {"segments": "device", "layer-timing": "device", "time-model": SIZE}
+"""The timed sweeps, and what one set of timings against one reference spans: a device's rows, a time-model size's."""
+
+
+def _timings(sweep: str, g: pd.DataFrame) -> pd.DataFrame:
+    """One set of timings (a TIMED group) as ``_reasons`` reads them: a segment point per k (step times, no
+    forward), a layer-timing row per mode, a time-model size's forward and combined phases per mode (sorted)."""
+    if sweep == "segments":
+        return g.assign(label=[f"k = {k}" for k in g["k"]], combined_s=g["step_time_s"], forward_s=np.nan,
+                        combined_iqr_s=g["step_time_iqr_s"], forward_iqr_s=np.nan)
+    if sweep == "layer-timing":
+        return g.assign(label=g["mode"])
+    forward, combined = (g[g["phase"] == p].set_index("mode") for p in ("forward", "combined"))
+    modes = sorted(set(g["mode"]))
+    return pd.DataFrame({"label": modes, "forward_s": forward["measured_s"], "forward_iqr_s": forward["measured_iqr_s"],
+                         "combined_s": combined["measured_s"], "combined_iqr_s": combined["measured_iqr_s"],
+                         "time_overhead": combined["measured_overhead"]}, index=modes)
 
 
 def validity(sweep: str, frame: pd.DataFrame) -> pd.Series:
     """Per row of a sweep table: "" when its timing passes the gates (or it is not timed), else why it is
-    invalid: first timed on a busy machine (gates.busy), then the other gates. segments: per point against k = 1
-    (k = 1's own failure applies to every point); layer-timing: one reason for a device's modes; time-model: for a
-    device's size, every phase. Other sweeps are not timed."""
+    invalid: first timed on a busy machine (gates.busy), then the other gates against the reference (k = 1, mode
+    none). segments: per point (k = 1's failure voids every point); else one reason for a device's modes (a size's
+    phases in time-model)."""
     out, good = pd.Series("", index=frame.index, dtype=object), ok(frame)
-    untimed = sweep == "segments" and "step_time_s" not in good   # the segment sweep run with timing off
-    if not len(good) or untimed or sweep not in ("segments", "layer-timing", "time-model"):
+    if sweep not in TIMED or (sweep == "segments" and "step_time_s" not in good):   # segments run untimed
         return out
-    if sweep == "time-model":
-        out[good.index] = _time_model_reasons(good)
-        return _busy_first(sweep, good, out)
-    for _, g in good.groupby("device"):
-        if sweep == "segments":
-            g = g.assign(label=[f"k = {k}" for k in g["k"]], combined_s=g["step_time_s"], forward_s=np.nan,
-                         combined_iqr_s=g["step_time_iqr_s"], forward_iqr_s=np.nan)
-        g = g.assign(label=g["mode"]) if sweep == "layer-timing" else g
-        base = g.index[g["label"].isin(["none", "k = 1"])]
-        if len(base):
-            why = _reasons(g, base[0])
-            first = why[base[0]] if sweep == "segments" else next((r for r in why if r), "")
-            out[g.index] = why if sweep == "segments" and not first else first
-    return _busy_first(sweep, good, out)
-
-
-def _busy_first(sweep: str, good: pd.DataFrame, why: pd.Series) -> pd.Series:
-    """``why`` with gates.busy's reason first on the rows of ``good`` it covers: a segment point with its k = 1
-    (k = 1's applies to every point), a device's modes (layer-timing), a size's phases (time-model)."""
-    why = why.copy()
-    for _, g in good.groupby(SIZE if sweep == "time-model" else "device", dropna=False):
-        base = gates.busy(g[g["k"] == 1]) if sweep == "segments" else gates.busy(g)
-        busy = [base] * len(g) if base or sweep != "segments" else [gates.busy(r) for _, r in g.iterrows()]
-        why[g.index] = [b or w for b, w in zip(busy, why[g.index])]
-    return why
+    for _, g in good.groupby(TIMED[sweep], dropna=False):
+        t = _timings(sweep, g)
+        base = t.index[t["label"].isin(["none", "k = 1"])]
+        why = _reasons(t, base[0]) if len(base) else pd.Series("", index=t.index, dtype=object)
+        if sweep == "segments":   # k = 1's busy window, else a point's own, else k = 1's failed gate
+            k1_busy, k1 = gates.busy(g[g["k"] == 1]), why[base[0]] if len(base) else ""
+            out[g.index] = [k1_busy or gates.busy(r) or k1 or w for (_, r), w in zip(g.iterrows(), why)]
+        else:
+            out[g.index] = gates.busy(g) or next((r for r in why if r), "")
+    return out
 
 
 def valid(sweep: str, frame: pd.DataFrame) -> pd.DataFrame:
@@ -124,8 +108,9 @@ def depth_fits(frame: pd.DataFrame) -> pd.DataFrame:
     """Per device and family of a sweep-depth table: points, L_min..L_max, the log-log exponent of the measured
     peak activation bytes against L and of the closed-form live peak, and the linear fit peak ≈ c0 + c1·L
     (``intercept_bytes`` c0: what does not grow with L — head, loss, backward working set; ``bytes_per_layer``)."""
+    good = ok(frame).sort_values("device", key=lambda d: d.map(catalog.DEVICES.index), kind="stable")
     rows = []
-    for (device, family), part in ok(frame).groupby(["device", "family"], sort=False):
+    for (device, family), part in good.groupby(["device", "family"], sort=False):
         part, enough = part.sort_values("layers"), part["layers"].nunique() > 1
         c1, c0 = np.polyfit(part["layers"], part["peak_activation_bytes"], 1) if enough else (np.nan, np.nan)
         exponent = lambda col: fit_loglog_exponent(part["layers"], part[col]) if enough else np.nan
@@ -133,10 +118,7 @@ def depth_fits(frame: pd.DataFrame) -> pd.DataFrame:
                      "L_max": int(part["layers"].max()), "exponent": exponent("peak_activation_bytes"),
                      "exponent_formula": exponent("peak_activation_bytes_formula"),
                      "intercept_bytes": c0, "bytes_per_layer": c1})
-    out = pd.DataFrame(rows)
-    order = devices(out)
-    return out.sort_values("device", key=lambda d: d.map(order.index), kind="stable", ignore_index=True) \
-        if len(out) else out
+    return pd.DataFrame(rows)
 
 
 def _crossing(x, ratio, reciprocal: bool = False) -> float:
@@ -172,9 +154,8 @@ def _timing_column(sweep: str, frame: pd.DataFrame) -> pd.Series:
 
 
 def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """paper Table 4's layout per device and mode of a sweep-layer-timing table: forward, backward, combined ms
-    (median; IQR), time overhead (%) against none, FLOP overhead (%) counted and by Appendix A, their ratio, and
-    the timing gate's verdict."""
+    """paper Table 4's layout per device and mode of a sweep-layer-timing table (ms: median; IQR; overheads
+    against none), with the timing gate's verdict."""
     ms = lambda c: (1e3 * frame[c]).round(2).astype(str)
     return pd.DataFrame({
         "device": frame["device"], "mode": frame["mode"], "status": frame["status"],
@@ -199,9 +180,8 @@ POINT = {"segments": "k={k}", "depth": "L={layers} {family}", "seq-hidden": "s={
 
 
 def points_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Every point of the segment, depth and sequence/hidden sweeps: saved bytes and recompute FLOPs measured /
-    closed form, peak above the model state, live peak (closed form) and their difference (bytes), FLOP
-    overhead (%), time / FLOP overhead where timed, status and the timing gate's verdict."""
+    """Every point of the segment, depth and sequence/hidden sweeps beside its closed form ("—" where not
+    measured or not timed), with the timing gate's verdict."""
     parts = [pd.DataFrame({
         "device": f["device"], "point": [POINT[s].format(**r) for r in f.to_dict("records")], "status": f["status"],
         "saved / closed form": f["saved_ratio"].round(4), "saved (bytes)": f["saved_bytes"],
@@ -247,8 +227,7 @@ def depth_table(fits: pd.DataFrame) -> pd.DataFrame:
 
 
 def findings_table(found, prefix: str = "") -> pd.DataFrame:
-    """The findings (remat.analysis.findings.Finding) whose id starts with ``prefix``: claim, where, ours, the
-    value judged against and its source, the rule, status and reason."""
+    """The findings (remat.analysis.findings.Finding) whose id starts with ``prefix``, one row each."""
     return pd.DataFrame([{"claim": f.claim, "where": f.where, "ours": f.ours,
                           "against": f"{f.paper} ({f.source})" if f.paper else "—", "rule": f.rule or "—",
                           "status": f.status, "reason": f.reason or "—"} for f in found if f.id.startswith(prefix)])
