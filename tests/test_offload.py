@@ -178,9 +178,9 @@ def test_device_side_saved_bytes_are_the_kept_tensors_only():
     hooks = OffloadHooks("cpu", min_bytes=4096, keep=model)
     _step(model, tokens, hooks)  # warm the pool: the measured step allocates no host buffer
     hooks.reset_counters()
-    live_offload = _activation_bytes(model, tokens, hooks)
-    pool_live = hooks.pool.peak_live_bytes  # the simulated host buffers are CPU memory too: not the device's
-    device_saved = live_offload - pool_live - not_saved
+    live_offload = _activation_bytes(model, tokens, hooks)   # host copies made out of MemTracker's sight
+    assert hooks.pool.peak_live_bytes > 0
+    device_saved = live_offload - not_saved
     outside_layers = saved_none - saved_layers
     layer_inputs = LAYERS * tokens.numel() * model.cfg.hidden * 4  # [s, b, h] float32 per layer
     assert device_saved - outside_layers == hooks.kept_bytes

@@ -140,34 +140,38 @@ def _fast_plans(net, x, fractions):
 
 @pytest.mark.parametrize("which", [0, 1])
 def test_applied_offload_plans_fit_move_what_they_price_and_are_monotone(which):
-    """Plans that offload op outputs (and no whole block: its host pool is the same memory on a CPU), applied:
-    measured device peak ≤ predicted ≤ budget, over by at most the largest block's offloaded bytes (a prefetch
-    allowance its neighbour does not use); bytes moved per step = the plan's offloaded bytes; gradients bitwise;
-    a larger budget never gives a higher predicted peak or a slower predicted step."""
+    """Plans that offload op outputs or whole blocks, applied (the host copies out of MemTracker's sight:
+    remat.offload_pool.host_side): measured device peak ≤ predicted ≤ budget, over by at most the largest block's
+    offloaded bytes (a prefetch allowance its neighbour does not use); bytes moved per step = the plan's
+    offloaded bytes, exactly for op outputs, within one block input per block offloaded whole (the hooks copy
+    the model's input, which the plan leaves to the caller, and copy a boundary two offloaded blocks both save
+    once, which the plan counts twice); gradients bitwise; a larger budget never gives a higher predicted peak
+    or a slower predicted step."""
     torch.manual_seed(0)
     net, x = [(BlockNet(TransformerBlock), torch.randn(2, 64, 64)),
               (BlockNet(ConvBlock, width=16), torch.randn(2, 16, 16, 16))][which]
     reference = copy.deepcopy(net)
     reference(x).backward()
-    results = _fast_plans(net, x, (0.0, 0.2, 0.5, 1.0))
-    checked = 0
+    results = _fast_plans(net, x, (0.0, 0.2, 0.35, 0.5, 0.75, 1.0))
+    checked = set()
     for (_, previous), (_, result) in zip(results, results[1:]):
         assert result.plan.peak_bytes >= previous.plan.peak_bytes
         assert result.plan.step_time_s <= previous.plan.step_time_s
     for budget, result in results:
-        offloaded = [row["offload_bytes"] for row in block_rows(result) if row.get("offloaded_ops")]
-        if "offload" in result.policies or not offloaded:
+        offloaded = [row["offload_bytes"] for row in block_rows(result)]
+        if not any(offloaded):
             continue
         model = copy.deepcopy(net)
         auto.apply(model, result)
         with PeakMemory("cpu", model, x) as mem:
             model(x).backward()
         assert all(torch.equal(a.grad, b.grad) for a, b in zip(model.parameters(), reference.parameters()))
-        assert model.remat_offload.bytes == sum(offloaded)
+        boundaries = x.numel() * 4 * result.policies.count("offload")   # every block's input is x's size
+        assert abs(model.remat_offload.bytes - sum(offloaded)) <= boundaries
         assert mem.peak_bytes <= result.plan.peak_bytes <= budget
         assert result.plan.peak_bytes - mem.peak_bytes <= max(offloaded)
-        checked += 1
-    assert checked >= 1
+        checked |= {"block" if "offload" in result.policies else "tensor"}
+    assert checked == {"block", "tensor"}
 
 
 def test_the_plan_prints_and_writes_what_it_offloads():

@@ -32,7 +32,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from remat.device import resolve_device
 from remat.errors import RecomputeError, UsageError
 from remat.formulas.offload import link_label
-from remat.offload_pool import HostBufferPool, Sync
+from remat.offload_pool import HostBufferPool, Sync, host_side
 from remat.units import KiB
 
 DEFAULT_MIN_BYTES = 64 * KiB  # storages below this stay on the device (per-copy latency t0 dominates)
@@ -113,8 +113,9 @@ class OffloadHooks:
     issued; a group's device copies are freed when autograd drops the saved tensors.
 
     On the CPU the "device" is host memory: copies are synchronous host memcpys into the pool (labelled
-    ``remat.measure.bandwidth.SIMULATED``) and the stream operations are no-ops — the same code with
-    ``device`` a parameter.
+    ``remat.measure.bandwidth.SIMULATED``), made with torch's dispatch modes off (``host_side``: a MemTracker
+    measures the device side only), and the stream operations are no-ops — the same code with ``device`` a
+    parameter.
 
     Args: device ("cpu" | "cuda[:i]"); min_bytes (int bytes, storages smaller stay on device); pool (a
     HostBufferPool; default: a new one, pinned on CUDA); prefetch (bool); keep (an nn.Module whose
@@ -267,11 +268,12 @@ class OffloadHooks:
 
     def _copy_to_host(self, stored: _Stored, storage: torch.UntypedStorage) -> None:
         """Device storage -> a pool buffer, on the side stream after the current stream's work."""
-        host = self.pool.acquire(stored.nbytes)
-        device_bytes = torch.empty(0, dtype=torch.uint8, device=self.device).set_(storage)
-        with torch.no_grad(), self.sync.on_side():
-            host.copy_(device_bytes, non_blocking=self.pool.pin)
-            stored.host_event = self.sync.record()
+        with host_side(self.device):
+            host = self.pool.acquire(stored.nbytes)
+            device_bytes = torch.empty(0, dtype=torch.uint8, device=self.device).set_(storage)
+            with torch.no_grad(), self.sync.on_side():
+                host.copy_(device_bytes, non_blocking=self.pool.pin)
+                stored.host_event = self.sync.record()
         self.sync.used_on_side(device_bytes)  # the allocator must not reuse it before the copy has read it
         stored.host = host
         stored.cell[0] = (host, stored.host_event)
@@ -293,7 +295,7 @@ class OffloadHooks:
                 stored.device_bytes = torch.empty(stored.nbytes, dtype=torch.uint8, device=self.device)
             return
         device_bytes = torch.empty(stored.nbytes, dtype=torch.uint8, device=self.device)
-        with torch.no_grad(), self.sync.on_side():
+        with torch.no_grad(), self.sync.on_side(), host_side(self.device):
             device_bytes.copy_(stored.host, non_blocking=self.pool.pin)
             stored.ready = self.sync.record()
         self.sync.used_on_side(device_bytes)

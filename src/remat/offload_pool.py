@@ -8,6 +8,16 @@ import contextlib
 import threading
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+
+def host_side(device: torch.device):
+    """Context for the host buffers' allocations and copies. On a CPU "device" they run with torch's dispatch
+    modes switched off, so that a MemTracker measuring the device (remat.measure.peak) does not count the
+    simulated host memory as device memory (the device storages it still sees). On CUDA nothing to do: pinned
+    host memory is not the device's."""
+    return _disable_current_modes() if device.type == "cpu" else contextlib.nullcontext()
+
 
 # --- synchronization: CUDA streams and events, or no-ops on the CPU ---------------------------------------------
 

@@ -19,7 +19,7 @@ twice, its own and the neighbour's), so the measured peak never exceeds the pred
 fetched when its own recompute starts (its copy back then exposed, not hidden).
 
 Without CUDA the "device" is the CPU: the host copy is a host memcpy (remat.formulas.offload.SIMULATED), never
-called PCIe, made with torch's dispatch modes off (``_host_side``), so that torch's MemTracker (which sees the
+called PCIe, made with torch's dispatch modes off (``host_side``), so that torch's MemTracker (which sees the
 device storages resized in place) measures the device side of the simulation: the peak a GPU would show, not its
 copy times. Under torch.compile the block runs eagerly (a graph break, as remat's offload
 policy): a storage emptied in place cannot be traced.
@@ -33,11 +33,10 @@ import weakref
 
 import torch
 from torch._subclasses.fake_tensor import is_fake
-from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_flatten
 
 from remat.drop_cheap import contexts as drop_cheap_contexts
-from remat.offload_pool import HostBufferPool, Sync
+from remat.offload_pool import HostBufferPool, Sync, host_side
 from remat.policies import checkpointed
 from remat.policies.apply import block_device
 
@@ -103,7 +102,7 @@ class TensorOffload:
                 continue
             seen.add(storage._cdata)
             device_bytes = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage)
-            with torch.no_grad(), self.sync.on_side(), _host_side(self.device):
+            with torch.no_grad(), self.sync.on_side(), host_side(self.device):
                 host = self.pool.acquire(storage.nbytes())
                 host.copy_(device_bytes, non_blocking=self.pool.pin)
                 event = self.sync.record()
@@ -132,7 +131,7 @@ class TensorOffload:
             storage.resize_(host.numel())
             device_bytes = torch.empty(0, dtype=torch.uint8, device=self.device).set_(storage)
             self.sync.wait(event)
-            with torch.no_grad(), self.sync.on_side(), _host_side(self.device):
+            with torch.no_grad(), self.sync.on_side(), host_side(self.device):
                 device_bytes.copy_(host, non_blocking=self.pool.pin)
                 ready = self.sync.record()
             self.sync.used_on_side(device_bytes)
@@ -143,14 +142,6 @@ class TensorOffload:
         """The latest group still on the host made before ``group`` (the next block backward visits)."""
         live = [ref() for ref in self.groups]
         return next((g for g in reversed(live) if g is not None and g is not group), None)
-
-
-def _host_side(device: torch.device):
-    """Context for the host buffers' allocations and copies. On a CPU "device" they run with the dispatch modes
-    switched off, so that a MemTracker measuring the device (remat.measure.peak) does not count the simulated
-    host memory as device memory; the device storages' resize_ it still sees (MemTracker patches it). On CUDA
-    nothing to do: pinned host memory is not the device's."""
-    return _disable_current_modes() if device.type == "cpu" else contextlib.nullcontext()
 
 
 def _give_back(pool: HostBufferPool, moved: list) -> None:
