@@ -123,25 +123,31 @@ def tensor_rows():
     """Model a at two budgets (tensor and block plans), model b skipped. Hand values: the tensor plan at budget 200
     is 25 % faster (1.0 vs 1.25 ms) and measured 8 bytes over its prediction and over its budget; at budget 100
     both plans tie; one block plan gave gradients that are not bitwise; a's tensor peaks rise with the budget and
-    its steps fall (monotone)."""
-    base = dict(model="a", kind="conv", device="cpu", plan_s=0.5, skipped=None)
+    its steps fall (monotone). Both plans at budget 200 offload (at most 20 bytes a block): the tensor plan measured
+    over its prediction, the block plan 10 bytes under it (within one block's offloaded bytes); the two plans at
+    budget 100 offload nothing and measured their prediction exactly."""
+    base = dict(model="a", kind="conv", device="cpu", plan_s=0.5, skipped=None, offloaded_bytes=0,
+                max_block_offload_bytes=0)
+    moves = dict(offloaded_bytes=30, max_block_offload_bytes=20)
     rows = [dict(point=0, budget_bytes=100, granularity="tensor", predicted_peak_bytes=90, measured_peak_bytes=90,
                  predicted_step_time_s=2e-3, kept_blocks=0, grads_bitwise=True),
             dict(point=0, budget_bytes=100, granularity="block", predicted_peak_bytes=90, measured_peak_bytes=90,
                  predicted_step_time_s=2e-3, kept_blocks=0, grads_bitwise=False),
             dict(point=1, budget_bytes=200, granularity="tensor", predicted_peak_bytes=195, measured_peak_bytes=203,
-                 predicted_step_time_s=1e-3, kept_blocks=2, grads_bitwise=True, plan_s=1.5),
-            dict(point=1, budget_bytes=200, granularity="block", predicted_peak_bytes=150, measured_peak_bytes=150,
-                 predicted_step_time_s=1.25e-3, kept_blocks=0, grads_bitwise=True)]
+                 predicted_step_time_s=1e-3, kept_blocks=2, grads_bitwise=True, plan_s=1.5, **moves),
+            dict(point=1, budget_bytes=200, granularity="block", predicted_peak_bytes=150, measured_peak_bytes=140,
+                 predicted_step_time_s=1.25e-3, kept_blocks=0, grads_bitwise=True, **moves)]
     return [{**base, **r} for r in rows] + [dict(model="b", kind="llama", device="cpu", skipped="needs transformers")]
 
 
 def test_tensor_plan_findings_and_table(tmp_path):
     F = found(tmp_path, "planner/tensor/cpu.csv", tensor_rows())
     values = {k: F[f"tensor.{k}"].value for k in ("models", "skipped", "points", "plans", "fit", "exact", "error",
-                                                   "bitwise", "monotone", "kept", "slower", "plan_s")}
-    assert values == {"models": 1, "skipped": 1, "points": 2, "plans": 4, "fit": 3, "exact": 3, "error": 8,
-                      "bitwise": 3, "monotone": 1, "kept": 1, "slower": 0, "plan_s": 1.5}
+                                                   "bitwise", "monotone", "kept", "slower", "plan_s", "offloading",
+                                                   "offload.within")}
+    assert values == {"models": 1, "skipped": 1, "points": 2, "plans": 4, "fit": 3, "exact": 2, "error": 10,
+                      "bitwise": 3, "monotone": 1, "kept": 1, "slower": 0, "plan_s": 1.5, "offloading": 2,
+                      "offload.within": 1}
     assert (F["tensor.gain"].ours, F["tensor.gain.where"].ours) == ("25.0%", "a, budget 0.0 MiB")
     assert F["tensor.skipped"].ours == "b: needs transformers" and F["tensor.device"].where == "CPU"
     shown = planner.tensor_display(catalog.read_shown("planner.tensor", tmp_path))

@@ -64,6 +64,8 @@ CLAIMS = {  # every finding id of the report: its claim
     "tensor.points": "Budgets per model", "tensor.plans": "Plans applied (both kinds, every budget)",
     "tensor.fit": "Plans whose measured peak is within their budget",
     "tensor.exact": "Plans whose measured peak equals the prediction to the byte",
+    "tensor.offloading": "Plans that offload op outputs or whole blocks",
+    "tensor.offload.within": "Offloading plans measured at most one block's offloaded bytes under their prediction",
     "tensor.error": "Largest |measured − predicted| peak, bytes",
     "tensor.bitwise": "Plans whose gradients are bit for bit the unmodified model's",
     "tensor.monotone": "Models whose tensor plans never predict a higher peak or a slower step at a smaller budget",
@@ -313,6 +315,8 @@ def _tensor(frame: pd.DataFrame) -> list[Finding]:
     best = pairs.loc[pairs["gain"].idxmax()] if len(pairs) else None
     tensor = done[done["granularity"] == "tensor"]
     error = (done["measured_peak_bytes"] - done["predicted_peak_bytes"]).abs().max()
+    moving = done.get("offloaded_bytes", pd.Series(0, index=done.index)) > 0   # tables before offload: none
+    under = done["predicted_peak_bytes"] - done["measured_peak_bytes"]
     where = "—" if best is None else f"{best['model']}, budget {best['budget_bytes'] / MiB:.1f} MiB"
     return [
         _m("tensor.device", NAN, str(done["device"].iloc[0]).upper() if len(done) else "—", at),
@@ -322,7 +326,9 @@ def _tensor(frame: pd.DataFrame) -> list[Finding]:
         _m("tensor.points", int(done["point"].max() + 1) if len(done) else 0),
         _m("tensor.plans", len(done), where=at),
         _m("tensor.fit", int((done["measured_peak_bytes"] <= done["budget_bytes"]).sum()), where=at),
-        _m("tensor.exact", int((done["measured_peak_bytes"] == done["predicted_peak_bytes"]).sum()), where=at),
+        _m("tensor.exact", int((under == 0).sum()), where=at), _m("tensor.offloading", int(moving.sum())),
+        _m("tensor.offload.within", int(((under >= 0) & (under <= done.get("max_block_offload_bytes", 0)))[moving]
+                                        .sum()), where=at),
         _m("tensor.error", error, f"{int(error):,}", at),
         _m("tensor.bitwise", int(done["grads_bitwise"].astype(bool).sum()), where=at),
         _m("tensor.monotone", sum(_monotone(g) for _, g in tensor.groupby("model")), where="predicted"),
@@ -335,7 +341,8 @@ def _tensor(frame: pd.DataFrame) -> list[Finding]:
 
 def tensor_display(frame: pd.DataFrame) -> pd.DataFrame:
     """@tbl-tensor: per model and budget, the tensor plan beside the per-block plan: peaks in MiB (predicted /
-    measured), step in ms (predicted on the GPU preset), the gain, the blocks keeping an op set, bitwise."""
+    measured), step in ms (predicted on the GPU preset), the gain, the blocks keeping an op set, the tensor plan's
+    offloaded bytes, bitwise."""
     p = _pairs(frame)
     both = lambda k: [f"{a / MiB:.2f} / {b / MiB:.2f}" for a, b in zip(p[f"predicted_peak_bytes_{k}"],
                                                                        p[f"measured_peak_bytes_{k}"])]
@@ -346,6 +353,7 @@ def tensor_display(frame: pd.DataFrame) -> pd.DataFrame:
                                          zip(p["predicted_step_time_s_t"], p["predicted_step_time_s_b"])],
         "gain": p["gain"].map(lambda g: signed_percent(g, digits=1)),
         "blocks keeping an op set": p["kept_blocks_t"].astype(int),
+        "tensor plan offloads (MiB)": p.get("offloaded_bytes_t", pd.Series(0, p.index)).map(lambda x: f"{x / MiB:.2f}"),
         "bitwise": (p["grads_bitwise_t"].astype(bool) & p["grads_bitwise_b"].astype(bool)).map(
             {True: "yes", False: "NO"})}).reset_index(drop=True)
 

@@ -4,11 +4,14 @@ checkpoint keeps) beside per-block plans, applied to small eager models on ``dev
 Per model (``TensorModel``: a pre-norm transformer, a transformers Llama, a residual conv–GroupNorm net), one
 training step (loss = the output's sum; no optimizer, so ``optimizer_state_bytes=0``): ``points`` budgets
 evenly spaced from the predicted peak of every block full to that of no recompute; at each, the tensor plan
-and the per-block plan (choices none / selective / full), each applied to a copy of the model and run once:
-peak bytes by remat.measure.peak.PeakMemory (torch's MemTracker), gradients compared bit for bit with the
-unmodified model's. One row per (model, budget, granularity): predicted and measured peak, their difference
-in bytes, the predicted step time on the GPU preset (roofline: nothing is timed on this machine except
-``plan_s``, the wall seconds auto.plan took, measure and solve together), the blocks that keep an op set.
+and the per-block plan (choices none / selective / full / offload), each applied to a copy of the model and run
+once: peak bytes by remat.measure.peak.PeakMemory (torch's MemTracker; on a CPU the offloaded bytes' host copies
+are made out of its sight, remat.offload_pool.host_side, so it measures the device side), gradients compared bit
+for bit with the unmodified model's. One row per (model, budget, granularity): predicted and measured peak,
+their difference in bytes, the predicted step time on the GPU preset (roofline: nothing is timed on this machine
+except ``plan_s``, the wall seconds auto.plan took, measure and solve together), the blocks that keep an op set,
+the bytes the plan offloads (op outputs and whole blocks; ``max_block_offload_bytes`` the most one block does)
+and the bytes the step moved (``moved_bytes``, remat.policies.apply.OffloadStats).
 A Llama needs transformers (the hf extra); without it its rows are left out and the table says so
 (``skipped``). Run: ``remat experiment planner-tensor --params '{"points": 4}' --out x.csv``.
 """
@@ -24,15 +27,17 @@ import pandas as pd
 import torch
 
 from remat import auto
+from remat.auto.planning import block_rows
 from remat.device import resolve_device
 from remat.experiments.params import Count, Ge
 from remat.experiments.progress import progress
 from remat.measure.peak import PeakMemory
 from remat.measure.provenance import with_provenance
 from remat.models.toys import BlockNet, ConvBlock, TransformerBlock
+from remat.planner.problem import POLICIES
 from remat.timemodel.gpus import check_presets
 
-CHOICES = ("none", "selective", "full")
+CHOICES = POLICIES
 
 
 @dataclass(frozen=True)
@@ -133,11 +138,14 @@ def _model_rows(spec, model, inputs, loss_fn, p: TensorParams) -> list[dict]:
             applied = copy.deepcopy(model)
             auto.apply(applied, result)
             peak, grads = _step(applied, inputs, loss_fn)
+            offloaded = [row["offload_bytes"] for row in block_rows(result)]
             rows.append({**_describe(spec), "point": k, "budget_bytes": budget, "granularity": granularity,
                          "predicted_peak_bytes": result.plan.peak_bytes, "measured_peak_bytes": peak,
                          "peak_error_bytes": peak - result.plan.peak_bytes,
                          "predicted_step_time_s": result.plan.step_time_s, "plan_s": seconds,
                          "kept_blocks": sum(k is not None for k in result.kept_sets),
+                         "offloaded_bytes": sum(offloaded), "max_block_offload_bytes": max(offloaded),
+                         "moved_bytes": applied.remat_offload.bytes if hasattr(applied, "remat_offload") else 0,
                          **{f"n_{c}": result.policies.count(c) for c in CHOICES},
                          "grads_bitwise": all(torch.equal(a, b) for a, b in zip(reference, grads)),
                          "full_peak_bytes": low, "none_peak_bytes": high, "gpu": p.gpu, "skipped": None})
