@@ -12,10 +12,11 @@ from unittest import mock
 
 import pytest
 import torch
+from torch.utils.checkpoint import CheckpointPolicy
 from conftest import run_cli
 
 from remat import auto
-from remat.auto import measure
+from remat.auto import measure, tensors
 from remat.auto.blocks import Blocks
 from remat.auto.tensors import KeptSet
 from remat.auto.whole_step import whole_step
@@ -182,14 +183,18 @@ def test_a_tensor_plan_over_an_inplace_relu_on_a_view_trains():
     assert kept
 
 
-def test_under_compile_a_different_op_stream_names_compile():
-    """Under torch.compile the traced ops can differ from eager's (SDPA decomposed): the refusal says so and what
-    to do, not "control flow". The policy alone, with torch.compiler.is_compiling() true (no compile run)."""
+def test_under_compile_inserted_ops_are_recomputed_and_other_differences_name_compile():
+    """Under torch.compile the traced ops can differ from eager's: an op the eager stream never runs (a
+    decomposition's scalar_tensor) is recomputed and does not shift the plan; a planned op out of its place
+    refuses, saying compile and what to do, not "control flow". The policy alone, with
+    torch.compiler.is_compiling() true (no compile run)."""
     decide = KeptSet(("mm", "add"), frozenset({0}), "blocks.0").policy()
-    ctx = type("Ctx", (), {"is_recompute": False})()
-    with mock.patch("torch.compiler.is_compiling", return_value=True), \
-            pytest.raises(RecomputeError, match="under torch.compile the traced ops differ"):
-        decide(ctx, torch.ops.aten.scalar_tensor.default)
+    ctx = type("Ctx", (), {"is_recompute": False, "op_output": None})()
+    with mock.patch("torch.compiler.is_compiling", return_value=True), mock.patch.object(tensors, "record_kept"):
+        assert decide(ctx, torch.ops.aten.scalar_tensor.default) == CheckpointPolicy.PREFER_RECOMPUTE
+        assert decide(ctx, torch.ops.aten.mm.default) == CheckpointPolicy.MUST_SAVE      # still op 0: kept
+        with pytest.raises(RecomputeError, match="under torch.compile the traced ops differ"):
+            decide(ctx, torch.ops.aten.mm.default)                                      # op 1 is add
 
 
 def test_granularity_must_be_known():
@@ -292,3 +297,26 @@ def test_a_baseline_no_block_offers_is_not_listed():
     net, x = BlockNet(lambda: Written(16), 3, 16), torch.randn(4, 8, 16)
     result = _plan(net, x, "1GiB", granularity="tensor")
     assert "every block selective" not in result.baselines and "selective not offered" in str(result)
+
+
+def test_a_tensor_plan_of_a_transformers_llama_trains_under_torch_compile():
+    """The Llama's attention mask is made float before SDPA under torch.compile (ops its eager stream never runs):
+    the plan still applies, and with eager kernels (backend aot_eager) the gradients are the eager model's bit for
+    bit."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=4, vocab_size=64, max_position_embeddings=32)
+    model, tokens = transformers.LlamaForCausalLM(config), torch.randint(0, 64, (2, 16))
+    loss = lambda m: m(tokens).logits.sum()
+    reference = copy.deepcopy(model)
+    loss(reference).backward()
+    plan = lambda budget, **o: auto.plan(model, (tokens,), budget=budget, loss_fn=lambda o: o.logits.sum(),
+                                         optimizer_state_bytes=0, **o)
+    full, none = (plan("1GiB", choices=(c,)).plan.peak_bytes for c in ("full", "none"))
+    result = plan(int(full + (none - full) * 0.5), granularity="tensor", choices=("none", "selective", "full"))
+    assert any(k is not None and k.keep for k in result.kept_sets)
+    auto.apply(model, result)
+    torch._dynamo.reset()
+    loss(torch.compile(model, backend="aot_eager")).backward()
+    assert all(torch.equal(a.grad, b.grad) for a, b in zip(model.parameters(), reference.parameters()))

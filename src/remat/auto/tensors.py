@@ -231,17 +231,21 @@ class KeptSet:
     cache, their storages on the host between forward and backward: remat.auto.tensor_offload) (module
     docstring). ``policy(on_offload)`` is a fresh torch policy_fn for one
     checkpointed region (remat.drop_cheap.contexts' decide); ``on_offload(output)`` gets each offloaded op's
-    output in forward."""
+    output in forward. Under torch.compile an op the block's eager stream never runs (a decomposition's, e.g. a
+    bool attention mask made float before SDPA) is recomputed and skipped; any other difference from the planned
+    stream raises RecomputeError, as in eager."""
 
     def __init__(self, names: tuple[str, ...], keep: frozenset, block: str = "", offload: frozenset = frozenset()):
         self.names, self.keep, self.block, self.offload = tuple(names), frozenset(keep), block, frozenset(offload)
 
     def policy(self, on_offload=None):
-        counters = {False: 0, True: 0}
+        counters, eager_ops = {False: 0, True: 0}, set(self.names)
 
         def decide(ctx, func, *args, **kwargs) -> CheckpointPolicy:
             if not counted(func):
                 return CheckpointPolicy.PREFER_RECOMPUTE
+            if torch.compiler.is_compiling() and func.overloadpacket.__name__ not in eager_ops:
+                return CheckpointPolicy.PREFER_RECOMPUTE   # inserted by a decomposition (a bool mask made float)
             i = counters[ctx.is_recompute]
             counters[ctx.is_recompute] += 1
             name = func.overloadpacket.__name__
