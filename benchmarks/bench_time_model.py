@@ -21,11 +21,31 @@ import pandas as pd
 from remat.errors import UsageError
 from remat.experiments import load
 from remat.experiments.time_model import time_model_sweep
-from remat.analysis.times import table4_checks, table4_display, validation_checks, validation_display
+from remat.analysis.times import table4_display, validation_display
+from remat.analysis.tolerances import TIME_MODEL_BAND
 from remat.timemodel.gpus import gpu
 from remat.timemodel.paper import figure8_rows, table4_rows
 
 PAPER_GPU = "a100-80gb"
+_PHASES = ("forward", "backward", "combined")
+
+
+def table4_checks(frame: pd.DataFrame) -> dict:
+    """The acceptance numbers: the largest |relative error| of any phase (fraction) and the largest |overhead
+    difference| (percentage points)."""
+    errors = [abs(frame[f"{p}_ms"] / frame[f"paper_{p}_ms"] - 1).max() for p in _PHASES]
+    return {"max_phase_error": float(max(errors)),
+            "max_overhead_pp": float((frame["overhead_pct"] - frame["paper_overhead_pct"]).abs().max())}
+
+
+def validation_checks(frame: pd.DataFrame, band: float = TIME_MODEL_BAND.value) -> dict:
+    """The CPU validation's numbers: |error| per phase (largest, fraction), the share of rows with |error| at
+    most ``band`` (``within_band``, with ``band``), and per size the selective overhead predicted and measured."""
+    combined = frame[(frame["phase"] == "combined") & (frame["mode"] == "selective")]
+    return {"max_error": {p: float(frame.loc[frame["phase"] == p, "error"].abs().max()) for p in _PHASES},
+            "band": band, "within_band": float((frame["error"].abs() <= band).mean()),
+            "selective": [(int(r.hidden), float(r.predicted_overhead), float(r.measured_overhead))
+                          for r in combined.itertuples()]}
 
 
 def main() -> None:

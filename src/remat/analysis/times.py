@@ -1,6 +1,6 @@
 """Time-model tables -> display tables and findings (nothing measured or predicted here): paper Table 4, Figure 8
 and Table 5 beside the roofline model (``korthikanti.table4/figure8/table5``), and the model against this
-machine's measurement (``sweeps.time-model``: ``validation_display``, ``validation_checks``).
+machine's measurement (``sweeps.time-model``: ``validation_display``).
 
     GROUPS                                    # table4.*, figure8*, over-ninety, time.rates: korthikanti2022's
 """
@@ -12,7 +12,7 @@ from dataclasses import replace
 import pandas as pd
 
 from remat.analysis.findings import Finding, judge, within_abs
-from remat.analysis.tolerances import KORTHIKANTI_CUT_PP, KORTHIKANTI_TIME_PP, TIME_MODEL_BAND
+from remat.analysis.tolerances import KORTHIKANTI_CUT_PP, KORTHIKANTI_TIME_PP
 from remat.formulas import korthikanti
 from remat.models.presets import from_name
 from remat.paper import KORTHIKANTI, PAPER, PAPER_FIGURE8_PERCENT, PAPER_TABLE4_OVERHEAD, PaperValue
@@ -49,14 +49,6 @@ def table4_parts(frame: pd.DataFrame) -> pd.DataFrame:
         "backward: compute + memory + comm exposed (of)": ms("backward", "compute", "memory", "exposed_comm")
         + " (" + ms("backward", "comm") + ")",
         "recompute: compute + memory + comm": ms("recompute", "compute", "memory", "exposed_comm")})
-
-
-def table4_checks(frame: pd.DataFrame) -> dict:
-    """The acceptance numbers: the largest |relative error| of any phase (fraction) and the largest |overhead
-    difference| (percentage points)."""
-    errors = [abs(frame[f"{p}_ms"] / frame[f"paper_{p}_ms"] - 1).max() for p in _PHASES]
-    return {"max_phase_error": float(max(errors)),
-            "max_overhead_pp": float((frame["overhead_pct"] - frame["paper_overhead_pct"]).abs().max())}
 
 
 def figure8_display(frame: pd.DataFrame) -> pd.DataFrame:
@@ -96,16 +88,6 @@ def validation_display(frame: pd.DataFrame) -> pd.DataFrame:
                         "overhead predicted (%)": (100 * frame["predicted_overhead"]).round(1),
                         "overhead measured (%)": (100 * frame["measured_overhead"]).round(1)})
     return out.fillna("")
-
-
-def validation_checks(frame: pd.DataFrame, band: float = TIME_MODEL_BAND.value) -> dict:
-    """The CPU validation's numbers: |error| per phase (largest, fraction), the share of rows with |error| at
-    most ``band`` (``within_band``, with ``band``), and per size the selective overhead predicted and measured."""
-    combined = frame[(frame["phase"] == "combined") & (frame["mode"] == "selective")]
-    return {"max_error": {p: float(frame.loc[frame["phase"] == p, "error"].abs().max()) for p in _PHASES},
-            "band": band, "within_band": float((frame["error"].abs() <= band).mean()),
-            "selective": [(int(r.hidden), float(r.predicted_overhead), float(r.measured_overhead))
-                          for r in combined.itertuples()]}
 
 
 # --- findings: paper Table 4 and Figure 8 predicted, the abstract's "over 90 %" --------------------------------
