@@ -180,7 +180,10 @@ def test_plan_leaves_the_model_untouched_and_keeps_an_applied_plan():
 
 
 @pytest.mark.parametrize("bad, field", [({"choices": ("none", "sometimes")}, "choices"), ({"budget": "lots"}, "budget"),
-                                        ({"gpu": "tpu-v9"}, "gpu")])
+                                        ({"gpu": "tpu-v9"}, "gpu"), ({"choices": "selective"}, "choices"),
+                                        ({"choices": ("full", "full")}, "choices"), ({"choices": ()}, "choices"),
+                                        ({"dp": 0}, "dp"), ({"dp": 2.5}, "dp"), ({"dp": True}, "dp"),
+                                        ({"dp": 2, "zero": 7}, "zero"), ({"zero": -1}, "zero")])
 def test_plan_bad_arguments_name_the_field(bad, field):
     model = Toy(2)
     args, kwargs = toy_inputs()

@@ -320,3 +320,12 @@ def test_a_tensor_plan_of_a_transformers_llama_trains_under_torch_compile():
     torch._dynamo.reset()
     loss(torch.compile(model, backend="aot_eager")).backward()
     assert all(torch.equal(a.grad, b.grad) for a, b in zip(model.parameters(), reference.parameters()))
+
+
+def test_a_tensor_plan_always_writes_its_torch_policy():
+    """``to_json()["torch_policy"]`` is there for every tensor plan ({} where no block keeps an op set of its own:
+    every block full), and absent from a per-block plan."""
+    net, x = _nets()[0]
+    tensor = _plan(net, x, "1GiB", granularity="tensor", choices=("full",))
+    assert tensor.to_json()["torch_policy"] == {}
+    assert "torch_policy" not in _plan(net, x, "1GiB", choices=("full",)).to_json()

@@ -63,11 +63,7 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     smallest budget that works when nothing fits. Source: remat.auto.measure (costs), remat.planner.solve
     (exact).
     """
-    choices = tuple(choices)
-    unknown = [c for c in choices if c not in POLICIES]
-    if unknown or not choices:
-        raise UsageError("choices", f"unknown policy {unknown[0]!r} (known: {', '.join(POLICIES)})" if unknown
-                         else "at least one policy")
+    choices = _checked(choices, dp, zero)
     if granularity not in GRANULARITIES:
         raise UsageError("granularity", f"{granularity!r} is not one of {', '.join(GRANULARITIES)}")
     device = gpu_preset(gpu)
@@ -86,6 +82,22 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
         return solve_blocks(problem, found, costs)
     except InfeasibleError as exc:
         raise InfeasibleError(str(exc), exc.minimum_bytes, problem) from None
+
+
+def _checked(choices, dp, zero) -> tuple[str, ...]:
+    """``choices`` as a tuple; UsageError naming ``choices``, ``dp`` or ``zero`` for a value plan cannot take."""
+    if isinstance(choices, str):
+        raise UsageError("choices", f"a list of policies, not the string {choices!r}: e.g. ({choices!r},)")
+    choices = tuple(choices)
+    unknown = [c for c in choices if c not in POLICIES]
+    if unknown or not choices or len(set(choices)) < len(choices):
+        raise UsageError("choices", f"unknown policy {unknown[0]!r} (known: {', '.join(POLICIES)})" if unknown
+                         else "each policy at most once" if choices else "at least one policy")
+    if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
+        raise UsageError("dp", f"data-parallel ranks: an integer ≥ 1, got {dp!r}")
+    if isinstance(zero, bool) or zero not in (0, 1, 2, 3):
+        raise UsageError("zero", f"a ZeRO stage: 0, 1, 2 or 3, got {zero!r}")
+    return choices
 
 
 def explain(model, example_args=(), example_kwargs: dict | None = None, **options):

@@ -93,10 +93,12 @@ class AutoPlan:
         settings, …) plus blocks [{name, policy, stored_bytes, offload_bytes, extra_s[, kept_ops,
         offloaded_ops]}], notes (refused policies, shared blocks, use_cache) and, for a tensor plan, torch_policy:
         block name -> per op of its stream {index, op, policy: MUST_SAVE | MUST_CPU_OFFLOAD | PREFER_RECOMPUTE}
-        (what torch's create_selective_checkpoint_contexts takes, applied without remat)."""
+        (what torch's create_selective_checkpoint_contexts takes, applied without remat; {} when no block keeps
+        an op set of its own)."""
         policies = {name: kept.torch_policy() for name, kept in zip(self.block_names, self.kept_sets) if kept}
+        tensor = policies or self.problem.meta.get("granularity") == "tensor"
         return {**to_json(self.problem, self.plan, self.baselines), "blocks": block_rows(self),
-                "notes": list(self.notes), **({"torch_policy": policies} if policies else {})}
+                "notes": list(self.notes), **({"torch_policy": policies} if tensor else {})}
 
 
 LOOSE = "inputs without gradient a checkpoint keeps (measured)"
