@@ -19,7 +19,7 @@ def test_parse_bytes(text, expected):
     assert parse_bytes(text) == expected
 
 
-@pytest.mark.parametrize("text", ["80GiBs", "-1GB", "eighty", "", "1.2.3GB", "80 XB"])
+@pytest.mark.parametrize("text", ["80GiBs", "-1GB", "eighty", "", "1.2.3GB", "80 XB", True, False])
 def test_parse_bytes_rejects_naming_field(text):
     with pytest.raises(UsageError, match="^--memory: "):
         parse_bytes(text, field="--memory")

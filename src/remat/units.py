@@ -26,8 +26,10 @@ _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$
 def parse_bytes(text: str | int, field: str = "size") -> int:
     """Parse a size such as ``"80GiB"``, ``"80 GB"``, ``"1.5e9"`` or ``85899345920`` into bytes (int).
 
-    Raises UsageError(field) for an unknown unit, a malformed number, or a negative size.
+    Raises UsageError(field) for an unknown unit, a malformed number, a negative size, or a bool.
     """
+    if isinstance(text, bool):
+        raise UsageError(field, f"a size, not {text!r} (e.g. 80GiB, 80GB, 85899345920)")
     if isinstance(text, int):
         value, unit = float(text), ""
     else:
