@@ -26,7 +26,7 @@ from remat.auto.measure import measure_model
 from remat.auto.planning import build_problem, solve_blocks
 from remat.auto.wrap import apply, clear
 from remat.errors import InfeasibleError, UsageError
-from remat.planner.problem import POLICIES
+from remat.planner.problem import POLICIES, check_dp_zero
 from remat.timemodel.gpus import gpu as gpu_preset
 from remat.units import parse_bytes
 
@@ -93,10 +93,7 @@ def _checked(choices, dp, zero) -> tuple[str, ...]:
     if unknown or not choices or len(set(choices)) < len(choices):
         raise UsageError("choices", f"unknown policy {unknown[0]!r} (known: {', '.join(POLICIES)})" if unknown
                          else "each policy at most once" if choices else "at least one policy")
-    if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
-        raise UsageError("dp", f"data-parallel ranks: an integer ≥ 1, got {dp!r}")
-    if isinstance(zero, bool) or zero not in (0, 1, 2, 3):
-        raise UsageError("zero", f"a ZeRO stage: 0, 1, 2 or 3, got {zero!r}")
+    check_dp_zero(dp, zero)
     return choices
 
 

@@ -37,8 +37,6 @@ from remat.models.toys import BlockNet, ConvBlock, TransformerBlock
 from remat.planner.problem import POLICIES
 from remat.timemodel.gpus import check_presets
 
-CHOICES = POLICIES
-
 
 @dataclass(frozen=True)
 class TensorModel:
@@ -126,7 +124,7 @@ def _model_rows(spec, model, inputs, loss_fn, p: TensorParams) -> list[dict]:
     def plan(budget, **options):
         start = time.perf_counter()
         result = auto.plan(model, inputs, budget=budget, gpu=p.gpu, loss_fn=loss_fn, optimizer_state_bytes=0,
-                           **{"choices": CHOICES, **options})
+                           **{"choices": POLICIES, **options})
         return result, time.perf_counter() - start
     reference = _step(copy.deepcopy(model), inputs, loss_fn)[1]
     low, high = (plan(2**62, choices=(c,))[0].plan.peak_bytes for c in ("full", "none"))
@@ -145,8 +143,8 @@ def _model_rows(spec, model, inputs, loss_fn, p: TensorParams) -> list[dict]:
                          "predicted_step_time_s": result.plan.step_time_s, "plan_s": seconds,
                          "kept_blocks": sum(k is not None for k in result.kept_sets),
                          "offloaded_bytes": sum(offloaded), "max_block_offload_bytes": max(offloaded),
-                         "moved_bytes": applied.remat_offload.bytes if hasattr(applied, "remat_offload") else 0,
-                         **{f"n_{c}": result.policies.count(c) for c in CHOICES},
+                         "moved_bytes": applied.remat_offload.bytes,
+                         **{f"n_{c}": result.policies.count(c) for c in POLICIES},
                          "grads_bitwise": all(torch.equal(a, b) for a, b in zip(reference, grads)),
                          "full_peak_bytes": low, "none_peak_bytes": high, "gpu": p.gpu, "skipped": None})
     return rows

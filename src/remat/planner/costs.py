@@ -58,7 +58,7 @@ from remat.models.llama_parallel import check_split
 from remat.models.presets import ModelConfig
 from remat.planner.layer_costs import DEFAULT_RESERVE, Settings, layer_seconds, policy_costs, sharded_state
 from remat.planner.measured import measured_costs
-from remat.planner.problem import POLICIES, Layer, Option, Problem
+from remat.planner.problem import POLICIES, Layer, Option, Problem, check_dp_zero
 
 __all__ = ["DEFAULT_RESERVE", "PIPELINE_MICRO_BATCHES", "TIME_SOURCE", "Settings", "TorchCalibration", "build_problem",
            "check", "default_global_batch", "in_flight",
@@ -74,12 +74,11 @@ def check(cfg: ModelConfig, st: Settings) -> None:
 def _check(cfg: ModelConfig, st: Settings) -> None:
     if cfg.arch != "gpt":
         check_split(cfg, cfg.tp, st.sp, ("--tp", "--sp"))
-    for name in ("dp", "weight_bytes", "grad_bytes", "optimizer_bytes", "reserve_bytes", "budget_bytes"):
+    check_dp_zero(st.dp, st.zero)
+    for name in ("weight_bytes", "grad_bytes", "optimizer_bytes", "reserve_bytes", "budget_bytes"):
         value = getattr(st, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "dp" else 0):
-            raise UsageError(name, f"must be an integer ≥ {1 if name == 'dp' else 0}, got {value!r}")
-    if st.zero not in (0, 1, 2, 3):
-        raise UsageError("zero", f"ZeRO stage must be 0, 1, 2 or 3, got {st.zero!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UsageError(name, f"must be an integer ≥ 0, got {value!r}")
     if st.zero and st.dp == 1:
         raise UsageError("--zero", f"ZeRO stage {st.zero} shards model state over data-parallel ranks: it needs "
                                    "--dp > 1 (got --dp 1)")

@@ -206,3 +206,11 @@ def plan_from_policies(problem: Problem, policies) -> Plan | None:
             return None
         choices.append(idx)
     return evaluate(problem, choices)
+
+
+def check_dp_zero(dp, zero) -> None:
+    """UsageError("dp") unless ``dp`` is an integer ≥ 1, UsageError("zero") unless ``zero`` is a ZeRO stage 0–3."""
+    if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
+        raise UsageError("dp", f"must be an integer ≥ 1, got {dp!r}")
+    if isinstance(zero, bool) or zero not in (0, 1, 2, 3):
+        raise UsageError("zero", f"ZeRO stage must be 0, 1, 2 or 3, got {zero!r}")
