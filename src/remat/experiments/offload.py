@@ -204,16 +204,15 @@ def bandwidth_table(p: BandwidthParams) -> pd.DataFrame:
 def steps_table(p: StepsParams) -> pd.DataFrame:
     """offload-steps: a training step of a small GPT at each (s, h) under each variant of VARIANTS.
 
-    Columns: s, h, b, L, variant, grads_bitwise_equal (vs none, same seed, dropout active), step_time_s
-    (median), step_time_iqr_s, step_time_samples, timing_method (all variants timed in one interleaved
-    run, remat.measure.timing.time_steps), device_held_after_forward_bytes (bytes alive on the device after
-    forward: saved activations and the loss; host copies excluded), peak_bytes (+ method; on the CPU
-    save_on_cpu's host copies are in it, ``peak_includes_host_copies``: remat's offload makes its copies out of
-    the tracker's sight, remat.offload_pool.host_side), host_* (bytes: pool reserved = pinned on CUDA, peak live, live
-    after the step), offloaded_bytes / offloaded_tensors (copies) / kept_bytes per step, flops_model
-    (forward + backward, FlopCounterMode), achieved_flops_s (flops_model / step time of none, FLOP/s),
-    overhead_vs_none_s, copy_hidden_share (offload rows: ``hidden_share``), threads (CPU intra-op threads; None
-    on cuda), link, provenance.
+    Columns: s, h, b, L, variant, grads_bitwise_equal (vs none, same seed, dropout active), step_time_s (median),
+    step_time_iqr_s, step_time_samples, timing_method (all variants timed in one interleaved run,
+    remat.measure.timing.time_steps), device_held_after_forward_bytes (bytes alive on the device after forward:
+    saved activations and the loss; host copies excluded), peak_bytes (+ method; on the CPU save_on_cpu's host
+    copies are in it, ``peak_includes_host_copies``: offload_host's ``tracked``), host_* (bytes: pool reserved =
+    pinned on CUDA, peak live, live after the step), offloaded_bytes / offloaded_tensors (copies) / kept_bytes per
+    step, flops_model (forward + backward, FlopCounterMode), achieved_flops_s (flops_model / step time of none,
+    FLOP/s), overhead_vs_none_s, copy_hidden_share (offload rows: ``hidden_share``), threads (CPU intra-op threads;
+    None on cuda), link, provenance.
     """
     rows = []
     with intra_op_threads(p.threads if p.device == "cpu" else None):
@@ -260,8 +259,7 @@ def _measure_variant(model, tokens, variant: str, reference: dict, p: StepsParam
             seen["host"] = host.live_bytes if host is not None else 0
         grads, loss = _one_step(model, tokens, p.seed, after_forward)
     equal = grads.keys() == reference.keys() and all(torch.equal(grads[k], reference[k]) for k in grads)
-    # torch's save_on_cpu makes its CPU copies where the tracker sees them: CPU memory, like the "device"
-    host_in_device_memory = p.device == "cpu" and variant == "save_on_cpu"
+    host_in_device_memory = p.device == "cpu" and host is not None and host.tracked   # offload_host: tracked
     row = {"variant": variant, "grads_bitwise_equal": bool(equal), "loss": loss,
            "device_held_after_forward_bytes": int(seen["held"] - (seen["host"] if host_in_device_memory else 0)),
            "peak_bytes": mem.peak_bytes, "peak_method": mem.method,

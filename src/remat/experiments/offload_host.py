@@ -6,7 +6,8 @@
   counter of the host tensors it makes (every saved tensor copied, views and parameters included).
 
 Both: ``start()`` begins a step's measurement, ``live_bytes`` (int bytes on the host now), ``row()`` the
-table columns (bytes are ints).
+table columns (bytes are ints), ``tracked`` (whether a MemTracker measuring a CPU "device" sees the host copies:
+torch's save_on_cpu makes them in its sight, remat's offload out of it, remat.offload_pool.host_side).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ class SaveOnCpuAccounting:
     """torch.autograd.graph.save_on_cpu(pin_memory=True) around each layer (via the model's run_layers),
     with host accounting: it copies every saved tensor (views and parameters included) to a new host
     tensor; ``live_bytes`` are those alive now, ``peak_bytes`` the most since ``start()``."""
+
+    tracked = True
 
     def __init__(self, model):
         self.model, self.live_bytes, self.peak_bytes, self.tensors = model, 0, 0, 0
@@ -63,6 +66,8 @@ class PolicyOffloadAccounting:
     """Host accounting of the ``offload`` policy: the model's remat.offload.OffloadHooks (made by
     remat.policies at the first offloaded forward) and its pool. ``start()`` sets the hooks' threshold to
     ``min_bytes`` (bytes) and needs the hooks made, i.e. one offloaded step run before."""
+
+    tracked = False
 
     def __init__(self, model, min_bytes: int):
         self.model, self.min_bytes = model, min_bytes
