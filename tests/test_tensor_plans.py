@@ -253,21 +253,25 @@ def _config(tmp_path) -> str:
     return str(path)
 
 
-def test_cli_tensor_plan_is_checked_on_this_cpu(capsys, tmp_path):
+@pytest.mark.parametrize("compiled", [[], ["--compiled"]])
+def test_cli_tensor_plan_is_checked_on_this_cpu(capsys, tmp_path, compiled):
     """--granularity tensor with --check-small: the small instance's tensor plan (kept sets named in its row) is
-    applied and measured — peak as predicted to the byte, within its budget, gradients bitwise."""
+    applied and measured — peak as predicted to the byte, within its budget, gradients bitwise; priced as eager
+    or (--compiled) as torch.compile fuses it."""
     pytest.importorskip("transformers")
     code, out, err = run_cli(capsys, "plan", "--model", _config(tmp_path), "--hf", "--granularity", "tensor",
-                             "--seq", "64", "--format", "json", "--check-small", "--check-layers", "3")
+                             "--seq", "64", "--format", "json", "--check-small", "--check-layers", "3", *compiled)
     assert code == 0, err
     rows = {r["setup"]: r for r in json.loads(out)["check"]}
     plan = rows["plan"]
-    assert "keep op sets" in plan["policies"], plan["policies"]
+    assert ("selective" if compiled else "keep op sets") in plan["policies"], plan["policies"]
+    assert ("torch.compile" in json.loads(out)["settings"]["time_source"]) == bool(compiled)
     assert plan["measured_peak_bytes"] == plan["predicted_peak_bytes"] <= plan["budget_bytes"]
     assert all(r["grads_equal"] for r in rows.values())
 
 
-@pytest.mark.parametrize("flags, field", [([], "--granularity"), (["--hf", "--format", "nemo"], "--format")])
+@pytest.mark.parametrize("flags, field", [([], "--granularity"), (["--hf", "--format", "nemo"], "--format"),
+                                         (["--compiled"], "--compiled")])
 def test_cli_tensor_plan_refuses_what_it_cannot_write(capsys, tmp_path, flags, field):
     """A preset (formula costs: no ops to keep) and a trainer format (no per-op kept sets): one line naming the
     field, exit 2, nothing written."""

@@ -26,18 +26,22 @@ from remat.auto.measure import measure_model
 from remat.auto.planning import build_problem, solve_blocks
 from remat.auto.wrap import apply, clear
 from remat.errors import InfeasibleError, UsageError
+from remat.planner.costs import TIME_SOURCE
 from remat.planner.problem import POLICIES, check_dp_zero
 from remat.timemodel.gpus import gpu as gpu_preset
 from remat.units import parse_bytes
 
 GRANULARITIES = ("block", "tensor")
+TIME_SOURCES = {False: TIME_SOURCE, True: f"{TIME_SOURCE}, elementwise ops fused as under torch.compile"}
+"""A plan's time source by ``compiled``."""
 __all__ = ["plan", "apply", "clear", "explain", "find_blocks", "Blocks", "POLICIES"]
 
 
 def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str | int | None = None,
          gpu: str = "h100-80gb", choices: Sequence[str] = POLICIES, blocks=None, loss_fn=None,
          optimizer_state_bytes: int | None = None, host_memory: str | int | None = None,
-         reserve: str | int = 0, regime=None, dp: int = 1, zero: int = 0, granularity: str = "block"):
+         reserve: str | int = 0, regime=None, dp: int = 1, zero: int = 0, granularity: str = "block",
+         compiled: bool = False):
     """The per-block policy of least predicted step time whose predicted peak fits ``budget``.
 
     model: any eager nn.Module (real or fake parameters; nothing real is allocated: it runs under
@@ -56,14 +60,18 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     of ``choices`` per block) or "tensor" (selective also as any kept set of the block's op outputs on the exact
     Pareto frontier of bytes against recompute time: remat.auto.measure.tensor_variants; with "offload" among
     ``choices`` also with some or all of the set on the host: remat.auto.tensor_offload; ``result.kept_sets``
-    per block, applied by ``auto.apply`` through torch's selective-checkpoint contexts).
+    per block, applied by ``auto.apply`` through torch's selective-checkpoint contexts). compiled: the model
+    will train under torch.compile — time at fused rates (remat.timemodel.roofline ``Rates.fused``: elementwise,
+    normalisation and softmax ops cost nothing, inductor fusing them; GEMMs, convolutions and attention keep
+    their roofline time), so a plan keeps the outputs whose recompute costs FLOPs and recomputes the rest, as
+    inductor's partitioner would. Memory stays the eager accounting: a budget the eager step fits.
 
     Returns an AutoPlan (remat.auto.planning): ``policies``, ``plan.peak_bytes`` (bytes), ``plan.step_time_s``
     (seconds), ``print(result)``. Raises UsageError naming the argument for bad input, InfeasibleError with the
     smallest budget that works when nothing fits. Source: remat.auto.measure (costs), remat.planner.solve
     (exact).
     """
-    choices = _checked(choices, dp, zero)
+    choices = _checked(choices, dp, zero, compiled)
     if granularity not in GRANULARITIES:
         raise UsageError("granularity", f"{granularity!r} is not one of {', '.join(GRANULARITIES)}")
     device = gpu_preset(gpu)
@@ -72,11 +80,11 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     found = find_blocks(model, blocks)
     args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
     costs = measure_model(model, tuple(args), dict(example_kwargs or {}), found, device, loss_fn, choices,
-                          granularity)
+                          granularity, compiled)
     problem = build_problem(costs, budget_bytes, choices, optimizer_state_bytes, host,
                             reserve_bytes=parse_bytes(reserve, "reserve"), regime=regime, dp=dp, zero=zero,
                             meta={"gpu": device.name, "gpu_name": device.full_name or device.name,
-                                  "time_source": "roofline model (remat.timemodel)", "blocks": len(found),
+                                  "time_source": TIME_SOURCES[compiled], "blocks": len(found),
                                   "granularity": granularity})
     try:
         return solve_blocks(problem, found, costs)
@@ -84,8 +92,11 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
         raise InfeasibleError(str(exc), exc.minimum_bytes, problem) from None
 
 
-def _checked(choices, dp, zero) -> tuple[str, ...]:
-    """``choices`` as a tuple; UsageError naming ``choices``, ``dp`` or ``zero`` for a value plan cannot take."""
+def _checked(choices, dp, zero, compiled) -> tuple[str, ...]:
+    """``choices`` as a tuple; UsageError naming ``choices``, ``dp``, ``zero`` or ``compiled`` for a value plan
+    cannot take."""
+    if not isinstance(compiled, bool):
+        raise UsageError("compiled", f"True or False, not {compiled!r}")
     if isinstance(choices, str):
         raise UsageError("choices", f"a list of policies, not the string {choices!r}: e.g. ({choices!r},)")
     choices = tuple(choices)

@@ -58,13 +58,13 @@ TIMING_S = 30.0               # the timing's share of the check: two interleaved
 
 def check_small(source, layers: int = 4, seq: int | None = None, micro_batch: int = 1, fraction: float = 0.5,
                 gpu: str = "h100-80gb", seed: int = 0, repeats: int = 5, vocab: int = 1024,
-                width: int | None = WIDTH, granularity: str = "block") -> list[dict]:
+                width: int | None = WIDTH, granularity: str = "block", compiled: bool = False) -> list[dict]:
     """Rows of the check (module docstring): setup, policies, saved_bytes, predicted_peak_bytes,
     measured_peak_bytes, peak_error (relative), step_time_s (CPU median) of timing_samples, grads_equal,
     budget_bytes, and the instance (hidden, seq, width_divisor, experts: E after ``narrow``, None when dense).
     seq None: the shortest of ``SEQS`` at which the activations set the peak; width: narrow the blocks towards
-    this hidden size (``narrow``; None keeps the model's); granularity: the plan's (remat.auto.plan), applied
-    with its kept sets when "tensor".
+    this hidden size (``narrow``; None keeps the model's); granularity, compiled: the plan's (remat.auto.plan),
+    applied (in eager) with its kept sets when "tensor".
     Raises UsageError naming the field for bad sizes; needs transformers (UsageError("model") without)."""
     if not 0.0 <= fraction <= 1.0:
         raise UsageError("fraction", f"must be in [0, 1], got {fraction!r}")
@@ -74,7 +74,7 @@ def check_small(source, layers: int = 4, seq: int | None = None, micro_batch: in
     config, divisor = (config, 1) if width is None else narrow(config, width)
     context = context_length(config)
     for seq in ([n for n in SEQS if n <= context] or [context]) if seq is None else (seq,):
-        first, low, high = _fake_plan(config, layers, seq, micro_batch, gpu, granularity)
+        first, low, high = _fake_plan(config, layers, seq, micro_batch, gpu, granularity, compiled)
         if high > MARGIN * low:
             break
     n = len(first.policies)
@@ -98,13 +98,14 @@ def check_small(source, layers: int = 4, seq: int | None = None, micro_batch: in
     return rows
 
 
-def _fake_plan(config, layers: int, seq: int, micro_batch: int, gpu: str, granularity: str = "block"):
+def _fake_plan(config, layers: int, seq: int, micro_batch: int, gpu: str, granularity: str = "block",
+               compiled: bool = False):
     """The instance planned under fake tensors at no budget: (AutoPlan, predicted peak of every block full, of
     none) in bytes."""
     fake = build(config, "fake", layers=layers, seq=seq, micro_batch=micro_batch)   # planned without memory
     with fake.mode:
         first = auto.plan(fake.model, (), fake.kwargs, budget=2**62, gpu=gpu, choices=CHOICES,
-                          optimizer_state_bytes=0, granularity=granularity)
+                          optimizer_state_bytes=0, granularity=granularity, compiled=compiled)
     n = len(first.policies)
     low = plan_from_policies(first.problem, ["full"] * n).peak_bytes
     high = plan_from_policies(first.problem, ["none"] * n).peak_bytes

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
@@ -125,11 +125,12 @@ class ModelCosts:
 
 
 def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, gpu, loss_fn=None,
-                  policies=POLICIES, granularity: str = "block") -> ModelCosts:
+                  policies=POLICIES, granularity: str = "block", compiled: bool = False) -> ModelCosts:
     """Measure ``model`` (module docstring) under FakeTensorMode; ``blocks`` from remat.auto.find_blocks,
     ``gpu`` a remat.timemodel.gpus.GPU, ``loss_fn(output) -> scalar`` (default ``default_loss``).
 
-    ``granularity`` "tensor": each block also gets its selective kept sets (``tensor_variants``).
+    ``granularity`` "tensor": each block also gets its selective kept sets (``tensor_variants``). ``compiled``:
+    priced at fused rates (remat.timemodel.roofline: byte-priced ops cost 0, as under torch.compile).
     Returns ModelCosts (bytes: int; seconds on ``gpu``). Raises UsageError("model") when a block never runs
     in the forward. Any wrapping by remat.auto.apply is lifted while measuring and restored afterwards."""
     loss_fn = loss_fn or default_loss
@@ -146,7 +147,7 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
             whole = whole_step(model, args, kwargs, blocks, loss_fn)
             check_inputs(blocks, whole["inputs"])
             dtype = _dtype(model)
-            rates = Rates.of(gpu, 1, dtype)
+            rates = replace(Rates.of(gpu, 1, dtype), fused=compiled)
             cache: dict = {}
             block_costs = []
             for name, module, captured in zip(blocks.names, blocks.modules, whole["inputs"]):

@@ -37,6 +37,9 @@ def run_plan(args) -> int:
     if _use_hf(args):
         _emit(args, _with_check(args, _hf_plan_text(args)))
         return 0
+    if args.compiled:
+        raise UsageError("--compiled", "prices a transformers model's measured ops as torch.compile fuses them: "
+                                       "add --hf (without it remat's own layers are priced by formula)")
     if args.granularity != "block":
         raise UsageError("--granularity", "tensor plans measure each block's ops on the transformers model: add "
                                           "--hf (without it remat's own layers are priced by formula)")
@@ -132,7 +135,8 @@ def _hf_plan_text(args) -> str:
                                                            f"{_overrides(args)})"),
                                                ("reserve", result.problem.fixed_parts.get("workspace reserve")),
                                                ("dp", args.dp if args.zero else 0), ("zero", args.zero),
-                                               ("granularity", '"tensor"' if args.granularity == "tensor" else None))
+                                               ("granularity", '"tensor"' if args.granularity == "tensor" else None),
+                                               ("compiled", args.compiled or None))
                     if v not in (None, 0))
     meta.update(model=built.source, s=built.seq, b=built.micro_batch, L=len(result.policies),
                 attention=f"transformers' {getattr(built.config, '_attn_implementation', None) or 'default'} "
@@ -175,7 +179,8 @@ def _hf_run(args, budget: int | None, choices: tuple, seq: int | None = None):
         result = auto.plan(built.model, (), built.kwargs, budget=budget, gpu=args.gpu, choices=choices,
                            reserve=parse_bytes(args.reserve, "--reserve"), regime=regime_of(args, itemsize),
                            dp=args.dp, zero=args.zero, host_memory=None if args.host_memory is None else
-                           parse_bytes(args.host_memory, "--host-memory"), granularity=args.granularity)
+                           parse_bytes(args.host_memory, "--host-memory"), granularity=args.granularity,
+                           compiled=args.compiled)
     return built, itemsize, result
 
 
@@ -209,7 +214,7 @@ def _with_check(args, text: str) -> str:
     if not args.check_small:
         return text
     rows = check_small(args.model, layers=args.check_layers, seq=args.check_seq, gpu=args.gpu,
-                       granularity=args.granularity)
+                       granularity=args.granularity, compiled=args.compiled)
     if args.format == "json":
         return json.dumps({**json.loads(text), "check": rows}, indent=2, default=str) + "\n"
     return text + _check_markdown(args, rows)

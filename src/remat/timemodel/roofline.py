@@ -6,7 +6,14 @@
 
 Per op (``remat.timemodel.trace.Op``), the roofline: time = max(FLOPs / achievable FLOP/s, bytes /
 achievable memory bandwidth) + a fixed per-op overhead (0 on GPUs, where kernels queue asynchronously;
-measured on the CPU). Tensor-parallel collectives over t ranks, ring algorithms (Patarasuk & Yuan 2009;
+measured on the CPU). Fused rates (``Rates.fused``, a model trained under torch.compile): an op with no counted
+FLOPs (elementwise, normalisation, softmax: priced by its bytes) costs 0 — inductor fuses such ops into the
+kernels beside them, in forward, backward and recompute alike — so only GEMMs, convolutions and attention
+take time. It is the optimistic end of fusion (a fused kernel still reads its inputs once) and the view
+inductor's min-cut partitioner takes by default: it recomputes fusible ops freely and a GEMM only when a
+memory budget asks it to.
+
+Tensor-parallel collectives over t ranks, ring algorithms (Patarasuk & Yuan 2009;
 NCCL's bus-bandwidth convention): all-reduce 2(t − 1)/t · S / B, all-gather and reduce-scatter
 (t − 1)/t · S / B, S the operation's size in bytes, B the achieved link bandwidth per direction.
 
@@ -41,6 +48,7 @@ class Rates:
     link_bytes_per_s: float
     op_overhead_s: float = 0.0
     source: str = ""
+    fused: bool = False    # ops priced by their bytes alone cost 0 (module docstring: torch.compile)
 
     @classmethod
     def of(cls, gpu, t: int = 1, dtype: str = "bfloat16") -> "Rates":
@@ -111,6 +119,8 @@ def op_seconds(op: Op, rates: Rates, t: int) -> float:
     """One op's seconds: the roofline (module docstring) or, for a collective over t ranks, the ring time."""
     if op.collective:
         return RING_FACTOR[op.collective] * (t - 1) / t * op.comm_bytes / rates.link_bytes_per_s if t > 1 else 0.0
+    if rates.fused and not op.flops:
+        return 0.0
     return max(op.flops / rates.flops_per_s, op.bytes / rates.memory_bytes_per_s) + rates.op_overhead_s
 
 
@@ -142,7 +152,7 @@ def phase_time(ops: tuple[Op, ...], rates: Rates, t: int, overlap: bool) -> Phas
             exposed += max(0.0, seconds[i] - seconds[j])
         else:
             exposed += seconds[i]
-    kernels = [op for op in ops if not op.collective]
+    kernels = [op for op in ops if not op.collective and (op.flops or not rates.fused)]   # fused: op_seconds
     flop_s = [op.flops / rates.flops_per_s for op in kernels]
     byte_s = [op.bytes / rates.memory_bytes_per_s for op in kernels]
     compute = sum(f for f, b in zip(flop_s, byte_s) if f >= b)

@@ -1,0 +1,100 @@
+"""Plans for a model trained under torch.compile (remat.auto.plan ``compiled=True``: fused rates,
+remat.timemodel.roofline ``Rates.fused``): the step time is the GEMMs' roofline alone, a tensor plan keeps only
+outputs whose recompute costs FLOPs, and the plan applied under torch.compile trains with the plain model's
+gradients."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from remat import auto
+from remat.errors import UsageError
+from remat.models.toys import BlockNet, TransformerBlock
+from remat.timemodel.gpus import GPUS
+
+FLOP_OPS = {"mm", "addmm", "bmm", "baddbmm", "_scaled_dot_product_flash_attention_for_cpu", "convolution"}
+
+
+class _MLPs(nn.Module):
+    def __init__(self, h: int, layers: int):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(h, 4 * h), nn.ReLU(), nn.Linear(4 * h, h))
+                                    for _ in range(layers))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def _plan(net, x, budget, **options):
+    return auto.plan(net, (x,), budget=budget, loss_fn=lambda o: o.sum(), optimizer_state_bytes=0, **options)
+
+
+def test_a_compiled_step_is_its_gemms_roofline():
+    """Hand derivation: L blocks Linear(h, 4h) → ReLU → Linear(4h, h) on x [n, h] (float32, x needs no grad).
+    Forward: 2 addmm per block; backward: per linear a weight-gradient mm and an input-gradient mm, except the
+    first linear's input gradient (x needs none) — 4L − 1 mm. Each GEMM at the roofline max(2mkn / FLOP/s,
+    4(mk + kn + mn [+ n bias]) / bytes/s) on the H100 preset's FP32 rates; ReLU, the bias gradients and the
+    loss's sum cost nothing fused (and do in eager)."""
+    h, layers, n = 64, 3, 512
+    torch.manual_seed(0)
+    net, x = _MLPs(h, layers), torch.randn(n, h)
+    card = GPUS["h100-80gb"]
+    flops_s, bytes_s = card.fp32_flops * card.achievable, card.memory_bandwidth * card.memory_efficiency
+
+    def gemm(m, k, n_, bias=False):
+        return max(2 * m * k * n_ / flops_s, 4 * (m * k + k * n_ + m * n_ + (n_ if bias else 0)) / bytes_s)
+    forward = layers * (gemm(n, h, 4 * h, True) + gemm(n, 4 * h, h, True))
+    backward = layers * (gemm(n, 4 * h, h) + gemm(4 * h, n, h) + gemm(n, h, 4 * h) + gemm(h, n, 4 * h)) \
+        - gemm(n, 4 * h, h)
+    compiled = _plan(net, x, "1GiB", choices=("none",), compiled=True)
+    assert compiled.plan.step_time_s == pytest.approx(forward + backward, rel=1e-9)
+    assert "torch.compile" in str(compiled)
+    assert _plan(net, x, "1GiB", choices=("none",)).plan.step_time_s > 1.1 * (forward + backward)
+
+
+def test_a_compiled_tensor_plan_keeps_only_what_costs_flops_to_recompute():
+    """From the every-block-full peak to no recompute, a compiled plan's kept sets hold GEMM / attention outputs
+    only (recomputing anything else is free when fused), while the eager plan keeps some elementwise output."""
+    torch.manual_seed(0)
+    net, x = BlockNet(TransformerBlock), torch.randn(2, 64, 64)
+    full = _plan(net, x, "1GiB", choices=("full",)).plan.peak_bytes
+    none = _plan(net, x, "1GiB", choices=("none",)).plan.peak_bytes
+    kept = {False: set(), True: set()}
+    for fraction in (0.2, 0.4, 0.6, 0.8):
+        budget = int(full + (none - full) * fraction)
+        for compiled in (False, True):
+            result = _plan(net, x, budget, choices=("none", "selective", "full"), granularity="tensor",
+                           compiled=compiled)
+            kept[compiled] |= {k.names[i] for k in result.kept_sets if k is not None for i in k.keep}
+    assert kept[True] and kept[True] <= FLOP_OPS
+    assert kept[False] - FLOP_OPS
+
+
+def test_a_compiled_tensor_plan_trains_under_torch_compile():
+    """The compiled plan at a budget between full and none, applied and compiled (aot_eager), gives the plain
+    model's gradients bit for bit."""
+    torch.manual_seed(0)
+    net, x = BlockNet(TransformerBlock), torch.randn(2, 64, 64)
+    full = _plan(net, x, "1GiB", choices=("full",)).plan.peak_bytes
+    none = _plan(net, x, "1GiB", choices=("none",)).plan.peak_bytes
+    result = _plan(net, x, (full + none) // 2, choices=("none", "selective", "full"), granularity="tensor",
+                   compiled=True)
+    assert set(result.policies) - {"none"}
+    model = copy.deepcopy(net)
+    auto.apply(model, result)
+    compiled = torch.compile(model, backend="aot_eager")
+    compiled(x).sum().backward()
+    net(x).sum().backward()
+    assert all(torch.equal(a.grad, b.grad) for a, b in zip(net.parameters(), model.parameters()))
+
+
+@pytest.mark.parametrize("value", [1, "yes", None])
+def test_compiled_must_be_a_bool(value):
+    with pytest.raises(UsageError, match="compiled"):
+        _plan(_MLPs(8, 1), torch.randn(4, 8), "1GiB", compiled=value)
