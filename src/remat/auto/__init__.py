@@ -26,9 +26,9 @@ from remat.auto.measure import measure_model
 from remat.auto.planning import build_problem, solve_blocks
 from remat.auto.wrap import apply, clear
 from remat.errors import InfeasibleError, UsageError
-from remat.planner.costs import TIME_SOURCE
 from remat.planner.problem import POLICIES, check_dp_zero
 from remat.timemodel.gpus import gpu as gpu_preset
+from remat.timemodel.roofline import TIME_SOURCE
 from remat.units import parse_bytes
 
 GRANULARITIES = ("block", "tensor")

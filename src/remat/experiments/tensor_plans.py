@@ -44,7 +44,8 @@ class TensorModel:
 
     kind: Literal["transformer", "llama", "conv"] = "transformer"
     """transformer: remat.models.toys.TransformerBlock (4 heads); llama: transformers' LlamaForCausalLM (4 heads,
-    MLP 2.6875·width, vocabulary 1024); conv: remat.models.toys.ConvBlock (8 groups) with a linear head."""
+    MLP 2.6875·width, vocabulary 1024, no KV cache); conv: remat.models.toys.ConvBlock (8 groups) with a linear
+    head."""
     blocks: Count = 12
     """Blocks (layers)."""
     width: Count = 256
@@ -95,7 +96,8 @@ def build(spec: TensorModel, device: str) -> tuple | None:
             return None
         config = LlamaConfig(hidden_size=spec.width, intermediate_size=int(spec.width * 2.6875),
                              num_hidden_layers=spec.blocks, num_attention_heads=4, num_key_value_heads=4,
-                             vocab_size=1024, max_position_embeddings=max(512, spec.seq))
+                             vocab_size=1024, max_position_embeddings=max(512, spec.seq),
+                             use_cache=False)    # it trains: no KV cache (as remat.auto.apply runs it)
         model, loss = LlamaForCausalLM(config), lambda o: o.logits.float().sum()
         inputs = (torch.randint(0, 1024, (spec.batch, spec.seq)),)
     return model.to(device), tuple(x.to(device) for x in inputs), loss

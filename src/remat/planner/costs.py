@@ -59,13 +59,14 @@ from remat.models.presets import ModelConfig
 from remat.planner.layer_costs import DEFAULT_RESERVE, Settings, layer_seconds, policy_costs, sharded_state
 from remat.planner.measured import measured_costs
 from remat.planner.problem import POLICIES, Layer, Option, Problem, check_dp_zero
+from remat.timemodel.roofline import TIME_SOURCE
 
 __all__ = ["DEFAULT_RESERVE", "PIPELINE_MICRO_BATCHES", "TIME_SOURCE", "Settings", "TorchCalibration", "build_problem",
            "check", "default_global_batch", "in_flight",
            "layer_bytes", "layer_seconds", "micro_batches", "model_state", "per_micro_batch", "policy_costs",
            "sharded_state", "step_multiplier", "torch_parts", "torch_problem"]
 
-TIME_SOURCE = "roofline model (remat.timemodel)"
+
 def check(cfg: ModelConfig, st: Settings) -> None:
     """Raise UsageError naming the field for a model or settings the cost model cannot take."""
     _check(cfg, st)

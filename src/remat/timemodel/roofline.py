@@ -36,6 +36,8 @@ from remat.timemodel.trace import LayerTrace, Op
 OVERLAPPED_NODES = ("_CopyToTensorParallelRegionBackward", "_SequenceGatherLinearBackward")
 """Autograd nodes of a column-parallel linear's backward, whose collectives Megatron overlaps with a GEMM."""
 RING_FACTOR = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0}
+TIME_SOURCE = "roofline model (remat.timemodel)"
+"""How a plan priced by this model names its time source."""
 
 
 @dataclass(frozen=True)
