@@ -124,6 +124,18 @@ def test_apply_rejects_bad_plans():
         auto.apply(model, ["full"] * 3)
     with pytest.raises(UsageError, match="unknown policy"):
         auto.apply(model, "segments:2")
+    for bad in (None, {"apply": {"policies": ["full"] * 4}}):
+        with pytest.raises(UsageError, match="an AutoPlan") as exc:
+            auto.apply(model, bad)
+        assert exc.value.field == "plan"
+
+
+def test_a_plan_for_other_blocks_names_blocks():
+    """A plan made for a 3-block model applied to a 4-block one: the blocks differ (not "3 policies")."""
+    result = auto.plan(Toy(3), *toy_inputs(), choices=("full",))
+    with pytest.raises(UsageError, match="3 blocks .*this model has 4") as exc:
+        auto.apply(Toy(4), result)
+    assert exc.value.field == "blocks"
 
 
 # --- plan: predicted vs measured on this CPU ---------------------------------------------------------------------
@@ -183,13 +195,37 @@ def test_plan_leaves_the_model_untouched_and_keeps_an_applied_plan():
                                         ({"gpu": "tpu-v9"}, "gpu"), ({"choices": "selective"}, "choices"),
                                         ({"choices": ("full", "full")}, "choices"), ({"choices": ()}, "choices"),
                                         ({"dp": 0}, "dp"), ({"dp": 2.5}, "dp"), ({"dp": True}, "dp"),
-                                        ({"dp": 2, "zero": 7}, "zero"), ({"zero": -1}, "zero")])
+                                        ({"dp": 2, "zero": 7}, "zero"), ({"zero": -1}, "zero"),
+                                        ({"loss_fn": lambda o: o}, "loss_fn"),
+                                        ({"loss_fn": lambda o: 1 / 0}, "loss_fn"),
+                                        ({"loss_fn": lambda o: o.sum().detach()}, "loss_fn"),
+                                        ({"loss_fn": lambda o: 0.0}, "loss_fn")])
 def test_plan_bad_arguments_name_the_field(bad, field):
     model = Toy(2)
     args, kwargs = toy_inputs()
     with pytest.raises(UsageError) as exc:
         auto.plan(model, args, kwargs, **bad)
-    assert field in exc.value.field
+    assert exc.value.field == field
+
+
+@pytest.mark.parametrize("inputs, field", [
+    (lambda a, k: ((a[0][..., :3], a[1]), k), "example_args"),            # a width the first linear cannot take
+    (lambda a, k: (a[:1], k), "example_args"),                            # an argument missing (TypeError)
+    (lambda a, k: (a, [("mask", k["mask"])]), "example_kwargs")])         # kwargs not a mapping
+def test_plan_inputs_the_model_cannot_take_name_the_field(inputs, field):
+    """Inputs the model cannot take make the forward raise inside torch: one UsageError naming the field
+    (the torch error is its cause), not a traceback from deep in the model."""
+    args, kwargs = inputs(*toy_inputs())
+    with pytest.raises(UsageError) as exc:
+        auto.plan(Toy(2), args, kwargs)
+    assert exc.value.field == field and "\n" not in str(exc.value)
+
+
+def test_plan_of_a_frozen_model_says_there_is_nothing_to_train():
+    model = Toy(2).requires_grad_(False)
+    with pytest.raises(UsageError, match="no parameter requires grad") as exc:
+        auto.plan(model, *toy_inputs())
+    assert exc.value.field == "model"
 
 
 

@@ -156,14 +156,30 @@ def test_manual_checkpoint_inputs_count_for_the_block_taking_them():
 def test_predicted_bytes_from_an_auto_plan():
     model = toy()
     auto.apply(model, "full")
-    option = lambda policy: SimpleNamespace(stored_bytes=1234)        # noqa: E731
+    layer = SimpleNamespace(options=[SimpleNamespace(stored_bytes=0), SimpleNamespace(stored_bytes=1234)])
     result = SimpleNamespace(policies=("full",) * L, block_names=tuple(f"layers.{i}" for i in range(L)),
-                             blocks="layers", problem=SimpleNamespace(layers=[SimpleNamespace(option=option)] * L))
+                             blocks="layers", problem=SimpleNamespace(layers=[layer] * L),
+                             plan=SimpleNamespace(choices=(1,) * L))
     e = explain(model, (ids(),), result=result)
     assert [r["predicted_bytes"] for r in e.rows] == [1234] * L and e.totals["predicted_bytes"] == 1234 * L
     text = str(e)
     assert "1.21 KiB" in text and "traps: none seen" in text
     assert json.loads(e.to_json())["rows"][0]["predicted_bytes"] == 1234
+
+
+def test_a_tensor_plans_predicted_bytes_are_its_kept_sets():
+    """A tensor plan applied: each block's predicted bytes are its chosen kept set's (not the plain selective
+    policy's), and equal what explain measures the block keeps."""
+    model = toy()
+    full, none = (auto.plan(model, (ids(),), budget="1GiB", choices=(c,)).plan.peak_bytes for c in ("full", "none"))
+    result = auto.plan(model, (ids(),), budget=(full + none) // 2, choices=("none", "selective", "full"),
+                       granularity="tensor")
+    assert any(k is not None for k in result.kept_sets)
+    auto.apply(model, result)
+    rows = explain(model, (ids(),), result=result).rows
+    chosen = [layer.options[c].stored_bytes for layer, c in zip(result.problem.layers, result.plan.choices)]
+    assert [r["predicted_bytes"] for r in rows] == chosen
+    assert [r["kept_bytes"] for r in rows][1:] == chosen[1:]
 
 
 def test_fake_tensors_give_the_bytes_of_real_ones():

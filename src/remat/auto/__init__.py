@@ -18,6 +18,7 @@ the known traps; its parts in ``explain_step``, ``instruments``, ``explain_rows`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Sequence
 
 from remat.auto import diagnose
@@ -27,7 +28,7 @@ from remat.auto.planning import build_problem, solve_blocks
 from remat.auto.wrap import apply, clear
 from remat.errors import InfeasibleError, UsageError
 from remat.planner.problem import POLICIES, check_dp_zero
-from remat.timemodel.gpus import gpu as gpu_preset
+from remat.timemodel.gpus import check_presets, gpu as gpu_preset
 from remat.timemodel.roofline import TIME_SOURCE
 from remat.units import parse_bytes
 
@@ -72,6 +73,9 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     (exact).
     """
     choices = _checked(choices, dp, zero, compiled)
+    if example_kwargs is not None and not isinstance(example_kwargs, Mapping):
+        raise UsageError("example_kwargs", f"a mapping of keyword arguments, not {type(example_kwargs).__name__}")
+    check_presets("gpu", [gpu])
     if granularity not in GRANULARITIES:
         raise UsageError("granularity", f"{granularity!r} is not one of {', '.join(GRANULARITIES)}")
     device = gpu_preset(gpu)

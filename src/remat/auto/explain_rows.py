@@ -144,7 +144,8 @@ def _predicted(result, names: Sequence[str]) -> list[int | None]:
     out = []
     for name in names:
         j = by_name.get(name)
-        out.append(None if j is None else int(result.problem.layers[j].option(result.policies[j]).stored_bytes))
+        out.append(None if j is None else        # the chosen option: a tensor plan's kept set, not the plain policy
+                   int(result.problem.layers[j].options[result.plan.choices[j]].stored_bytes))
     return out
 
 

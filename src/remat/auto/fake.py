@@ -3,6 +3,7 @@ device (torch's FakeCopyMode), meta parameters made fake on the inputs' device â
 
     mode, fake = fake_model(model, device)     # the caller's model is untouched
     with mode, values_needed(): ...            # an op whose output depends on values: one UsageError("model")
+    with user_code("loss_fn", "loss_fn"): ...  # a torch error in the user's code: one UsageError("loss_fn")
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from torch._subclasses.fake_tensor import (DataDependentOutputException, Dynamic
                                            FakeTensor, FakeTensorMode)
 
 from remat.auto.hf import hf_checkpointing, set_hf_checkpointing
-from remat.errors import UsageError
+from remat.errors import InfeasibleError, RecomputeError, UsageError
 
 
 def fake_model(model: nn.Module, device: str | torch.device = "cpu") -> tuple:
@@ -76,3 +77,21 @@ def values_needed():
         raise UsageError("model", f"{op} needs tensor values (its output shape or value depends on them) and remat "
                                   "measures the step under FakeTensorMode, where there are none: give it static "
                                   "shapes (torch.where or a mask multiply instead of indexing)") from None
+
+
+_PASSED = (UsageError, RecomputeError, InfeasibleError, DynamicOutputShapeException, DataDependentOutputException)
+"""Errors ``user_code`` lets through: remat's own, and what ``values_needed`` names."""
+
+
+@contextmanager
+def user_code(field: str, what: str):
+    """Run the user's code (the model's forward on the example inputs, the loss): an error it raises (a shape or
+    dtype the model does not take, a loss that fails on the output) becomes one UsageError naming ``field``,
+    with the error's type and first line (the original stays the cause); ``_PASSED`` pass through."""
+    try:
+        yield
+    except _PASSED:
+        raise
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise UsageError(field, f"{what} raised {type(exc).__name__}: {first}") from exc

@@ -17,6 +17,7 @@ from torch.nn.modules.module import register_module_forward_pre_hook
 from torch.utils._pytree import tree_flatten, tree_map_only
 
 from remat.auto.boundaries import boundaries, tensor_leaves
+from remat.auto.fake import user_code
 from remat.errors import UsageError
 from remat.measure.peak import PeakMemory
 from remat.measure.saved import SavedTensorLog
@@ -61,6 +62,24 @@ def whole_step(model, args, kwargs, blocks, loss_fn) -> dict:
             "head_grads": unique_bytes(head.values())}
 
 
+def checked_loss(loss_fn, model):
+    """``loss_fn`` checked on every call: an error it raises, a result that is not a one-element tensor, or one
+    that does not require grad is one UsageError — naming "model" when no parameter requires grad (nothing to
+    train), else "loss_fn"."""
+    def loss(output):
+        with user_code("loss_fn", "loss_fn on the model's output"):
+            value = loss_fn(output)
+        if not isinstance(value, torch.Tensor) or value.numel() != 1:
+            got = f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
+            raise UsageError("loss_fn", f"must return a one-element tensor to call backward on, got {got}")
+        if not value.requires_grad:
+            if not any(p.requires_grad for p in model.parameters()):
+                raise UsageError("model", "no parameter requires grad: there is no training step to plan")
+            raise UsageError("loss_fn", "returned a tensor that does not require grad (detached from the output?)")
+        return value
+    return loss
+
+
 def _after_last(marks, module, args):
     """Every module that starts its forward after the last block's output was made (the head's)."""
     if "hooked_last" in marks:
@@ -92,7 +111,8 @@ def capture_inputs(model, args, kwargs, blocks) -> tuple[list, tuple]:
     handles += [m.register_forward_hook(functools.partial(_capture_output, outputs, i))
                 for i, m in enumerate(blocks.modules)]
     try:
-        with SavedTensorLog(model) as log:
+        with SavedTensorLog(model) as log, user_code("example_args", "the model's forward on example_args / "
+                                                                     "example_kwargs"):
             model(*args, **kwargs)
     finally:
         for h in handles:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Iterable, Mapping
 from typing import Sequence
 
 from torch import nn
@@ -47,8 +48,9 @@ def apply(model: nn.Module, plan, blocks: str | Sequence[nn.Module] | None = Non
     ``blocks``: as remat.auto.find_blocks (default: the AutoPlan's blocks by name, else found). One module
     object at several depths (shared weights) is one block with one policy. A HuggingFace model trains with
     ``use_cache`` off (remat.auto.hf.CACHE_OFF, warned once), as remat.auto.plan measured it. Raises UsageError
-    ("policy") for an unknown name, a plan whose length differs from the blocks, or two policies for one shared
-    module; UsageError("blocks") when an AutoPlan's blocks are not this model's; UsageError("model") when
+    ("plan") for something else than a plan (None, a plan's JSON); UsageError("policy") for an unknown name, a
+    list whose length differs from the blocks, or two policies for one shared module; UsageError("blocks") when
+    an AutoPlan's blocks are not this model's; UsageError("model") when
     HuggingFace gradient checkpointing is on (it would checkpoint the blocks a second time).
     """
     if hf_checkpointing(model):
@@ -148,15 +150,19 @@ def _policies(plan, found: Blocks) -> tuple[str, ...]:
     names = getattr(plan, "policies", plan)
     if isinstance(names, str):
         names = [names] * len(found)
+    if isinstance(names, Mapping) or not isinstance(names, Iterable):
+        raise UsageError("plan", f"an AutoPlan (auto.plan's result), a list of policy names or one name, not "
+                                 f"{type(plan).__name__}" + (" (a plan's JSON? its apply.policies is the list)"
+                                                             if isinstance(plan, Mapping) else ""))
     names = tuple(names)
     unknown = [n for n in names if n not in POLICIES]
     if unknown:
         raise UsageError("policy", f"unknown policy {unknown[0]!r} (known: {', '.join(POLICIES)})")
-    if len(names) != len(found):
-        raise UsageError("policy", f"{len(names)} policies for {len(found)} blocks ({found.name or 'given'})")
     expected = getattr(plan, "block_names", None)
     if expected is not None and tuple(expected) != found.names:
         raise UsageError("blocks", f"the plan is for blocks {_difference(tuple(expected), found.names)}")
+    if len(names) != len(found):
+        raise UsageError("policy", f"{len(names)} policies for {len(found)} blocks ({found.name or 'given'})")
     for group in found.shared():
         j, differing = group[0], [i for i in group if names[i] != names[group[0]]]
         if differing:
