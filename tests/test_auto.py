@@ -343,6 +343,16 @@ def test_cli_hf_refuses_flags_it_cannot_honour(capsys, tmp_path, flag):
     assert code == 2 and f"{flag[0]}:" in err and len(err.strip().splitlines()) == 1 and not out_file.exists()
 
 
+@pytest.mark.parametrize("change, field", [({"hidden_size": "big"}, "hidden_size"),
+                                           ({"num_attention_heads": 5}, "config.json")])
+def test_cli_hf_config_transformers_refuses_is_one_line(capsys, tmp_path, change, field):
+    """A config.json transformers' own validation refuses (a field of the wrong type; sizes that disagree):
+    one line naming the field, exit 2 — not huggingface_hub's traceback."""
+    pytest.importorskip("transformers")
+    code, out, err = run(capsys, "plan", "--model", write(tmp_path, {**FAMILIES["llama"], **change}), "--hf")
+    assert code == 2 and err.startswith(f"remat plan: error: {field}:") and len(err.strip().splitlines()) == 1
+
+
 def test_cli_check_small_reports_predicted_and_measured(capsys, tmp_path):
     pytest.importorskip("transformers")
     code, out, err = run(capsys, "plan", "--model", write(tmp_path, FAMILIES["qwen2"]), "--memory", "24GiB",

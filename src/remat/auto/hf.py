@@ -18,6 +18,7 @@ tensors, for the small instances that check a plan by measurement.
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -119,8 +120,8 @@ def read_config(source: str | Path):
     """A transformers config from a config.json path or a folder holding one (transformers' AutoConfig).
 
     Raises UsageError("model") when the file is missing or transformers is not installed, UsageError
-    ("config.json") when it is not a JSON object, UsageError("model_type") for a model_type transformers does
-    not know."""
+    ("config.json") when it is not a JSON object or its sizes disagree, UsageError("model_type") for a model_type
+    transformers does not know, UsageError(<field>) for a field of the wrong type."""
     if not available():
         raise UsageError("model", f"reading a HuggingFace config needs transformers: {EXTRA}")
     from transformers import AutoConfig  # optional extra, checked by available() above
@@ -138,9 +139,23 @@ def read_config(source: str | Path):
         import transformers  # optional extra (EXTRA), present: checked above
         raise UsageError("model_type", f"transformers {transformers.__version__} does not know {model_type!r}") \
             from None
+    except _strict_errors() as exc:     # transformers 5 checks each field's type and the sizes' consistency
+        cause = exc.__cause__ or exc
+        named = re.search(r"[Ff]ield '(\w+)'", str(exc))
+        raise UsageError(named.group(1) if named else "config.json", f"{path}: {cause}") from None
     config.name_or_path = str(raw.get("_name_or_path") or (path.parent.name if path.name == "config.json"
                                                            else path.stem))
     return config
+
+
+def _strict_errors() -> tuple:
+    """huggingface_hub's validation errors of a config's fields (transformers 5's strict dataclasses); () with
+    an older huggingface_hub, which has none."""
+    try:
+        from huggingface_hub.errors import StrictDataclassError  # a transformers dependency (the hf extra)
+    except ImportError:
+        return ()
+    return (StrictDataclassError,)
 
 
 def config_of(source: str | Path):
