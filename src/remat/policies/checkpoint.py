@@ -18,7 +18,7 @@ from torch.utils.checkpoint import checkpoint
 
 from remat.drop_cheap import contexts as drop_cheap_contexts
 from remat.errors import RecomputeError
-from remat.policies.region import ForwardWatch, Recompute, version_of
+from remat.policies.region import ForwardWatch, Recompute, running_stat_tensors, version_of
 from remat.policies.values import Compare, Record, active_check
 
 # --- the region's contexts (torch.utils.checkpoint context_fn) -----------------------------------------------
@@ -48,9 +48,10 @@ def _contexts(modules: Sequence[nn.Module], selective, name: str) -> tuple:
     active (remat.policies.values), then the selective pair innermost."""
     watch, check, sums = ForwardWatch(modules), active_check(), []
     forward, recompute = [watch], [Recompute(watch, name)]
-    if check is not None:
-        forward.append(Record(sums))
-        recompute.append(Compare(sums, check, name))
+    if check is not None:     # BatchNorm's statistics update again in the recompute, by design (region.py)
+        stats = {t.untyped_storage()._cdata for t in running_stat_tensors([m for r in modules for m in r.modules()])}
+        forward.append(Record(sums, stats))
+        recompute.append(Compare(sums, check, name, stats))
     if selective is None:
         return _Stack(forward), _Stack(recompute)
     sac_forward, sac_recompute = selective()

@@ -66,8 +66,14 @@ def version_of(t: torch.Tensor) -> int:
 def _running_stats(modules: Sequence[nn.Module]) -> set[int]:
     """ids of the running statistics of BatchNorm-family modules (updated by their kernel without a version
     bump, never read by a forward in training: given back after the recompute, not before)."""
-    return {id(b) for m in modules if isinstance(m, nn.modules.batchnorm._NormBase) and m.track_running_stats
-            for b in (m.running_mean, m.running_var, m.num_batches_tracked) if b is not None}
+    return {id(b) for b in running_stat_tensors(modules)}
+
+
+def running_stat_tensors(modules: Sequence[nn.Module]) -> list[torch.Tensor]:
+    """The running statistics (running_mean, running_var, num_batches_tracked) of the BatchNorm-family modules
+    among ``modules`` that track them."""
+    return [b for m in modules if isinstance(m, nn.modules.batchnorm._NormBase) and m.track_running_stats
+            for b in (m.running_mean, m.running_var, m.num_batches_tracked) if b is not None]
 
 
 def _copied(module: nn.Module, table: dict, key: str, stats: set[int]) -> bool:

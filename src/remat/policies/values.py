@@ -82,10 +82,14 @@ def _checksum(out) -> tuple | None:
         return (sum(float(v.sum()) for v in values), sum(float(v.abs().sum()) for v in values))
 
 
-def _skipped(func) -> bool:
-    """Views (``detach``, ``view``: no new values; a selective-checkpoint cache detaches what it keeps) and ops
-    with uninitialised outputs (``empty*``) are not compared."""
-    return func.is_view or func.overloadpacket.__name__ in _UNINITIALISED
+def _skipped(func, out, stats: frozenset) -> bool:
+    """Views (``detach``, ``view``: no new values; a selective-checkpoint cache detaches what it keeps), ops
+    with uninitialised outputs (``empty*``) and ops writing a storage of ``stats`` (BatchNorm's running
+    statistics, which the recompute updates again and no training forward reads) are not compared."""
+    if func.is_view or func.overloadpacket.__name__ in _UNINITIALISED:
+        return True
+    return bool(stats) and any(isinstance(t, torch.Tensor) and t.untyped_storage()._cdata in stats
+                               for t in tree_flatten(out)[0])
 
 
 def _same(a: tuple, b: tuple) -> bool:
@@ -93,26 +97,27 @@ def _same(a: tuple, b: tuple) -> bool:
 
 
 class Record(TorchDispatchMode):
-    """Forward: (op name, checksum) of every op the region runs, in order, into ``sums``."""
+    """Forward: (op name, checksum) of every op the region runs, in order, into ``sums``; ``stats``: storages
+    of running statistics (``_skipped``)."""
 
-    def __init__(self, sums: list):
+    def __init__(self, sums: list, stats=frozenset()):
         super().__init__()
-        self.sums = sums
+        self.sums, self.stats = sums, frozenset(stats)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if not _skipped(func):
+        if not _skipped(func, out, self.stats):
             self.sums.append((func.overloadpacket.__name__, _checksum(out)))
         return out
 
 
 class Compare(TorchDispatchMode):
     """Recompute: each op matched to the forward's next op of the same name; the first difference is reported
-    to ``check`` (a ValueCheck) under ``region``."""
+    to ``check`` (a ValueCheck) under ``region``; ``stats`` as Record's."""
 
-    def __init__(self, sums: list, check: ValueCheck, region: str):
+    def __init__(self, sums: list, check: ValueCheck, region: str, stats=frozenset()):
         super().__init__()
-        self.sums, self.check, self.region = sums, check, region
+        self.sums, self.check, self.region, self.stats = sums, check, region, frozenset(stats)
 
     def __enter__(self):
         self.at, self.reported = 0, False
@@ -120,7 +125,7 @@ class Compare(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if _skipped(func):
+        if _skipped(func, out, self.stats):
             return out
         name = func.overloadpacket.__name__
         while self.at < len(self.sums) and self.sums[self.at][0] != name:
