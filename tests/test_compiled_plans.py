@@ -98,3 +98,27 @@ def test_a_compiled_tensor_plan_trains_under_torch_compile():
 def test_compiled_must_be_a_bool(value):
     with pytest.raises(UsageError, match="compiled"):
         _plan(_MLPs(8, 1), torch.randn(4, 8), "1GiB", compiled=value)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_a_compiled_tensor_plan_of_a_grouped_head_llama_trains_under_torch_compile(attention):
+    """A transformers Llama with grouped K/V heads (repeat_kv's reshape is traced as ``_unsafe_view``) and with
+    eager attention: under compile the ops between GEMMs differ from eager's, so a compiled plan (kept sets of
+    GEMM / attention outputs only) is matched on those ops; gradients bitwise the plain compiled model's."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=176, num_hidden_layers=3,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=256, use_cache=False,
+                                      attn_implementation=attention)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    plain = copy.deepcopy(model)
+    batch = {"input_ids": torch.randint(0, 256, (2, 64)), "labels": torch.randint(0, 256, (2, 64))}
+    ends = [auto.plan(model, (), batch, budget="1GiB", choices=(c,), optimizer_state_bytes=0).plan.peak_bytes
+            for c in ("full", "selective")]     # between them: kept sets smaller than selective's
+    result = auto.plan(model, (), batch, budget=sum(ends) // 2, choices=("none", "selective", "full"),
+                       granularity="tensor", compiled=True, optimizer_state_bytes=0)
+    assert any(k is not None for k in result.kept_sets), result.policies
+    auto.apply(model, result)
+    torch.compile(model, backend="aot_eager")(**batch).loss.backward()
+    torch.compile(plain, backend="aot_eager")(**batch).loss.backward()
+    assert all(torch.equal(a.grad, b.grad) for a, b in zip(model.parameters(), plain.parameters()))

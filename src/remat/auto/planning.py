@@ -82,7 +82,8 @@ class AutoPlan:
         for layer, choice, block in zip(self.problem.layers, self.plan.choices, self.costs.blocks):
             variant = layer.options[choice].variant
             v = block.variants.get(variant)
-            out.append(KeptSet(block.ops.names, v.keep, layer.kind, v.offload) if v else None)
+            out.append(KeptSet(block.ops.names, v.keep, layer.kind, v.offload,
+                               frozenset(o.index for o in block.ops.ops if o.flops)) if v else None)
         return tuple(out)
 
     def __str__(self) -> str:

@@ -235,28 +235,38 @@ class KeptSet:
     bool attention mask made float before SDPA) is recomputed and skipped; any other difference from the planned
     stream raises RecomputeError, as in eager."""
 
-    def __init__(self, names: tuple[str, ...], keep: frozenset, block: str = "", offload: frozenset = frozenset()):
+    def __init__(self, names: tuple[str, ...], keep: frozenset, block: str = "", offload: frozenset = frozenset(),
+                 flop_ops: frozenset = frozenset()):
         self.names, self.keep, self.block, self.offload = tuple(names), frozenset(keep), block, frozenset(offload)
+        self.flop_ops = frozenset(flop_ops)
+
+    def _stream(self) -> tuple[list[int], set[str]]:
+        """The indices a traced op is matched against, and their names. Under torch.compile, when every kept
+        and offloaded op has FLOPs (``flop_ops``: GEMMs, attention, convolutions — a compiled plan's sets
+        always), only those ops are matched: decompositions rewrite the ops between them (a reshape of a
+        grouped K/V head traced as ``_unsafe_view``, eager attention's scale), never a GEMM. Else every op."""
+        chosen = self.keep | self.offload
+        if torch.compiler.is_compiling() and self.flop_ops and chosen <= self.flop_ops:
+            indices = sorted(self.flop_ops)
+        else:
+            indices = list(range(len(self.names)))
+        return indices, {self.names[i] for i in indices}
 
     def policy(self, on_offload=None):
-        counters, eager_ops = {False: 0, True: 0}, set(self.names)
+        counters, eager_ops, streams = {False: 0, True: 0}, set(self.names), {}
 
         def decide(ctx, func, *args, **kwargs) -> CheckpointPolicy:
             if not counted(func):
                 return CheckpointPolicy.PREFER_RECOMPUTE
-            if torch.compiler.is_compiling() and func.overloadpacket.__name__ not in eager_ops:
-                return CheckpointPolicy.PREFER_RECOMPUTE   # inserted by a decomposition (a bool mask made float)
-            i = counters[ctx.is_recompute]
-            counters[ctx.is_recompute] += 1
             name = func.overloadpacket.__name__
-            if i >= len(self.names) or self.names[i] != name:
-                planned = self.names[i] if i < len(self.names) else "the end of the block"
-                why = ("under torch.compile the traced ops differ from eager's (decompositions): apply this tensor "
-                       "plan in eager, or a per-block plan under compile" if torch.compiler.is_compiling() else
-                       "it runs other ops than were planned (control flow on values or shapes); plan it again "
-                       "for these inputs")
-                raise RecomputeError(self.block, f"the block ran aten.{name} as op {i}, where the tensor plan "
-                                                 f"has {planned}: {why}")
+            indices, names = streams.setdefault(torch.compiler.is_compiling(), self._stream())
+            if torch.compiler.is_compiling() and (name not in eager_ops or name not in names):
+                return CheckpointPolicy.PREFER_RECOMPUTE   # inserted by a decomposition, or not matched (_stream)
+            j = counters[ctx.is_recompute]
+            counters[ctx.is_recompute] += 1
+            i = indices[j] if j < len(indices) else None
+            if i is None or self.names[i] != name:
+                self._refuse(name, len(self.names) if i is None else i)
             if i in self.offload and on_offload is not None:
                 if not ctx.is_recompute:
                     on_offload(ctx.op_output)
@@ -267,6 +277,15 @@ class KeptSet:
                 return CheckpointPolicy.MUST_SAVE
             return CheckpointPolicy.PREFER_RECOMPUTE
         return decide
+
+    def _refuse(self, name: str, i: int) -> None:
+        planned = self.names[i] if i < len(self.names) else "the end of the block"
+        why = ("under torch.compile the traced ops differ from eager's (decompositions): apply this tensor plan in "
+               "eager, or a per-block plan under compile" if torch.compiler.is_compiling() else
+               "it runs other ops than were planned (control flow on values or shapes); plan it again for these "
+               "inputs")
+        raise RecomputeError(self.block, f"the block ran aten.{name} as op {i}, where the tensor plan has {planned}: "
+                                         f"{why}")
 
     def torch_policy(self) -> list[dict]:
         """The plan as torch reads it: per op of the stream, its name and CheckpointPolicy's name (an offloaded
