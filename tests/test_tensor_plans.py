@@ -333,3 +333,13 @@ def test_a_tensor_plan_always_writes_its_torch_policy():
     tensor = _plan(net, x, "1GiB", granularity="tensor", choices=("full",))
     assert tensor.to_json()["torch_policy"] == {}
     assert "torch_policy" not in _plan(net, x, "1GiB", choices=("full",)).to_json()
+
+
+def test_a_block_whose_frontier_is_too_large_takes_a_block_policy_and_the_plan_says_so():
+    """keepsets.FrontierTooLarge (a Llama with attention dropout passes 4,096 Pareto-optimal sets): the block is
+    planned with block policies only and a note names it — not an internal error."""
+    net, x = _nets()[0]
+    with mock.patch("remat.planner.keepsets.MAX_POINTS", 1):
+        result = _plan(net, x, "1GiB", granularity="tensor")
+    assert all(k is None for k in result.kept_sets)
+    assert any(n.startswith("op-level kept sets not offered for") for n in result.to_json()["notes"])

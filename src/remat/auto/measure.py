@@ -72,6 +72,8 @@ from remat.timemodel.trace import LayerTrace, recording
 
 MEASURED = ("none", "selective", "full")
 """The policies run under fake tensors; offload is derived from none (module docstring)."""
+KEPT_SETS = "op-level kept sets"
+"""What a tensor plan offers beyond the block policies, as ``BlockCost.refused`` names it when a block cannot."""
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,8 @@ def default_loss(output) -> torch.Tensor:
 def _block_costs(module, captured, rates, gpu, policies, granularity="block") -> tuple:
     """(policy -> PolicyCost, policy -> why it was refused, kept sets, ops): a policy whose run raises
     RecomputeError (an in-place write into what selective keeps) is not offered for this block. Kept sets
-    and ops: ``tensor_variants`` when ``granularity`` is "tensor" and selective is among ``policies``."""
+    and ops: ``tensor_variants`` when ``granularity`` is "tensor" and selective is among ``policies`` (none,
+    refused as ``KEPT_SETS``, when the block's frontier is too large: keepsets.FrontierTooLarge)."""
     out, refused = {}, {}
     tensor = granularity == "tensor" and "selective" in policies
     for policy in MEASURED:
@@ -211,8 +214,12 @@ def _block_costs(module, captured, rates, gpu, policies, granularity="block") ->
                                     none.backward_s + exposed, 0, offload_bytes=none.stored_bytes,
                                     saved_tensors=none.saved_tensors)
     link = gpu.link if "offload" in policies else None
-    variants, ops = tensor_variants(module, captured, rates, out["full"], link) if tensor and "full" in out \
-        else ({}, None)
+    variants, ops = {}, None
+    if tensor and "full" in out:
+        try:
+            variants, ops = tensor_variants(module, captured, rates, out["full"], link)
+        except keepsets.FrontierTooLarge as exc:      # planned per block, and the plan says so
+            refused[KEPT_SETS] = f"{exc}; this block takes a block policy"
     return {p: out[p] for p in POLICIES if p in out and (p in policies or p == "none")}, refused, variants, ops
 
 

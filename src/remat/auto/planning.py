@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from itertools import groupby, product
 
 from remat.auto.blocks import Blocks
-from remat.auto.measure import ModelCosts
+from remat.auto.measure import KEPT_SETS, ModelCosts
 from remat.auto.tensors import KeptSet
 from remat.errors import InfeasibleError
 from remat.formulas.torch_gpt import itemsize
@@ -222,7 +222,7 @@ def _solve_shared(problem: Problem, groups: list[list[int]]) -> Plan:
 def _notes(blocks: Blocks, costs: ModelCosts) -> tuple[str, ...]:
     """What the plan's reader must know: policies refused for some blocks (why), shared blocks, the cache."""
     notes = []
-    for policy in POLICIES:
+    for policy in (*POLICIES, KEPT_SETS):
         refused = [(b.name, b.refused[policy]) for b in costs.blocks if policy in b.refused]
         if refused:
             notes.append(f"{policy} not offered for {_span([n for n, _ in refused])}: {refused[0][1]}")
