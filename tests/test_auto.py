@@ -122,12 +122,12 @@ def test_apply_rejects_bad_plans():
     model = Toy()
     with pytest.raises(UsageError, match="3 policies for 4 blocks"):
         auto.apply(model, ["full"] * 3)
-    with pytest.raises(UsageError, match="unknown policy"):
+    with pytest.raises(UsageError, match="'segments:2' is no policy"):
         auto.apply(model, "segments:2")
-    for bad in (None, {"apply": {"policies": ["full"] * 4}}):
-        with pytest.raises(UsageError, match="an AutoPlan") as exc:
+    for bad in (None, {"apply": {"policies": ["full"] * 4}}, json.dumps({"apply": {"policies": ["full"] * 4}}), 5):
+        with pytest.raises(UsageError) as exc:
             auto.apply(model, bad)
-        assert exc.value.field == "plan"
+        assert exc.value.field == "plan" and len(str(exc.value)) < 300
 
 
 def test_a_plan_for_other_blocks_names_blocks():
@@ -199,7 +199,10 @@ def test_plan_leaves_the_model_untouched_and_keeps_an_applied_plan():
                                         ({"loss_fn": lambda o: o}, "loss_fn"),
                                         ({"loss_fn": lambda o: 1 / 0}, "loss_fn"),
                                         ({"loss_fn": lambda o: o.sum().detach()}, "loss_fn"),
-                                        ({"loss_fn": lambda o: 0.0}, "loss_fn")])
+                                        ({"loss_fn": lambda o: 0.0}, "loss_fn"),
+                                        ({"optimizer_state_bytes": -1}, "optimizer_state_bytes"),
+                                        ({"optimizer_state_bytes": "x"}, "optimizer_state_bytes"),
+                                        ({"regime": "mixed"}, "regime"), ({"blocks": 5}, "blocks")])
 def test_plan_bad_arguments_name_the_field(bad, field):
     model = Toy(2)
     args, kwargs = toy_inputs()
@@ -219,6 +222,13 @@ def test_plan_inputs_the_model_cannot_take_name_the_field(inputs, field):
     with pytest.raises(UsageError) as exc:
         auto.plan(Toy(2), args, kwargs)
     assert exc.value.field == field and "\n" not in str(exc.value)
+
+
+def test_plan_and_apply_of_something_else_than_a_module_name_model():
+    for call in (lambda: auto.plan("model", *toy_inputs()), lambda: auto.apply(None, "full")):
+        with pytest.raises(UsageError, match="an nn.Module") as exc:
+            call()
+        assert exc.value.field == "model"
 
 
 def test_plan_of_a_frozen_model_says_there_is_nothing_to_train():

@@ -74,6 +74,7 @@ def test_budget_below_the_weights_exits_3_with_the_minimum(capsys, tmp_path):
     (["--gpu", "v100"], "--gpu"),
     (["--reserve=-1GiB"], "--reserve"),
     (["--policies", "none,recompute"], "--policies"),
+    (["--policies", "none,none"], "--policies"),
     (["--achievable", "0"], "--achievable"),
 ])
 def test_bad_input_exits_2_naming_the_field(capsys, tmp_path, argv, field):

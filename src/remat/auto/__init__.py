@@ -28,6 +28,7 @@ from remat.auto.planning import build_problem, solve_blocks
 from remat.auto.wrap import apply, clear
 from remat.errors import InfeasibleError, UsageError
 from remat.planner.problem import POLICIES, check_dp_zero
+from remat.planner.regime import Regime
 from remat.timemodel.gpus import check_presets, gpu as gpu_preset
 from remat.timemodel.roofline import TIME_SOURCE
 from remat.units import parse_bytes
@@ -73,6 +74,7 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     (exact).
     """
     choices = _checked(choices, dp, zero, compiled)
+    _check_state(optimizer_state_bytes, regime)
     if example_kwargs is not None and not isinstance(example_kwargs, Mapping):
         raise UsageError("example_kwargs", f"a mapping of keyword arguments, not {type(example_kwargs).__name__}")
     check_presets("gpu", [gpu])
@@ -94,6 +96,16 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
         return solve_blocks(problem, found, costs)
     except InfeasibleError as exc:
         raise InfeasibleError(str(exc), exc.minimum_bytes, problem) from None
+
+
+def _check_state(optimizer_state_bytes, regime) -> None:
+    """UsageError naming ``optimizer_state_bytes`` (not None or an int ≥ 0) or ``regime`` (not None or a Regime)."""
+    given = optimizer_state_bytes
+    if given is not None and (isinstance(given, bool) or not isinstance(given, int) or given < 0):
+        raise UsageError("optimizer_state_bytes", f"None (Adam's two moments) or bytes ≥ 0, not {given!r}")
+    if regime is not None and not isinstance(regime, Regime):
+        raise UsageError("regime", f"a remat.planner.regime.Regime (e.g. resolve({regime!r}, 2) for the CLI's "
+                                   f"--regime), not {type(regime).__name__}")
 
 
 def _checked(choices, dp, zero, compiled) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ of submodules.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Sequence
 
 from torch import nn
@@ -52,8 +53,13 @@ def find_blocks(model: nn.Module, blocks: str | Sequence[nn.Module] | None = Non
     sequence of ``model``'s submodules or of their qualified names (an AutoPlan's ``block_names``). A block is
     named by its place in its container ("layers.3"), so one module object at two places (shared weights) has
     both names. Raises UsageError("blocks") when nothing qualifies, a name does not exist or is not a
-    container, or a given module is not inside ``model``.
+    container, or a given module is not inside ``model`` or is not a module; UsageError("model") when ``model``
+    is not an nn.Module.
     """
+    if not isinstance(model, nn.Module):
+        raise UsageError("model", f"an nn.Module, not {type(model).__name__}")
+    if blocks is not None and not isinstance(blocks, (str, Iterable)):
+        raise UsageError("blocks", f"a container's name or a list of modules or names, not {type(blocks).__name__}")
     qualified = {id(m): name for name, m in model.named_modules()}
     if blocks is None:
         return _longest(model)

@@ -148,6 +148,10 @@ def applied(model: nn.Module) -> tuple[Blocks, tuple[str, ...]] | None:
 
 def _policies(plan, found: Blocks) -> tuple[str, ...]:
     names = getattr(plan, "policies", plan)
+    if isinstance(names, str) and names not in POLICIES:
+        shown = names if len(names) <= 40 else names[:40] + "…"
+        raise UsageError("plan", f"{shown!r} is no policy (known: {', '.join(POLICIES)}); a plan's JSON text is not "
+                                 "a plan: pass auto.plan's result, or its apply.policies")
     if isinstance(names, str):
         names = [names] * len(found)
     if isinstance(names, Mapping) or not isinstance(names, Iterable):

@@ -113,10 +113,7 @@ def _hf_plan_text(args) -> str:
         if not any(getattr(args, name) is v or getattr(args, name) == v for v in unset):
             raise UsageError(flag, "not available with a transformers model (remat.auto plans t = p = 1 on one "
                                    f"GPU, measures the bytes, prices time at the --gpu preset); drop {flag}")
-    choices = tuple(x.strip() for x in args.policies.split(","))
-    unknown = [c for c in choices if c not in POLICIES]
-    if unknown:
-        raise UsageError("--policies", f"unknown policy {unknown[0]!r} (known: {', '.join(POLICIES)})")
+    choices = _choices(args)
     if args.zero and args.dp == 1:
         raise UsageError("--zero", "shards the model state over --dp ranks: give --dp > 1")
     if args.granularity == "tensor" and args.format not in ("md", "json"):
@@ -266,6 +263,16 @@ def _warn_budget_above_gpu(args) -> None:
                   f"{format_bytes(gpu.memory_bytes)}", file=sys.stderr)
 
 
+def _choices(args) -> tuple[str, ...]:
+    """--policies as a tuple; UsageError("--policies") for an unknown policy or one given twice."""
+    choices = tuple(x.strip() for x in args.policies.split(","))
+    unknown = [c for c in choices if c not in POLICIES]
+    if unknown or len(set(choices)) < len(choices):
+        raise UsageError("--policies", f"unknown policy {unknown[0]!r} (known: {', '.join(POLICIES)})" if unknown
+                         else "each policy at most once")
+    return choices
+
+
 def _plan_text(args, cfg, gpu_overrides) -> str:
     return planner.plan_model(
         cfg, gpu_name=args.gpu, gpu_overrides=gpu_overrides,
@@ -274,6 +281,6 @@ def _plan_text(args, cfg, gpu_overrides) -> str:
         reserve=parse_bytes(args.reserve, "--reserve"), sp=args.sp, dp=args.dp, zero=args.zero,
         regime=args.regime, weight_bytes=args.weight_bytes, grad_bytes=args.grad_bytes,
         optimizer_bytes=args.optimizer_bytes,
-        policies=tuple(x.strip() for x in args.policies.split(",")), calibrate=args.calibrate,
+        policies=_choices(args), calibrate=args.calibrate,
         baselines=not args.no_baselines, sac_time_limit_s=args.sac_time_limit, fmt=args.format,
         given=tuple(k for k in ("seq", "micro_batch", "global_batch") if getattr(args, k) is not None))
