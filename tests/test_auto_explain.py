@@ -20,6 +20,7 @@ from torch.utils.checkpoint import (CheckpointPolicy, checkpoint, checkpoint_seq
 
 from remat import auto
 from remat.auto.diagnose import (CALLER_KEEPS, LAST_SEGMENT, NO_SAVING, PER_CHILD, REENTRANT_NO_GRAD, explain)
+from remat.errors import UsageError
 from remat.measure.saved import SavedTensorLog
 
 H, V, L, B, S = 32, 50, 4, 2, 16
@@ -180,6 +181,18 @@ def test_a_tensor_plans_predicted_bytes_are_its_kept_sets():
     chosen = [layer.options[c].stored_bytes for layer, c in zip(result.problem.layers, result.plan.choices)]
     assert [r["predicted_bytes"] for r in rows] == chosen
     assert [r["kept_bytes"] for r in rows][1:] == chosen[1:]
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda: explain(toy(), (ids().float(),)), "example_args"),             # float ids: the embedding refuses
+    (lambda: explain(toy(), (ids(),), [1]), "example_kwargs"),
+    (lambda: explain(toy(), (ids(),), result={"apply": {}}), "result"),     # a plan's JSON, not the plan
+    (lambda: explain(toy(), (ids(),), loss_fn=lambda o: None), "loss_fn"),
+    (lambda: explain("model", (ids(),)), "model")])
+def test_bad_input_to_explain_names_the_field(call, field):
+    with pytest.raises(UsageError) as exc:
+        call()
+    assert exc.value.field == field
 
 
 def test_fake_tensors_give_the_bytes_of_real_ones():

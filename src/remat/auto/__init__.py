@@ -18,11 +18,11 @@ the known traps; its parts in ``explain_step``, ``instruments``, ``explain_rows`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Sequence
 
 from remat.auto import diagnose
 from remat.auto.blocks import Blocks, find_blocks
+from remat.auto.fake import keyword_inputs
 from remat.auto.measure import measure_model
 from remat.auto.planning import build_problem, solve_blocks
 from remat.auto.wrap import apply, clear
@@ -75,8 +75,6 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     """
     choices = _checked(choices, dp, zero, compiled)
     _check_state(optimizer_state_bytes, regime)
-    if example_kwargs is not None and not isinstance(example_kwargs, Mapping):
-        raise UsageError("example_kwargs", f"a mapping of keyword arguments, not {type(example_kwargs).__name__}")
     check_presets("gpu", [gpu])
     if granularity not in GRANULARITIES:
         raise UsageError("granularity", f"{granularity!r} is not one of {', '.join(GRANULARITIES)}")
@@ -85,7 +83,7 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     host = device.host_memory_bytes if host_memory is None else parse_bytes(host_memory, "host_memory")
     found = find_blocks(model, blocks)
     args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
-    costs = measure_model(model, tuple(args), dict(example_kwargs or {}), found, device, loss_fn, choices,
+    costs = measure_model(model, tuple(args), keyword_inputs(example_kwargs), found, device, loss_fn, choices,
                           granularity, compiled)
     problem = build_problem(costs, budget_bytes, choices, optimizer_state_bytes, host,
                             reserve_bytes=parse_bytes(reserve, "reserve"), regime=regime, dp=dp, zero=zero,

@@ -75,12 +75,14 @@ from torch.utils._pytree import tree_map
 from remat.auto.blocks import Blocks, find_blocks
 from remat.auto.explain_step import Step
 from remat.auto.explanation import Explanation, Trap
-from remat.auto.fake import values_needed
+from remat.auto.fake import keyword_inputs, values_needed
 from remat.auto.measure import default_loss, fake_model, input_device
 from remat.auto.preserve import ModelState
 from remat.auto.traps import (CALLER_KEEPS, CALLER_SHARE, KEEPS_ALL, LAST_SEGMENT, NO_SAVING, PER_CHILD,
                               REENTRANT_NO_GRAD, RECOMPUTE_DIFFERS, STASHED, TRAPS)
+from remat.auto.whole_step import checked_loss
 from remat.auto.wrap import applied
+from remat.errors import UsageError
 from remat.policies import ValueCheck
 
 __all__ = ["explain", "Explanation", "Trap", "TRAPS", "NO_SAVING", "LAST_SEGMENT", "REENTRANT_NO_GRAD", "PER_CHILD",
@@ -98,17 +100,22 @@ def explain(model: nn.Module, example_args=(), example_kwargs: dict | None = Non
     scalar; default ``output.loss`` when it is a tensor, else the first tensor of the output summed.
 
     Returns an Explanation (module docstring: what each number counts). Raises UsageError("blocks") when no
-    blocks are found, UsageError("loss_fn") when the output holds no tensor. Sources: torch.autograd.graph.
+    blocks are found, UsageError("loss_fn") when the output holds no tensor or the loss is not a scalar needing
+    grad, UsageError("example_args") when the forward raises on the inputs, UsageError("result") for a result that
+    is not an AutoPlan. Sources: torch.autograd.graph.
     saved_tensors_hooks (SavedTensorLog), create_selective_checkpoint_contexts' policy (KeptLog),
     torch.utils.flop_counter.
     """
     args = tuple(example_args) if isinstance(example_args, (tuple, list)) else (example_args,)
-    kwargs = dict(example_kwargs or {})
+    kwargs = keyword_inputs(example_kwargs)
+    if result is not None and not hasattr(result, "block_names"):
+        raise UsageError("result", f"an AutoPlan (auto.plan's result), not {type(result).__name__}")
     found = _blocks(model, blocks, result)
     if any(p.device.type == "meta" for p in model.parameters()):
         return _explain_fake_copy(model, args, kwargs, found, result, loss_fn)
     with _fake_mode_of(model), values_needed(), ModelState(model) as state, ValueCheck(strict=False) as check:
-        return Step(model, found, result, loss_fn or default_loss, state, check).run(args, kwargs)
+        loss = checked_loss(loss_fn or default_loss, model)
+        return Step(model, found, result, loss, state, check).run(args, kwargs)
 
 
 def _explain_fake_copy(model: nn.Module, args: tuple, kwargs: dict, found: Blocks, result, loss_fn):

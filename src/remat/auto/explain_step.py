@@ -20,6 +20,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from remat.auto.explain_rows import explanation_of
 from remat.auto.blocks import Blocks
 from remat.auto.explanation import Explanation
+from remat.auto.fake import user_code
 from remat.auto.instruments import (BackwardOps, BlockKeptLog, Cached, DetachedLog, LiveStorages, address,
                                     checkpoint_region, detached, got_grads, grad_state, named_tensors,
                                     plain_checkpoints, sac_caches)
@@ -153,7 +154,8 @@ class Step:
             with tracker:
                 with SavedTensorLog(self.model) as log, BlockKeptLog(self) as kept:
                     self.log, self.phase = log, "forward"
-                    output = self.model(*args, **kwargs)
+                    with user_code("example_args", "the model's forward on example_args / example_kwargs"):
+                        output = self.model(*args, **kwargs)
                     loss = self.loss_fn(output)
                     self.phase = "off"
                 alive = tracker.alive()

@@ -9,6 +9,7 @@ device (torch's FakeCopyMode), meta parameters made fake on the inputs' device â
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from contextlib import contextmanager
 
 import torch
@@ -95,3 +96,10 @@ def user_code(field: str, what: str):
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [""])[0]
         raise UsageError(field, f"{what} raised {type(exc).__name__}: {first}") from exc
+
+
+def keyword_inputs(example_kwargs) -> dict:
+    """``example_kwargs`` as a dict (None: none); UsageError("example_kwargs") when it is not a mapping."""
+    if example_kwargs is not None and not isinstance(example_kwargs, Mapping):
+        raise UsageError("example_kwargs", f"a mapping of keyword arguments, not {type(example_kwargs).__name__}")
+    return dict(example_kwargs or {})
