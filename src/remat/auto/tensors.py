@@ -232,8 +232,8 @@ class KeptSet:
     docstring). ``policy(on_offload)`` is a fresh torch policy_fn for one
     checkpointed region (remat.drop_cheap.contexts' decide); ``on_offload(output)`` gets each offloaded op's
     output in forward. Under torch.compile an op the block's eager stream never runs (a decomposition's, e.g. a
-    bool attention mask made float before SDPA) is recomputed and skipped; any other difference from the planned
-    stream raises RecomputeError, as in eager."""
+    bool attention mask made float before SDPA) is recomputed and skipped, and a set of FLOP ops only is matched
+    on those (``_stream``); any other difference from the planned stream raises RecomputeError, as in eager."""
 
     def __init__(self, names: tuple[str, ...], keep: frozenset, block: str = "", offload: frozenset = frozenset(),
                  flop_ops: frozenset = frozenset()):
