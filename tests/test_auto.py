@@ -353,13 +353,21 @@ def test_cli_hf_refuses_flags_it_cannot_honour(capsys, tmp_path, flag):
     assert code == 2 and f"{flag[0]}:" in err and len(err.strip().splitlines()) == 1 and not out_file.exists()
 
 
-@pytest.mark.parametrize("change, field", [({"hidden_size": "big"}, "hidden_size"),
-                                           ({"num_attention_heads": 5}, "config.json")])
-def test_cli_hf_config_transformers_refuses_is_one_line(capsys, tmp_path, change, field):
-    """A config.json transformers' own validation refuses (a field of the wrong type; sizes that disagree):
-    one line naming the field, exit 2 — not huggingface_hub's traceback."""
+@pytest.mark.parametrize("family, change, field", [
+    ("llama", {"hidden_size": "big"}, "hidden_size"), ("llama", {"num_attention_heads": 5}, "config.json"),
+    ("llama", {"vocab_size": None}, "vocab_size"),                  # missing: transformers' default is 32,000
+    ("llama", {"num_hidden_layers": 0}, "num_hidden_layers"), ("llama", {"num_key_value_heads": 3},
+                                                                "num_key_value_heads"),
+    ("llama", {"hidden_act": "nope"}, "hidden_act"), ("llama", {"torch_dtype": "float99"}, "torch_dtype"),
+    ("gpt2", {"n_head": 5}, "n_head"), ("gpt2", {"n_layer": None}, "n_layer")])   # gpt2's own names
+def test_cli_hf_config_refused_is_one_line(capsys, tmp_path, family, change, field):
+    """A config.json that transformers refuses (a field of the wrong type; sizes that disagree), or accepts and
+    would fail on later or read as another model (a size missing or not positive, key/value heads not dividing
+    the heads, an unknown activation or dtype): one line naming the family's field, exit 2, no traceback."""
     pytest.importorskip("transformers")
-    code, out, err = run(capsys, "plan", "--model", write(tmp_path, {**FAMILIES["llama"], **change}), "--hf")
+    tokens = {"bos_token_id": 0, "eos_token_id": 0}      # gpt2's default 50256 is outside a toy vocabulary (a warning)
+    raw = {k: v for k, v in {**FAMILIES[family], **tokens, **change}.items() if v is not None}
+    code, out, err = run(capsys, "plan", "--model", write(tmp_path, raw), "--hf")
     assert code == 2 and err.startswith(f"remat plan: error: {field}:") and len(err.strip().splitlines()) == 1
 
 

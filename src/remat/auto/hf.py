@@ -129,10 +129,14 @@ def read_config(source: str | Path):
     path = path / "config.json" if path.is_dir() else path
     raw = read_json_object(path)
     if not isinstance(raw.get("model_type"), str):
-        raise UsageError("model_type", f"{path} has no model_type")
+        raise UsageError("model_type", f"{path} has no model_type" if "model_type" not in raw else
+                         f"{path}: a transformers model type's name, not {raw['model_type']!r}")
     model_type = raw.pop("model_type")
     if "torch_dtype" in raw and "dtype" not in raw:     # transformers 5's name for it (the old one logs a warning)
         raw["dtype"] = raw.pop("torch_dtype")
+    dtype = raw.get("dtype")
+    if isinstance(dtype, str) and dtype != "auto" and not isinstance(getattr(torch, dtype, None), torch.dtype):
+        raise UsageError("torch_dtype", f"{path}: {dtype!r} is not a torch dtype")
     try:
         config = AutoConfig.for_model(model_type, **raw)
     except (ValueError, KeyError):
@@ -145,7 +149,37 @@ def read_config(source: str | Path):
         raise UsageError(named.group(1) if named else "config.json", f"{path}: {cause}") from None
     config.name_or_path = str(raw.get("_name_or_path") or (path.parent.name if path.name == "config.json"
                                                            else path.stem))
+    _check_sizes(config, set(raw), path)
     return config
+
+
+_SIZES = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+"""Sizes a config.json must give (under its family's names: gpt2's n_embd …): a transformers default for a
+missing one is a different model."""
+
+
+def _check_sizes(config, given: set, path: Path) -> None:
+    """UsageError naming the config.json field: a size of ``_SIZES`` missing or not a positive integer, key/value
+    heads that do not divide the heads, an activation transformers does not have — what it accepts and the model
+    would fail on later."""
+    from transformers.activations import ACT2FN  # optional extra, present: read_config checked it
+    names = dict(getattr(config, "attribute_map", {}))    # hidden_size -> n_embd (gpt2)
+    for size in (s for s in _SIZES if hasattr(config, s)):
+        field, value = names.get(size, size), getattr(config, size)
+        if field not in given and size not in given:
+            raise UsageError(field, f"missing in {path} (transformers would take its default: another model)")
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise UsageError(field, f"must be a positive integer, got {value!r}")
+    heads, kv = getattr(config, "num_attention_heads", None), getattr(config, "num_key_value_heads", None)
+    hidden = getattr(config, "hidden_size", None)
+    if heads and hidden and hidden % heads and not getattr(config, "head_dim", None):
+        raise UsageError(names.get("num_attention_heads", "num_attention_heads"),
+                         f"{heads} does not divide {names.get('hidden_size', 'hidden_size')} = {hidden}")
+    if heads and kv and (not isinstance(kv, int) or kv <= 0 or heads % kv):
+        raise UsageError("num_key_value_heads", f"{kv!r} does not divide num_attention_heads = {heads}")
+    act = getattr(config, "hidden_act", None)
+    if isinstance(act, str) and act not in ACT2FN:
+        raise UsageError("hidden_act", f"{act!r} is not an activation transformers knows")
 
 
 def _strict_errors() -> tuple:
