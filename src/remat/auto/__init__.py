@@ -27,9 +27,9 @@ from remat.auto.measure import measure_model
 from remat.auto.planning import build_problem, solve_blocks
 from remat.auto.wrap import apply, clear
 from remat.errors import InfeasibleError, UsageError
-from remat.planner.problem import POLICIES, check_dp_zero
+from remat.planner.problem import POLICIES, check_dp_zero, check_policies
 from remat.planner.regime import Regime
-from remat.timemodel.gpus import check_presets, gpu as gpu_preset
+from remat.timemodel.gpus import gpu as gpu_preset
 from remat.timemodel.roofline import TIME_SOURCE
 from remat.units import parse_bytes
 
@@ -75,10 +75,9 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     """
     choices = _checked(choices, dp, zero, compiled)
     _check_state(optimizer_state_bytes, regime)
-    check_presets("gpu", [gpu])
     if granularity not in GRANULARITIES:
         raise UsageError("granularity", f"{granularity!r} is not one of {', '.join(GRANULARITIES)}")
-    device = gpu_preset(gpu)
+    device = gpu_preset(gpu, field="gpu")
     budget_bytes = device.memory_bytes if budget is None else parse_bytes(budget, "budget")
     host = device.host_memory_bytes if host_memory is None else parse_bytes(host_memory, "host_memory")
     found = find_blocks(model, blocks)
@@ -111,15 +110,8 @@ def _checked(choices, dp, zero, compiled) -> tuple[str, ...]:
     cannot take."""
     if not isinstance(compiled, bool):
         raise UsageError("compiled", f"True or False, not {compiled!r}")
-    if isinstance(choices, str):
-        raise UsageError("choices", f"a list of policies, not the string {choices!r}: e.g. ({choices!r},)")
-    choices = tuple(choices)
-    unknown = [c for c in choices if c not in POLICIES]
-    if unknown or not choices or len(set(choices)) < len(choices):
-        raise UsageError("choices", f"unknown policy {unknown[0]!r} (known: {', '.join(POLICIES)})" if unknown
-                         else "each policy at most once" if choices else "at least one policy")
     check_dp_zero(dp, zero)
-    return choices
+    return check_policies(choices, "choices")
 
 
 def explain(model, example_args=(), example_kwargs: dict | None = None, **options):

@@ -30,7 +30,7 @@ from torch.utils.flop_counter import shape_wrapper
 
 from remat.errors import UsageError
 from remat.formulas.op_flops import FORMULAS, grouped_mm_flops
-from remat.models.hf_config import read_json_object
+from remat.models.hf_config import config_value, read_json_object
 from remat.models.presets import from_name
 
 EXTRA = "pip install -e '.[hf]'"
@@ -149,7 +149,7 @@ def read_config(source: str | Path):
         raise UsageError(named.group(1) if named else "config.json", f"{path}: {cause}") from None
     config.name_or_path = str(raw.get("_name_or_path") or (path.parent.name if path.name == "config.json"
                                                            else path.stem))
-    _check_sizes(config, set(raw), path)
+    _check_sizes(config, raw)
     return config
 
 
@@ -158,18 +158,14 @@ _SIZES = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size
 missing one is a different model."""
 
 
-def _check_sizes(config, given: set, path: Path) -> None:
+def _check_sizes(config, raw: dict) -> None:
     """UsageError naming the config.json field: a size of ``_SIZES`` missing or not a positive integer, key/value
     heads that do not divide the heads, an activation transformers does not have — what it accepts and the model
     would fail on later."""
     from transformers.activations import ACT2FN  # optional extra, present: read_config checked it
     names = dict(getattr(config, "attribute_map", {}))    # hidden_size -> n_embd (gpt2)
     for size in (s for s in _SIZES if hasattr(config, s)):
-        field, value = names.get(size, size), getattr(config, size)
-        if field not in given and size not in given:
-            raise UsageError(field, f"missing in {path} (transformers would take its default: another model)")
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise UsageError(field, f"must be a positive integer, got {value!r}")
+        config_value(raw, size if size in raw else names.get(size, size))   # as remat's own reader checks it
     heads, kv = getattr(config, "num_attention_heads", None), getattr(config, "num_key_value_heads", None)
     hidden = getattr(config, "hidden_size", None)
     if heads and hidden and hidden % heads and not getattr(config, "head_dim", None):

@@ -240,26 +240,27 @@ class KeptSet:
         self.names, self.keep, self.block, self.offload = tuple(names), frozenset(keep), block, frozenset(offload)
         self.flop_ops = frozenset(flop_ops)
 
-    def _stream(self) -> tuple[list[int], set[str]]:
-        """The indices a traced op is matched against, and their names. Under torch.compile, when every kept
-        and offloaded op has FLOPs (``flop_ops``: GEMMs, attention, convolutions — a compiled plan's sets
-        always), only those ops are matched: decompositions rewrite the ops between them (a reshape of a
+    def _stream(self, compiling: bool) -> tuple[list[int], set[str]]:
+        """The indices a traced op is matched against, and their names. Under torch.compile (``compiling``), when
+        every kept and offloaded op has FLOPs (``flop_ops``: GEMMs, attention, convolutions — a compiled plan's
+        sets always), only those ops are matched: decompositions rewrite the ops between them (a reshape of a
         grouped K/V head traced as ``_unsafe_view``, eager attention's scale), never a GEMM. Else every op."""
         chosen = self.keep | self.offload
-        if torch.compiler.is_compiling() and self.flop_ops and chosen <= self.flop_ops:
+        if compiling and self.flop_ops and chosen <= self.flop_ops:
             indices = sorted(self.flop_ops)
         else:
             indices = list(range(len(self.names)))
         return indices, {self.names[i] for i in indices}
 
     def policy(self, on_offload=None):
-        counters, eager_ops, streams = {False: 0, True: 0}, set(self.names), {}
+        counters, eager_ops = {False: 0, True: 0}, set(self.names)
+        streams = {compiling: self._stream(compiling) for compiling in (False, True)}
 
         def decide(ctx, func, *args, **kwargs) -> CheckpointPolicy:
             if not counted(func):
                 return CheckpointPolicy.PREFER_RECOMPUTE
             name = func.overloadpacket.__name__
-            indices, names = streams.setdefault(torch.compiler.is_compiling(), self._stream())
+            indices, names = streams[torch.compiler.is_compiling()]
             if torch.compiler.is_compiling() and (name not in eager_ops or name not in names):
                 return CheckpointPolicy.PREFER_RECOMPUTE   # inserted by a decomposition, or not matched (_stream)
             j = counters[ctx.is_recompute]

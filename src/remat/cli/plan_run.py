@@ -19,7 +19,7 @@ from remat.io import write_text
 from remat.models.hf_config import SUPPORTED, read_json_object
 from remat.models.presets import from_name
 from remat.planner.mckp import SearchTooLarge
-from remat.planner.problem import POLICIES
+from remat.planner.problem import check_policies
 from remat.planner.regime import Regime, resolve
 from remat.planner.solve import minimum_budget
 from remat.planner.suggest import MIN_SEQ, summarize
@@ -264,13 +264,8 @@ def _warn_budget_above_gpu(args) -> None:
 
 
 def _choices(args) -> tuple[str, ...]:
-    """--policies as a tuple; UsageError("--policies") for an unknown policy or one given twice."""
-    choices = tuple(x.strip() for x in args.policies.split(","))
-    unknown = [c for c in choices if c not in POLICIES]
-    if unknown or len(set(choices)) < len(choices):
-        raise UsageError("--policies", f"unknown policy {unknown[0]!r} (known: {', '.join(POLICIES)})" if unknown
-                         else "each policy at most once")
-    return choices
+    """--policies as a tuple (remat.planner.problem.check_policies)."""
+    return check_policies([x.strip() for x in args.policies.split(",")], "--policies")
 
 
 def _plan_text(args, cfg, gpu_overrides) -> str:

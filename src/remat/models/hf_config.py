@@ -248,8 +248,9 @@ def read_hf_config(path: str | Path, warn: bool = True) -> ModelConfig:
     return cfg
 
 
-def _get(raw: dict, key: str, kind=int, default=None, required: bool = True):
-    """raw[key] checked to be of ``kind`` (int / float / bool / str); default when absent and not required."""
+def config_value(raw: dict, key: str, kind=int, default=None, required: bool = True):
+    """raw[key] checked to be of ``kind`` (int / float / bool / str; an int ≥ 1); default when absent and not
+    required. UsageError(key) otherwise."""
     if key not in raw or raw[key] is None:
         if required and default is None:
             raise UsageError(key, "missing in config.json")
@@ -276,24 +277,24 @@ def _dtype(raw: dict) -> str:
 
 def _gpt2(raw: dict) -> dict:
     """GPT2Config keys -> ModelConfig fields (arch "gpt", learned positions, biases; defaults: GPT2Config's)."""
-    h = _get(raw, "n_embd")
-    positions = _get(raw, "n_positions", default=1024)
-    act = _get(raw, "activation_function", str, default="gelu_new")
+    h = config_value(raw, "n_embd")
+    positions = config_value(raw, "n_positions", default=1024)
+    act = config_value(raw, "activation_function", str, default="gelu_new")
     if act not in _GPT2_ACT:
         raise UsageError("activation_function", f"unsupported {act!r} (supported: {', '.join(_GPT2_ACT)})")
-    dropout = float(_get(raw, "resid_pdrop", float, default=0.1))
+    dropout = float(config_value(raw, "resid_pdrop", float, default=0.1))
     for key in ("attn_pdrop", "embd_pdrop"):
-        other = float(_get(raw, key, float, default=0.1))
+        other = float(config_value(raw, key, float, default=0.1))
         if other != dropout:
             raise UsageError(key, f"{other} ≠ resid_pdrop {dropout}: remat's GPT layer has one dropout probability "
                                   "for the embedding, attention and residual dropouts; make them equal")
-    heads = _get(raw, "n_head")
-    return dict(arch="gpt", hidden=h, heads=heads, kv_heads=heads, layers=_get(raw, "n_layer"),
-                ffn_hidden=_get(raw, "n_inner", default=4 * h), vocab=_get(raw, "vocab_size"),
+    heads = config_value(raw, "n_head")
+    return dict(arch="gpt", hidden=h, heads=heads, kv_heads=heads, layers=config_value(raw, "n_layer"),
+                ffn_hidden=config_value(raw, "n_inner", default=4 * h), vocab=config_value(raw, "vocab_size"),
                 seq=positions, max_positions=positions, dropout=dropout,
-                norm_eps=float(_get(raw, "layer_norm_epsilon", float, default=1e-5)),
+                norm_eps=float(config_value(raw, "layer_norm_epsilon", float, default=1e-5)),
                 activation=_GPT2_ACT[act], attention="math", bias=True,
-                tie_embeddings=_get(raw, "tie_word_embeddings", bool, default=True, required=False))
+                tie_embeddings=config_value(raw, "tie_word_embeddings", bool, default=True, required=False))
 
 
 # transformers' defaults where the model types differ (absent key; null means "= heads" for kv heads)
@@ -305,20 +306,21 @@ _POSITIONS_DEFAULT = {"llama": 2048, "mistral": 4096 * 32, "qwen2": 32768, "mixt
 
 def _llama_like(raw: dict, model_type: str) -> dict:
     """LlamaConfig / MistralConfig / Qwen2Config / MixtralConfig keys -> ModelConfig fields (arch "llama")."""
-    h, heads = _get(raw, "hidden_size"), _get(raw, "num_attention_heads")
-    layers = _get(raw, "num_hidden_layers")
+    h, heads = config_value(raw, "hidden_size"), config_value(raw, "num_attention_heads")
+    layers = config_value(raw, "num_hidden_layers")
     kv = raw["num_key_value_heads"] if "num_key_value_heads" in raw else _KV_HEADS_DEFAULT[model_type]
-    kv = heads if kv is None else _get({"num_key_value_heads": kv}, "num_key_value_heads")
-    positions = _get(raw, "max_position_embeddings", default=_POSITIONS_DEFAULT[model_type])
+    kv = heads if kv is None else config_value({"num_key_value_heads": kv}, "num_key_value_heads")
+    positions = config_value(raw, "max_position_embeddings", default=_POSITIONS_DEFAULT[model_type])
     window = _window(raw, model_type, layers)
     return dict(arch="llama", hidden=h, heads=heads, kv_heads=kv, layers=layers,
-                ffn_hidden=_get(raw, "intermediate_size"), vocab=_get(raw, "vocab_size"), seq=positions,
-                max_positions=positions, dropout=0.0,
-                norm_eps=float(_get(raw, "rms_norm_eps", float, default=_NORM_EPS_DEFAULT.get(model_type, 1e-6))),
+                ffn_hidden=config_value(raw, "intermediate_size"), vocab=config_value(raw, "vocab_size"),
+                seq=positions, max_positions=positions, dropout=0.0,
+                norm_eps=float(config_value(raw, "rms_norm_eps", float,
+                                            default=_NORM_EPS_DEFAULT.get(model_type, 1e-6))),
                 rope_theta=_rope_theta(raw, _THETA_DEFAULT.get(model_type, 10000.0)),
                 activation="silu", attention="sdpa", bias=False,
                 qkv_bias=model_type == "qwen2",  # Qwen2: always (q/k/v only); Llama's attention_bias is REJECTED
-                tie_embeddings=_get(raw, "tie_word_embeddings", bool, default=False, required=False),
+                tie_embeddings=config_value(raw, "tie_word_embeddings", bool, default=False, required=False),
                 sliding_window=window, rope_scaling=_rope_type(raw), **_experts(raw, model_type))
 
 
@@ -326,8 +328,8 @@ def _experts(raw: dict, model_type: str) -> dict:
     """Mixtral's MoE fields (MixtralConfig's defaults: 8 experts, top 2); none for the dense model types."""
     if model_type != "mixtral":
         return {}
-    return {"experts": _get(raw, "num_local_experts", default=8),
-            "top_k": _get(raw, "num_experts_per_tok", default=2)}
+    return {"experts": config_value(raw, "num_local_experts", default=8),
+            "top_k": config_value(raw, "num_experts_per_tok", default=2)}
 
 
 def _rope_type(raw: dict) -> str | None:
@@ -351,8 +353,8 @@ def _rope_theta(raw: dict, default: float) -> float:
     if any(isinstance(v, dict) for v in params.values()):
         raise UsageError(key, "per-layer-type RoPE parameters are not supported")
     if "rope_theta" in params:
-        return float(_get(params, "rope_theta", float))
-    return float(_get(raw, "rope_theta", float, default=default))
+        return float(config_value(params, "rope_theta", float))
+    return float(config_value(raw, "rope_theta", float, default=default))
 
 
 def _window(raw: dict, model_type: str, layers: int) -> int | None:
@@ -364,12 +366,12 @@ def _window(raw: dict, model_type: str, layers: int) -> int | None:
     if model_type == "llama":
         return None
     if model_type == "mixtral":   # absent or null: none (MixtralConfig's default)
-        return _get(raw, "sliding_window", default=None, required=False)
+        return config_value(raw, "sliding_window", default=None, required=False)
     # absent: 4096 (the configs' default); null: none
-    window = _get({"sliding_window": raw.get("sliding_window", 4096)}, "sliding_window", required=False)
+    window = config_value({"sliding_window": raw.get("sliding_window", 4096)}, "sliding_window", required=False)
     if model_type == "mistral":
         return window
-    if not _get(raw, "use_sliding_window", bool, default=False, required=False):
+    if not config_value(raw, "use_sliding_window", bool, default=False, required=False):
         window = None
     types = raw.get("layer_types")
     if types is None:

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from remat.errors import UsageError
 from remat.formulas.torch_gpt import itemsize
 from remat.models.presets import ModelConfig
 from remat.planner import costs
 from remat.planner.calibrate import layer_seconds
-from remat.planner.problem import POLICIES, Problem
+from remat.planner.problem import POLICIES, Problem, check_policies
 from remat.planner.regime import DEFAULT, Regime, resolve
 from remat.timemodel.gpus import gpu
 
@@ -27,9 +26,7 @@ def make_problem(cfg: ModelConfig, gpu_name: str = "a100-80gb", gpu_overrides: d
     overrides) sets the model state's bytes per parameter and how long gradients live.
     Raises UsageError naming the field for bad input."""
     device = gpu(gpu_name, **(gpu_overrides or {}))
-    for name in policies:
-        if name not in POLICIES:
-            raise UsageError("--policies", f"unknown policy {name!r} (known: {', '.join(POLICIES)})")
+    policies = check_policies(policies, "--policies")
     if isinstance(regime, str):
         regime = resolve(regime, itemsize(cfg.dtype), weight_bytes, grad_bytes, optimizer_bytes)
     settings = costs.Settings(

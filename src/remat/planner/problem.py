@@ -208,6 +208,19 @@ def plan_from_policies(problem: Problem, policies) -> Plan | None:
     return evaluate(problem, choices)
 
 
+def check_policies(choices, field: str) -> tuple[str, ...]:
+    """``choices`` (policy names) as a tuple; UsageError(``field``) for a string, an unknown policy, one given
+    twice, or none."""
+    if isinstance(choices, str):
+        raise UsageError(field, f"a list of policies, not the string {choices!r}: e.g. ({choices!r},)")
+    choices = tuple(choices)
+    unknown = [c for c in choices if c not in POLICIES]
+    if unknown or not choices or len(set(choices)) < len(choices):
+        raise UsageError(field, f"unknown policy {unknown[0]!r} (known: {', '.join(POLICIES)})" if unknown
+                         else "each policy at most once" if choices else "at least one policy")
+    return choices
+
+
 def check_dp_zero(dp, zero) -> None:
     """UsageError("dp") unless ``dp`` is an integer ≥ 1, UsageError("zero") unless ``zero`` is a ZeRO stage 0–3."""
     if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:

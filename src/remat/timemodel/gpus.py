@@ -244,12 +244,12 @@ def check_presets(field: str, names) -> None:
             raise UsageError(field, f"unknown GPU preset {name!r} (presets: {', '.join(GPUS)})")
 
 
-def gpu(name: str, **overrides) -> GPU:
+def gpu(name: str, field: str = "--gpu", **overrides) -> GPU:
     """The preset ``name`` with fields overridden (None values ignored).
 
-    Raises UsageError("--gpu") for an unknown preset, UsageError(<field>) for a non-positive value or an
-    achievable fraction outside (0, 1]."""
-    check_presets("--gpu", [name])
+    Raises UsageError(``field``: the flag or argument that named it) for an unknown preset, UsageError(<field>)
+    for a non-positive value or an achievable fraction outside (0, 1]."""
+    check_presets(field, [name])
     changes = {k: v for k, v in overrides.items() if v is not None}
     out = replace(GPUS[name], **changes)
     for field in ("memory_bytes", "peak_flops", "link_bytes_per_s", "host_memory_bytes", "memory_bandwidth",
