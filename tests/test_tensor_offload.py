@@ -130,7 +130,7 @@ def _fast_plans(net, x, fractions):
     """Tensor plans of ``net`` on a host link too fast to cost anything (offload chosen wherever memory allows),
     at budgets ``fractions`` of the way from every block full to no recompute."""
     fast = gpu("h100-80gb", link_bytes_per_s=1e18, link_t0_s=0.0)
-    with mock.patch.object(auto_module, "gpu_preset", lambda name: fast):
+    with mock.patch.object(auto_module, "gpu_preset", lambda name, **_: fast):
         plan = lambda budget, **o: auto.plan(net, (x,), budget=budget, loss_fn=lambda o: o, optimizer_state_bytes=0,
                                              **o)
         full, none = (plan("1GiB", choices=(c,)).plan.peak_bytes for c in ("full", "none"))
