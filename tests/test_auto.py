@@ -359,11 +359,17 @@ def test_cli_hf_refuses_flags_it_cannot_honour(capsys, tmp_path, flag):
     ("llama", {"num_hidden_layers": 0}, "num_hidden_layers"), ("llama", {"num_key_value_heads": 3},
                                                                 "num_key_value_heads"),
     ("llama", {"hidden_act": "nope"}, "hidden_act"), ("llama", {"torch_dtype": "float99"}, "torch_dtype"),
-    ("gpt2", {"n_head": 5}, "n_head"), ("gpt2", {"n_layer": None}, "n_layer")])   # gpt2's own names
+    ("gpt2", {"n_head": 5}, "n_head"), ("gpt2", {"n_layer": None}, "n_layer"),   # gpt2's own names
+    ("llama", {"rope_scaling": {"rope_type": "weird", "factor": 2.0}}, "rope_scaling.rope_type"),
+    ("llama", {"rope_scaling": [2.0]}, "rope_scaling"), ("llama", {"rms_norm_eps": float("nan")}, "rms_norm_eps"),
+    ("llama", {"rms_norm_eps": 0}, "rms_norm_eps"),
+    ("llama", {"max_position_embeddings": 0}, "max_position_embeddings"),
+    ("gpt2", {"n_positions": 0}, "n_positions"), ("gpt2", {"layer_norm_epsilon": -1e-5}, "layer_norm_epsilon")])
 def test_cli_hf_config_refused_is_one_line(capsys, tmp_path, family, change, field):
     """A config.json that transformers refuses (a field of the wrong type; sizes that disagree), or accepts and
-    would fail on later or read as another model (a size missing or not positive, key/value heads not dividing
-    the heads, an unknown activation or dtype): one line naming the family's field, exit 2, no traceback."""
+    would fail on later, read as another model or compute NaN from (a size missing or not positive, key/value
+    heads not dividing the heads, an unknown activation, dtype or RoPE type, a context length or normalisation
+    epsilon not positive): one line naming the family's field, exit 2, no traceback."""
     pytest.importorskip("transformers")
     tokens = {"bos_token_id": 0, "eos_token_id": 0}      # gpt2's default 50256 is outside a toy vocabulary (a warning)
     raw = {k: v for k, v in {**FAMILIES[family], **tokens, **change}.items() if v is not None}

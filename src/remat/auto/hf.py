@@ -18,6 +18,7 @@ tensors, for the small instances that check a plan by measurement.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import sys
 import warnings
@@ -137,6 +138,7 @@ def read_config(source: str | Path):
     dtype = raw.get("dtype")
     if isinstance(dtype, str) and dtype != "auto" and not isinstance(getattr(torch, dtype, None), torch.dtype):
         raise UsageError("torch_dtype", f"{path}: {dtype!r} is not a torch dtype")
+    _check_values(raw)
     try:
         config = AutoConfig.for_model(model_type, **raw)
     except (ValueError, KeyError):
@@ -176,6 +178,34 @@ def _check_sizes(config, raw: dict) -> None:
     act = getattr(config, "hidden_act", None)
     if isinstance(act, str) and act not in ACT2FN:
         raise UsageError("hidden_act", f"{act!r} is not an activation transformers knows")
+
+
+_EPSILONS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon")
+_POSITIONS = ("max_position_embeddings", "n_positions")
+_ROPE = ("rope_scaling", "rope_parameters")
+
+
+def _check_values(raw: dict) -> None:
+    """UsageError naming the config.json field transformers takes and the model fails on or computes NaN from: a
+    context length not a positive integer, a normalisation epsilon not a finite number > 0, a RoPE type
+    transformers has no initialiser for (a KeyError deep in the model's constructor otherwise)."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # optional extra, present (read_config)
+    for key in (k for k in _POSITIONS if k in raw):
+        config_value(raw, key)
+    for key in (k for k in _EPSILONS if raw.get(k) is not None):
+        value = config_value(raw, key, float)
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(key, f"must be a finite number > 0, got {value!r}")
+    for key in (k for k in _ROPE if raw.get(k) is not None):
+        value = raw[key]
+        if not isinstance(value, dict):
+            raise UsageError(key, f"must be a mapping (rope_type, factor, ...), got {value!r}")
+        nested = [v for v in value.values() if isinstance(v, dict)]      # per attention type (Gemma 3)
+        for params in ([value] if "rope_type" in value or "type" in value or not nested else nested):
+            kind = params.get("rope_type", params.get("type", "default"))
+            if kind != "default" and kind not in ROPE_INIT_FUNCTIONS:
+                raise UsageError(f"{key}.rope_type", f"{kind!r} is not a RoPE type transformers knows (default, "
+                                                     f"{', '.join(ROPE_INIT_FUNCTIONS)})")
 
 
 def _strict_errors() -> tuple:
