@@ -196,6 +196,8 @@ def test_plan_leaves_the_model_untouched_and_keeps_an_applied_plan():
                                         ({"choices": ("full", "full")}, "choices"), ({"choices": ()}, "choices"),
                                         ({"dp": 0}, "dp"), ({"dp": 2.5}, "dp"), ({"dp": True}, "dp"),
                                         ({"dp": 2, "zero": 7}, "zero"), ({"zero": -1}, "zero"),
+                                        ({"zero": 3}, "zero"), ({"budget": 0}, "budget"),
+                                        ({"budget": "0GiB"}, "budget"),
                                         ({"loss_fn": lambda o: o}, "loss_fn"),
                                         ({"loss_fn": lambda o: 1 / 0}, "loss_fn"),
                                         ({"loss_fn": lambda o: o.sum().detach()}, "loss_fn"),

@@ -79,6 +79,8 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
         raise UsageError("granularity", f"{granularity!r} is not one of {', '.join(GRANULARITIES)}")
     device = gpu_preset(gpu, field="gpu")
     budget_bytes = device.memory_bytes if budget is None else parse_bytes(budget, "budget")
+    if budget_bytes <= 0:
+        raise UsageError("budget", f"must be a positive size, got {budget!r}")
     host = device.host_memory_bytes if host_memory is None else parse_bytes(host_memory, "host_memory")
     found = find_blocks(model, blocks)
     args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)

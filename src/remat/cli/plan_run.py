@@ -19,7 +19,7 @@ from remat.io import write_text
 from remat.models.hf_config import SUPPORTED, read_json_object
 from remat.models.presets import from_name
 from remat.planner.mckp import SearchTooLarge
-from remat.planner.problem import check_policies
+from remat.planner.problem import check_dp_zero, check_policies
 from remat.planner.regime import Regime, resolve
 from remat.planner.solve import minimum_budget
 from remat.planner.suggest import MIN_SEQ, summarize
@@ -31,6 +31,7 @@ def run_plan(args) -> int:
     """`remat plan`: the plan printed (or written to --out); exit 1 when the exact search hits its memory guard."""
     if args.memory is not None and parse_bytes(args.memory, "--memory") <= 0:
         raise UsageError("--memory", f"must be a positive size, got {args.memory!r}")
+    check_dp_zero(args.dp, args.zero, ("--dp", "--zero"))
     if args.check_small and args.format not in ("md", "json"):
         raise UsageError("--check-small", f"its section is Markdown or JSON and would break the {args.format} "
                                           "config: use --format md or json with --check-small")
@@ -114,8 +115,6 @@ def _hf_plan_text(args) -> str:
             raise UsageError(flag, "not available with a transformers model (remat.auto plans t = p = 1 on one "
                                    f"GPU, measures the bytes, prices time at the --gpu preset); drop {flag}")
     choices = _choices(args)
-    if args.zero and args.dp == 1:
-        raise UsageError("--zero", "shards the model state over --dp ranks: give --dp > 1")
     if args.granularity == "tensor" and args.format not in ("md", "json"):
         raise UsageError("--format", f"{args.format} cannot say which op outputs a block keeps: a tensor plan is "
                                      "written as md or json (its torch_policy: op -> CheckpointPolicy per block)")

@@ -80,9 +80,6 @@ def _check(cfg: ModelConfig, st: Settings) -> None:
         value = getattr(st, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise UsageError(name, f"must be an integer ≥ 0, got {value!r}")
-    if st.zero and st.dp == 1:
-        raise UsageError("--zero", f"ZeRO stage {st.zero} shards model state over data-parallel ranks: it needs "
-                                   "--dp > 1 (got --dp 1)")
     if st.dp % cfg.ep:
         raise UsageError("--ep", f"expert parallelism spreads the experts over data-parallel ranks: --ep {cfg.ep} must "
                                  f"divide --dp {st.dp}")

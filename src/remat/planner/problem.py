@@ -221,9 +221,14 @@ def check_policies(choices, field: str) -> tuple[str, ...]:
     return choices
 
 
-def check_dp_zero(dp, zero) -> None:
-    """UsageError("dp") unless ``dp`` is an integer ≥ 1, UsageError("zero") unless ``zero`` is a ZeRO stage 0–3."""
+def check_dp_zero(dp, zero, fields: tuple[str, str] = ("dp", "zero")) -> None:
+    """UsageError naming ``fields[0]`` unless ``dp`` is an integer ≥ 1, ``fields[1]`` unless ``zero`` is a ZeRO
+    stage 0–3 and, for a stage above 0, ``dp`` > 1 (ZeRO shards the model state over the data-parallel ranks: with
+    one it shards nothing). ``fields``: the names the caller's user gave them (the CLI's "--dp", "--zero")."""
     if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
-        raise UsageError("dp", f"must be an integer ≥ 1, got {dp!r}")
+        raise UsageError(fields[0], f"must be an integer ≥ 1, got {dp!r}")
     if isinstance(zero, bool) or zero not in (0, 1, 2, 3):
-        raise UsageError("zero", f"ZeRO stage must be 0, 1, 2 or 3, got {zero!r}")
+        raise UsageError(fields[1], f"ZeRO stage must be 0, 1, 2 or 3, got {zero!r}")
+    if zero and dp == 1:
+        raise UsageError(fields[1], f"ZeRO stage {zero} shards the model state over data-parallel ranks: it needs "
+                                    f"{fields[0]} > 1 (got {fields[0]} 1)")
