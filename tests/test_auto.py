@@ -7,6 +7,8 @@ gradients of every policy are compared bit for bit with the unwrapped model's.""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -224,6 +226,36 @@ def test_plan_inputs_the_model_cannot_take_name_the_field(inputs, field):
     with pytest.raises(UsageError) as exc:
         auto.plan(Toy(2), args, kwargs)
     assert exc.value.field == field and "\n" not in str(exc.value)
+
+
+def test_a_failing_forward_leaves_no_traceback_on_stderr():
+    """FakeTensorMode logs an op that fails on fake tensors (a traceback on stderr) before it raises; the user
+    sees only remat's one line. In a fresh process: torch's log handler writes to the real stderr."""
+    script = """import torch
+from torch import nn
+from remat import auto
+from remat.errors import UsageError
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+    def forward(self, x, bias):
+        return self.lin(x) + bias        # a bias of 5 does not broadcast: fails in a decomposition, logged
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block() for _ in range(2))
+    def forward(self, x, bias):
+        for block in self.blocks:
+            x = block(x, bias)
+        return x
+try:
+    auto.plan(Net(), (torch.randn(2, 4, 8), torch.randn(5)))
+except UsageError as exc:
+    print(exc.field)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "example_args" and "Traceback" not in proc.stderr, proc.stderr[-2000:]
 
 
 def test_plan_and_apply_of_something_else_than_a_module_name_model():

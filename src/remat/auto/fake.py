@@ -9,6 +9,7 @@ device (torch's FakeCopyMode), meta parameters made fake on the inputs' device â
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Mapping
 from contextlib import contextmanager
 
@@ -88,7 +89,10 @@ _PASSED = (UsageError, RecomputeError, InfeasibleError, DynamicOutputShapeExcept
 def user_code(field: str, what: str):
     """Run the user's code (the model's forward on the example inputs, the loss): an error it raises (a shape or
     dtype the model does not take, a loss that fails on the output) becomes one UsageError naming ``field``,
-    with the error's type and first line (the original stays the cause); ``_PASSED`` pass through."""
+    with the error's type and first line (the original stays the cause); ``_PASSED`` pass through. FakeTensorMode's
+    own log of an op that failed (a traceback on stderr ahead of the one line) is silenced meanwhile."""
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    disabled, log.disabled = log.disabled, True
     try:
         yield
     except _PASSED:
@@ -96,6 +100,8 @@ def user_code(field: str, what: str):
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [""])[0]
         raise UsageError(field, f"{what} raised {type(exc).__name__}: {first}") from exc
+    finally:
+        log.disabled = disabled
 
 
 def keyword_inputs(example_kwargs) -> dict:
