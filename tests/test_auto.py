@@ -354,6 +354,27 @@ def test_hf_model_asked_for_a_cache_in_training_is_planned_without_one_as_hf_che
     assert with_cache.plan.peak_bytes == without.plan.peak_bytes
 
 
+def test_hf_checkpointing_switched_on_after_apply_is_one_error_not_a_second_checkpoint():
+    """HF's checkpointing on at apply is refused; switched on afterwards (a Trainer's gradient_checkpointing=True)
+    the first training forward of a wrapped block raises one UsageError("model") instead of checkpointing every
+    block twice; in eval, or with the plan cleared, the model runs."""
+    pytest.importorskip("transformers")
+    from transformers import LlamaConfig
+    from remat.auto.hf import build, set_hf_checkpointing
+    built = build(LlamaConfig(**{k: v for k, v in FAMILIES["llama"].items() if k != "model_type"}), "cpu", seq=16)
+    auto.apply(built.model, "full")
+    set_hf_checkpointing(built.model, True)
+    with pytest.raises(UsageError, match="checkpoint every block again") as exc:
+        built.model(**built.kwargs)
+    assert exc.value.field == "model" and "layers.0" in str(exc.value)
+    with torch.no_grad():
+        built.model(**built.kwargs)
+    with pytest.raises(UsageError, match="before auto.apply"):
+        auto.apply(built.model, "full")
+    auto.clear(built.model)
+    built.model(**built.kwargs).loss.backward()
+
+
 def test_hf_fake_model_plans_an_8b_shape_without_memory():
     """A model whose parameters are fake already (built under FakeTensorMode) is planned in its own mode."""
     pytest.importorskip("transformers")

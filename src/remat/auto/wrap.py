@@ -28,6 +28,7 @@ import functools
 from collections.abc import Iterable, Mapping
 from typing import Sequence
 
+import torch
 from torch import nn
 
 from remat.auto.blocks import Blocks, find_blocks
@@ -39,6 +40,9 @@ from remat.planner.problem import POLICIES
 from remat.policies import OffloadStats, _offloaded, checkpointed, drop_cheap
 
 _ATTR = "_remat_auto"
+_HF_TWICE = ("HuggingFace gradient checkpointing is on and would checkpoint every block again (recomputed twice, "
+             "not the plan's memory or time): switch it off (model.activation_checkpointing_disable(), 4.x: "
+             "gradient_checkpointing_disable())")
 
 
 def apply(model: nn.Module, plan, blocks: str | Sequence[nn.Module] | None = None) -> tuple[str, ...]:
@@ -54,9 +58,7 @@ def apply(model: nn.Module, plan, blocks: str | Sequence[nn.Module] | None = Non
     HuggingFace gradient checkpointing is on (it would checkpoint the blocks a second time).
     """
     if hf_checkpointing(model):
-        raise UsageError("model", "HuggingFace gradient checkpointing is on and would checkpoint every block "
-                                  "again: switch it off (model.activation_checkpointing_disable(), 4.x: "
-                                  "gradient_checkpointing_disable()) before auto.apply")
+        raise UsageError("model", f"{_HF_TWICE} before auto.apply")
     found = find_blocks(model, blocks if blocks is not None else plan_blocks(plan))
     policies = _policies(plan, found)
     clear(model)
@@ -85,6 +87,10 @@ class _Forward:
         self.run = wrapper(module, policy, stats, name, previous, keep)
 
     def __call__(self, *args, **kwargs):
+        if getattr(self.module, "gradient_checkpointing", False) is True and self.module.training \
+                and torch.is_grad_enabled():    # switched on after apply (transformers' layer flag)
+            raise UsageError("model", f"{self.name}: {_HF_TWICE}, or remat.auto.clear(model) to train without "
+                                      "the plan")
         return self.run(*args, **kwargs)
 
     def __deepcopy__(self, memo) -> "_Forward":
