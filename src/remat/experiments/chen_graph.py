@@ -163,7 +163,7 @@ class ResNetParams(PaperNetParams):
 
 @dataclass(frozen=True)
 class LSTMParams(PaperNetParams):
-    """chen.lstm: Figure 5(b) — feature-map memory of the §5.3 LSTM against the unrolled length."""
+    """chen.lstm: Figure 6 — feature-map memory of the §5.3 LSTM against the unrolled length."""
 
     lengths: list[Count] = field(default_factory=lambda: [8, 16, 32, 64])
     """Unrolled lengths T (time steps; the paper's headline: 64)."""
