@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from remat.analysis import catalog, planner
+from remat.analysis import catalog, planner, planner_compile
 from remat.analysis.findings import DIFFERS, INVALID, MEASURED, NOT_MEASURED, REPRODUCED, Findings
 from remat.paper import PAPER_TABLE5_S
 
@@ -152,3 +152,37 @@ def test_tensor_plan_findings_and_table(tmp_path):
     assert F["tensor.skipped"].ours == "b: needs transformers" and F["tensor.device"].where == "CPU"
     shown = planner.tensor_display(catalog.read_shown("planner.tensor", tmp_path))
     assert list(shown["gain"]) == ["0.0%", "+25.0%"] and list(shown["bitwise"]) == ["NO", "yes"]
+
+
+def compile_rows(busy: float = 0.0):
+    """One transformer, compile at budgets 1.0 / 0.5 / 0.0 (peaks 100 / 80 / 90: not monotone; steps 1.0 / 1.1 /
+    1.5 s), the model without a plan at 1.02 s, three eager and three compiled tensor plans, one failed point.
+    By hand: at b = 1.0 the best eager plan at ≤ 100 is +4 % (within 5 %), the compiled −1 %; at 0.5 (≤ 80) eager
+    +9.1 %, compiled +1.8 % (both miss); at 0.0 (≤ 90) eager −20 %, compiled −25.3 %. A plan reaches 60 < 80."""
+    base = dict(model="m (4 blocks)", kind="transformer", device="cpu", rounds=2, error=None, run_other_cores=busy)
+    rows = [dict(mode="compile", compile_budget=b, peak_bytes=p, step_s=t) for b, p, t in (
+        (1.0, 100, 1.0), (0.5, 80, 1.1), (0.0, 90, 1.5))]
+    rows += [dict(mode="eager", peak_bytes=120, step_s=1.02)]
+    rows += [dict(mode=mode, peak_bytes=p, step_s=t) for mode, points in (
+        ("eager tensor", ((100, 1.04), (80, 1.2), (60, 1.6))), ("compiled tensor", ((100, 0.99), (78, 1.12),
+                                                                                  (60, 1.3)))) for p, t in points]
+    rows += [dict(mode="compiled tensor", error="RuntimeError: boom")]
+    return [{**base, **r} for r in rows]
+
+
+def test_compile_comparison_counts_each_budget_at_an_equal_or_lower_peak(tmp_path):
+    F = found(tmp_path, "planner/compile/cpu.csv", compile_rows())
+    assert (F["compile.compiled"].ours, F["compile.eager"].ours) == ("2 of 3", "2 of 3")
+    assert (F["compile.compiled.worst"].ours, F["compile.plain"].ours) == ("+1.8%", "transformer +2.0 %")
+    assert (F["compile.monotone"].value, F["compile.lower"].value, F["compile.budgets"].value) == (0, 1, 3)
+    assert F["compile.failed"].ours == "1: compiled tensor (RuntimeError: boom)"
+    assert F["compile.compiled"].status == MEASURED and F["compile.device"].where == "CPU"
+    shown = planner_compile.display(catalog.read_shown("planner.compile", tmp_path))
+    assert list(shown["eager tensor step vs compile"]) == ["+4.0%", "+9.1%", "−20.0%"]
+    assert list(shown["compiled tensor peak (MiB)"]) == ["0.0"] * 3
+
+
+def test_compile_times_on_a_busy_machine_are_invalid_peaks_stand(tmp_path):
+    F = found(tmp_path, "planner/compile/cpu.csv", compile_rows(busy=1.5))
+    assert {F[f"compile.{k}"].status for k in ("compiled", "eager", "compiled.worst", "plain")} == {INVALID}
+    assert F["compile.lower"].status == MEASURED

@@ -1,7 +1,8 @@
 # Planner: exact per-layer policies (none / selective / full / offload) for the paper's models on 80 GB GPUs,
 # the Pareto frontier against the baselines (incl. torch's sac_milp), and plans applied to tiny models on
 # config.device and measured: one table per device (results/planner/validate/<device>.csv); tensor plans (per block,
-# the op outputs kept) beside per-block plans, applied and measured (results/planner/tensor/<device>.csv).
+# the op outputs kept) beside per-block plans, applied and measured (results/planner/tensor/<device>.csv); and, on
+# request, tensor plans beside torch.compile's memory budget (results/planner/compile/<device>.csv).
 
 
 rule planner_plans:
@@ -58,6 +59,26 @@ rule planner_tensor:
         TORCH_ENV
     shell:
         "remat experiment planner-tensor --params {params.p} --out {output} > {log} 2>&1"
+
+
+rule planner_compile:  # not in the default target: about 50 minutes alone on a 2-core CPU (config.yaml)
+    output:
+        "results/planner/compile/{device}.csv",
+    wildcard_constraints:
+        device=config["device"],
+    params:
+        p=lambda wc: params_json("planner", "compile", device=wc.device),
+    threads: ALONE  # times every point: alone on the machine (common.smk)
+    resources:
+        gpu=lambda wc: int(wc.device == "cuda"),
+    log:
+        "logs/planner/compile/{device}.log",
+    benchmark:
+        bench("planner_compile", "device"),
+    conda:
+        TORCH_ENV
+    shell:
+        "remat experiment planner-compile --params {params.p} --out {output} > {log} 2>&1"
 
 
 rule planner_figure:

@@ -50,6 +50,7 @@ DEVICE_TABLES: dict[str, str] = {
     **{f"offload.{t}": f"offload/{{device}}/{t}.csv" for t in ("bandwidth", "steps", "breakeven")},
     "planner.validate": "planner/validate/{device}.csv",
     "planner.tensor": "planner/tensor/{device}.csv",
+    "planner.compile": "planner/compile/{device}.csv",
 }
 """Tables made once per device: id -> path under results/ with ``{device}``."""
 
@@ -139,6 +140,14 @@ def read_shown(table: str, root: str | Path = ".") -> pd.DataFrame:
     out = frame[frame["device"] == (GPU_DEVICE if gpu else frame["device"].iloc[0])].reset_index(drop=True)
     out.attrs["where"] = where(str(out["device"].iloc[0]), table, root)
     return out
+
+
+def shown_or_none(table: str, root: str | Path = ".") -> pd.DataFrame | None:
+    """``read_shown``, or None where no device has the table (a rule outside the default target)."""
+    try:
+        return read_shown(table, root)
+    except Missing:
+        return None
 
 
 def stale(report: str, root: str | Path = ".") -> Path | None:

@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from remat.analysis import catalog, gates
+from remat.analysis import catalog, gates, planner_compile
 from remat.analysis.findings import Finding, judge, not_measured, within_abs
 from remat.analysis.tolerances import PLANNER_TABLE5_PP
 from remat.paper import KORTHIKANTI, PAPER_GPU, PAPER_TABLE5_GAIN_PCT, PaperValue
@@ -74,6 +74,7 @@ CLAIMS = {  # every finding id of the report: its claim
     "tensor.gain.where": "Where", "tensor.kept": "Tensor plans in which some block keeps its own op set",
     "tensor.slower": "Budgets where the tensor plan is predicted slower than the per-block plan",
     "tensor.plan_s": "Longest auto.plan call (measure and solve), wall seconds on this machine",
+    **planner_compile.CLAIMS,
 }
 
 
@@ -363,7 +364,8 @@ def findings(root=".") -> list[Finding]:
     out, read = [], lambda table: lambda: catalog.read(table, root=root)
     groups = (("paper.", _paper, read("planner.paper")), ("frontier.", _frontier, read("planner.frontier")),
               ("validate.", _validate, lambda: validation(root)), ("table5", _table5, read("korthikanti.table5")),
-              ("tensor.", _tensor, lambda: catalog.read_shown("planner.tensor", root)))
+              ("tensor.", _tensor, lambda: catalog.read_shown("planner.tensor", root)),
+              ("compile.", planner_compile.findings, lambda: catalog.read_shown("planner.compile", root)))
     for prefix, make, frame in groups:
         try:
             out += make(frame())

@@ -45,6 +45,7 @@ REGISTRY: dict[str, str] = {
     "planner-frontier": "remat.experiments.planner:frontier",
     "planner-validate": "remat.experiments.planner:validate",
     "planner-tensor": "remat.experiments.tensor_plans:tensor_plans",
+    "planner-compile": "remat.experiments.compile_budget:compile_budget",
 }
 
 
