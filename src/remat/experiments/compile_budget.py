@@ -16,7 +16,9 @@ Each point: one step to warm up (it compiles: ``first_step_s``), one step whose 
 torch.profiler's memory timeline, which sees compiled code and allocations inside kernels; on a GPU torch.cuda's
 max_memory_allocated), then ``repeats`` timed steps (median). Points run in ``rounds`` interleaved rounds (every
 point once, then again: a process's step time varies by several percent with where its memory lands); a point's
-``step_s`` is the median of its rounds' medians (each in ``round_ms``), its ``peak_bytes`` the largest. A point
+``step_s`` is the median of its rounds' medians (each in ``round_ms``), its ``peak_bytes`` the largest, its
+``timing_other_cores`` the most cores other processes used while a round's steps were timed (the run's own load
+columns count the points' processes as others). A point
 that fails has its ``error`` (the last line of its stderr). torch at ``threads`` threads on a CPU. Step times are
 this device's: on a CPU, inductor's kernels fuse pointwise ops that eager runs one by one. Run it alone.
 
@@ -48,7 +50,7 @@ from remat.errors import UsageError
 from remat.experiments.params import Count, Ge
 from remat.experiments.progress import progress
 from remat.experiments.tensor_plans import TensorModel, build
-from remat.measure.provenance import with_provenance
+from remat.measure.provenance import load_since, snapshot, with_provenance
 from remat.timemodel.gpus import check_presets
 
 FULL, NONE = "full", "none"
@@ -136,7 +138,8 @@ def _merged(runs: list[dict]) -> dict:
     if failed:
         return failed[0]
     out = {**runs[0], "step_s": statistics.median(r["step_s"] for r in runs),
-           "peak_bytes": max(r["peak_bytes"] for r in runs), "error": None}
+           "peak_bytes": max(r["peak_bytes"] for r in runs), "error": None,
+           "timing_other_cores": max(r["timing_other_cores"] for r in runs)}
     out["round_ms"] = " ".join(f"{r['step_s'] * 1e3:.1f}" for r in runs)
     return out
 
@@ -172,8 +175,9 @@ def point(spec: TensorModel, mode: str, value, p: dict) -> dict:
     step()
     out["first_step_s"] = time.perf_counter() - start
     out["peak_bytes"] = peak_of(step, device)
-    out["step_s"] = statistics.median(_timed(step, device) for _ in range(p["repeats"]))
-    return out
+    start = snapshot()
+    times = [_timed(step, device) for _ in range(p["repeats"])]
+    return {**out, "step_s": statistics.median(times), **load_since(start).columns("timing_")}
 
 
 def _timed(step, device: str) -> float:
