@@ -16,6 +16,7 @@ import os
 
 import torch
 
+from remat.analysis.planner_compile import PLANS, comparison
 from remat.experiments.compile_budget import CompileParams, compile_budget
 from remat.experiments.tensor_plans import TensorModel
 from remat.units import MiB
@@ -30,33 +31,27 @@ def _setting(r: dict) -> str:
         return f"b = {r['compile_budget']:.1f}"
     if r["mode"] == "eager":
         return "no plan"
-    return r["setting"] or f"{r['budget_bytes'] / MiB:.1f} MiB"
+    return r["setting"] if isinstance(r["setting"], str) and r["setting"] else f"{r['budget_bytes'] / MiB:.1f} MiB"
 
 
-def _report(rows: list[dict]) -> None:
+def _report(frame) -> None:
+    """The points, then per compile budget the fastest eager and compiled tensor plan at or below its peak."""
     print(f"{'mode':>16} {'setting':>12} {'peak MiB':>9} {'step ms':>9} {'first s':>8} {'predicted MiB':>14}  "
           "rounds ms")
-    for r in rows:
-        if "error" in r:
+    for r in frame.to_dict("records"):
+        if isinstance(r.get("error"), str):
             print(f"{r['mode']:>16} {_setting(r):>12}  failed: {r['error']}")
             continue
-        predicted = f"{r['predicted_peak'] / MiB:>14.2f}" if "predicted_peak" in r else f"{'':>14}"
-        print(f"{r['mode']:>16} {_setting(r):>12} {r['peak'] / MiB:>9.2f} {r['step_s'] * 1e3:>9.1f} "
-              f"{r['first_step_s']:>8.1f} {predicted}  {r['round_ms']}")
-    ok = [r for r in rows if "error" not in r]
-    for r in (r for r in ok if r["mode"] == "compile"):
-        line = f"  compile b = {r['value']:.1f} ({r['peak'] / MiB:.1f} MiB, {r['step_s'] * 1e3:.1f} ms):"
-        for mode in ("eager tensor", "compiled tensor"):
-            fits = [x for x in ok if x["mode"] == mode and x["peak"] <= r["peak"]]
-            best = min(fits, key=lambda x: x["step_s"], default=None)
-            line += (f" {mode} at or below its peak: none reaches it;" if best is None else
-                     f" {mode} {best['peak'] / MiB:.1f} MiB, {best['step_s'] / r['step_s'] - 1:+.1%};")
+        predicted = r.get("predicted_peak_bytes")
+        shown = f"{predicted / MiB:>14.2f}" if predicted == predicted and predicted is not None else f"{'':>14}"
+        print(f"{r['mode']:>16} {_setting(r):>12} {r['peak_bytes'] / MiB:>9.2f} {r['step_s'] * 1e3:>9.1f} "
+              f"{r['first_step_s']:>8.1f} {shown}  {r['round_ms']}")
+    for c in comparison(frame).to_dict("records"):
+        line = f"  compile b = {c['budget']:.1f} ({c['peak'] / MiB:.1f} MiB, {c['step'] * 1e3:.1f} ms):"
+        for mode, key in PLANS:
+            line += (f" {mode}: none reaches its peak;" if c[f"{key}_peak"] != c[f"{key}_peak"] else
+                     f" {mode} {c[f'{key}_peak'] / MiB:.1f} MiB, {c[f'{key}_ratio']:+.1%};")
         print(line)
-    plain = next((x for x in ok if x["mode"] == "eager"), None)
-    first = next((x for x in ok if x["mode"] == "compile" and x["value"] == 1.0), None)
-    if plain and first:
-        print(f"  eager without a plan: {plain['step_s'] * 1e3:.1f} ms, {plain['step_s'] / first['step_s'] - 1:+.1%} "
-              "over compile b = 1.0 (no eager plan's step is shorter)")
 
 
 def main() -> None:
@@ -64,18 +59,13 @@ def main() -> None:
     parser.add_argument("--small", action="store_true", help="small instances of the three models")
     parser.add_argument("--repeats", type=int, default=5, help="timed steps per point (median)")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds (every point once per round)")
-    parser.add_argument("--point", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.point:
-        p = json.loads(args.point)
-        print(json.dumps(point(TensorModel(**p["spec"]), p["mode"], p["value"], p["repeats"])))
-        return
-    load = os.getloadavg()[0]
-    specs = SMALL if args.small else TensorParams().models
-    print(f"torch {torch.__version__}, one thread; load average {load:.2f} at the start")
-    for spec in specs:
-        print(f"\n{spec}")
-        _report(_model_rows(spec, args.rounds, args.repeats))
+    params = CompileParams(rounds=args.rounds, repeats=args.repeats, **({"models": SMALL} if args.small else {}))
+    print(f"torch {torch.__version__}, one thread; load average {os.getloadavg()[0]:.2f} at the start")
+    frame = compile_budget(params)
+    for model, rows in frame.groupby("model", sort=False):
+        print(f"\n{model}")
+        _report(rows)
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
 
 
