@@ -116,7 +116,8 @@ _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 @dataclass(frozen=True)
 class Snapshot:
     """The clocks at one instant: wall (perf_counter, s), this process's CPU time (process_time: every thread,
-    and its finished children's; s), all CPUs' busy seconds since boot (NaN off Linux) and the 1-minute load average (NaN where unknown)."""
+    and its finished children's; s), all CPUs' busy seconds since boot (NaN off Linux) and the 1-minute load
+    average (NaN where unknown)."""
 
     wall: float
     cpu: float
