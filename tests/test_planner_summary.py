@@ -160,8 +160,8 @@ def compile_rows(busy: float = 0.0):
     By hand: at b = 1.0 the best eager plan at ≤ 100 is +4 % (within 5 %), the compiled −1 %; at 0.5 (≤ 80) eager
     +9.1 %, compiled +1.8 % (both miss); at 0.0 (≤ 90) eager −20 %, compiled −25.3 %. A plan reaches 60 < 80."""
     base = dict(model="m (4 blocks)", kind="transformer", device="cpu", rounds=2, error=None, run_other_cores=busy)
-    rows = [dict(mode="compile", compile_budget=b, peak_bytes=p, step_s=t) for b, p, t in (
-        (1.0, 100, 1.0), (0.5, 80, 1.1), (0.0, 90, 1.5))]
+    rows = [dict(mode="compile", compile_budget=b, peak_bytes=p, step_s=t, round_ms=r) for b, p, t, r in (
+        (1.0, 100, 1.0, "990 1010"), (0.5, 80, 1.1, "1000 1200"), (0.0, 90, 1.5, None))]   # spreads 2 %, 18 %
     rows += [dict(mode="eager", peak_bytes=120, step_s=1.02)]
     rows += [dict(mode=mode, peak_bytes=p, step_s=t) for mode, points in (
         ("eager tensor", ((100, 1.04), (80, 1.2), (60, 1.6))), ("compiled tensor", ((100, 0.99), (78, 1.12),
@@ -175,6 +175,7 @@ def test_compile_comparison_counts_each_budget_at_an_equal_or_lower_peak(tmp_pat
     assert (F["compile.compiled"].ours, F["compile.eager"].ours) == ("2 of 3", "2 of 3")
     assert (F["compile.compiled.worst"].ours, F["compile.plain"].ours) == ("+1.8%", "transformer +2.0 %")
     assert (F["compile.monotone"].value, F["compile.lower"].value, F["compile.budgets"].value) == (0, 1, 3)
+    assert F["compile.spread"].ours == "18%"
     assert F["compile.failed"].ours == "1: compiled tensor (RuntimeError: boom)"
     assert F["compile.compiled"].status == MEASURED and F["compile.device"].where == "CPU"
     shown = planner_compile.display(catalog.read_shown("planner.compile", tmp_path))

@@ -12,7 +12,7 @@ import pandas as pd
 
 from remat.analysis import gates
 from remat.analysis.findings import Finding, judge
-from remat.units import MiB, signed_percent
+from remat.units import MiB, percent, signed_percent
 
 EAGER_SLACK = 0.05
 """The slowdown an eager tensor plan may have over compile at an equal or lower peak (issue [5/6]'s target:
@@ -32,6 +32,7 @@ CLAIMS = {
     "compile.plain": "The model in eager without a plan over compile at budget 1.0",
     "compile.monotone": "Models whose compile peak never rises as its budget falls",
     "compile.lower": "Models where a tensor plan reaches a lower peak than any compile budget",
+    "compile.spread": "Largest spread between the rounds of one point (slowest − fastest, over their median)",
 }
 
 
@@ -69,6 +70,13 @@ def _plain(ok: pd.DataFrame) -> dict[str, float]:
     return out
 
 
+def _spread(ok: pd.DataFrame) -> float:
+    """The largest (slowest − fastest round) / step_s of one point (``round_ms``: its rounds' medians, in ms)."""
+    rounds = ok["round_ms"].dropna().astype(str).map(lambda text: [float(x) for x in text.split()])
+    return max(((max(r) - min(r)) / (1e3 * t) for r, t in zip(rounds, ok.loc[rounds.index, "step_s"])),
+               default=math.nan)
+
+
 def findings(frame: pd.DataFrame) -> list[Finding]:
     """Every finding of CLAIMS from the planner-compile rows shown (attrs["where"])."""
     at, cmp = frame.attrs.get("where", ""), comparison(frame)
@@ -91,7 +99,8 @@ def findings(frame: pd.DataFrame) -> list[Finding]:
         gates.gated(m("compile.compiled.worst", worst, signed_percent(worst, 1)), timed),
         gates.gated(m("compile.plain", max(plain.values(), default=math.nan), ", ".join(
             f"{kind} {signed_percent(x, 1, ' %')}" for kind, x in plain.items()) or "—"), timed),
-        m("compile.monotone", sum(_monotone(g) for g in models)), m("compile.lower", lower)]
+        m("compile.monotone", sum(_monotone(g) for g in models)), m("compile.lower", lower),
+        m("compile.spread", _spread(ok), percent(_spread(ok), 0))]
 
 
 def display(frame: pd.DataFrame) -> pd.DataFrame:
