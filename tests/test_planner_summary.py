@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from remat.analysis import catalog, planner, planner_compile
-from remat.analysis.findings import DIFFERS, INVALID, MEASURED, NOT_MEASURED, REPRODUCED, Findings
+from remat.analysis.findings import DIFFERS, INVALID, MEASURED, NOT_MEASURED, REPRODUCED, Findings, write
 from remat.paper import PAPER_TABLE5_S
 
 
@@ -117,6 +117,8 @@ def test_missing_tables_are_not_measured(tmp_path):
     assert F["validate.plans"].reason == "snakemake results/planner/validate/cpu.csv"
     assert (F["table5"].reason, F["table5"].paper) == ("snakemake results/korthikanti/table5.csv", "29–32 %")
     assert set(F) == set(planner.CLAIMS)
+    measured_on = [f for f in F.values() if f.id.startswith(("validate.", "tensor.", "compile."))]
+    write(measured_on, tmp_path / "findings.csv")     # each says where it would be measured (findings.WHERE)
 
 
 def tensor_rows():
