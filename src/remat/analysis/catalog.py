@@ -62,11 +62,12 @@ findings means they are stale."""
 
 
 class Missing(Exception):
-    """An input table is absent: ``target`` is the path snakemake makes it at."""
+    """An input table is absent: ``target`` is the path snakemake makes it at; ``where``: the device a per-device
+    table would be measured on, as findings say it ("CPU"; "" for a table of one file)."""
 
-    def __init__(self, target: str):
+    def __init__(self, target: str, where: str = ""):
         super().__init__(target)
-        self.target = target
+        self.target, self.where = target, where
 
 
 def relpath(table: str, device: str | None = None) -> str:
@@ -94,7 +95,7 @@ def read(table: str, device: str | None = None, root: str | Path = ".") -> pd.Da
     when it is empty or not a CSV (a truncated or corrupt table: remake it)."""
     where = path(table, device, root)
     if not where.exists():
-        raise Missing(target(table, device))
+        raise Missing(target(table, device), "GPU" if device == GPU_DEVICE else (device or "").upper())
     return read_csv(where)
 
 
@@ -127,7 +128,7 @@ def read_devices(table: str, root: str | Path = ".") -> pd.DataFrame:
     """``device_paths`` as one frame; Missing(this device's path) when there is none."""
     paths = device_paths(table, root)
     if not paths:
-        raise Missing(target(table, DEVICES[0]))
+        raise Missing(target(table, DEVICES[0]), DEVICES[0].upper())
     return pd.concat([read_csv(p) for p in paths], ignore_index=True)
 
 

@@ -142,10 +142,11 @@ def marked(finding: Finding, status: str, reason: str) -> Finding:
 
 def not_measured(id: str, claim: str, missing: catalog.Missing, paper: PaperValue | None = None,
                  rule: Rule | None = None, **extra) -> Finding:
-    """The finding of a claim whose table is absent: status NOT_MEASURED, reason the snakemake target."""
+    """The finding of a claim whose table is absent: status NOT_MEASURED, reason the snakemake target, where the
+    table would be measured (``missing.where``) unless ``extra`` says."""
     base = _paper(paper, rule) if paper is not None and rule is not None else {}
     return Finding(id=id, claim=claim, ours="—", **base, status=NOT_MEASURED,
-                   reason=f"snakemake {missing.target}", **extra)
+                   reason=f"snakemake {missing.target}", **{"where": missing.where, **extra})
 
 
 # --- one CSV per report -----------------------------------------------------------------------------------------

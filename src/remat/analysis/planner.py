@@ -371,7 +371,6 @@ def findings(root=".") -> list[Finding]:
             out += make(frame())
         except catalog.Missing as missing:
             paper = PaperValue(PAPER_GAIN.max(), "Korthikanti Table 5", span_text(PAPER_GAIN, 0, " %"))
-            on = dict(where="CPU") if prefix in ("validate.", "tensor.", "compile.") else {}   # per device
-            out += [not_measured(i, c, missing, **on, **(dict(paper=paper, **_T5) if i == "table5" else {}))
+            out += [not_measured(i, c, missing, **(dict(paper=paper, **_T5) if i == "table5" else {}))
                     for i, c in CLAIMS.items() if i.startswith(prefix)]
     return out
