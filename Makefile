@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make all   -- create .venv, install, run the whole pipeline (snakemake --cores all)
-#   make test  -- create/update .venv, run the test suite (both cores; the end-to-end tier apart)
-#   make test-e2e -- the end-to-end tier (marked slow); .ci/run runs both
+#   make test  -- create/update .venv, run the unit tier (both cores, one file per worker; the slow tier apart)
+#   make test-e2e -- the end-to-end and integration tier (marked slow); .ci/run runs both
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -13,10 +13,10 @@ all: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores all
 
 test: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n 2 -m "not slow" --durations=15
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow" --durations=15
 
 test-e2e: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m slow --durations=10
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n 2 --dist loadfile -m slow --durations=15
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -327,7 +327,8 @@ def write(tmp_path, raw):
     return str(path)
 
 
-@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("family", [pytest.param(f, marks=() if f == "llama" else pytest.mark.slow)
+                                    for f in FAMILIES])  # one family in the unit tier, all in e2e
 def test_hf_family_plan_checked_on_cpu_against_hf_gradient_checkpointing(tmp_path, family):
     """Each family: a small instance planned at a budget between all-full and all-none, applied and measured:
     peak within 5 % of predicted and within the budget, gradients bitwise equal to no recompute; HF's own
@@ -432,6 +433,7 @@ def test_cli_hf_config_refused_is_one_line(capsys, tmp_path, family, change, fie
     assert code == 2 and err.startswith(f"remat plan: error: {field}:") and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_cli_check_small_reports_predicted_and_measured(capsys, tmp_path):
     pytest.importorskip("transformers")
     code, out, err = run(capsys, "plan", "--model", write(tmp_path, FAMILIES["qwen2"]), "--memory", "24GiB",
@@ -440,6 +442,7 @@ def test_cli_check_small_reports_predicted_and_measured(capsys, tmp_path):
     assert "## Check on this CPU" in out and "| hf-full |" in out and "| NO |" not in out
 
 
+@pytest.mark.slow
 def test_cli_check_small_in_json_is_one_document_with_the_plan(capsys, tmp_path):
     pytest.importorskip("transformers")
     code, out, err = run(capsys, "plan", "--model", write(tmp_path, FAMILIES["mixtral"]), "--memory", "24GiB",
@@ -466,6 +469,7 @@ def test_frozen_parameters_plan_and_measure():
     auto.clear(model)
 
 
+@pytest.mark.slow
 def test_readme_example_runs_as_written(capsys):
     """The README's "Plan for your own model" example, executed as it is written there."""
     pytest.importorskip("transformers")

@@ -58,6 +58,7 @@ def test_a_compiled_step_is_its_gemms_roofline():
     assert _plan(net, x, "1GiB", choices=("none",)).plan.step_time_s > 1.1 * (forward + backward)
 
 
+@pytest.mark.slow
 def test_a_compiled_tensor_plan_keeps_only_what_costs_flops_to_recompute():
     """From the every-block-full peak to no recompute, a compiled plan's kept sets hold GEMM / attention outputs
     only (recomputing anything else is free when fused), while the eager plan keeps some elementwise output."""
@@ -76,6 +77,7 @@ def test_a_compiled_tensor_plan_keeps_only_what_costs_flops_to_recompute():
     assert kept[False] - FLOP_OPS
 
 
+@pytest.mark.slow
 def test_a_compiled_tensor_plan_trains_under_torch_compile():
     """The compiled plan at a budget between full and none, applied and compiled (aot_eager), gives the plain
     model's gradients bit for bit."""
@@ -101,6 +103,7 @@ def test_compiled_must_be_a_bool(value):
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.slow
 def test_a_compiled_tensor_plan_of_a_grouped_head_llama_trains_under_torch_compile(attention):
     """A transformers Llama with grouped K/V heads (repeat_kv's reshape is traced as ``_unsafe_view``) and with
     eager attention: under compile the ops between GEMMs differ from eager's, so a compiled plan (kept sets of

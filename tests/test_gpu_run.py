@@ -61,6 +61,7 @@ def test_smoke_runs_every_step_and_writes_the_reference_copy(tmp_path, monkeypat
     assert (folder / "sweeps" / "segments" / "cpu.csv").exists() and (folder / "steps.csv").exists()
 
 
+@pytest.mark.slow
 def test_gpu_tests_collect_on_a_bare_node(tmp_path):
     """Step 2 runs `pytest -m gpu` on the modules holding GPU tests; none of them may need PyYAML, jsonschema,
     PuLP or Snakemake to be collected (a bare GPU node has none; collecting every module failed the step)."""

@@ -176,6 +176,7 @@ def test_infeasible_gpt_suggestions_fit_when_run_and_the_next_step_does_not(caps
         assert code == expect, (flags, err)
 
 
+@pytest.mark.slow
 def test_infeasible_mistral_7b_on_24gib_states_s_and_suggests_the_least_dp(capsys, tmp_path):
     code, _, err = run(capsys, "plan", "--model", config(tmp_path), "--memory", "24GiB", "--no-baselines")
     assert code == 3 and len(err.strip().splitlines()) == 1

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import run_cli
 from remat.formulas import korthikanti
 from remat.models.presets import from_name
@@ -75,6 +77,7 @@ def test_llama_tensor_parallelism_it_cannot_split_is_refused(capsys):
     assert doc["memory"]["weights"] == 4 * (2 * 23168 + 4096 + 64 + 4096)
 
 
+@pytest.mark.slow
 def test_llama3_8b_plans(capsys):
     # one GPU without ZeRO: 18 bytes per parameter alone exceed 80 GiB -> infeasible (exit 3) with the minimum
     code, _, err = run(capsys, "--model", "llama3-8b", "--memory", "80GiB", "--format", "json",

@@ -67,6 +67,7 @@ def smallest_budget_by_hand(problem, shards: int) -> int:
 
 
 @pytest.mark.parametrize("memory", ["24GiB", "80GiB"])
+@pytest.mark.slow
 def test_issue_command_names_the_smallest_budget(capsys, mistral, memory):
     # model state alone (weights + gradients + Adam, 18 bytes per parameter) is 121 GiB: no plan fits either
     # budget, and the answer is the smallest budget that works, not the search guard
@@ -95,6 +96,7 @@ def test_sharded_model_state_gets_an_optimal_plan(capsys, mistral, memory, extra
     assert doc["predicted"]["peak_bytes"] <= doc["budget_bytes"]
 
 
+@pytest.mark.slow
 def test_sharded_state_at_full_context_names_the_smallest_budget(capsys, mistral):
     # 24 GiB with the state sharded still misses at s = 32768: the least-peak search with the binding host limit
     code, _, err = run(capsys, "--model", mistral, "--memory", "24GiB", "--dp", "8", "--zero", "3")

@@ -139,6 +139,7 @@ def _fast_plans(net, x, fractions):
 
 
 @pytest.mark.parametrize("which", [0, 1])
+@pytest.mark.slow
 def test_applied_offload_plans_fit_move_what_they_price_and_are_monotone(which):
     """Plans that offload op outputs or whole blocks, applied (the host copies out of MemTracker's sight:
     remat.offload_pool.host_side): measured device peak ≤ predicted ≤ budget, over by at most the largest block's

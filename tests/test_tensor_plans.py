@@ -107,6 +107,7 @@ def _measured_step(net, x) -> tuple[int, list]:
 
 
 @pytest.mark.parametrize("which", [0, 1])
+@pytest.mark.slow
 def test_applied_tensor_plans_fit_are_exact_and_monotone(which):
     """Budgets from the every-block-full peak to no recompute: each plan's measured peak fits its budget and
     equals the prediction within 1 %, gradients are bitwise the plain model's, and a larger budget never gives
@@ -129,6 +130,7 @@ def test_applied_tensor_plans_fit_are_exact_and_monotone(which):
         previous = result.plan
 
 
+@pytest.mark.slow
 def test_a_tensor_plan_beats_block_plans_between_full_and_none():
     """Between the full and no-recompute peaks the tensor plan is never slower than the best per-block plan (its
     options include every block policy), and faster where a kept set fits what no block policy does."""
@@ -254,6 +256,7 @@ def _config(tmp_path) -> str:
 
 
 @pytest.mark.parametrize("compiled", [[], ["--compiled"]])
+@pytest.mark.slow
 def test_cli_tensor_plan_is_checked_on_this_cpu(capsys, tmp_path, compiled):
     """--granularity tensor with --check-small: the small instance's tensor plan (kept sets named in its row) is
     applied and measured — peak as predicted to the byte, within its budget, gradients bitwise; priced as eager
@@ -303,6 +306,7 @@ def test_a_baseline_no_block_offers_is_not_listed():
     assert "every block selective" not in result.baselines and "selective not offered" in str(result)
 
 
+@pytest.mark.slow
 def test_a_tensor_plan_of_a_transformers_llama_trains_under_torch_compile():
     """The Llama's attention mask is made float before SDPA under torch.compile (ops its eager stream never runs):
     the plan still applies, and with eager kernels (backend aot_eager) the gradients are the eager model's bit for
