@@ -178,6 +178,7 @@ def test_compile_comparison_counts_each_budget_at_an_equal_or_lower_peak(tmp_pat
     assert (F["compile.compiled.worst"].ours, F["compile.plain"].ours) == ("+1.8%", "transformer +2.0 %")
     assert (F["compile.monotone"].value, F["compile.lower"].value, F["compile.budgets"].value) == (0, 1, 3)
     assert F["compile.spread"].ours == "18%"
+    assert (F["compile.monotone"].ours, F["compile.lower"].ours) == ("0 of 1", "1 of 1")
     assert F["compile.failed"].ours == "1: compiled tensor (RuntimeError: boom)"
     assert F["compile.compiled"].status == MEASURED and F["compile.device"].where == "CPU"
     shown = planner_compile.display(catalog.read_shown("planner.compile", tmp_path))

@@ -86,7 +86,7 @@ def findings(frame: pd.DataFrame) -> list[Finding]:
     ok, timed = frame.drop(failed.index), [gates.busy(frame)]
     models = [g for _, g in ok.groupby("model", sort=False)]
     hits = {"compiled": cmp["compiled_ratio"] <= 0, "eager": cmp["eager_ratio"] <= EAGER_SLACK}
-    worst, plain = cmp["compiled_ratio"].max(), _plain(ok)
+    worst, plain, monotone = cmp["compiled_ratio"].max(), _plain(ok), sum(_monotone(g) for g in models)
     lower = sum(g[g["mode"] != "compile"]["peak_bytes"].min() < g[g["mode"] == "compile"]["peak_bytes"].min()
                 for g in models)
     return [
@@ -99,7 +99,8 @@ def findings(frame: pd.DataFrame) -> list[Finding]:
         gates.gated(m("compile.compiled.worst", worst, signed_percent(worst, 1)), timed),
         gates.gated(m("compile.plain", max(plain.values(), default=math.nan), ", ".join(
             f"{kind} {signed_percent(x, 1, ' %')}" for kind, x in plain.items()) or "—"), timed),
-        m("compile.monotone", sum(_monotone(g) for g in models)), m("compile.lower", lower),
+        m("compile.monotone", monotone, f"{monotone} of {len(models)}"),
+        m("compile.lower", lower, f"{lower} of {len(models)}"),
         m("compile.spread", _spread(ok), percent(_spread(ok), 0))]
 
 
