@@ -552,6 +552,7 @@ def test_default_optimizer_state_is_adams_two_moments_in_the_parameters_dtype():
     assert held == 1728
 
 
+@pytest.mark.slow
 def test_a_float32_mixture_of_experts_is_planned_as_its_bfloat16_twin(tmp_path):
     """torch's meta kernel for grouped_mm takes bfloat16 only, so a float32 Mixtral crashed auto.plan under fake
     tensors; planning runs its experts through transformers' fallback op (same inputs, output and saved tensors).

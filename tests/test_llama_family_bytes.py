@@ -135,6 +135,7 @@ def _plan_json(capsys, tmp_path, raw: dict, *flags: str, memory: str = "80GiB") 
     return json.loads(out)
 
 
+@pytest.mark.slow
 def test_both_paths_price_a_llama_step_alike(capsys, tmp_path):
     """One model, one answer: Llama-3-8B (4 layers, s = 8192) through remat's own layers and through transformers'
     model (--hf) — the same bytes per block, the same head peak, the same no-recompute and every-block-full
@@ -187,6 +188,7 @@ def test_the_plan_states_the_attention_it_accounts(tmp_path):
         "materialised softmax (s × s kept)"
 
 
+@pytest.mark.slow
 def test_mistral_paths_differ_by_the_named_per_layer_mask_terms(capsys, tmp_path):
     """Mistral-7B at s = 8192 (window 4096): transformers' block keeps, beyond remat's layer, the additive mask torch
     makes from the boolean one in every SDPA call (e·b·s²) and the key/value groups repeated to every head (2·e·b·s·
@@ -202,6 +204,7 @@ def test_mistral_paths_differ_by_the_named_per_layer_mask_terms(capsys, tmp_path
     assert any("additive sliding-window mask 128.00 MiB" in note for note in hf["apply"]["notes"])
 
 
+@pytest.mark.slow
 def test_a_sequence_beyond_the_models_positions_is_planned_with_a_warning(capsys, tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,

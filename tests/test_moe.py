@@ -152,6 +152,7 @@ def test_expert_parallelism_divides_the_experts_and_their_state(capsys, tmp_path
     assert doc["memory"]["optimizer"] == -(-12 * dense // 8) + 12 * layers * experts // 4 * expert // 2
 
 
+@pytest.mark.slow
 def test_expert_parallel_exchange_is_priced_by_hand(capsys, tmp_path):
     """Two all-to-alls per pass of the k·s·b routed rows, (ep − 1)/ep of them leaving the rank, over NVLink within
     the node; forward and backward both pay it."""

@@ -60,6 +60,7 @@ def test_tensor_plan_parameters_name_their_field(params, field):
     assert err.value.field == field
 
 
+@pytest.mark.slow
 def test_tensor_plan_rows_are_measured_as_predicted():
     """A small conv net (its blocks end in a ReLU that saves the next block's input) at three budgets: one tensor
     and one per-block row each, peak measured as predicted, within the budget, gradients bitwise."""

@@ -67,6 +67,7 @@ def _plan(capsys, *argv) -> dict:
 
 
 @pytest.mark.parametrize("regime", ["mixed", "pure"])
+@pytest.mark.slow
 def test_own_layer_and_transformers_agree_per_block_and_on_the_state(capsys, tmp_path, regime):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(LLAMA))
@@ -140,6 +141,7 @@ def _least(err: str) -> int:
     return int(err.split("the smallest budget that works is ", 1)[1].split("(", 1)[1].split(" bytes)", 1)[0])
 
 
+@pytest.mark.slow
 def test_transformers_path_shards_the_state_and_names_what_would_fit(capsys, tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(LLAMA))

@@ -1,7 +1,16 @@
-"""`python -m remat` == the `remat` console script (used by rules under `--sdm conda`)."""
+"""`python -m remat` and the `remat` console script (``run``; rules under `--sdm conda` use the former)."""
 
 import sys
 
-from remat.cli import main
+from remat.interrupt import exit_on_interrupt
 
-sys.exit(main())
+
+def run() -> int:
+    """remat.cli.main, with Ctrl-C and SIGTERM handled from before the CLI's imports (remat.interrupt)."""
+    with exit_on_interrupt():
+        from remat.cli import main  # imports torch and the rest: only once the handlers are in place
+        return main()
+
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -20,17 +20,13 @@ naming the field, nothing written); 3 infeasible plan (names the smallest budget
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import signal
 import sys
-import threading
 
 from remat import __version__
 from remat.cli import explain, findings, memplan, pipeline, plan, runtime
 from remat.cli.args import Parser
 from remat.errors import InfeasibleError, UsageError
-from remat.io import discard_pending
+from remat.interrupt import exit_on_interrupt
 
 
 def _sections():
@@ -49,30 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    with _exit_on_interrupt():
+    with exit_on_interrupt():
         return _main(argv)
-
-
-@contextlib.contextmanager
-def _exit_on_interrupt():
-    """While remat runs: SIGINT (Ctrl-C) or SIGTERM deletes the temp files being written, prints one line and
-    exits at once (130 / 143), whatever Python is doing — importing torch, inside a weakref callback, where a
-    KeyboardInterrupt could be swallowed. Handlers are restored afterwards (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum, frame):
-        discard_pending()
-        os.write(2, f"remat: interrupted ({signal.Signals(signum).name}); nothing written\n".encode())
-        os._exit(128 + signum)
-
-    before = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
 
 
 def _main(argv: list[str] | None) -> int:
