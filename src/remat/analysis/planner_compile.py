@@ -33,7 +33,11 @@ CLAIMS = {
     "compile.monotone": "Models whose compile peak never rises as its budget falls",
     "compile.lower": "Models where a tensor plan reaches a lower peak than any compile budget",
     "compile.spread": "Largest spread between the rounds of one point (slowest − fastest, over their median)",
+    "compile.same": "Largest spread of one plan measured at several budgets (same model, mode, predicted and "
+                    "measured peak, and op sets kept; slowest − fastest, over their median)",
 }
+SAME_PLAN = ["model", "mode", "predicted_peak_bytes", "kept", "peak_bytes"]
+"""Columns that together identify a plan measured more than once (``_same``)."""
 
 
 def comparison(frame: pd.DataFrame) -> pd.DataFrame:
@@ -77,6 +81,15 @@ def _spread(ok: pd.DataFrame) -> float:
                default=math.nan)
 
 
+def _same(ok: pd.DataFrame) -> float:
+    """The largest (slowest − fastest) / median step among points that measured one plan at several budgets
+    (SAME_PLAN equal): the run's noise, read off repeats of an identical configuration. NaN where none repeats."""
+    if not set(SAME_PLAN) <= set(ok.columns):
+        return math.nan
+    steps = ok[ok["mode"].str.contains("tensor")].dropna(subset=SAME_PLAN).groupby(SAME_PLAN)["step_s"]
+    return max(((s.max() - s.min()) / s.median() for _, s in steps if len(s) > 1), default=math.nan)
+
+
 def findings(frame: pd.DataFrame) -> list[Finding]:
     """Every finding of CLAIMS from the planner-compile rows shown (attrs["where"])."""
     at, cmp = frame.attrs.get("where", ""), comparison(frame)
@@ -101,7 +114,7 @@ def findings(frame: pd.DataFrame) -> list[Finding]:
             f"{kind} {signed_percent(x, 1, ' %')}" for kind, x in plain.items()) or "—"), timed),
         m("compile.monotone", monotone, f"{monotone} of {len(models)}"),
         m("compile.lower", lower, f"{lower} of {len(models)}"),
-        m("compile.spread", _spread(ok), percent(_spread(ok), 0))]
+        m("compile.spread", _spread(ok), percent(_spread(ok), 0)), m("compile.same", _same(ok), percent(_same(ok), 0))]
 
 
 def display(frame: pd.DataFrame) -> pd.DataFrame:
