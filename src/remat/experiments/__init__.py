@@ -46,6 +46,7 @@ REGISTRY: dict[str, str] = {
     "planner-validate": "remat.experiments.planner:validate",
     "planner-tensor": "remat.experiments.tensor_plans:tensor_plans",
     "planner-compile": "remat.experiments.compile_budget:compile_budget",
+    "planner-paired": "remat.experiments.compile_paired:compile_paired",
 }
 
 

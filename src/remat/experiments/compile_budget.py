@@ -148,37 +148,53 @@ def point(spec: TensorModel, mode: str, value, p: dict) -> dict:
     device = str(resolve_device(p["device"], field="planner.compile.device"))
     torch.set_num_threads(p["threads"])
     model, inputs, loss_fn = build(spec, device)
-    out: dict = {}
-    if mode == "compile":
-        functorch_config.activation_memory_budget = float(value)
-        run = torch.compile(model)
-    elif mode == "eager":
-        run = model
-    else:
+    step, out = ready(model, inputs, loss_fn, mode, value, p)
+    out["peak_bytes"] = peak_of(step, device)
+    start = snapshot()
+    times = [timed(step, device) for _ in range(p["repeats"])]
+    return {**out, "step_s": statistics.median(times), **load_since(start).columns("timing_")}
+
+
+def ready(model, inputs, loss_fn, mode: str, value, p: dict) -> tuple:
+    """(step, info): one training step of ``mode`` at ``value`` (module docstring) on a copy of ``model``, run once
+    (it compiles: info["first_step_s"]); for a plan info also has budget_bytes, predicted_peak_bytes and kept. A
+    compiled model is compiled through its own code object (``_compiled``), so two in one process never share
+    dynamo's cache: compile's budget is read when it compiles, and a shared entry would run one budget's graph
+    for the other."""
+    run, out = copy.deepcopy(model), {}
+    if mode not in ("compile", "eager"):
         plan = lambda budget, **kw: auto.plan(model, inputs, budget=budget, loss_fn=loss_fn, optimizer_state_bytes=0,
                                               gpu=p["gpu"], compiled=mode == "compiled tensor", **kw)
         budget = plan(2**62, choices=(value,)).plan.peak_bytes if isinstance(value, str) else int(value)
         result = plan(budget, choices=("none", "selective", "full"), granularity="tensor")
-        run = copy.deepcopy(model)
         auto.apply(run, result)
         out.update(budget_bytes=budget, predicted_peak_bytes=result.plan.peak_bytes,
                    kept=sum(k is not None for k in result.kept_sets))
-        run = torch.compile(run) if mode == "compiled tensor" else run
+    call = _compiled(run) if mode in ("compile", "compiled tensor") else run
 
     def step():
-        loss_fn(run(*inputs)).backward()
+        loss_fn(call(*inputs)).backward()
         for q in run.parameters():
             q.grad = None
+    budget = float(value) if mode == "compile" else functorch_config.activation_memory_budget
     start = time.perf_counter()
-    step()
+    with functorch_config.patch(activation_memory_budget=budget):
+        step()
     out["first_step_s"] = time.perf_counter() - start
-    out["peak_bytes"] = peak_of(step, device)
-    start = snapshot()
-    times = [_timed(step, device) for _ in range(p["repeats"])]
-    return {**out, "step_s": statistics.median(times), **load_since(start).columns("timing_")}
+    return step, out
 
 
-def _timed(step, device: str) -> float:
+def _compiled(model):
+    """torch.compile of a function calling ``model`` whose code object is its own: dynamo keeps its cache on the
+    code object, and every instance of a module class shares one forward code."""
+    def call(*args):
+        return model(*args)
+    call.__code__ = call.__code__.replace(co_name=f"compiled_{id(model):x}")
+    return torch.compile(call)
+
+
+def timed(step, device: str) -> float:
+    """Seconds of one ``step()`` (synchronised on a GPU)."""
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     start = time.perf_counter()

@@ -1,0 +1,161 @@
+"""planner-paired: each torch.compile budget of a planner-compile table timed against the tensor plans that reach
+its peak, in one process, step by step (paired), on ``device``.
+
+Why: on a shared CPU one configuration's step time drifts by tens of percent within a minute, and separate
+processes minutes apart (planner-compile's rounds) differ by as much; a 5 % target is below what they resolve.
+Steps of two configurations taken back to back see the same drift, so their ratio does not.
+
+Per model and compile budget of ``table`` (its rows without an error), one fresh process holds:
+* ``compile``: the model under torch.compile at that activation_memory_budget;
+* per plan mode (``eager tensor``, ``compiled tensor``), the candidate (``candidate``): of that mode's points whose
+  measured peak is at or below compile's, the one planned with the largest budget. A larger budget never gives a
+  slower predicted step (remat.auto is monotone), so this is the plan predicted fastest at that peak, chosen
+  before any timing (the fastest measured would pick the luckiest draw). It is planned again from its
+  ``budget_bytes``; its predicted peak and kept op sets must equal the table's row, else the pair is invalid
+  (``error``).
+Each is stepped once (compiling; each compiled model through its own code object, so none reuses another's
+graph), then ``palindromes`` times every configuration steps in the order c, p1, p2, p2, p1, c (drift that is
+linear over one palindrome cancels). A pair's ``ratio`` is the median over palindromes of (the plan's two steps)
+over (compile's two), minus 1; ``ratio_lo`` / ``ratio_hi`` are the lower and upper quartiles. ``step_s`` and
+``compile_step_s`` are each side's median step. torch at ``threads`` threads on a CPU. Run it alone.
+
+Run: ``remat experiment planner-paired --params '{"table": "results/planner/compile/cpu.csv"}' --out x.csv``
+(about 2 minutes per compile budget on a 2-core CPU).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from typing import Annotated, Literal
+
+import numpy as np
+import pandas as pd
+import torch
+
+from remat.device import resolve_device
+from remat.errors import UsageError
+from remat.experiments.compile_budget import ready, timed
+from remat.experiments.params import Count, Ge
+from remat.experiments.progress import progress
+from remat.experiments.tensor_plans import TensorModel, build
+from remat.measure.provenance import load_since, snapshot, with_provenance
+
+PLAN_MODES = ("eager tensor", "compiled tensor")
+"""The plan modes paired with compile (remat.experiments.compile_budget.MODES)."""
+NEEDED = {"model", "kind", "blocks", "width", "seq", "batch", "gpu", "mode", "compile_budget", "budget_bytes",
+          "peak_bytes", "predicted_peak_bytes", "kept"}
+"""The columns of ``table`` this reads."""
+
+
+@dataclass(frozen=True)
+class PairedParams:
+    """planner.paired: compile's budgets timed against the tensor plans at their peak, step by step."""
+
+    table: str = "results/planner/compile/cpu.csv"
+    """The planner-compile table whose points are paired."""
+    palindromes: Annotated[int, Ge(3)] = 8
+    """Timed palindromes per process (each configuration steps twice in each)."""
+    threads: Count = 1
+    """torch intra-op threads on a CPU."""
+    device: Literal["cpu", "cuda"] = "cpu"
+    """Where the models run (the rule passes config.device)."""
+
+
+def compile_paired(p: PairedParams) -> pd.DataFrame:
+    """One row per (model, compile budget, plan mode) with a candidate (module docstring). Raises
+    UsageError("planner.paired.table") when the table is missing or lacks a column, and
+    UsageError("planner.paired.device") when the device is not available."""
+    resolve_device(p.device, field="planner.paired.device")
+    frame = _table(p.table)
+    rows = []
+    for _, g in progress(list(frame.groupby("model", sort=False)), "planner-paired"):
+        for _, c in g[g["mode"] == "compile"].iterrows():
+            plans = {mode: row for mode in PLAN_MODES if (row := candidate(g, mode, c["peak_bytes"])) is not None}
+            rows += _pairs(g.iloc[0], c, plans, p)
+    return with_provenance(rows, p.device)
+
+
+def _table(path: str) -> pd.DataFrame:
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError) as error:
+        raise UsageError("planner.paired.table", f"a planner-compile table, could not read {path}: {error}")
+    if missing := NEEDED - set(frame.columns):
+        raise UsageError("planner.paired.table", f"a planner-compile table, {path} lacks {sorted(missing)}")
+    return frame[frame["error"].isna()] if "error" in frame else frame
+
+
+def candidate(g: pd.DataFrame, mode: str, peak: float) -> pd.Series | None:
+    """Of ``mode``'s points in ``g`` whose measured peak is at most ``peak``, the one planned with the largest
+    budget (module docstring); None where none reaches it."""
+    fits = g[(g["mode"] == mode) & (g["peak_bytes"] <= peak)]
+    return None if fits.empty else fits.loc[fits["budget_bytes"].idxmax()]
+
+
+def _pairs(m: pd.Series, c: pd.Series, plans: dict, p: PairedParams) -> list[dict]:
+    """The rows of one compile budget: its process run, or one error row per plan mode."""
+    if not plans:
+        return []
+    spec = TensorModel(m["kind"], int(m["blocks"]), int(m["width"]), int(m["seq"]), int(m["batch"]))
+    arg = json.dumps({"spec": asdict(spec), "budget": float(c["compile_budget"]), "gpu": m["gpu"],
+                      "plans": {mode: int(r["budget_bytes"]) for mode, r in plans.items()},
+                      "p": {k: v for k, v in asdict(p).items() if k != "table"}})
+    proc = subprocess.run([sys.executable, "-m", "remat.experiments.compile_paired", arg], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    if proc.returncode:
+        lines = proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"]
+        got = {mode: {"error": lines[-1]} for mode in plans}
+    else:
+        got = json.loads(proc.stdout.strip().splitlines()[-1])
+    rows = []
+    for mode, r in plans.items():
+        row = {"model": m["model"], "kind": m["kind"], "compile_budget": float(c["compile_budget"]),
+               "compile_peak_bytes": int(c["peak_bytes"]), "mode": mode, "budget_bytes": int(r["budget_bytes"]),
+               "peak_bytes": int(r["peak_bytes"]), "palindromes": p.palindromes, "error": None, **got[mode]}
+        same = row.get("predicted_peak_bytes") == r["predicted_peak_bytes"] and row.get("kept") == r["kept"]
+        if row["error"] is None and not same:
+            row["error"] = (f"planned again: predicted peak {row['predicted_peak_bytes']} and {row['kept']} kept "
+                            f"against the table's {int(r['predicted_peak_bytes'])} and {int(r['kept'])}")
+        rows.append(row)
+    return rows
+
+
+def duel(spec: TensorModel, budget: float, plans: dict[str, int], gpu: str, p: dict) -> dict:
+    """In this process: compile at ``budget`` and each plan of ``plans`` (mode → budget in bytes), stepped in
+    palindromes (module docstring). Per mode: ratio, ratio_lo, ratio_hi, step_s, compile_step_s,
+    predicted_peak_bytes, kept and the timing window's load."""
+    device = str(resolve_device(p["device"], field="planner.paired.device"))
+    torch.set_num_threads(p["threads"])
+    model, inputs, loss_fn = build(spec, device)
+    opts = {"gpu": gpu}
+    steps = {"compile": ready(model, inputs, loss_fn, "compile", budget, opts)[0]}
+    info = {}
+    for mode, bytes_ in plans.items():
+        steps[mode], info[mode] = ready(model, inputs, loss_fn, mode, bytes_, opts)
+    order = list(steps) + list(steps)[::-1]
+    start, times = snapshot(), {name: [] for name in steps}
+    for _ in range(p["palindromes"]):
+        took = {name: 0.0 for name in steps}
+        for name in order:
+            took[name] += timed(steps[name], device)
+        for name, t in took.items():
+            times[name].append(t / 2)
+    load = load_since(start).columns("timing_")
+    out = {}
+    for mode in plans:
+        ratios = np.array(times[mode]) / np.array(times["compile"]) - 1
+        lo, mid, hi = np.percentile(ratios, [25, 50, 75])
+        out[mode] = {"ratio": float(mid), "ratio_lo": float(lo), "ratio_hi": float(hi),
+                     "step_s": statistics.median(times[mode]), "compile_step_s": statistics.median(times["compile"]),
+                     "predicted_peak_bytes": info[mode]["predicted_peak_bytes"], "kept": info[mode]["kept"], **load}
+    return out
+
+
+if __name__ == "__main__":      # one compile budget in this fresh process (``_pairs``): per mode, JSON on the last line
+    given = json.loads(sys.argv[1])
+    print(json.dumps(duel(TensorModel(**given["spec"]), given["budget"], given["plans"], given["gpu"], given["p"])))
