@@ -16,7 +16,7 @@ from remat.experiments import REGISTRY, config_section, load, params_class
 # keys a rule adds to the config section itself (workflow/rules/*.smk), so they are not config keys
 RULE_KEYS = {"offload-bandwidth": {"device"}, "chen-speed": {"device"}, "offload-steps": {"device"},
              "offload-breakeven": {"steps", "bandwidth"}, "planner-validate": {"device"},
-             "planner-tensor": {"device"}, "planner-compile": {"device"},
+             "planner-tensor": {"device"}, "planner-compile": {"device"}, "planner-paired": {"device", "table"},
              **{f"sweep-{name}": {"device"}
                 for name in ("segments", "depth", "seq-hidden", "layer-timing", "time-model")}}
 

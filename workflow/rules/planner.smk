@@ -2,7 +2,8 @@
 # the Pareto frontier against the baselines (incl. torch's sac_milp), and plans applied to tiny models on
 # config.device and measured: one table per device (results/planner/validate/<device>.csv); tensor plans (per block,
 # the op outputs kept) beside per-block plans, applied and measured (results/planner/tensor/<device>.csv); and, on
-# request, tensor plans beside torch.compile's memory budget (results/planner/compile/<device>.csv).
+# request, tensor plans beside torch.compile's memory budget (results/planner/compile/<device>.csv) and the same points
+# timed step by step in one process (results/planner/paired/<device>.csv).
 
 
 rule planner_plans:
@@ -79,6 +80,28 @@ rule planner_compile:  # not in the default target: about 50 minutes alone on a 
         TORCH_ENV
     shell:
         "remat experiment planner-compile --params {params.p} --out {output} > {log} 2>&1"
+
+
+rule planner_paired:  # not in the default target: about 30 minutes alone on a 2-core CPU, after planner_compile
+    input:
+        "results/planner/compile/{device}.csv",
+    output:
+        "results/planner/paired/{device}.csv",
+    wildcard_constraints:
+        device=config["device"],
+    params:
+        p=lambda wc, input: params_json("planner", "paired", device=wc.device, table=input[0]),
+    threads: ALONE  # times every pair: alone on the machine (common.smk)
+    resources:
+        gpu=lambda wc: int(wc.device == "cuda"),
+    log:
+        "logs/planner/paired/{device}.log",
+    benchmark:
+        bench("planner_paired", "device"),
+    conda:
+        TORCH_ENV
+    shell:
+        "remat experiment planner-paired --params {params.p} --out {output} > {log} 2>&1"
 
 
 rule planner_figure:

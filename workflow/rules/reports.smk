@@ -11,7 +11,8 @@ REPORT_TABLES = {
     "offload": expand("results/offload/{d}/{t}.csv", d=OFFLOAD_DEVICE, t=["bandwidth", "steps", "breakeven"]),
     "planner": expand("results/planner/{t}.csv", t=["paper", "frontier"]) + validate_tables()
     + ["results/korthikanti/table5.csv", f"results/planner/tensor/{config['device']}.csv"]
-    + [t for t in [f"results/planner/compile/{config['device']}.csv"] if Path(t).exists()],  # on request (planner.smk)
+    + [t for t in [f"results/planner/{r}/{config['device']}.csv" for r in ("compile", "paired")]
+       if Path(t).exists()],  # on request (planner.smk)
 }
 
 JUDGES = sorted(str(p) for p in Path("src/remat/analysis").glob("*.py")) + ["src/remat/paper.py"]

@@ -51,6 +51,7 @@ DEVICE_TABLES: dict[str, str] = {
     "planner.validate": "planner/validate/{device}.csv",
     "planner.tensor": "planner/tensor/{device}.csv",
     "planner.compile": "planner/compile/{device}.csv",
+    "planner.paired": "planner/paired/{device}.csv",
 }
 """Tables made once per device: id -> path under results/ with ``{device}``."""
 

@@ -365,7 +365,8 @@ def findings(root=".") -> list[Finding]:
     groups = (("paper.", _paper, read("planner.paper")), ("frontier.", _frontier, read("planner.frontier")),
               ("validate.", _validate, lambda: validation(root)), ("table5", _table5, read("korthikanti.table5")),
               ("tensor.", _tensor, lambda: catalog.read_shown("planner.tensor", root)),
-              ("compile.", planner_compile.findings, lambda: catalog.read_shown("planner.compile", root)))
+              ("compile.", lambda frames: planner_compile.findings(*frames), lambda: (
+                  catalog.read_shown("planner.compile", root), catalog.shown_or_none("planner.paired", root))))
     for prefix, make, frame in groups:
         try:
             out += make(frame())

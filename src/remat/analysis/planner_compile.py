@@ -1,8 +1,11 @@
-"""The planner report's comparison with torch.compile's memory budget (remat.experiments.compile_budget): per
-model and compile budget, compile's measured peak and step beside the fastest eager and compiled tensor plan
-whose measured peak is at or below it (``comparison``), and the findings that count where remat is at least as
-fast (``findings``). A ratio is t_plan / t_compile − 1 (a fraction). Step times are timings: a run made on a
-busy machine makes them invalid (gates.busy); peaks stand."""
+"""The planner report's comparison with torch.compile's memory budget (remat.experiments.compile_budget, and
+compile_paired's step-by-step timing of the same points): per model and compile budget, compile's measured peak
+and step beside each plan mode's candidate (compile_paired.candidate: the plan planned with the largest budget
+whose measured peak is at or below compile's) with its step over compile's timed in separate processes and paired
+(``comparison``), and the findings that count where remat is at least as fast (``findings``). A ratio is
+t_plan / t_compile − 1 (a fraction). The speed targets are judged on the paired ratios only: separate processes on
+this CPU differ by more than the targets' margins (compile.spread, compile.same). Step times are timings: a run made
+on a busy machine makes them invalid (gates.busy); peaks stand."""
 
 from __future__ import annotations
 
@@ -10,8 +13,9 @@ import math
 
 import pandas as pd
 
-from remat.analysis import gates
-from remat.analysis.findings import Finding, judge
+from remat.analysis import catalog, gates
+from remat.analysis.findings import Finding, judge, not_measured
+from remat.experiments.compile_paired import candidate
 from remat.units import MiB, percent, signed_percent
 
 EAGER_SLACK = 0.05
@@ -19,16 +23,18 @@ EAGER_SLACK = 0.05
 eager cannot fuse, so it is held to within 5 %, the compiled plan to at least as fast)."""
 PLANS = (("eager tensor", "eager"), ("compiled tensor", "compiled"))
 """Modes compared with compile: (mode, column prefix)."""
+PAIRED = " (paired steps: median over palindromes)"
 
 CLAIMS = {
     "compile.device": "Where the comparison with torch.compile was measured",
     "compile.models": "Models compared", "compile.rounds": "Interleaved rounds per point",
     "compile.budgets": "Compile budgets measured (all models)", "compile.failed": "Points that failed",
     "compile.compiled": "Compile budgets where the compiled tensor plan, at an equal or lower measured peak, "
-                        "is at least as fast",
-    "compile.compiled.worst": "Largest slowdown of the compiled tensor plan at an equal or lower peak",
+                        "is at least as fast" + PAIRED,
+    "compile.compiled.worst": "Largest slowdown of the compiled tensor plan at an equal or lower peak" + PAIRED,
     "compile.eager": f"Compile budgets where the eager tensor plan, at an equal or lower measured peak, is within "
-                     f"{EAGER_SLACK:.0%} of compile",
+                     f"{EAGER_SLACK:.0%} of compile" + PAIRED,
+    "compile.resolution": "Widest interquartile range of one pair's ratio over its palindromes",
     "compile.plain": "The model in eager without a plan over compile at budget 1.0",
     "compile.monotone": "Models whose compile peak never rises as its budget falls",
     "compile.lower": "Models where a tensor plan reaches a lower peak than any compile budget",
@@ -36,27 +42,43 @@ CLAIMS = {
     "compile.same": "Largest spread of one plan measured at several budgets (same model, mode, predicted and "
                     "measured peak, and op sets kept; slowest − fastest, over their median)",
 }
+SPEED = ("compile.compiled", "compile.compiled.worst", "compile.eager", "compile.resolution")
+"""The claims judged on the paired table (remat.experiments.compile_paired)."""
 SAME_PLAN = ["model", "mode", "predicted_peak_bytes", "kept", "peak_bytes"]
 """Columns that together identify a plan measured more than once (``_same``)."""
 
 
-def comparison(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, compile budget) measured: compile's peak and step, then per PLANS mode the fastest plan whose
-    measured peak is at most compile's: its peak and ratio (NaN where none reaches it)."""
+def comparison(frame: pd.DataFrame, paired: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per (model, compile budget) measured: compile's peak and step, then per PLANS mode its candidate's peak,
+    its step over compile's from separate processes (``ratio``) and, from ``paired`` where it has the pair without
+    an error and of the same plan budget (a pair made from an older table is not this candidate's), the paired
+    ratio and its quartiles (``paired``, ``lo``, ``hi``); NaN where there is none."""
     ok = frame[frame["error"].isna()] if "error" in frame else frame
+    pairs = _paired_ok(paired)
     rows = []
     for model, g in ok.groupby("model", sort=False):
         for _, c in g[g["mode"] == "compile"].iterrows():
             row = {"model": model, "kind": c["kind"], "budget": c["compile_budget"], "peak": c["peak_bytes"],
                    "step": c["step_s"]}
             for mode, key in PLANS:
-                fits = g[(g["mode"] == mode) & (g["peak_bytes"] <= c["peak_bytes"])]
-                best = fits.loc[fits["step_s"].idxmin()] if len(fits) else None
+                best = candidate(g, mode, c["peak_bytes"])
+                pair = pairs.get((model, float(c["compile_budget"]), mode), {})
+                pair = pair if best is not None and pair.get("budget_bytes") == best["budget_bytes"] else {}
                 row[f"{key}_peak"] = math.nan if best is None else best["peak_bytes"]
                 row[f"{key}_ratio"] = math.nan if best is None else best["step_s"] / c["step_s"] - 1
+                for col, name in (("paired", "ratio"), ("lo", "ratio_lo"), ("hi", "ratio_hi")):
+                    row[f"{key}_{col}"] = pair.get(name, math.nan)
             rows.append(row)
-    return pd.DataFrame(rows, columns=["model", "kind", "budget", "peak", "step", "eager_peak", "eager_ratio",
-                                       "compiled_peak", "compiled_ratio"])
+    return pd.DataFrame(rows, columns=["model", "kind", "budget", "peak", "step"] + [
+        f"{key}_{col}" for _, key in PLANS for col in ("peak", "ratio", "paired", "lo", "hi")])
+
+
+def _paired_ok(paired: pd.DataFrame | None) -> dict:
+    """(model, compile budget, mode) -> the paired row, for the rows without an error."""
+    if paired is None:
+        return {}
+    ok = paired[paired["error"].isna()] if "error" in paired else paired
+    return {(r["model"], float(r["compile_budget"]), r["mode"]): r.to_dict() for _, r in ok.iterrows()}
 
 
 def _monotone(g: pd.DataFrame) -> bool:
@@ -90,42 +112,62 @@ def _same(ok: pd.DataFrame) -> float:
     return max(((s.max() - s.min()) / s.median() for _, s in steps if len(s) > 1), default=math.nan)
 
 
-def findings(frame: pd.DataFrame) -> list[Finding]:
-    """Every finding of CLAIMS from the planner-compile rows shown (attrs["where"])."""
-    at, cmp = frame.attrs.get("where", ""), comparison(frame)
+def findings(frame: pd.DataFrame, paired: pd.DataFrame | None = None) -> list[Finding]:
+    """Every finding of CLAIMS from the planner-compile rows shown (attrs["where"]) and the planner-paired rows of
+    the same device (None: not made yet; its claims, SPEED, are then not measured)."""
+    at, cmp = frame.attrs.get("where", ""), comparison(frame, paired)
     m = lambda id, value, text=None, where=at: judge(id, CLAIMS[id], value, where=where,  # noqa: E731
                                                      text=str(value) if text is None else text)
     failed = frame[frame["error"].notna()] if "error" in frame else frame.iloc[:0]
-    ok, timed = frame.drop(failed.index), [gates.busy(frame)]
+    bad = pd.concat([failed] + ([paired[paired["error"].notna()]] if paired is not None else []))
+    ok = frame.drop(failed.index)
     models = [g for _, g in ok.groupby("model", sort=False)]
-    hits = {"compiled": cmp["compiled_ratio"] <= 0, "eager": cmp["eager_ratio"] <= EAGER_SLACK}
-    worst, plain, monotone = cmp["compiled_ratio"].max(), _plain(ok), sum(_monotone(g) for g in models)
+    plain, monotone = _plain(ok), sum(_monotone(g) for g in models)
     lower = sum(g[g["mode"] != "compile"]["peak_bytes"].min() < g[g["mode"] == "compile"]["peak_bytes"].min()
                 for g in models)
     return [
         m("compile.device", math.nan, str(frame["device"].iloc[0]).upper()),
         m("compile.models", frame["model"].nunique(), "; ".join(dict.fromkeys(frame["model"])), ""),
         m("compile.rounds", int(frame["rounds"].iloc[0]), where=""), m("compile.budgets", len(cmp)),
-        m("compile.failed", len(failed), "none" if failed.empty else
-          f"{len(failed)}: {failed['mode'].iloc[0]} ({failed['error'].iloc[0]})"),
-        *(gates.gated(m(f"compile.{k}", int(h.sum()), f"{int(h.sum())} of {len(h)}"), timed) for k, h in hits.items()),
-        gates.gated(m("compile.compiled.worst", worst, signed_percent(worst, 1)), timed),
+        m("compile.failed", len(bad), "none" if bad.empty else
+          f"{len(bad)}: {bad['mode'].iloc[0]} ({bad['error'].iloc[0]})"),
+        *_speed(cmp, paired, str(frame["device"].iloc[0])),
         gates.gated(m("compile.plain", max(plain.values(), default=math.nan), ", ".join(
-            f"{kind} {signed_percent(x, 1, ' %')}" for kind, x in plain.items()) or "—"), timed),
+            f"{kind} {signed_percent(x, 1, ' %')}" for kind, x in plain.items()) or "—"), [gates.busy(frame)]),
         m("compile.monotone", monotone, f"{monotone} of {len(models)}"),
         m("compile.lower", lower, f"{lower} of {len(models)}"),
         m("compile.spread", _spread(ok), percent(_spread(ok), 0)), m("compile.same", _same(ok), percent(_same(ok), 0))]
 
 
-def display(frame: pd.DataFrame) -> pd.DataFrame:
-    """@tbl-compile: per model and compile budget, compile's peak (MiB) and step (ms), then the fastest eager and
-    compiled tensor plan at or below that peak: its peak and its step over compile's ("—": no plan reaches it)."""
-    cmp = comparison(frame)
+def _speed(cmp: pd.DataFrame, paired: pd.DataFrame | None, device: str) -> list[Finding]:
+    """SPEED's findings from the paired ratios in ``cmp``: a compile budget without a paired ratio (no plan
+    reaches its peak, or its pair failed) counts as a miss. Invalid on a busy paired run."""
+    if paired is None:
+        missing = catalog.Missing(catalog.target("planner.paired", device), device.upper())
+        return [not_measured(id, CLAIMS[id], missing) for id in SPEED]
+    at, timed = paired.attrs.get("where", ""), [gates.busy(paired)]
+    m = lambda id, value, text: gates.gated(judge(id, CLAIMS[id], value, where=at, text=text), timed)  # noqa: E731
+    hits = {"compiled": cmp["compiled_paired"] <= 0, "eager": cmp["eager_paired"] <= EAGER_SLACK}
+    worst = cmp["compiled_paired"].max()
+    ok = paired[paired["error"].isna()] if "error" in paired else paired
+    width = (ok["ratio_hi"] - ok["ratio_lo"]).max()
+    return [*(m(f"compile.{k}", int(h.sum()), f"{int(h.sum())} of {len(h)}") for k, h in hits.items()),
+            m("compile.compiled.worst", worst, signed_percent(worst, 1)),
+            m("compile.resolution", width, percent(width, 1))]
+
+
+def display(frame: pd.DataFrame, paired: pd.DataFrame | None = None) -> pd.DataFrame:
+    """@tbl-compile: per model and compile budget, compile's peak (MiB) and step (ms), then per plan mode its
+    candidate at or below that peak: its peak, its step over compile's from separate processes, and paired with
+    the quartiles in brackets ("—": no plan reaches it, or not paired)."""
+    cmp = comparison(frame, paired)
     mib = lambda x: "—" if x != x else f"{x / MiB:.1f}"
     pct = lambda x: "—" if x != x else signed_percent(x, 1)
-    return pd.DataFrame({
-        "model": cmp["kind"], "compile budget": cmp["budget"].map("{:.1f}".format),
-        "compile peak (MiB)": cmp["peak"].map(mib), "compile step (ms)": cmp["step"].map(lambda s: f"{s * 1e3:.1f}"),
-        **{f"{mode} {what}": cmp[f"{key}_{col}"].map(fmt) for mode, key in PLANS
-           for what, col, fmt in (("peak (MiB)", "peak", mib), ("step vs compile", "ratio", pct))}})
-
+    out = {"model": cmp["kind"], "compile budget": cmp["budget"].map("{:.1f}".format),
+           "compile peak (MiB)": cmp["peak"].map(mib), "compile step (ms)": cmp["step"].map(lambda s: f"{s * 1e3:.1f}")}
+    for mode, key in PLANS:
+        out[f"{mode} peak (MiB)"] = cmp[f"{key}_peak"].map(mib)
+        out[f"{mode} vs compile, separate"] = cmp[f"{key}_ratio"].map(pct)
+        out[f"{mode} vs compile, paired"] = [pct(r) if r != r else f"{pct(r)} [{pct(lo)}, {pct(hi)}]"
+                                             for r, lo, hi in zip(*(cmp[f"{key}_{c}"] for c in ("paired", "lo", "hi")))]
+    return pd.DataFrame(out)

@@ -7,6 +7,7 @@ Steps of two configurations taken back to back see the same drift, so their rati
 
 Per model and compile budget of ``table`` (its rows without an error), one fresh process holds:
 * ``compile``: the model under torch.compile at that activation_memory_budget;
+* at compile budget 1.0, the model in ``eager`` without a plan (whatever its peak: what fusion alone is worth);
 * per plan mode (``eager tensor``, ``compiled tensor``), the candidate (``candidate``): of that mode's points whose
   measured peak is at or below compile's, the one planned with the largest budget. A larger budget never gives a
   slower predicted step (remat.auto is monotone), so this is the plan predicted fastest at that peak, chosen
@@ -14,8 +15,8 @@ Per model and compile budget of ``table`` (its rows without an error), one fresh
   ``budget_bytes``; its predicted peak and kept op sets must equal the table's row, else the pair is invalid
   (``error``).
 Each is stepped once (compiling; each compiled model through its own code object, so none reuses another's
-graph), then ``palindromes`` times every configuration steps in the order c, p1, p2, p2, p1, c (drift that is
-linear over one palindrome cancels). A pair's ``ratio`` is the median over palindromes of (the plan's two steps)
+graph), then ``palindromes`` times every configuration steps in the order c, p1, p2, p2, p1, c (with the plain
+model, c, e, p1, p2, p2, p1, e, c; drift that is linear over one palindrome cancels). A pair's ``ratio`` is the median over palindromes of (the plan's two steps)
 over (compile's two), minus 1; ``ratio_lo`` / ``ratio_hi`` are the lower and upper quartiles. ``step_s`` and
 ``compile_step_s`` are each side's median step. torch at ``threads`` threads on a CPU. Run it alone.
 
@@ -76,6 +77,9 @@ def compile_paired(p: PairedParams) -> pd.DataFrame:
     for _, g in progress(list(frame.groupby("model", sort=False)), "planner-paired"):
         for _, c in g[g["mode"] == "compile"].iterrows():
             plans = {mode: row for mode in PLAN_MODES if (row := candidate(g, mode, c["peak_bytes"])) is not None}
+            plain = g[g["mode"] == "eager"]
+            if c["compile_budget"] == 1.0 and len(plain):
+                plans = {"eager": plain.iloc[0], **plans}
             rows += _pairs(g.iloc[0], c, plans, p)
     return with_provenance(rows, p.device)
 
@@ -103,7 +107,7 @@ def _pairs(m: pd.Series, c: pd.Series, plans: dict, p: PairedParams) -> list[dic
         return []
     spec = TensorModel(m["kind"], int(m["blocks"]), int(m["width"]), int(m["seq"]), int(m["batch"]))
     arg = json.dumps({"spec": asdict(spec), "budget": float(c["compile_budget"]), "gpu": m["gpu"],
-                      "plans": {mode: int(r["budget_bytes"]) for mode, r in plans.items()},
+                      "plans": {mode: _budget(r) for mode, r in plans.items()},
                       "p": {k: v for k, v in asdict(p).items() if k != "table"}})
     proc = subprocess.run([sys.executable, "-m", "remat.experiments.compile_paired", arg], capture_output=True,
                           text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
@@ -115,17 +119,22 @@ def _pairs(m: pd.Series, c: pd.Series, plans: dict, p: PairedParams) -> list[dic
     rows = []
     for mode, r in plans.items():
         row = {"model": m["model"], "kind": m["kind"], "compile_budget": float(c["compile_budget"]),
-               "compile_peak_bytes": int(c["peak_bytes"]), "mode": mode, "budget_bytes": int(r["budget_bytes"]),
+               "compile_peak_bytes": int(c["peak_bytes"]), "mode": mode, "budget_bytes": _budget(r),
                "peak_bytes": int(r["peak_bytes"]), "palindromes": p.palindromes, "error": None, **got[mode]}
         same = row.get("predicted_peak_bytes") == r["predicted_peak_bytes"] and row.get("kept") == r["kept"]
-        if row["error"] is None and not same:
+        if row["error"] is None and mode != "eager" and not same:
             row["error"] = (f"planned again: predicted peak {row['predicted_peak_bytes']} and {row['kept']} kept "
                             f"against the table's {int(r['predicted_peak_bytes'])} and {int(r['kept'])}")
         rows.append(row)
     return rows
 
 
-def duel(spec: TensorModel, budget: float, plans: dict[str, int], gpu: str, p: dict) -> dict:
+def _budget(r: pd.Series) -> int | None:
+    """A point's plan budget in bytes (None for the model without a plan)."""
+    return None if r["mode"] == "eager" else int(r["budget_bytes"])
+
+
+def duel(spec: TensorModel, budget: float, plans: dict[str, int | None], gpu: str, p: dict) -> dict:
     """In this process: compile at ``budget`` and each plan of ``plans`` (mode → budget in bytes), stepped in
     palindromes (module docstring). Per mode: ratio, ratio_lo, ratio_hi, step_s, compile_step_s,
     predicted_peak_bytes, kept and the timing window's load."""
@@ -152,7 +161,7 @@ def duel(spec: TensorModel, budget: float, plans: dict[str, int], gpu: str, p: d
         lo, mid, hi = np.percentile(ratios, [25, 50, 75])
         out[mode] = {"ratio": float(mid), "ratio_lo": float(lo), "ratio_hi": float(hi),
                      "step_s": statistics.median(times[mode]), "compile_step_s": statistics.median(times["compile"]),
-                     "predicted_peak_bytes": info[mode]["predicted_peak_bytes"], "kept": info[mode]["kept"], **load}
+                     **{k: info[mode].get(k) for k in ("predicted_peak_bytes", "kept")}, **load}
     return out
 
 
