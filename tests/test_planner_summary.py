@@ -180,13 +180,15 @@ def compile_rows(busy: float = 0.0):
 
 def paired_rows(busy: float = 0.0):
     """The same budgets paired step by step: compiled −1 % / +1.8 % / its pair failed; eager +4 % / +9.1 % / −20 %
-    (by hand: compiled 1 of 3, eager 2 of 3, worst +1.8 %); the widest quartile range 0.01 + 0.02 = 3 %."""
+    (by hand: compiled 1 of 3, eager 2 of 3, worst +1.8 %); the widest quartile range 0.01 + 0.02 = 3 %; the model
+    without a plan +2 % at b = 1.0."""
     base = dict(model="m (4 blocks)", kind="transformer", device="cpu", error=None, timing_other_cores=busy)
     rows = [dict(compile_budget=b, mode=mode, budget_bytes=n, ratio=r, ratio_lo=r - 0.01, ratio_hi=r + w)
             for b, mode, n, r, w in ((1.0, "compiled tensor", 100, -0.01, 0.0), (0.5, "eager tensor", 80, 0.091, 0.02),
                                      (0.5, "compiled tensor", 78, 0.018, 0.01), (1.0, "eager tensor", 100, 0.04, 0.0),
                                      (0.0, "eager tensor", 80, -0.2, 0.0))]
     rows += [dict(compile_budget=0.0, mode="compiled tensor", budget_bytes=78, error="RuntimeError: duel")]
+    rows += [dict(compile_budget=1.0, mode="eager", ratio=0.02, ratio_lo=0.01, ratio_hi=0.03)]    # no plan: +2 %
     return [{**base, **r} for r in rows]
 
 

@@ -12,16 +12,17 @@ Per model and compile budget of ``table`` (its rows without an error), one fresh
   measured peak is at or below compile's, the one planned with the largest budget. A larger budget never gives a
   slower predicted step (remat.auto is monotone), so this is the plan predicted fastest at that peak, chosen
   before any timing (the fastest measured would pick the luckiest draw). It is planned again from its
-  ``budget_bytes``; its predicted peak and kept op sets must equal the table's row, else the pair is invalid
-  (``error``).
+  ``budget_bytes``; its predicted peak and its number of blocks keeping an op set must equal the table's row, else
+  the pair is invalid (``error``).
 Each is stepped once (compiling; each compiled model through its own code object, so none reuses another's
 graph), then ``palindromes`` times every configuration steps in the order c, p1, p2, p2, p1, c (with the plain
-model, c, e, p1, p2, p2, p1, e, c; drift that is linear over one palindrome cancels). A pair's ``ratio`` is the median over palindromes of (the plan's two steps)
-over (compile's two), minus 1; ``ratio_lo`` / ``ratio_hi`` are the lower and upper quartiles. ``step_s`` and
+model: c, e, p1, p2, p2, p1, e, c; drift that is linear over one palindrome cancels). A pair's ``ratio`` is the
+median over palindromes of (the plan's two steps) over (compile's two), minus 1; ``ratio_lo`` / ``ratio_hi`` are
+the lower and upper quartiles. ``step_s`` and
 ``compile_step_s`` are each side's median step. torch at ``threads`` threads on a CPU. Run it alone.
 
-Run: ``remat experiment planner-paired --params '{"table": "results/planner/compile/cpu.csv"}' --out x.csv``
-(about 2 minutes per compile budget on a 2-core CPU).
+Run: ``remat experiment planner-paired --params '{"table": "compile.csv"}' --out x.csv``, the table a planner-compile
+run wrote (about 2 minutes per compile budget on a 2-core CPU; the pipeline's rule passes its own).
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ NEEDED = {"model", "kind", "blocks", "width", "seq", "batch", "gpu", "mode", "co
 class PairedParams:
     """planner.paired: compile's budgets timed against the tensor plans at their peak, step by step."""
 
-    table: str = "results/planner/compile/cpu.csv"
-    """The planner-compile table whose points are paired."""
+    table: str = ""
+    """The planner-compile table whose points are paired (the rule passes its input)."""
     palindromes: Annotated[int, Ge(3)] = 8
     """Timed palindromes per process (each configuration steps twice in each)."""
     threads: Count = 1
@@ -74,7 +75,8 @@ def compile_paired(p: PairedParams) -> pd.DataFrame:
     resolve_device(p.device, field="planner.paired.device")
     frame = _table(p.table)
     rows = []
-    for _, g in progress(list(frame.groupby("model", sort=False)), "planner-paired"):
+    for model in progress(list(dict.fromkeys(frame["model"])), "planner-paired"):
+        g = frame[frame["model"] == model]
         for _, c in g[g["mode"] == "compile"].iterrows():
             plans = {mode: row for mode in PLAN_MODES if (row := candidate(g, mode, c["peak_bytes"])) is not None}
             plain = g[g["mode"] == "eager"]
@@ -85,6 +87,8 @@ def compile_paired(p: PairedParams) -> pd.DataFrame:
 
 
 def _table(path: str) -> pd.DataFrame:
+    if not path:
+        raise UsageError("planner.paired.table", "the planner-compile table to pair: none given")
     try:
         frame = pd.read_csv(path)
     except (OSError, ValueError) as error:
