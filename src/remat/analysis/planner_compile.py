@@ -35,6 +35,8 @@ CLAIMS = {
     "compile.eager": f"Compile budgets where the eager tensor plan, at an equal or lower measured peak, is within "
                      f"{EAGER_SLACK:.0%} of compile" + PAIRED,
     "compile.resolution": "Widest interquartile range of one pair's ratio over its palindromes",
+    "compile.unresolved": "Pairs whose interquartile range holds their target's line (0 compiled, "
+                          f"{EAGER_SLACK:.0%} eager): a verdict that another run could turn",
     "compile.plain": "The model in eager without a plan over compile at budget 1.0" + PAIRED,
     "compile.monotone": "Models whose compile peak never rises as its budget falls",
     "compile.lower": "Models where a tensor plan reaches a lower peak than any compile budget",
@@ -42,7 +44,8 @@ CLAIMS = {
     "compile.same": "Largest spread of one plan measured at several budgets (same model, mode, predicted and "
                     "measured peak, and op sets kept; slowest − fastest, over their median)",
 }
-SPEED = ("compile.compiled", "compile.compiled.worst", "compile.eager", "compile.plain", "compile.resolution")
+SPEED = ("compile.compiled", "compile.compiled.worst", "compile.eager", "compile.plain", "compile.resolution",
+         "compile.unresolved")
 """The claims judged on the paired table (remat.experiments.compile_paired)."""
 SAME_PLAN = ["model", "mode", "predicted_peak_bytes", "kept", "peak_bytes"]
 """Columns that together identify a plan measured more than once (``_same``)."""
@@ -141,7 +144,10 @@ def _speed(cmp: pd.DataFrame, paired: pd.DataFrame | None, device: str) -> list[
         return [not_measured(id, CLAIMS[id], missing) for id in SPEED]
     at, timed = paired.attrs.get("where", ""), [gates.busy(paired)]
     m = lambda id, value, text: gates.gated(judge(id, CLAIMS[id], value, where=at, text=text), timed)  # noqa: E731
-    hits = {"compiled": cmp["compiled_paired"] <= 0, "eager": cmp["eager_paired"] <= EAGER_SLACK}
+    lines = {"compiled": 0.0, "eager": EAGER_SLACK}
+    hits = {k: cmp[f"{k}_paired"] <= line for k, line in lines.items()}
+    held = [(cmp[f"{k}_lo"] <= line) & (line <= cmp[f"{k}_hi"]) for k, line in lines.items()]
+    unresolved, pairs = sum(int(h.sum()) for h in held), sum(int(cmp[f"{k}_paired"].notna().sum()) for k in lines)
     worst = cmp["compiled_paired"].max()
     ok = paired[paired["error"].isna()] if "error" in paired else paired
     width, plain = (ok["ratio_hi"] - ok["ratio_lo"]).max(), _plain(ok)
@@ -149,7 +155,8 @@ def _speed(cmp: pd.DataFrame, paired: pd.DataFrame | None, device: str) -> list[
             m("compile.compiled.worst", worst, signed_percent(worst, 1)),
             m("compile.plain", max(plain.values(), default=math.nan),
               ", ".join(f"{kind} {signed_percent(x, 1, ' %')}" for kind, x in plain.items()) or "—"),
-            m("compile.resolution", width, percent(width, 1))]
+            m("compile.resolution", width, percent(width, 1)),
+            m("compile.unresolved", unresolved, f"{unresolved} of {pairs}")]
 
 
 def display(frame: pd.DataFrame, paired: pd.DataFrame | None = None) -> pd.DataFrame:
