@@ -228,6 +228,7 @@ def test_plan_inputs_the_model_cannot_take_name_the_field(inputs, field):
     assert exc.value.field == field and "\n" not in str(exc.value)
 
 
+@pytest.mark.slow
 def test_a_failing_forward_leaves_no_traceback_on_stderr():
     """FakeTensorMode logs an op that fails on fake tensors (a traceback on stderr) before it raises; the user
     sees only remat's one line. In a fresh process: torch's log handler writes to the real stderr."""
@@ -329,6 +330,7 @@ def write(tmp_path, raw):
 
 @pytest.mark.parametrize("family", [pytest.param(f, marks=() if f == "llama" else pytest.mark.slow)
                                     for f in FAMILIES])  # one family in the unit tier, all in e2e
+@pytest.mark.slow
 def test_hf_family_plan_checked_on_cpu_against_hf_gradient_checkpointing(tmp_path, family):
     """Each family: a small instance planned at a budget between all-full and all-none, applied and measured:
     peak within 5 % of predicted and within the budget, gradients bitwise equal to no recompute; HF's own
@@ -500,6 +502,7 @@ class AmpToy(Toy):
             return super().forward(x, scale, mask)
 
 
+@pytest.mark.slow
 def test_autocast_inside_forward_planned_and_explained():
     model = AmpToy(4)
     args, kwargs = toy_inputs()

@@ -99,6 +99,7 @@ def test_bad_parameters_exit_2_naming_the_key(tmp_path, capsys, name, params, fi
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_experiments_and_figures_through_the_cli(tmp_path):
     runs = {"segments": {"layers": 9, "width": 4, "batch": 2}, "depth": {"depths": [2, 4, 8, 16], "width": 4},
             "revolve": {"steps": [2, 5, 10], "slots": [1, 2]}, "check": {"layers": 4, "width": 3}}

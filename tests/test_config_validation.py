@@ -31,7 +31,14 @@ def project(tmp_path_factory):
     return copy_project(tmp_path_factory.mktemp("proj"))
 
 
-@pytest.mark.parametrize("override,key", BAD_CONFIGS, ids=[k.split(":")[0] for _, k in BAD_CONFIGS])
+UNIT = {0, 5, 7, 8}
+"""The cases the unit tier runs (a bad value, an unknown key, a command-line override, a bad choice); every case
+is a Snakemake run of about 3 s, so the rest run in the slow tier."""
+
+
+@pytest.mark.parametrize("override,key", [
+    pytest.param(o, k, marks=() if i in UNIT else pytest.mark.slow, id=k.split(":")[0])
+    for i, (o, k) in enumerate(BAD_CONFIGS)])
 def test_bad_config_stops_before_any_job(project, override, key):
     bad = project / "bad.yaml"
     bad.write_text(yaml.safe_dump(override))
@@ -44,6 +51,7 @@ def test_bad_config_stops_before_any_job(project, override, key):
     assert not (project / "logs").exists()
 
 
+@pytest.mark.slow
 def test_default_and_gpu_config_dry_run_clean(project):
     for extra in ([], ["--configfile", "config/gpu.yaml"]):
         proc = snakemake(project, "-n", "--cores", "1", *extra, timeout=120)

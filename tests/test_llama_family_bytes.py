@@ -104,6 +104,7 @@ def mixtral_by_hand(s: int, h: int, a: int, kv: int, d: int, f: int, experts: in
 
 
 @pytest.mark.parametrize("path_flags", [[], ["--hf"]], ids=["remat's layer", "transformers' model"])
+@pytest.mark.slow
 def test_mixtral_block_bytes_by_hand(capsys, tmp_path, path_flags):
     """One answer per model: remat's MoE layer (remat.models.moe) and transformers' MixtralDecoderLayer keep the
     bytes counted by hand."""
@@ -167,6 +168,7 @@ def test_both_paths_price_a_llama_step_alike(capsys, tmp_path):
     assert [(b["policy"], b["stored_bytes"]) for b in hf["blocks"]] == [("none", per_block["none"])] * 4
 
 
+@pytest.mark.slow
 def test_both_paths_give_one_plan(capsys, tmp_path):
     """One model, one plan: at 50 GB, between every block full (48.8 GB) and none (55.1 GB), remat's layers and
     transformers' model choose the same policies, selective meaning op-level in both (fused attention)."""

@@ -101,6 +101,7 @@ def _llama3_70b_by_hand(t: int = 8) -> dict[str, int]:
     return terms
 
 
+@pytest.mark.slow
 def test_llama3_70b_at_tp8_sp_plans_the_bytes_counted_by_hand(capsys, tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(LLAMA3_70B))

@@ -30,6 +30,7 @@ def gpt2_s256():
     return cfg, {p: measure(cfg, p, "cpu", timing=False) for p in ("none", "selective", "full")}
 
 
+@pytest.mark.slow
 def test_gpt2_activation_bytes_none_selective_full(gpt2_s256):
     cfg, rows = gpt2_s256
     assert rows["none"]["activation_bytes"] > rows["selective"]["activation_bytes"] > rows["full"]["activation_bytes"]
@@ -40,6 +41,7 @@ def test_gpt2_activation_bytes_none_selective_full(gpt2_s256):
     assert full == [s * b * h * e]
 
 
+@pytest.mark.slow
 def test_gpt2_recompute_flops(gpt2_s256):
     cfg, rows = gpt2_s256
     s, b, h = cfg.seq, cfg.micro_batch, cfg.hidden
@@ -53,6 +55,7 @@ def test_gpt2_recompute_flops(gpt2_s256):
         share, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_hooks_and_tracker_agree_within_one_percent(gpt2_s256):
     _, rows = gpt2_s256
     for row in rows.values():

@@ -73,6 +73,7 @@ def test_bad_config_json_one_line_exit_2(capsys, tmp_path, changes, field):
     assert code == 2 and out == "" and err.count("\n") == 1 and field in err
 
 
+@pytest.mark.slow
 def test_subprocess_exit_code_and_one_line(tmp_path):
     path = tmp_path / "config.json"
     path.write_text("{ not json")

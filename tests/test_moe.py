@@ -116,6 +116,7 @@ def mixtral_rank_by_hand(s: int, t: int) -> dict[str, int]:
     }
 
 
+@pytest.mark.slow
 def test_mixtral_at_tp8_sp_plans_the_bytes_counted_by_hand(capsys, tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**MIXTRAL_8X7B, "num_hidden_layers": 32, "vocab_size": 32000}))
@@ -137,6 +138,7 @@ def _plan(capsys, tmp_path, *flags) -> dict:
     return json.loads(out)
 
 
+@pytest.mark.slow
 def test_expert_parallelism_divides_the_experts_and_their_state(capsys, tmp_path):
     """--ep 4 --dp 8 --zero 1: each rank holds 2 of the 8 experts; the optimizer state of the experts is sharded
     over the dp/ep = 2 ranks that hold the same experts, the rest over all 8 (hand count, 4 layers)."""

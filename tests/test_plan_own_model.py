@@ -43,6 +43,7 @@ MIXED_BF16 = "; regime mixed: 2 B weights + 4 B gradients (held all step) + 12 B
 
 # --- 1. the s and b used, on the first line --------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_first_line_states_the_context_length_used_as_s(capsys, tmp_path):
     path = tiny(tmp_path)
     code, out, _ = run(capsys, "plan", "--model", path, "--memory", "80GiB", "--no-baselines")
@@ -60,6 +61,7 @@ def test_first_line_states_the_context_length_used_as_s(capsys, tmp_path):
     assert (doc["settings"]["s"], doc["settings"]["b"]) == (512, 2)
 
 
+@pytest.mark.slow
 def test_a_pipelined_config_plans_the_micro_batches_real_1f1b_holds(capsys, tmp_path):
     """--pp 4 on a config.json without --global-batch: N = 4·p = 16 micro-batches per step (stated), so 1F1B's
     first stage holds min(p, N) = 4 in flight on each of its layers — one micro-batch per step would plan for one
@@ -163,6 +165,7 @@ def test_infeasible_gpt_names_dp_zero3_with_its_budget(capsys):
     assert "Not enough even with --tp 32 (" in err and "--seq 128 (" in err   # model state binds
 
 
+@pytest.mark.slow
 def test_infeasible_gpt_suggestions_fit_when_run_and_the_next_step_does_not(capsys):
     base = ("plan", "--model", "gpt-22b", "--memory", "50GiB", "--no-baselines")   # t = 8, s = 2048, b = 4
     code, _, err = run(capsys, *base)

@@ -160,6 +160,7 @@ def test_markdown_has_how_to_apply(qwen2_like):
     assert "per pipeline stage" in section
 
 
+@pytest.mark.slow
 def test_markdown_says_when_megatron_cannot(tmp_path):
     """A Llama-family layer's selective is op-level (fused attention: core-attention recompute frees nothing), which
     Megatron-LM has no flag for; the GPT layer's selective is Megatron's (tests/test_planner_apply_text's
@@ -176,6 +177,7 @@ def test_markdown_says_when_megatron_cannot(tmp_path):
 
 
 
+@pytest.mark.slow
 def test_markdown_gives_megatrons_nearest_plan_when_it_cannot_run_this_one(tmp_path):
     """The Qwen2-like plan at 19 GiB mixes op-level selective and full; the Markdown gives the fastest plan Megatron-LM
     flags can run within the budget — the one the nemo format writes — with its peak."""

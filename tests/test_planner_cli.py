@@ -54,6 +54,7 @@ def test_gib_and_gb_are_different_budgets(capsys):
     assert docs == [80 * 2**30, 80 * 10**9, 80 * 2**30]
 
 
+@pytest.mark.slow
 def test_budget_below_the_weights_exits_3_with_the_minimum(capsys, tmp_path):
     out_file = tmp_path / "plan.json"
     code, out, err = run(capsys, "--model", "gpt3-175b", "--memory", "10GiB", "--no-baselines",

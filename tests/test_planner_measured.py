@@ -59,6 +59,7 @@ def test_llama_tiny_plan_is_feasible_and_measured(capsys):
     assert per_layer["none"] >= per_layer["selective"] > per_layer["full"] > 0
 
 
+@pytest.mark.slow
 def test_llama_tensor_parallelism_it_cannot_split_is_refused(capsys):
     # llama-tiny has 2 key/value groups: t = 4 cannot split them (Megatron-LM's rule), t = 2 can
     code, out, err = run(capsys, "--model", "llama-tiny", "--tp", "4", "--memory", "3GiB")

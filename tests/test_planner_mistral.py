@@ -78,6 +78,7 @@ def test_issue_command_names_the_smallest_budget(capsys, mistral, memory):
     assert "partial plans" not in err
 
 
+@pytest.mark.slow
 def test_the_smallest_budget_is_feasible_and_one_byte_less_is_not(mistral):
     problem = make_problem(from_name(mistral), memory=24 * 2**30, dp=8, zero=3)
     least = smallest_budget_by_hand(problem, shards=8)
@@ -87,6 +88,7 @@ def test_the_smallest_budget_is_feasible_and_one_byte_less_is_not(mistral):
 
 
 @pytest.mark.parametrize("memory, extra", [("80GiB", []), ("24GiB", ["--seq", "4096"])])
+@pytest.mark.slow
 def test_sharded_model_state_gets_an_optimal_plan(capsys, mistral, memory, extra):
     code, out, err = run(capsys, "--model", mistral, "--memory", memory, "--dp", "8", "--zero", "3", *extra)
     assert code == 0, err

@@ -44,6 +44,7 @@ def _exact_kind(spec: str) -> bool:
     return not plan.groups and set(plan.policies) <= {"none", "full"}
 
 
+@pytest.mark.slow
 def test_budgets_lie_strictly_inside_the_feasible_range(table):
     plans = table[table["method"] == "plan"]
     none = table[table["method"] == "none"]["predicted_peak_bytes"].iloc[0]
@@ -55,6 +56,7 @@ def test_budgets_lie_strictly_inside_the_feasible_range(table):
     assert set(table.loc[table["reference"].astype(bool), "spec"]) <= {"none", "full"}
 
 
+@pytest.mark.slow
 def test_none_and_full_plans_are_predicted_to_the_byte(table):
     applied = _applied(table)
     exact = applied[applied["spec"].map(_exact_kind)]
@@ -66,6 +68,7 @@ def test_none_and_full_plans_are_predicted_to_the_byte(table):
     assert (exact["peak_rel_error"] == 0).all()
 
 
+@pytest.mark.slow
 def test_selective_and_unit_plans_are_over_predicted_by_at_most_9_percent(table):
     applied = _applied(table)
     others = applied[~applied["spec"].map(_exact_kind)]
@@ -75,6 +78,7 @@ def test_selective_and_unit_plans_are_over_predicted_by_at_most_9_percent(table)
     assert (others["peak_error_bytes"] > 0).any()                       # not exact: the table says so
 
 
+@pytest.mark.slow
 def test_the_bytes_before_the_step_are_predicted_to_the_byte(table):
     # gpt-tiny at L = 4, h = 64, 4h = 256, v = 128, max_positions = s = 64, fp32 (4 bytes), b = 2:
     # per layer 4h² + 2h·4h + 2 LayerNorms·2h + biases (3h + h + 4h + h) = 16384 + 32768 + 256 + 576 = 49984;
@@ -86,6 +90,7 @@ def test_the_bytes_before_the_step_are_predicted_to_the_byte(table):
     assert (table["predicted_base_bytes"] == expected).all()
 
 
+@pytest.mark.slow
 def test_applied_plans_fit_and_the_plan_is_never_predicted_slower(table):
     applied = _applied(table)
     feasible = applied[applied["feasible"].astype(bool)]
@@ -98,6 +103,7 @@ def test_applied_plans_fit_and_the_plan_is_never_predicted_slower(table):
         assert (plan["predicted_step_time_s"] <= others["predicted_step_time_s"] * (1 + 1e-12)).all()
 
 
+@pytest.mark.slow
 def test_rows_state_their_calibration(table):
     row = table.iloc[0]
     assert row["layer_workspace_bytes"] > 0 and row["head_workspace_bytes"] > 0

@@ -330,6 +330,7 @@ def test_every_policy_recomputes_as_often_as_backward_asks(policy):
         assert _bitwise(_grads(model, x, policy, loss=loss), _grads(model, x, loss=loss)), loss.__name__
 
 
+@pytest.mark.slow
 def test_a_model_on_the_meta_device_is_planned_and_explained_as_the_real_one():
     make = lambda: nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.Linear(32, 8))
     x = torch.randn(4, 8)

@@ -208,6 +208,7 @@ def test_cell_options(html):
     ("```{python}\nimport pandas as pd\npd.read_csv('results/x/y.csv')\n```\n", 2,
      r"results/x/y.csv does not exist yet: run `snakemake reports/bad.html --cores all`"),
 ])
+@pytest.mark.slow
 def test_a_failing_render_says_why_and_writes_nothing(project, monkeypatch, capsys, body, code, error):
     """Exit 1 (RenderError) for a failed render, 2 (UsageError: one line) for a report to fix or make first."""
     if body:

@@ -300,6 +300,7 @@ def test_other_errors_are_not_swallowed(monkeypatch):
         _run("sweep-depth", depths=[1], policies=["none"])
 
 
+@pytest.mark.slow
 def test_cli_bad_params_exit_2_and_write_nothing(tmp_path):
     out = tmp_path / "cpu.csv"
     done = subprocess.run([sys.executable, "-m", "remat", "experiment", "sweep-segments", "--params",

@@ -213,6 +213,7 @@ def test_the_torch_policy_names_every_op():
         {"index": 2, "op": "mm", "policy": "MUST_SAVE"}]
 
 
+@pytest.mark.slow
 def test_the_written_torch_policy_applies_without_remat():
     """The plan's torch_policy (JSON), read back into a policy_fn for torch's own checkpoint: same gradients
     as the plain model, bit for bit; and the text names what each block keeps."""
