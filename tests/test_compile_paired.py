@@ -12,7 +12,7 @@ from remat.experiments.compile_budget import ready
 from remat.experiments.compile_paired import PairedParams, candidate, compile_paired
 from remat.experiments.tensor_plans import TensorModel, build
 
-TINY = TensorModel("transformer", 2, 32, 16, 1)
+TINY = TensorModel("transformer", 1, 16, 8, 1)
 OPTS = {"gpu": "h100-80gb"}
 
 
@@ -26,7 +26,8 @@ def test_the_candidate_is_the_largest_budget_that_fits_not_the_fastest():
 
 @pytest.mark.slow
 def test_two_compiled_models_in_one_process_keep_their_own_graphs():
-    model, inputs, loss_fn = build(TINY, "cpu")
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    inputs, loss_fn = (torch.randn(4, 8),), torch.sum
     before = counters["stats"]["unique_graphs"]
     ready(model, inputs, loss_fn, "compile", 1.0, OPTS)[0]()
     after_first = counters["stats"]["unique_graphs"]
@@ -36,7 +37,7 @@ def test_two_compiled_models_in_one_process_keep_their_own_graphs():
 
 
 @pytest.mark.slow
-def test_a_pair_is_timed_and_a_plan_that_differs_from_the_table_is_an_error(tmp_path):
+def test_a_pair_is_timed_and_a_plan_that_differs_from_its_row_is_an_error(tmp_path):
     torch.manual_seed(0)
     model, inputs, loss_fn = build(TINY, "cpu")
     budget = 10**9      # more than the tiny model needs: the plan keeps everything
@@ -48,13 +49,11 @@ def test_a_pair_is_timed_and_a_plan_that_differs_from_the_table_is_an_error(tmp_
             dict(mode="eager", compile_budget=math.nan, peak_bytes=2 * 10**9, budget_bytes=math.nan,
                  predicted_peak_bytes=math.nan, kept=math.nan),
             dict(mode="eager tensor", compile_budget=math.nan, peak_bytes=1, budget_bytes=budget,
-                 predicted_peak_bytes=info["predicted_peak_bytes"], kept=info["kept"]),
-            dict(mode="compiled tensor", compile_budget=math.nan, peak_bytes=1, budget_bytes=budget,
                  predicted_peak_bytes=info["predicted_peak_bytes"] + 1, kept=info["kept"])]
     pd.DataFrame([{**described, **r} for r in rows]).to_csv(tmp_path / "compile.csv", index=False)
     out = compile_paired(PairedParams(table=str(tmp_path / "compile.csv"), palindromes=3))
-    plain, eager, compiled = (out[out["mode"] == m].iloc[0] for m in ("eager", "eager tensor", "compiled tensor"))
-    for row in (plain, eager):      # at compile budget 1.0 the model without a plan is paired whatever its peak
-        assert pd.isna(row["error"]) and row["ratio_lo"] <= row["ratio"] <= row["ratio_hi"] and row["step_s"] > 0
-    assert compiled["error"].startswith("planned again")
+    plain, eager = (out[out["mode"] == m].iloc[0] for m in ("eager", "eager tensor"))
+    # at compile budget 1.0 the model without a plan is paired whatever its peak
+    assert pd.isna(plain["error"]) and plain["ratio_lo"] <= plain["ratio"] <= plain["ratio_hi"] and plain["step_s"] > 0
+    assert eager["error"].startswith("planned again: predicted peak")
     assert (eager["compile_budget"], eager["compile_peak_bytes"], eager["budget_bytes"]) == (1.0, 10**9, budget)
