@@ -328,9 +328,8 @@ def write(tmp_path, raw):
     return str(path)
 
 
-@pytest.mark.parametrize("family", [pytest.param(f, marks=() if f == "llama" else pytest.mark.slow)
-                                    for f in FAMILIES])  # one family in the unit tier, all in e2e
-@pytest.mark.slow
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.slow          # transformers' models built and trained: the e2e tier
 def test_hf_family_plan_checked_on_cpu_against_hf_gradient_checkpointing(tmp_path, family):
     """Each family: a small instance planned at a budget between all-full and all-none, applied and measured:
     peak within 5 % of predicted and within the budget, gradients bitwise equal to no recompute; HF's own
