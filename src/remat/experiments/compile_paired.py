@@ -14,12 +14,13 @@ Per model and compile budget of ``table`` (its rows without an error), one fresh
   before any timing (the fastest measured would pick the luckiest draw). It is planned again from its
   ``budget_bytes``; its predicted peak and its number of blocks keeping an op set must equal the table's row, else
   the pair is invalid (``error``).
-Each is stepped once (compiling; each compiled model through its own code object, so none reuses another's
-graph), then ``palindromes`` times every configuration steps in the order c, p1, p2, p2, p1, c (with the plain
-model: c, e, p1, p2, p2, p1, e, c; drift that is linear over one palindrome cancels). A pair's ``ratio`` is the
-median over palindromes of (the plan's two steps) over (compile's two), minus 1; ``ratio_lo`` / ``ratio_hi`` are
-the lower and upper quartiles. ``step_s`` and
-``compile_step_s`` are each side's median step. torch at ``threads`` threads on a CPU. Run it alone.
+Each is stepped twice (compiling; each compiled model through its own code object, so none reuses another's
+graph; compile's second step under its budget too), then ``palindromes`` times every configuration steps in the
+order c, p1, p2, p2, p1, c (with the plain model: c, e, p1, p2, p2, p1, e, c; drift that is linear over one
+palindrome cancels). A pair's ``ratio`` is the median over palindromes of (the plan's two steps) over (compile's
+two), minus 1; ``ratio_lo`` / ``ratio_hi`` are the lower and upper quartiles. A configuration that compiles again
+while timed fails its process (``error``). ``step_s`` and ``compile_step_s`` are each side's median step. torch
+at ``threads`` threads on a CPU. Run it alone.
 
 Run: ``remat experiment planner-paired --params '{"table": "compile.csv"}' --out x.csv``, the table a planner-compile
 run wrote (about 2 minutes per compile budget on a 2-core CPU; the pipeline's rule passes its own).
@@ -38,6 +39,8 @@ from typing import Annotated, Literal
 import numpy as np
 import pandas as pd
 import torch
+import torch._functorch.config as functorch_config
+from torch._dynamo.utils import counters
 
 from remat.device import resolve_device
 from remat.errors import UsageError
@@ -150,7 +153,11 @@ def duel(spec: TensorModel, budget: float, plans: dict[str, int | None], gpu: st
     info = {}
     for mode, bytes_ in plans.items():
         steps[mode], info[mode] = ready(model, inputs, loss_fn, mode, bytes_, opts)
-    order = list(steps) + list(steps)[::-1]
+    with functorch_config.patch(activation_memory_budget=budget):
+        steps["compile"]()          # a second call: a recompile it triggers still reads compile's budget
+    for mode in plans:
+        steps[mode]()
+    graphs, order = counters["stats"]["unique_graphs"], list(steps) + list(steps)[::-1]
     start, times = snapshot(), {name: [] for name in steps}
     for _ in range(p["palindromes"]):
         took = {name: 0.0 for name in steps}
@@ -159,6 +166,8 @@ def duel(spec: TensorModel, budget: float, plans: dict[str, int | None], gpu: st
         for name, t in took.items():
             times[name].append(t / 2)
     load = load_since(start).columns("timing_")
+    if counters["stats"]["unique_graphs"] != graphs:
+        raise RuntimeError("a configuration recompiled while it was timed: its steps are not all one graph's")
     out = {}
     for mode in plans:
         ratios = np.array(times[mode]) / np.array(times["compile"]) - 1
