@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from remat.experiments.compile_budget import ready
+from remat.experiments.compile_budget import in_fresh_process, ready
 from remat.experiments.compile_paired import PairedParams, candidate, compile_paired
 from remat.experiments.tensor_plans import TensorModel, build
 
@@ -57,3 +57,8 @@ def test_a_pair_is_timed_and_a_plan_that_differs_from_its_row_is_an_error(tmp_pa
     assert pd.isna(plain["error"]) and plain["ratio_lo"] <= plain["ratio"] <= plain["ratio_hi"] and plain["step_s"] > 0
     assert eager["error"].startswith("planned again: predicted peak")
     assert (eager["compile_budget"], eager["compile_peak_bytes"], eager["budget_bytes"]) == (1.0, 10**9, budget)
+
+
+def test_a_failing_fresh_process_is_its_stderrs_last_line():
+    got = in_fresh_process("remat.experiments.compile_paired", {"spec": {}})    # no "budget": KeyError in the child
+    assert got == {"error": "KeyError: 'budget'"}

@@ -15,7 +15,7 @@ import pandas as pd
 
 from remat.analysis import catalog, gates
 from remat.analysis.findings import Finding, judge, not_measured
-from remat.experiments.compile_paired import candidate
+from remat.experiments.compile_paired import PLAIN_AT, candidate
 from remat.units import MiB, percent, signed_percent
 
 EAGER_SLACK = 0.05
@@ -37,7 +37,7 @@ CLAIMS = {
     "compile.resolution": "Widest interquartile range of one pair's ratio over its palindromes",
     "compile.unresolved": "Pairs whose interquartile range holds their target's line (0 compiled, "
                           f"{EAGER_SLACK:.0%} eager): a verdict that another run could turn",
-    "compile.plain": "The model in eager without a plan over compile at budget 1.0" + PAIRED,
+    "compile.plain": f"The model in eager without a plan over compile at budget {PLAIN_AT}" + PAIRED,
     "compile.monotone": "Models whose compile peak never rises as its budget falls",
     "compile.lower": "Models where a tensor plan reaches a lower peak than any compile budget",
     "compile.spread": "Largest spread between the rounds of one point (slowest − fastest, over their median)",
@@ -56,8 +56,7 @@ def comparison(frame: pd.DataFrame, paired: pd.DataFrame | None = None) -> pd.Da
     its step over compile's from separate processes (``ratio``) and, from ``paired`` where it has the pair without
     an error and of the same plan budget (a pair made from an older table is not this candidate's), the paired
     ratio and its quartiles (``paired``, ``lo``, ``hi``); NaN where there is none."""
-    ok = frame[frame["error"].isna()] if "error" in frame else frame
-    pairs = _paired_ok(paired)
+    ok, pairs = _ok(frame), _paired_ok(paired)
     rows = []
     for model, g in ok.groupby("model", sort=False):
         for _, c in g[g["mode"] == "compile"].iterrows():
@@ -76,12 +75,16 @@ def comparison(frame: pd.DataFrame, paired: pd.DataFrame | None = None) -> pd.Da
         f"{key}_{col}" for _, key in PLANS for col in ("peak", "ratio", "paired", "lo", "hi")])
 
 
+def _ok(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows without an error."""
+    return frame[frame["error"].isna()] if "error" in frame else frame
+
+
 def _paired_ok(paired: pd.DataFrame | None) -> dict:
     """(model, compile budget, mode) -> the paired row, for the rows without an error."""
     if paired is None:
         return {}
-    ok = paired[paired["error"].isna()] if "error" in paired else paired
-    return {(r["model"], float(r["compile_budget"]), r["mode"]): r.to_dict() for _, r in ok.iterrows()}
+    return {(r["model"], float(r["compile_budget"]), r["mode"]): r.to_dict() for _, r in _ok(paired).iterrows()}
 
 
 def _monotone(g: pd.DataFrame) -> bool:
@@ -149,7 +152,7 @@ def _speed(cmp: pd.DataFrame, paired: pd.DataFrame | None, device: str) -> list[
     held = [(cmp[f"{k}_lo"] <= line) & (line <= cmp[f"{k}_hi"]) for k, line in lines.items()]
     unresolved, pairs = sum(int(h.sum()) for h in held), sum(int(cmp[f"{k}_paired"].notna().sum()) for k in lines)
     worst = cmp["compiled_paired"].max()
-    ok = paired[paired["error"].isna()] if "error" in paired else paired
+    ok = _ok(paired)
     width, plain = (ok["ratio_hi"] - ok["ratio_lo"]).max(), _plain(ok)
     return [*(m(f"compile.{k}", int(h.sum()), f"{int(h.sum())} of {len(h)}") for k, h in hits.items()),
             m("compile.compiled.worst", worst, signed_percent(worst, 1)),

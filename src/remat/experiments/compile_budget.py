@@ -111,15 +111,20 @@ def _model_rows(spec: TensorModel, p: CompileParams) -> list[dict]:
 
 def _fresh(spec: TensorModel, mode: str, value, p: CompileParams) -> dict:
     """``point`` in a fresh process; on failure a row with its ``error``."""
-    arg = json.dumps({"spec": asdict(spec), "mode": mode, "value": value, "p": {
-        k: v for k, v in asdict(p).items() if k != "models"}})
-    proc = subprocess.run([sys.executable, "-m", "remat.experiments.compile_budget", arg], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    row = {"mode": mode, "setting": value if isinstance(value, str) else "", **_budget_of(mode, value)}
+    got = in_fresh_process("remat.experiments.compile_budget", {"spec": asdict(spec), "mode": mode, "value": value,
+                                                                 "p": {k: v for k, v in asdict(p).items()
+                                                                       if k != "models"}})
+    return {"mode": mode, "setting": value if isinstance(value, str) else "", **_budget_of(mode, value), **got}
+
+
+def in_fresh_process(module: str, arg: dict) -> dict:
+    """``python -m module <arg as JSON>`` in a fresh process: the JSON object on its stdout's last line, or
+    {"error": its stderr's last line} when it fails."""
+    proc = subprocess.run([sys.executable, "-m", module, json.dumps(arg)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
     if proc.returncode:
-        lines = proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"]
-        return {**row, "error": lines[-1]}
-    return {**row, **json.loads(proc.stdout.strip().splitlines()[-1])}
+        return {"error": (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def _budget_of(mode: str, value) -> dict:

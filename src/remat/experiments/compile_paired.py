@@ -29,9 +29,7 @@ run wrote (about 2 minutes per compile budget on a 2-core CPU; the pipeline's ru
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from typing import Annotated, Literal
@@ -44,13 +42,15 @@ from torch._dynamo.utils import counters
 
 from remat.device import resolve_device
 from remat.errors import UsageError
-from remat.experiments.compile_budget import ready, timed
+from remat.experiments.compile_budget import in_fresh_process, ready, timed
 from remat.experiments.params import Count, Ge
 from remat.experiments.progress import progress
 from remat.experiments.tensor_plans import TensorModel, build
 from remat.measure.provenance import load_since, snapshot, with_provenance
 
 PLAN_MODES = ("eager tensor", "compiled tensor")
+PLAIN_AT = 1.0
+"""The compile budget the model without a plan is paired with (compile saving what its min-cut would)."""
 """The plan modes paired with compile (remat.experiments.compile_budget.MODES)."""
 NEEDED = {"model", "kind", "blocks", "width", "seq", "batch", "gpu", "mode", "compile_budget", "budget_bytes",
           "peak_bytes", "predicted_peak_bytes", "kept"}
@@ -83,7 +83,7 @@ def compile_paired(p: PairedParams) -> pd.DataFrame:
         for _, c in g[g["mode"] == "compile"].iterrows():
             plans = {mode: row for mode in PLAN_MODES if (row := candidate(g, mode, c["peak_bytes"])) is not None}
             plain = g[g["mode"] == "eager"]
-            if c["compile_budget"] == 1.0 and len(plain):
+            if c["compile_budget"] == PLAIN_AT and len(plain):
                 plans = {"eager": plain.iloc[0], **plans}
             rows += _pairs(g.iloc[0], c, plans, p)
     return with_provenance(rows, p.device)
@@ -113,16 +113,11 @@ def _pairs(m: pd.Series, c: pd.Series, plans: dict, p: PairedParams) -> list[dic
     if not plans:
         return []
     spec = TensorModel(m["kind"], int(m["blocks"]), int(m["width"]), int(m["seq"]), int(m["batch"]))
-    arg = json.dumps({"spec": asdict(spec), "budget": float(c["compile_budget"]), "gpu": m["gpu"],
-                      "plans": {mode: _budget(r) for mode, r in plans.items()},
-                      "p": {k: v for k, v in asdict(p).items() if k != "table"}})
-    proc = subprocess.run([sys.executable, "-m", "remat.experiments.compile_paired", arg], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    if proc.returncode:
-        lines = proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"]
-        got = {mode: {"error": lines[-1]} for mode in plans}
-    else:
-        got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = in_fresh_process("remat.experiments.compile_paired", {
+        "spec": asdict(spec), "budget": float(c["compile_budget"]), "gpu": m["gpu"],
+        "plans": {mode: _budget(r) for mode, r in plans.items()}, "p": {k: v for k, v in asdict(p).items()
+                                                                          if k != "table"}})
+    got = {mode: got for mode in plans} if "error" in got else got
     rows = []
     for mode, r in plans.items():
         row = {"model": m["model"], "kind": m["kind"], "compile_budget": float(c["compile_budget"]),
