@@ -1,7 +1,7 @@
 """Plans for a model trained under torch.compile (remat.auto.plan ``compiled=True``: fused rates,
-remat.timemodel.roofline ``Rates.fused``): the step time is the GEMMs' roofline alone, a tensor plan keeps only
-outputs whose recompute costs FLOPs, and the plan applied under torch.compile trains with the plain model's
-gradients."""
+remat.timemodel.roofline ``Rates.fused``): the step time is the GEMMs' roofline and one read of every other op's
+inputs, a tensor plan keeps only outputs whose recompute costs FLOPs, and the plan applied under torch.compile
+trains with the plain model's gradients."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from torch import nn
 
 from remat import auto
 from remat.errors import UsageError
-from remat.models.toys import BlockNet, TransformerBlock
+from remat.models.toys import BlockNet, ConvBlock, TransformerBlock
 from remat.timemodel.gpus import GPUS
 
 FLOP_OPS = {"mm", "addmm", "bmm", "baddbmm", "_scaled_dot_product_flash_attention_for_cpu", "convolution"}
@@ -39,8 +39,10 @@ def test_a_compiled_step_is_its_gemms_roofline():
     """Hand derivation: L blocks Linear(h, 4h) → ReLU → Linear(4h, h) on x [n, h] (float32, x needs no grad).
     Forward: 2 addmm per block; backward: per linear a weight-gradient mm and an input-gradient mm, except the
     first linear's input gradient (x needs none) — 4L − 1 mm. Each GEMM at the roofline max(2mkn / FLOP/s,
-    4(mk + kn + mn [+ n bias]) / bytes/s) on the H100 preset's FP32 rates; ReLU, the bias gradients and the
-    loss's sum cost nothing fused (and do in eager)."""
+    4(mk + kn + mn [+ n bias]) / bytes/s) on the H100 preset's FP32 rates. Fused, each op without FLOPs reads its
+    inputs once and writes nothing: per block the ReLU reads [n, 4h], its backward the gradient and its output
+    (2 × [n, 4h]), the two bias gradients [n, h] and [n, 4h]; the loss's sum reads [n, h] — (17L + 1)·n·h floats
+    at bytes/s (in eager they also write, and each op pays its launch)."""
     h, layers, n = 64, 3, 512
     torch.manual_seed(0)
     net, x = _MLPs(h, layers), torch.randn(n, h)
@@ -52,8 +54,9 @@ def test_a_compiled_step_is_its_gemms_roofline():
     forward = layers * (gemm(n, h, 4 * h, True) + gemm(n, 4 * h, h, True))
     backward = layers * (gemm(n, 4 * h, h) + gemm(4 * h, n, h) + gemm(n, h, 4 * h) + gemm(h, n, 4 * h)) \
         - gemm(n, 4 * h, h)
+    fused = (17 * layers + 1) * n * h * 4 / bytes_s
     compiled = _plan(net, x, "1GiB", choices=("none",), compiled=True)
-    assert compiled.plan.step_time_s == pytest.approx(forward + backward, rel=1e-9)
+    assert compiled.plan.step_time_s == pytest.approx(forward + backward + fused, rel=1e-9)
     assert "torch.compile" in str(compiled)
     assert _plan(net, x, "1GiB", choices=("none",)).plan.step_time_s > 1.1 * (forward + backward)
 
@@ -61,7 +64,8 @@ def test_a_compiled_step_is_its_gemms_roofline():
 @pytest.mark.slow
 def test_a_compiled_tensor_plan_keeps_only_what_costs_flops_to_recompute():
     """From the every-block-full peak to no recompute, a compiled plan's kept sets hold GEMM / attention outputs
-    only (recomputing anything else is free when fused), while the eager plan keeps some elementwise output."""
+    only (the ops a compiled plan is matched on: remat.auto.tensors.KeptSet), while the eager plan keeps some
+    elementwise output."""
     torch.manual_seed(0)
     net, x = BlockNet(TransformerBlock), torch.randn(2, 64, 64)
     full = _plan(net, x, "1GiB", choices=("full",)).plan.peak_bytes
@@ -125,3 +129,17 @@ def test_a_compiled_tensor_plan_of_a_grouped_head_llama_trains_under_torch_compi
     torch.compile(model, backend="aot_eager")(**batch).loss.backward()
     torch.compile(plain, backend="aot_eager")(**batch).loss.backward()
     assert all(torch.equal(a.grad, b.grad) for a, b in zip(model.parameters(), plain.parameters()))
+
+
+def test_a_compiled_plan_with_room_to_spare_recomputes_nothing():
+    """Fused, recomputing a GroupNorm or a ReLU still reads its inputs again: it costs time, not nothing. So at the
+    budget of no recompute a compiled tensor plan keeps every block whole (all "none"), and one byte less makes
+    some block recompute; priced at 0 (the old fused rates) any mix of selective tied with "none"."""
+    torch.manual_seed(0)
+    net, x = BlockNet(lambda: ConvBlock(16, 4), 4, 16), torch.randn(2, 16, 16, 16)
+    none = _plan(net, x, "1GiB", choices=("none",), compiled=True).plan
+    choices = dict(choices=("none", "selective", "full"), granularity="tensor", compiled=True)
+    roomy = _plan(net, x, none.peak_bytes, **choices)
+    assert set(roomy.policies) == {"none"} and roomy.plan.step_time_s == pytest.approx(none.step_time_s)
+    tight = _plan(net, x, none.peak_bytes - 1, **choices)
+    assert set(tight.policies) != {"none"} and tight.plan.step_time_s > none.step_time_s

@@ -64,9 +64,9 @@ def plan(model, example_args=(), example_kwargs: dict | None = None, budget: str
     ``choices`` also with some or all of the set on the host: remat.auto.tensor_offload; ``result.kept_sets``
     per block, applied by ``auto.apply`` through torch's selective-checkpoint contexts). compiled: the model
     will train under torch.compile — time at fused rates (remat.timemodel.roofline ``Rates.fused``: elementwise,
-    normalisation and softmax ops cost nothing, inductor fusing them; GEMMs, convolutions and attention keep
-    their roofline time), so a plan keeps the outputs whose recompute costs FLOPs and recomputes the rest, as
-    inductor's partitioner would. Memory stays the eager accounting: a budget the eager step fits.
+    normalisation and softmax ops launch and write nothing, inductor fusing them, but read their inputs once;
+    GEMMs, convolutions and attention keep their roofline time), so a plan's kept sets hold outputs whose
+    recompute costs FLOPs. Memory stays the eager accounting: a budget the eager step fits.
 
     Returns an AutoPlan (remat.auto.planning): ``policies``, ``plan.peak_bytes`` (bytes), ``plan.step_time_s``
     (seconds), ``print(result)``. Raises UsageError naming the argument for bad input, InfeasibleError with the

@@ -133,7 +133,7 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
     ``gpu`` a remat.timemodel.gpus.GPU, ``loss_fn(output) -> scalar`` (default ``default_loss``).
 
     ``granularity`` "tensor": each block also gets its selective kept sets (``tensor_variants``). ``compiled``:
-    priced at fused rates (remat.timemodel.roofline: byte-priced ops cost 0, as under torch.compile).
+    priced at fused rates (remat.timemodel.roofline: byte-priced ops read their inputs once, as under torch.compile).
     Returns ModelCosts (bytes: int; seconds on ``gpu``). Raises UsageError("model") when a block never runs
     in the forward. Any wrapping by remat.auto.apply is lifted while measuring and restored afterwards."""
     loss_fn = checked_loss(loss_fn or default_loss, model)

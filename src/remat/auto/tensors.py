@@ -18,10 +18,11 @@ Per op (``OpRecord``):
   FLOPs: what recomputing it costs. The checkpoint's recompute re-runs the whole forward (early_stop off), and
   an op whose output the cache holds is served from it, so the recompute of a kept set K costs
   Σ_{j ∉ K} seconds_j — the full recompute less the kept ops;
-* ``candidate`` — it may be kept: it allocates (nbytes > 0), moves data (seconds > 0), no later op of the
-  forward writes its output in place (SAC keeps by reference; the recompute would read the written values),
-  and the block does not return it (the block's output is live anyway, as the next block's input: keeping it
-  would spare one op's recompute and count its bytes twice).
+* ``candidate`` — it may be kept: it allocates (nbytes > 0), moves data (seconds > 0), has FLOPs when priced at
+  fused rates (a compiled plan keeps GEMM, attention and convolution outputs only: ``KeptSet._stream``), no
+  later op of the forward writes its output in place (SAC keeps by reference; the recompute would read the
+  written values), and the block does not return it (the block's output is live anyway, as the next block's
+  input: keeping it would spare one op's recompute and count its bytes twice).
 """
 
 from __future__ import annotations
@@ -217,8 +218,8 @@ def block_ops(module, inputs, rates, amp, device) -> BlockOps:
         with amp(), _Live(mem) as live:
             out = module(*args, **kwargs)
         del out
-    ops = tuple(OpRecord(i, name, nbytes, seconds, flops,
-                         nbytes > 0 and seconds > 0 and i not in stream.written and i not in returned)
+    ops = tuple(OpRecord(i, name, nbytes, seconds, flops, nbytes > 0 and seconds > 0 and (flops > 0 or not rates.fused)
+                         and i not in stream.written and i not in returned)
                 for i, (name, nbytes, seconds, flops) in enumerate(stream.rows))
     if len(live.live) != len(ops):
         raise RecomputeError("", f"the block ran {len(live.live)} ops in one forward and {len(ops)} in another: "

@@ -104,8 +104,9 @@ def _search_args(p) -> None:
                         "a transformers model only: --hf; output md or json, whose torch_policy torch applies "
                         "alone)")
     p.add_argument("--compiled", action="store_true",
-                   help="the model trains under torch.compile: price elementwise ops as fused (free), so a plan "
-                        "keeps what costs FLOPs to recompute (--hf only; memory is still the eager accounting)")
+                   help="the model trains under torch.compile: price elementwise ops as fused (each reads its "
+                        "inputs once, launches and writes nothing), so a plan keeps what costs FLOPs to recompute "
+                        "(--hf only; memory is still the eager accounting)")
     p.add_argument("--calibrate", action="store_true",
                    help="measure per-layer forward/backward time on this machine instead of the roofline model")
     p.add_argument("--no-baselines", action="store_true", help="skip the baselines")

@@ -7,11 +7,13 @@
 Per op (``remat.timemodel.trace.Op``), the roofline: time = max(FLOPs / achievable FLOP/s, bytes /
 achievable memory bandwidth) + a fixed per-op overhead (0 on GPUs, where kernels queue asynchronously;
 measured on the CPU). Fused rates (``Rates.fused``, a model trained under torch.compile): an op with no counted
-FLOPs (elementwise, normalisation, softmax: priced by its bytes) costs 0 — inductor fuses such ops into the
-kernels beside them, in forward, backward and recompute alike — so only GEMMs, convolutions and attention
-take time. It is the optimistic end of fusion (a fused kernel still reads its inputs once) and the view
-inductor's min-cut partitioner takes by default: it recomputes fusible ops freely and a GEMM only when a
-memory budget asks it to.
+FLOPs (elementwise, normalisation, softmax: priced by its bytes) runs inside the kernel beside it — inductor
+fuses such ops in forward, backward and recompute alike — so it launches nothing and writes nothing (its output
+stays in registers for the op it feeds), but it still reads its inputs once: it costs its input bytes at the
+memory bandwidth (``moved_bytes``). It is the optimistic end of fusion (a chain of such ops reads its
+intermediates again here) and makes recomputing them cheap, not free: a plan at a budget with room to spare keeps
+them rather than re-reading what they are made from, where pricing them at 0 would tie every kept set of the
+same GEMMs (inductor's min-cut partitioner also recomputes fusible ops, to save bytes, when a budget asks).
 
 Tensor-parallel collectives over t ranks, ring algorithms (Patarasuk & Yuan 2009;
 NCCL's bus-bandwidth convention): all-reduce 2(t − 1)/t · S / B, all-gather and reduce-scatter
@@ -50,7 +52,7 @@ class Rates:
     link_bytes_per_s: float
     op_overhead_s: float = 0.0
     source: str = ""
-    fused: bool = False    # ops priced by their bytes alone cost 0 (module docstring: torch.compile)
+    fused: bool = False    # ops priced by their bytes alone read their inputs once (module docstring: torch.compile)
 
     @classmethod
     def of(cls, gpu, t: int = 1, dtype: str = "bfloat16") -> "Rates":
@@ -117,13 +119,23 @@ class LayerTimes:
         return out
 
 
+def fused_away(op: Op, rates: Rates) -> bool:
+    """Whether ``op`` runs inside a neighbour's kernel at ``rates`` (fused rates, no FLOPs: module docstring)."""
+    return rates.fused and not op.flops and not op.collective
+
+
+def moved_bytes(op: Op, rates: Rates) -> int:
+    """The bytes ``op`` moves at ``rates``: what it reads and writes, or, fused away, its inputs read once."""
+    return max(0, op.bytes - sum(size for _, size in op.writes)) if fused_away(op, rates) else op.bytes
+
+
 def op_seconds(op: Op, rates: Rates, t: int) -> float:
-    """One op's seconds: the roofline (module docstring) or, for a collective over t ranks, the ring time."""
+    """One op's seconds: the roofline (module docstring) or, for a collective over t ranks, the ring time. An op
+    fused away pays no per-op overhead (it launches nothing)."""
     if op.collective:
         return RING_FACTOR[op.collective] * (t - 1) / t * op.comm_bytes / rates.link_bytes_per_s if t > 1 else 0.0
-    if rates.fused and not op.flops:
-        return 0.0
-    return max(op.flops / rates.flops_per_s, op.bytes / rates.memory_bytes_per_s) + rates.op_overhead_s
+    overhead = 0.0 if fused_away(op, rates) else rates.op_overhead_s
+    return max(op.flops / rates.flops_per_s, moved_bytes(op, rates) / rates.memory_bytes_per_s) + overhead
 
 
 def _hiding_gemm(ops: tuple[Op, ...], i: int) -> int | None:
@@ -154,12 +166,12 @@ def phase_time(ops: tuple[Op, ...], rates: Rates, t: int, overlap: bool) -> Phas
             exposed += max(0.0, seconds[i] - seconds[j])
         else:
             exposed += seconds[i]
-    kernels = [op for op in ops if not op.collective and (op.flops or not rates.fused)]   # fused: op_seconds
+    kernels = [op for op in ops if not op.collective]
     flop_s = [op.flops / rates.flops_per_s for op in kernels]
-    byte_s = [op.bytes / rates.memory_bytes_per_s for op in kernels]
+    byte_s = [moved_bytes(op, rates) / rates.memory_bytes_per_s for op in kernels]
     compute = sum(f for f, b in zip(flop_s, byte_s) if f >= b)
     memory = sum(b for f, b in zip(flop_s, byte_s) if f < b)
-    overhead = rates.op_overhead_s * len(kernels)
+    overhead = rates.op_overhead_s * sum(not fused_away(op, rates) for op in kernels)
     comm = sum(s for op, s in zip(ops, seconds) if op.collective)
     return PhaseTime(compute + memory + overhead + exposed, compute, memory, overhead, comm, exposed)
 
