@@ -161,11 +161,13 @@ from the paper's own printed numbers."""
 
 def write(found: list[Finding], out: str | Path) -> None:
     """The findings as one CSV (one row each, COLUMNS), written atomically. ValueError on a repeated id or a judged
-    finding whose ``where`` does not start with one of WHERE."""
+    finding whose ``where`` does not start with one of WHERE (a finding not measured may leave it empty: the
+    table of one file it waits for is made by no device of its own)."""
     ids = [f.id for f in found]
     if len(set(ids)) != len(ids):
         raise ValueError(f"repeated finding ids: {sorted({i for i in ids if ids.count(i) > 1})}")
-    unsaid = [f.id for f in found if f.status != MEASURED and not f.where.startswith(WHERE)]
+    unsaid = [f.id for f in found if f.status != MEASURED and not f.where.startswith(WHERE)
+              and not (f.status == NOT_MEASURED and not f.where)]
     if unsaid:
         raise ValueError(f"findings whose 'where' is not one of {', '.join(WHERE)}: {unsaid}")
     with atomic_path(Path(out)) as tmp:
