@@ -49,9 +49,9 @@ from remat.experiments.tensor_plans import TensorModel, build
 from remat.measure.provenance import load_since, snapshot, with_provenance
 
 PLAN_MODES = ("eager tensor", "compiled tensor")
+"""The plan modes paired with compile (remat.experiments.compile_budget.MODES)."""
 PLAIN_AT = 1.0
 """The compile budget the model without a plan is paired with (compile saving what its min-cut would)."""
-"""The plan modes paired with compile (remat.experiments.compile_budget.MODES)."""
 NEEDED = {"model", "kind", "blocks", "width", "seq", "batch", "gpu", "mode", "compile_budget", "budget_bytes",
           "peak_bytes", "predicted_peak_bytes", "kept"}
 """The columns of ``table`` this reads."""
