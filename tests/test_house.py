@@ -32,7 +32,8 @@ LAYERS = [
     ("remat.policies", "remat.drop_cheap", "remat.offload", "remat.offload_pool"),
     ("remat.models", "remat.graph"),
     ("remat.formulas", "remat.chain", "remat.schedules"),
-    ("remat.units", "remat.io", "remat.interrupt", "remat.device", "remat.errors", "remat.paper"),
+    ("remat.units", "remat.io", "remat.interrupt", "remat.device", "remat.errors", "remat.paper",
+     "remat.precision"),
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 

@@ -63,3 +63,4 @@ def release_memory(device: str | torch.device) -> None:
     gc.collect()
     if torch.device(device).type == "cuda":
         torch.cuda.empty_cache()
+

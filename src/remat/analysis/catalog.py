@@ -191,12 +191,23 @@ def gpu_of(table: str, root: str | Path = ".") -> Path | None:
 
 
 def where(device: str, table: str, root: str | Path = ".") -> str:
-    """Where a device's rows of ``table`` were measured, as findings say it (findings.WHERE): "CPU"; "GPU" for
-    this run's; "GPU (<the reference run>)" where the committed reference run's table stands in."""
+    """Where a device's rows of ``table`` were measured, as findings say it (findings.WHERE), with the dtype they
+    computed in: "CPU, float32"; "GPU, bfloat16" for this run's; "GPU (<the reference run>), bfloat16" where the
+    committed reference run's table stands in."""
     if device != GPU_DEVICE:
-        return device.upper()
+        return device.upper() + dtype_of(path(table, device, root))
     gpu = gpu_of(table, root)
-    return f"GPU ({label(gpu, root)})" if is_reference(gpu, root) else "GPU"
+    return (f"GPU ({label(gpu, root)})" if is_reference(gpu, root) else "GPU") + dtype_of(gpu)
+
+
+def dtype_of(table: Path | None) -> str:
+    """", float32": the dtype(s) a table's rows computed in (its ``dtype`` column), for a ``where`` label; "" where
+    the table or the column is absent."""
+    if table is None or not table.exists():
+        return ""
+    frame = read_csv(table)
+    names = list(dict.fromkeys(frame["dtype"].dropna().astype(str))) if "dtype" in frame else []
+    return f", {' / '.join(names)}" if names else ""
 
 
 def is_reference(table: Path | None, root: str | Path = ".") -> bool:

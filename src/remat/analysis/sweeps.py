@@ -58,9 +58,9 @@ def findings(root=".") -> list[Finding]:
     found = devices(pd.concat([f[["device"]] for f in frames.values()])) or [catalog.DEVICES[0]]
     out = []
     for d in found:
-        where = catalog.where(d, "sweeps.layer-timing", root)
         for sweep, build in BUILDERS.items():
             part = frames[sweep][frames[sweep]["device"] == d]
+            where = catalog.where(d, f"sweeps.{sweep}", root)
             target = catalog.target(f"sweeps.{sweep}", d)
             try:
                 out += build(part, d, where, frames) if len(ok(part)) else [
@@ -72,8 +72,10 @@ def findings(root=".") -> list[Finding]:
     return out + [_table4(out, found)]
 
 
-STAND_IN = {"CPU": "CPU (a stand-in for a GPU)"}
-"""Where a timing was taken, labelled: a CPU's times stand in for a GPU's (any other ``where`` as it is)."""
+def stand_in(where: str) -> str:
+    """Where a timing was taken, labelled: a CPU's times stand in for a GPU's ("CPU (a stand-in for a GPU),
+    float32"); any other ``where`` as it is."""
+    return where.replace("CPU", "CPU (a stand-in for a GPU)", 1) if where.startswith("CPU") else where
 
 
 def _f(stem: str, d: str, ours, **kw) -> Finding:
@@ -103,10 +105,10 @@ def _segments(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]:
            paper=PaperValue(k_formula, "closed form: the live peak (Chen §3 for this model)", f"{k_formula}")),
         _f("segments.k-star", d, k_star, where=where,
            text=f"{k_star:.1f} (x = {format_bytes(x)}, y = {format_bytes(y)})"),
-        _f("segments.time-per-flop", d, timed.median() if len(timed) else np.nan, where=STAND_IN.get(where, where),
+        _f("segments.time-per-flop", d, timed.median() if len(timed) else np.nan, where=stand_in(where),
            text=f"{timed.median():.2f}× ({len(timed)} points)" if len(timed) else "—"),
     ] + [gated(judge(f"segments.timing.k{int(r['k'])}.{d}", f"Segment sweep, k = {int(r['k'])}: time overhead",
-                     100 * r["time_overhead"], where=STAND_IN.get(where, where),
+                     100 * r["time_overhead"], where=stand_in(where),
                      text=f"{100 * r['time_overhead']:.1f} %"), [why[i]])
          for i, r in part[why != ""].iterrows()]
 
@@ -169,7 +171,7 @@ def _timing(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]:
     out = []
     for m in ("full", "selective"):
         r, formula = rows.loc[m], 100 * rows.loc[m, "flop_overhead_formula"]
-        f = _f(f"timing.{m}", d, 100 * r["time_overhead"], paper=TABLE4[m], where=STAND_IN.get(where, where),
+        f = _f(f"timing.{m}", d, 100 * r["time_overhead"], paper=TABLE4[m], where=stand_in(where),
                rule=within_abs(tol.SWEEPS_TABLE4_PP), text=f"{100 * r['time_overhead']:.1f} %")
         flops = dict(paper=PAPER["korthikanti.full_flops_pct"], rule=within_abs(tol.KORTHIKANTI_FULL_FLOPS_PP)) \
             if m == "full" else dict(paper=PaperValue(formula, "Appendix A: 4bs²h / 3(24bsh² + 4bs²h)",
@@ -186,12 +188,12 @@ def _time_model(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]
     out = [gated(judge(
         f"time-model.{r['mode']}.h{int(r['hidden'])}-s{int(r['seq'])}.{d}", f"Roofline at measured rates: {r['mode']} "
         f"recompute overhead, h = {int(r['hidden'])}, s = {int(r['seq'])}", 100 * r["measured_overhead"],
-        where=STAND_IN.get(where, where), text=f"{100 * r['measured_overhead']:.1f} %", paper=PaperValue(
+        where=stand_in(where), text=f"{100 * r['measured_overhead']:.1f} %", paper=PaperValue(
             100 * r["predicted_overhead"], "the roofline at the measured rates (remat.timemodel)",
             f"{100 * r['predicted_overhead']:.1f} %"), rule=within_abs(tol.SWEEPS_MODEL_PP)), [why[i]])
         for i, r in rows.iterrows()]
     worst = float(good["error"].loc[good["error"].abs().idxmax()]) if len(good) else np.nan
-    error = _f("time-model.error", d, 1 + worst, where=STAND_IN.get(where, where), rule=within_rel(tol.TIME_MODEL_BAND),
+    error = _f("time-model.error", d, 1 + worst, where=stand_in(where), rule=within_rel(tol.TIME_MODEL_BAND),
                text=signed_percent(worst, 1, " %"), paper=PaperValue(1, "predicted = measured", "predicted = measured"))
     return out + [gated(error, [] if len(good) else ["no size passes the timing gates"])]
 

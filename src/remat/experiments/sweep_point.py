@@ -28,6 +28,7 @@ from remat.errors import UsageError
 from remat.experiments.params import Bytes, Count, Ge, NonNegative
 from remat.formulas import torch_gpt
 from remat.measure import step
+from remat.precision import Precision, precision
 from remat.measure.provenance import with_provenance
 from remat.measure.timing import MIN_REPEATS, Timing, intra_op_threads, time_steps
 from remat.models.presets import ModelConfig, from_name, validate
@@ -38,7 +39,7 @@ from remat.units import GiB
 MODEL_FIELDS = ("hidden", "heads", "seq", "micro_batch", "vocab", "dtype", "dropout", "attention")
 FLOPS_NOTE = "torch.utils.flop_counter.FlopCounterMode (matmuls); recompute counted inside each recompute"
 Repeats = Annotated[int, Ge(MIN_REPEATS)]
-DType = Literal["float32", "float64", "bfloat16", "float16"]
+DType = Literal["float32", "float64", "bfloat16", "float16", "auto"]
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,11 @@ class SweepParams:
     vocab: Count | None = 64
     """v, tokens (small, so that the terms outside the layers ∝ sbv stay small next to a layer); None: the
     model's."""
-    dtype: DType | None = "bfloat16"
-    """Parameter and activation dtype (e = 2 bytes, the paper's); None: the model's."""
+    dtype: DType | None = "auto"
+    """Parameter and activation dtype. "auto": the paper's bfloat16 (e = 2 bytes) where the device computes it
+    natively, else float32 (a CPU without a bf16 flag emulates bfloat16 many times slower, with another
+    forward/backward ratio: remat.device.precision); None: the model's; a name: that dtype (the row's
+    dtype_reason says when it is emulated)."""
     dropout: Annotated[float, Ge(0.0)] | None = None
     """Probability of every dropout, in [0, 1) (masks are saved when > 0); None: the model's."""
     attention: Literal["math", "sdpa"] | None = None
@@ -98,6 +102,7 @@ class SweepParams:
         Raises UsageError("<section>.<field>") for a model or size the GPT model rejects (e.g. heads when
         a does not divide h, model for a Llama preset)."""
         sizes = {k: getattr(self, k) for k in MODEL_FIELDS}
+        sizes["dtype"] = None if self.dtype is None else self.precision().dtype
         try:
             base = from_name(self.model)
             if base.arch != "gpt":
@@ -105,6 +110,11 @@ class SweepParams:
             return with_sizes(with_sizes(base, tp=1, pp=1, interleave=1, **sizes), **changes)
         except UsageError as exc:
             raise UsageError(self.field(exc.field), str(exc).split(": ", 1)[-1]) from None
+
+    def precision(self) -> Precision:
+        """The dtype the run computes in and why (remat.device.precision of ``dtype`` on ``device``; None: the
+        model's own dtype, described the same way)."""
+        return precision(self.dtype if self.dtype is not None else from_name(self.model).dtype, self.device)
 
     def threads_fixed(self) -> contextlib.AbstractContextManager:
         """torch's intra-op thread count fixed to ``threads`` on the CPU for the run (restored after)."""
@@ -244,8 +254,7 @@ def frame(p: SweepParams, rows: list[dict], **extra) -> pd.DataFrame:
     """The tidy table: rows + sweep and protocol columns (``extra`` too) + provenance (with_provenance)."""
     protocol = {"sweep": p.NAME, "threads": p.threads if p.device == "cpu" else None, "warmup": p.warmup,
                 "repeats": p.repeats, "flops_method": FLOPS_NOTE, "max_bytes": p.max_bytes, **extra}
-    return with_provenance([{**row, **protocol} for row in rows], device=p.device,
-                           dtype=p.model_config().dtype, seed=p.seed)
+    return with_provenance([{**row, **protocol} for row in rows], device=p.device, precision=p.precision(), seed=p.seed)
 
 
 def overheads(rows: list[dict], reference: dict | None, column: str = "step_time_s") -> None:

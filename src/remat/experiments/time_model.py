@@ -28,7 +28,7 @@ import pandas as pd
 
 from remat.experiments.layer_timing import LayerTimingParams, layer_runner
 from remat.experiments.params import Count, Ge, NonNegative
-from remat.experiments.sweep_point import DType, Repeats, frame
+from remat.experiments.sweep_point import Repeats, frame
 from remat.measure.rates import rate_steps
 from remat.measure.timing import time_steps
 from remat.timemodel.roofline import layer_times
@@ -48,8 +48,6 @@ class TimeModelParams(LayerTimingParams):
     """h values, elements (one size per value)."""
     hidden: Count | None = None
     """Ignored: ``hiddens`` sets h."""
-    dtype: DType | None = "float32"
-    """Parameter and activation dtype (float32: the CPU's native matmul type)."""
     warmup: NonNegative = 1
     """Untimed calls per step and round, before its timed ones."""
     repeats: Repeats = 5

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from remat.precision import DTYPES, precision as choose
+
 BUSY_CORES = 0.25
 """A window is busy when other processes used more than this many cores meanwhile (CPU seconds per wall second).
 Measured on the project's 2-core machine over 1 s windows (2026-12-01): quiet, others read 0.00-0.04 cores
@@ -78,13 +80,19 @@ def torch_version() -> str | None:
         return None
 
 
-def provenance(device: str = "cpu", dtype: str = "float32", seed: int | None = None) -> dict:
-    """One flat dict of provenance columns to append to every results row."""
+def provenance(device: str = "cpu", dtype: str = "float32", seed: int | None = None, precision=None) -> dict:
+    """One flat dict of provenance columns to append to every results row. ``precision``
+    (remat.device.Precision): the dtype and why it was chosen, in place of ``dtype``; without it the reason says
+    whether ``device`` computes ``dtype`` natively (remat.device.precision)."""
     import numpy
+
+    if precision is None and dtype in DTYPES and device.split(":")[0] in ("cpu", "cuda", "fake"):
+        precision = choose(dtype, device)
     return {
         "device": device,
         "device_name": device_name(device),
-        "dtype": dtype,
+        "dtype": dtype if precision is None else precision.dtype,
+        "dtype_reason": None if precision is None else precision.reason,
         "seed": seed,
         "torch_version": torch_version(),
         "numpy_version": numpy.__version__,
@@ -100,11 +108,12 @@ def stamp(row: dict, prov: dict) -> dict:
     return {**row, **{k: v for k, v in prov.items() if k not in row}}
 
 
-def with_provenance(rows: list[dict], device: str = "cpu", dtype: str = "float32", seed: int | None = None):
+def with_provenance(rows: list[dict], device: str = "cpu", dtype: str = "float32", seed: int | None = None,
+                    precision=None):
     """A pandas DataFrame of ``rows``, each stamped with the provenance columns (``stamp``): the one place an
     experiment's table gets its provenance."""
     import pandas as pd
-    prov = provenance(device=device, dtype=dtype, seed=seed)
+    prov = provenance(device=device, dtype=dtype, seed=seed, precision=precision)
     return pd.DataFrame([stamp(row, prov) for row in rows])
 
 
