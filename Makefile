@@ -2,14 +2,20 @@
 #   make all   -- create .venv, install, run the whole pipeline (snakemake --cores all)
 #   make test  -- create/update .venv, run the unit tier (both cores, one file per worker; the slow tier apart)
 #   make test-e2e -- the end-to-end and integration tier (marked slow); .ci/run runs both
+#   make extended -- the default target plus the long experiments outside it (planner_compile, planner_paired:
+#                    about 80 minutes alone on a 2-core CPU), then the findings and reports re-judged with them
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: all test test-e2e pipeline clean gpu gpu-smoke
+.PHONY: all extended test test-e2e pipeline clean gpu gpu-smoke
 
 all: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores all
+
+extended: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores all results/planner/paired/cpu.csv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores all
 
 test: $(STAMP)

@@ -1,5 +1,7 @@
-"""Pipeline wall time from a fresh copy, the no-op rerun time, and each rule's wall and CPU time (targets: full run
-≤ 8 min, no-op rerun ≤ 5 s on 2 cores).
+"""Pipeline wall time from a fresh copy, the no-op rerun time, and each rule's wall and CPU time, stated with the
+machine: CPU model, torch's CPU capability (AVX2 / AVX512 / ...), whether bfloat16 is native (targets on a 2-core
+CPU without native bf16: `make all` from a fresh clone ≤ 5 min with the install, so the run itself ≤ 4 min; no-op
+rerun ≤ 2 s).
 
     .venv/bin/python benchmarks/bench_pipeline.py [--cores N] [--configfile FILE ...]
 
@@ -42,6 +44,15 @@ def rule_times(project: Path) -> pd.DataFrame:
     return table.sort_values("wall_s", ascending=False)
 
 
+def machine() -> str:
+    """The CPU the times were taken on: model, cores, torch's capability and native bf16 or not (remat.precision)."""
+    from remat.measure.provenance import device_name
+    from remat.precision import cpu_bf16, precision
+    native, evidence = cpu_bf16()
+    return (f"{device_name('cpu')}, {os.cpu_count()} CPUs; {evidence}: bfloat16 "
+            f"{'native' if native else 'emulated'}; sweeps' dtype 'auto' -> {precision('auto', 'cpu').dtype}")
+
+
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -52,7 +63,8 @@ def main() -> None:
     ap.add_argument("--configfile", action="append", default=[], help="layered over config/config.yaml")
     args = ap.parse_args()
     extra = [a for f in args.configfile for a in ("--configfile", str(Path(f).resolve()))]
-    print(f"load average before  {load()}  ({os.cpu_count()} CPUs, --cores {args.cores})")
+    print(f"machine              {machine()}")
+    print(f"load average before  {load()}  (--cores {args.cores})")
     with tempfile.TemporaryDirectory() as tmp:
         project = copy_project(Path(tmp))
         walls = {}

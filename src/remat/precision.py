@@ -29,6 +29,16 @@ class Precision:
     reason: str
 
 
+def bf16_flags(cpuinfo: str) -> list[str]:
+    """The NATIVE_BF16_FLAGS that /proc/cpuinfo's text lists (x86's ``flags`` lines, Arm's ``Features``)."""
+    flags = set()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            flags.update(value.split())
+    return [f for f in NATIVE_BF16_FLAGS if f in flags]
+
+
 @lru_cache(maxsize=1)
 def cpu_bf16() -> tuple[bool, str]:
     """(whether this CPU computes bfloat16 natively, the evidence in words): a flag of NATIVE_BF16_FLAGS in
@@ -40,11 +50,7 @@ def cpu_bf16() -> tuple[bool, str]:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return False, f"torch capability {capability}; CPU flags unreadable"
-    flags = set()
-    for line in text.splitlines():
-        if line.split(":", 1)[0].strip() in ("flags", "Features"):
-            flags.update(line.split(":", 1)[1].split())
-    found = [f for f in NATIVE_BF16_FLAGS if f in flags]
+    found = bf16_flags(text)
     if found:
         return True, f"torch capability {capability}, {'/'.join(found)}"
     return False, f"torch capability {capability}, no {'/'.join(NATIVE_BF16_FLAGS[:2])} flag"

@@ -16,7 +16,7 @@ from scipy import stats
 from remat.analysis import catalog, tolerances as tol
 from remat.analysis.findings import (INVALID, NOT_MEASURED, NOT_REPRODUCIBLE, Finding, judge, marked, not_measured,
                                     within_abs, within_range, within_rel)
-from remat.analysis.gates import busy, gated, negative_overhead, noisy
+from remat.analysis.gates import conditions, gated, negative_overhead, noisy
 from remat.paper import CHEN, PAPER
 
 # --- fits: the figures, the findings and the sweeps report use them ------------------------------------------
@@ -252,7 +252,7 @@ def _speed(t, root) -> list[Finding]:
     dev, where, rows = speed["device"].iloc[0], speed.attrs["where"], speed.set_index(["net", "strategy"])
     sub, none = (rows.xs(s, level="strategy") for s in ("sublinear", "none"))
     worst = (100 * sub["overhead"] - PAPER["chen.speed_overhead_pct"].value).abs().idxmax()
-    gates = [busy(rows)] + [noisy(r["step_time_s"], r["step_time_iqr_s"], f"{n} {s}") for (n, s), r in rows.iterrows()]
+    gates = [conditions(rows)] + [noisy(r["step_time_s"], r["step_time_iqr_s"], f"{n} {s}") for (n, s), r in rows.iterrows()]
     gates += [negative_overhead(sub.loc[n, "overhead"], none.loc[n, "step_time_iqr_s"] / none.loc[n, "step_time_s"],
                                 f"{n} sublinear") for n in sub.index]
     ours = ", ".join(f"{n} {100 * v:.0f} %" for n, v in sub["overhead"].items())

@@ -1,7 +1,7 @@
 """Sanity gates: a measurement that breaks an invariant becomes an ``invalid`` finding, shown with its reason
 and never summarised as data. Each gate returns the reason it fails, or "" when the measurement passes.
 
-    reasons = [busy(rows), noisy(m, iqr), negative_overhead(over, noise), apart(t1, iqr1, t2, iqr2, "forward")]
+    reasons = [conditions(rows), noisy(m, iqr), negative_overhead(over, noise), apart(t1, iqr1, t2, iqr2, "forward")]
     finding = gated(finding, reasons)          # INVALID with the first reason, else unchanged
 """
 
@@ -65,6 +65,24 @@ def busy(rows: Mapping | pd.Series | pd.DataFrame) -> str:
     total = number("run_cores").max() if "run_cores" in frame else float("nan")
     of = f" of {total:.0f}" if total == total else ""
     return f"timed while other processes used {worst:.2f} cores{of} (over {TIMING_BUSY.value:g}: a busy machine)"
+
+
+def emulated(rows: Mapping | pd.Series | pd.DataFrame) -> str:
+    """Fails when a timed row computed in a dtype its device emulates (``dtype_reason``, remat.precision: e.g.
+    bfloat16 forced on a CPU without a bf16 flag): its times are another machine's, not this one's (on a Zen 3
+    EPYC a GPT layer's backward came out 8.1× its forward in emulated bfloat16, 1.6× in float32)."""
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame([dict(rows)])
+    if "dtype_reason" not in frame:
+        return ""
+    bad = frame["dtype_reason"].dropna().astype(str)
+    bad = bad[bad.str.contains("EMULATED")]
+    return f"timed in {bad.iloc[0].split(',')[0].removeprefix('set: ')}, which this device emulates" if len(bad) else ""
+
+
+def conditions(rows: Mapping | pd.Series | pd.DataFrame) -> str:
+    """Fails when a timed row was not taken as a timing must be: in a precision its device computes natively
+    (``emulated``), on a quiet machine (``busy``)."""
+    return emulated(rows) or busy(rows)
 
 
 def gated(finding: Finding, reasons: list[str]) -> Finding:

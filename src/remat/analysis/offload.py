@@ -132,7 +132,7 @@ def _step_gates(steps: pd.DataFrame | None, variant: str) -> list[str]:
     t = steps.pivot_table(index=["s", "h"], columns="variant", values=["step_time_s", "step_time_iqr_s"])
     med, iqr = t["step_time_s"], t["step_time_iqr_s"]
     over, noise = med[variant] / med["none"] - 1, (iqr[variant] + iqr["none"]) / med["none"]
-    return [gates.busy(steps[steps["variant"].isin(["none", variant])])] + [
+    return [gates.conditions(steps[steps["variant"].isin(["none", variant])])] + [
         gates.noisy(med.loc[i, v], iqr.loc[i, v], f"{v}'s step time at (s, h) = {i}") for i in t.index
             for v in ("none", variant)] + [gates.negative_overhead(over[i], noise[i], variant) for i in t.index]
 

@@ -225,7 +225,7 @@ def _validate(v: pd.DataFrame) -> list[Finding]:
            _m("validate.baselines.worst", NAN, worst), _m("validate.budgets", n), beaten,
            _m("validate.base_error", int((v["predicted_base_bytes"] - v["measured_base_bytes"]).abs().max()),
               where=at), *(_m(f"validate.{k}", int(first[k])) for k in ("rounds", "repeats", "threads"))]
-    noise = [gates.busy(plans)] + [gates.noisy(t, q, f"the {s} step") for t, q, s in
+    noise = [gates.conditions(plans)] + [gates.noisy(t, q, f"the {s} step") for t, q, s in
                                    zip(plans["measured_step_time_s"], plans["measured_step_time_iqr_s"], plans["spec"])]
     for name, rows in (("plans", plans), ("baselines", base)):
         err = rows["peak_rel_error"].abs().max() if len(rows) else NAN

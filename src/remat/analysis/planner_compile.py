@@ -145,7 +145,7 @@ def _speed(cmp: pd.DataFrame, paired: pd.DataFrame | None, device: str) -> list[
     if paired is None:
         missing = catalog.Missing(catalog.target("planner.paired", device), device.upper())
         return [not_measured(id, CLAIMS[id], missing) for id in SPEED]
-    at, timed = paired.attrs.get("where", ""), [gates.busy(paired)]
+    at, timed = paired.attrs.get("where", ""), [gates.conditions(paired)]
     m = lambda id, value, text: gates.gated(judge(id, CLAIMS[id], value, where=at, text=text), timed)  # noqa: E731
     lines = {"compiled": 0.0, "eager": EAGER_SLACK}
     hits = {k: cmp[f"{k}_paired"] <= line for k, line in lines.items()}

@@ -90,10 +90,10 @@ def validity(sweep: str, frame: pd.DataFrame) -> pd.Series:
         base = t.index[t["label"].isin(["none", "k = 1"])]
         why = _reasons(t, base[0]) if len(base) else pd.Series("", index=t.index, dtype=object)
         if sweep == "segments":   # k = 1's busy window, else a point's own, else k = 1's failed gate
-            k1_busy, k1 = gates.busy(g[g["k"] == 1]), why[base[0]] if len(base) else ""
-            out[g.index] = [k1_busy or gates.busy(r) or k1 or w for (_, r), w in zip(g.iterrows(), why)]
+            k1_busy, k1 = gates.conditions(g[g["k"] == 1]), why[base[0]] if len(base) else ""
+            out[g.index] = [k1_busy or gates.conditions(r) or k1 or w for (_, r), w in zip(g.iterrows(), why)]
         else:
-            out[g.index] = gates.busy(g) or next((r for r in why if r), "")
+            out[g.index] = gates.conditions(g) or next((r for r in why if r), "")
     return out
 
 
