@@ -12,9 +12,9 @@ are also offered offloaded (twice the options: per-tensor offload, remat.auto.te
 
 Part 2, the pipeline's planner-tensor experiment (remat.experiments.tensor_plans) at its defaults: three models,
 one training step each (loss = output sum; no optimizer, so optimizer_state_bytes=0), torch at one thread,
-measured by remat.measure.peak.PeakMemory (torch's MemTracker) in this process: a 12-layer pre-norm transformer
-(d = 256, s = 256, b = 4), a tiny HF Llama (8 layers, hidden 256, s = 256, b = 4; needs transformers) and a conv
-net (8 residual conv–GroupNorm blocks, 64 channels, 64×64, b = 8). Ten budgets from the every-block-full peak to
+measured by remat.measure.peak.PeakMemory (torch's MemTracker) in this process: a 6-layer pre-norm transformer
+(d = 128, s = 128, b = 2), a tiny HF Llama (4 layers, hidden 128, s = 128, b = 2; needs transformers) and a conv
+net (4 residual conv–GroupNorm blocks, 32 channels, 32×32, b = 4). Six budgets from the every-block-full peak to
 the no-recompute peak, evenly spaced; per budget the tensor plan and the per-block plan: predicted peak and step
 time, measured peak, whether gradients are bitwise the plain model's. torch.compile's activation_memory_budget is
 not run here (not built yet: issue 28).

@@ -69,3 +69,27 @@ def test_tensor_plan_rows_are_measured_as_predicted():
     assert list(frame["granularity"]) == ["tensor", "block"] * 3
     assert (frame["measured_peak_bytes"] == frame["predicted_peak_bytes"]).all()
     assert (frame["measured_peak_bytes"] <= frame["budget_bytes"]).all() and frame["grads_bitwise"].all()
+
+
+def test_tensor_plans_at_several_budgets_are_auto_plan_at_each():
+    """planner-tensor measures a model once per granularity and re-solves it at the other budgets: each re-solved
+    plan is what a full auto.plan call at that budget returns (second method: plan from scratch), and the bounds
+    are the predicted peaks of every block full and of no recompute on the same measurement."""
+    from remat import auto
+    from remat.experiments.tensor_plans import TensorModel, _Plans, build
+    from remat.planner.problem import POLICIES
+    model, inputs, loss = build(TensorModel("transformer", 3, 32, 16, 2), "cpu")
+    plans = _Plans(model, inputs, loss, "h100-80gb")
+    low, high = plans.bounds()
+    assert low < high
+    for granularity in ("tensor", "block"):
+        for budget in (low, (2 * low + high) // 3, high):
+            got, _ = plans.at(budget, granularity)
+            fresh = auto.plan(model, inputs, budget=budget, loss_fn=loss, optimizer_state_bytes=0, choices=POLICIES,
+                              granularity=granularity)
+            sets = lambda r: [None if k is None else (k.names, k.keep, k.offload) for k in r.kept_sets]
+            assert (got.policies, sets(got)) == (fresh.policies, sets(fresh))
+            assert (got.plan.peak_bytes, got.plan.step_time_s) == (fresh.plan.peak_bytes, fresh.plan.step_time_s)
+    every = auto.plan(model, inputs, budget=2**62, loss_fn=loss, optimizer_state_bytes=0, choices=POLICIES)
+    assert (low, high) == tuple(every.baselines[name]["peak_bytes"] for name in
+                                ("every block full (HF gradient_checkpointing_enable)", "no recompute"))

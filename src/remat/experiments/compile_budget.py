@@ -1,7 +1,7 @@
 """planner-compile: torch.compile's activation_memory_budget beside remat's tensor plans, applied and measured on
 ``device``: peak and step time per point.
 
-Per model (remat.experiments.tensor_plans.build, the planner-tensor models; the Llama without a KV cache, as it
+Per model (remat.experiments.tensor_plans.build, the planner-tensor kinds at larger sizes; the Llama without a KV cache, as it
 trains), four kinds of point (``mode``), each in a fresh process (compiled code and the allocator's state do not
 carry over):
 * ``compile``: torch.compile (inductor) with torch._functorch.config.activation_memory_budget = b, for each b of
@@ -49,7 +49,7 @@ from remat.device import resolve_device
 from remat.errors import UsageError
 from remat.experiments.params import Count, Ge
 from remat.experiments.progress import progress
-from remat.experiments.tensor_plans import TensorModel, TensorParams, build
+from remat.experiments.tensor_plans import TensorModel, build
 from remat.measure.provenance import load_since, snapshot, with_provenance
 from remat.timemodel.gpus import check_presets
 
@@ -63,8 +63,10 @@ MODES = ("compile", "eager", "eager tensor", "compiled tensor")
 class CompileParams:
     """planner.compile: torch.compile's memory budget beside remat's tensor plans, applied and measured."""
 
-    models: list[TensorModel] = field(default_factory=lambda: TensorParams().models)
-    """The models measured (the planner-tensor models)."""
+    models: list[TensorModel] = field(default_factory=lambda: [
+        TensorModel("transformer", 12, 256, 256, 4), TensorModel("llama", 8, 256, 256, 4),
+        TensorModel("conv", 8, 64, 64, 8)])
+    """The models measured (the planner-tensor kinds, larger: a compiled step's time must dwarf its noise)."""
     budgets: list[float] = field(default_factory=lambda: [1.0, 0.8, 0.6, 0.4, 0.2, 0.0])
     """torch.compile activation_memory_budget values, each in [0, 1]."""
     rounds: Count = 2

@@ -137,10 +137,11 @@ class ValidateParams:
     """planner.validate: plans and baselines applied to tiny GPT models and measured."""
 
     models: list[TinyModel] = field(default_factory=lambda: [
-        TinyModel(layers=8, seq=128, micro_batch=4),
-        TinyModel(layers=12, seq=64, micro_batch=8, hidden=128, heads=8)])
-    """The models measured, each a preset with overrides."""
-    points: Annotated[int, Ge(2)] = 5
+        TinyModel(layers=8, seq=128, micro_batch=2),
+        TinyModel(layers=12, seq=64, micro_batch=4, hidden=128, heads=8)])
+    """The models measured, each a preset with overrides (two shapes: the claims need a plan between the
+    uniform ones at each budget, not large steps)."""
+    points: Annotated[int, Ge(2)] = 4
     """Budgets per model (bytes), evenly spaced strictly inside the feasible range: the least feasible peak
     and the peak of all-none are left out (``interior_budgets``)."""
     repeats: Annotated[int, Ge(5)] = 5

@@ -104,8 +104,12 @@ def provenance(device: str = "cpu", dtype: str = "float32", seed: int | None = N
 
 def stamp(row: dict, prov: dict) -> dict:
     """``row`` with the provenance columns of ``prov`` added; the row's own value of one (e.g. the model's
-    dtype) wins."""
-    return {**row, **{k: v for k, v in prov.items() if k not in row}}
+    dtype) wins, and then the reason given for the dtype is its own."""
+    out = {**row, **{k: v for k, v in prov.items() if k not in row}}
+    own = row.get("dtype")
+    if "dtype_reason" not in row and own != prov.get("dtype") and own in DTYPES and prov.get("device"):
+        out["dtype_reason"] = choose(own, prov["device"]).reason
+    return out
 
 
 def with_provenance(rows: list[dict], device: str = "cpu", dtype: str = "float32", seed: int | None = None,
