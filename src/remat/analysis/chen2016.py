@@ -252,7 +252,8 @@ def _speed(t, root) -> list[Finding]:
     dev, where, rows = speed["device"].iloc[0], speed.attrs["where"], speed.set_index(["net", "strategy"])
     sub, none = (rows.xs(s, level="strategy") for s in ("sublinear", "none"))
     worst = (100 * sub["overhead"] - PAPER["chen.speed_overhead_pct"].value).abs().idxmax()
-    gates = [conditions(rows)] + [noisy(r["step_time_s"], r["step_time_iqr_s"], f"{n} {s}") for (n, s), r in rows.iterrows()]
+    gates = [conditions(rows)] + [noisy(r["step_time_s"], r["step_time_iqr_s"], f"{n} {s}")
+                                  for (n, s), r in rows.iterrows()]
     gates += [negative_overhead(sub.loc[n, "overhead"], none.loc[n, "step_time_iqr_s"] / none.loc[n, "step_time_s"],
                                 f"{n} sublinear") for n in sub.index]
     ours = ", ".join(f"{n} {100 * v:.0f} %" for n, v in sub["overhead"].items())

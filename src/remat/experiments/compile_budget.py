@@ -1,9 +1,9 @@
 """planner-compile: torch.compile's activation_memory_budget beside remat's tensor plans, applied and measured on
 ``device``: peak and step time per point.
 
-Per model (remat.experiments.tensor_plans.build, the planner-tensor kinds at larger sizes; the Llama without a KV cache, as it
-trains), four kinds of point (``mode``), each in a fresh process (compiled code and the allocator's state do not
-carry over):
+Per model (remat.experiments.tensor_plans.build, the planner-tensor kinds at larger sizes; the Llama without a KV
+cache, as it trains), four kinds of point (``mode``), each in a fresh process (compiled code and the allocator's state
+do not carry over):
 * ``compile``: torch.compile (inductor) with torch._functorch.config.activation_memory_budget = b, for each b of
   ``budgets`` (1.0: save what the min-cut partitioner would; 0.0: recompute what it can);
 * ``eager``: the model as it is, in eager (no plan): the step fusion alone shortens;
