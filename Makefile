@@ -3,7 +3,7 @@
 #   make test  -- create/update .venv, run the unit tier (both cores, one file per worker; the slow tier apart)
 #   make test-e2e -- the end-to-end and integration tier (marked slow); .ci/run runs both
 #   make extended -- the default target plus the long experiments outside it (planner_compile, planner_paired:
-#                    about 80 minutes alone on a 2-core CPU), then the findings and reports re-judged with them
+#                    about 100 minutes alone on a 2-core CPU), then the findings and reports re-judged with them
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -27,7 +27,7 @@ test-e2e: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev,hf]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,hf]'
 	touch $@
 
 # The GPU half in one command (remat.gpu_run): on a GPU node with Python, torch (CUDA), numpy, pandas, scipy,

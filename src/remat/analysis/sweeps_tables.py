@@ -197,7 +197,8 @@ def points_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 SIZES = {"model": "model", "layers": "layers L", "seq": "sequence s", "micro_batch": "micro-batch b",
-         "hidden": "hidden h", "heads": "heads a", "vocab": "vocabulary v", "dtype": "dtype", "dropout": "dropout p",
+         "hidden": "hidden h", "heads": "heads a", "vocab": "vocabulary v", "dtype": "dtype",
+         "dtype_reason": "why that dtype", "dropout": "dropout p",
          "threads": "CPU threads", "warmup": "warm-up calls", "repeats": "timed repeats", "rounds": "rounds"}
 """The sizes table's columns and headers (sizes in elements, s in tokens)."""
 
