@@ -153,7 +153,7 @@ def test_params_name_the_bad_field():
 def test_tiny_model_overrides_the_preset():
     cfg = TinyModel(layers=3, seq=16, hidden=32, heads=2).config()
     assert (cfg.layers, cfg.seq, cfg.max_positions, cfg.hidden, cfg.ffn_hidden, cfg.heads) == (3, 16, 16, 32, 128, 2)
-    assert ValidateParams().models[1] == TinyModel(layers=12, seq=64, micro_batch=4, hidden=128, heads=8)
+    assert ValidateParams().models[1] == TinyModel(layers=8, seq=64, micro_batch=4, hidden=128, heads=8)
 
 
 def test_calibration_times_every_policy_under_its_own_plan(monkeypatch):

@@ -47,7 +47,7 @@ class LayerTimingParams(SweepParams):
     warmup: NonNegative = 2
     """Untimed calls per step and round, before its timed ones."""
     repeats: Repeats = 5
-    """Timed calls per step and round (≥ 5); 3 rounds pool 15 samples per step, as sweep-time-model's."""
+    """Timed calls per step and round (≥ 5); 3 rounds pool 15 samples per step."""
     layers: Count = 1
     """L; times and FLOPs are reported per layer (totals / L)."""
     modes: list[torch_gpt.Mode] = field(default_factory=lambda: ["none", "selective", "full"])

@@ -138,7 +138,7 @@ class ValidateParams:
 
     models: list[TinyModel] = field(default_factory=lambda: [
         TinyModel(layers=8, seq=128, micro_batch=2),
-        TinyModel(layers=12, seq=64, micro_batch=4, hidden=128, heads=8)])
+        TinyModel(layers=8, seq=64, micro_batch=4, hidden=128, heads=8)])
     """The models measured, each a preset with overrides (two shapes: the claims need a plan between the
     uniform ones at each budget, not large steps)."""
     points: Annotated[int, Ge(2)] = 4
@@ -146,8 +146,8 @@ class ValidateParams:
     and the peak of all-none are left out (``interior_budgets``)."""
     repeats: Annotated[int, Ge(5)] = 5
     """Timed steps per plan and round (≥ 5)."""
-    rounds: Count = 3
-    """Interleaved timing rounds (remat.measure.timing.time_steps)."""
+    rounds: Count = 2
+    """Interleaved timing rounds (remat.measure.timing.time_steps): 2 of 5 pool 10 samples per plan."""
     threads: Count = 1
     """torch intra-op threads while timing on a CPU."""
     time_baselines: bool = False

@@ -52,8 +52,8 @@ class TimeModelParams(LayerTimingParams):
     """Untimed calls per step and round, before its timed ones."""
     repeats: Repeats = 5
     """Timed calls per step and round (≥ 5)."""
-    rounds: Count = 3
-    """Interleaved timing rounds (remat.measure.timing.time_steps)."""
+    rounds: Count = 2
+    """Interleaved timing rounds (remat.measure.timing.time_steps): 2 of 5 pool 10 samples per step."""
     dropout: Annotated[float, Ge(0.0)] | None = 0.0
     """Dropout probability. 0 by default: on the CPU, dropout is ``bernoulli_`` (a random-number generator,
     compute-bound at a few ns per element) + ``mul`` — not a bandwidth-bound kernel as the fused Philox
