@@ -9,7 +9,8 @@ import torch
 from torch._dynamo.utils import counters
 
 from remat.experiments.compile_budget import in_fresh_process, ready
-from remat.experiments.compile_paired import PairedParams, candidate, compile_paired
+from remat.experiments.compile_paired import PairedParams, compile_paired
+from remat.experiments.pairing import candidate
 from remat.experiments.tensor_plans import TensorModel, build
 
 TINY = TensorModel("transformer", 1, 16, 8, 1)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from remat.analysis import catalog, gates
 from remat.analysis.findings import Finding, judge, not_measured
-from remat.experiments.compile_paired import PLAIN_AT, candidate
+from remat.experiments.pairing import PLAIN_AT, candidate
 from remat.units import MiB, percent, signed_percent
 
 EAGER_SLACK = 0.05

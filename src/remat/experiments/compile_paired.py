@@ -43,19 +43,11 @@ from torch._dynamo.utils import counters
 from remat.device import resolve_device
 from remat.errors import UsageError
 from remat.experiments.compile_budget import in_fresh_process, ready, timed
+from remat.experiments.pairing import NEEDED, PLAIN_AT, PLAN_MODES, candidate
 from remat.experiments.params import Count, Ge
 from remat.experiments.progress import progress
 from remat.experiments.tensor_plans import TensorModel, build
 from remat.measure.provenance import load_since, snapshot, with_provenance
-
-PLAN_MODES = ("eager tensor", "compiled tensor")
-"""The plan modes paired with compile (remat.experiments.compile_budget.MODES)."""
-PLAIN_AT = 1.0
-"""The compile budget the model without a plan is paired with (compile saving what its min-cut would)."""
-NEEDED = {"model", "kind", "blocks", "width", "seq", "batch", "gpu", "mode", "compile_budget", "budget_bytes",
-          "peak_bytes", "predicted_peak_bytes", "kept"}
-"""The columns of ``table`` this reads."""
-
 
 @dataclass(frozen=True)
 class PairedParams:
@@ -99,13 +91,6 @@ def _table(path: str) -> pd.DataFrame:
     if missing := NEEDED - set(frame.columns):
         raise UsageError("planner.paired.table", f"a planner-compile table, {path} lacks {sorted(missing)}")
     return frame[frame["error"].isna()] if "error" in frame else frame
-
-
-def candidate(g: pd.DataFrame, mode: str, peak: float) -> pd.Series | None:
-    """Of ``mode``'s points in ``g`` whose measured peak is at most ``peak``, the one planned with the largest
-    budget (module docstring); None where none reaches it."""
-    fits = g[(g["mode"] == mode) & (g["peak_bytes"] <= peak)]
-    return None if fits.empty else fits.loc[fits["budget_bytes"].idxmax()]
 
 
 def _pairs(m: pd.Series, c: pd.Series, plans: dict, p: PairedParams) -> list[dict]:
