@@ -62,6 +62,7 @@ rule chen_speed:
     params:
         p=lambda wc: params_json("chen", "speed", device=wc.device),
     threads: ALONE  # times: alone on the machine (common.smk); intra-op threads while timing: chen.speed.threads
+    priority: TIMED_FIRST
     resources:
         gpu=lambda wc: int(wc.device == "cuda"),
     log:

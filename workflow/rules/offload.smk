@@ -12,6 +12,7 @@ rule offload_experiment:
     params:
         p=lambda wc: params_json("offload", wc.name, device=wc.device),
     threads: ALONE  # both tables time (copy benchmark, time_steps): alone on the machine (common.smk)
+    priority: TIMED_FIRST
     resources:
         gpu=lambda wc: int(wc.device == "cuda"),
     log:
@@ -34,6 +35,7 @@ rule offload_breakeven:
         device=config["device"],
     params:
         p=lambda wc, input: params_json("offload", "breakeven", steps=input.steps, bandwidth=input.bandwidth),
+    priority: TIMED_FIRST  # the table the timed steps wait to feed: made as soon as they are
     log:
         "logs/offload/{device}/breakeven.log",
     benchmark:

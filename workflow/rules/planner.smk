@@ -31,6 +31,7 @@ rule planner_validate:
     params:
         p=lambda wc: params_json("planner", "validate", device=wc.device),
     threads: ALONE  # times every plan (time_steps): alone on the machine (common.smk)
+    priority: TIMED_FIRST
     resources:
         gpu=lambda wc: int(wc.device == "cuda"),
     log:
