@@ -44,7 +44,7 @@ class LayerTimingParams(SweepParams):
     """a, attention heads; None: the model's."""
     seq: Count | None = 256
     """s, tokens per sequence; None: the model's."""
-    warmup: NonNegative = 2
+    warmup: NonNegative = 1
     """Untimed calls per step and round, before its timed ones."""
     repeats: Repeats = 5
     """Timed calls per step and round (≥ 5); 3 rounds pool 15 samples per step."""

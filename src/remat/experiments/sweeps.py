@@ -54,8 +54,8 @@ class SegmentsParams(SweepParams):
     rounds: Count = 2
     """Interleaved timing rounds: each visits every k once, in rotated order (remat.measure.timing.time_steps);
     2 rounds of 5 pool 10 samples per k, the count each k had when timed on its own."""
-    layers: Count = 16
-    """L, layers of the model."""
+    layers: Count = 12
+    """L, layers of the model (12: k from 1 to L brackets √L ≈ 3.5 and the closed-form optimum on both sides)."""
     ks: list[Count] | None = None
     """Segment counts k to run (each ≤ layers); None: every k in 1..layers."""
     timing: bool = True
