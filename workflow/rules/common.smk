@@ -32,9 +32,10 @@ def bench(rule, *wildcards):
 # the run log. (Do not scale these rules down with --max-threads or --set-threads: other jobs would share the
 # machine.) Under a cluster executor workflow.cores is 1 and each job is its own allocation.
 ALONE = workflow.cores
-# Timed rules also run first (`priority: TIMED_FIRST`): one by one at the start, while what depends on them (figures,
-# findings, reports) waits and then runs two at a time beside the untimed jobs, instead of one at a time between
-# timed jobs with a core idle (a 2-core fresh-clone run lost its last ~25 s to that tail).
+# Timed rules also run first (`priority: TIMED_FIRST`), one by one while every core is free: a job that needs every
+# core waits as long as one-core jobs keep one busy, so a timed job left for later starts only when they run out,
+# and what depends on it (figures, findings, reports) then runs last, one at a time (a 2-core fresh-clone run lost
+# ~25 s to that tail). Untimed jobs keep priority 0.
 TIMED_FIRST = 10
 
 

@@ -35,7 +35,6 @@ rule offload_breakeven:
         device=config["device"],
     params:
         p=lambda wc, input: params_json("offload", "breakeven", steps=input.steps, bandwidth=input.bandwidth),
-    priority: TIMED_FIRST  # the table the timed steps wait to feed: made as soon as they are
     log:
         "logs/offload/{device}/breakeven.log",
     benchmark:

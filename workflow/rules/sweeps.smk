@@ -13,7 +13,7 @@ rule sweep:
         p=lambda wc: params_json("sweeps", wc.sweep, device=wc.device),
     # a sweep that times steps runs alone on the machine (common.smk); one that does not runs beside other jobs
     threads: lambda wc: ALONE if sweep_times(wc.sweep) else 1
-    priority: TIMED_FIRST
+    priority: lambda wc: TIMED_FIRST if sweep_times(wc.sweep) else 0
     resources:
         gpu=lambda wc: int(wc.device == "cuda"),
         runtime=60,

@@ -55,7 +55,8 @@ class SegmentsParams(SweepParams):
     """Interleaved timing rounds: each visits every k once, in rotated order (remat.measure.timing.time_steps);
     2 rounds of 5 pool 10 samples per k, the count each k had when timed on its own."""
     layers: Count = 12
-    """L, layers of the model (12: k from 1 to L brackets √L ≈ 3.5 and the closed-form optimum on both sides)."""
+    """L, layers of the model. At the CPU sizes the closed-form optimum k* = √(L·y/x) lies beyond L (y/x ≈ 19:
+    k* ≈ 15 at L = 12, 17 at 16), so the measured optimum is k = L either way; L = 12 keeps the step short."""
     ks: list[Count] | None = None
     """Segment counts k to run (each ≤ layers); None: every k in 1..layers."""
     timing: bool = True
