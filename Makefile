@@ -12,6 +12,8 @@ STAMP  := $(VENV)/.installed
 .PHONY: all extended test test-e2e pipeline clean gpu gpu-smoke
 
 all: $(STAMP)
+	@# remat's own sources byte-compiled once (where PYTHONDONTWRITEBYTECODE is set every job would compile them anew)
+	$(BIN)/python -m compileall -q -j 0 src > /dev/null
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores all
 
 extended: $(STAMP)

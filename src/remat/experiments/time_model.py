@@ -44,7 +44,7 @@ class TimeModelParams(LayerTimingParams):
     NAME: ClassVar[str] = "sweep-time-model"
     SECTION: ClassVar[str] = "sweeps.time-model"
 
-    hiddens: list[Count] = field(default_factory=lambda: [256, 512])
+    hiddens: list[Count] = field(default_factory=lambda: [256, 384])
     """h values, elements (one size per value)."""
     hidden: Count | None = None
     """Ignored: ``hiddens`` sets h."""
