@@ -28,12 +28,12 @@ from remat.errors import UsageError
 from remat.experiments.params import Bytes, Count, Ge, NonNegative
 from remat.formulas import torch_gpt
 from remat.measure import step
-from remat.precision import Precision, precision
 from remat.measure.provenance import with_provenance
 from remat.measure.timing import MIN_REPEATS, Timing, intra_op_threads, time_steps
 from remat.models.presets import ModelConfig, from_name, validate
 from remat.models.transformer import build_model, lm_loss, random_tokens
 from remat.policies import LayerPolicies, apply_plan, parse_plan
+from remat.precision import Precision, precision
 from remat.units import GiB
 
 MODEL_FIELDS = ("hidden", "heads", "seq", "micro_batch", "vocab", "dtype", "dropout", "attention")
@@ -68,7 +68,7 @@ class SweepParams:
     dtype: DType | None = "auto"
     """Parameter and activation dtype. "auto": the paper's bfloat16 (e = 2 bytes) where the device computes it
     natively, else float32 (a CPU without a bf16 flag emulates bfloat16 many times slower, with another
-    forward/backward ratio: remat.device.precision); None: the model's; a name: that dtype (the row's
+    forward/backward ratio: remat.precision.precision); None: the model's; a name: that dtype (the row's
     dtype_reason says when it is emulated)."""
     dropout: Annotated[float, Ge(0.0)] | None = None
     """Probability of every dropout, in [0, 1) (masks are saved when > 0); None: the model's."""
@@ -112,7 +112,7 @@ class SweepParams:
             raise UsageError(self.field(exc.field), str(exc).split(": ", 1)[-1]) from None
 
     def precision(self) -> Precision:
-        """The dtype the run computes in and why (remat.device.precision of ``dtype`` on ``device``; None: the
+        """The dtype the run computes in and why (remat.precision.precision of ``dtype`` on ``device``; None: the
         model's own dtype, described the same way)."""
         return precision(self.dtype if self.dtype is not None else from_name(self.model).dtype, self.device)
 

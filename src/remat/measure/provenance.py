@@ -82,8 +82,8 @@ def torch_version() -> str | None:
 
 def provenance(device: str = "cpu", dtype: str = "float32", seed: int | None = None, precision=None) -> dict:
     """One flat dict of provenance columns to append to every results row. ``precision``
-    (remat.device.Precision): the dtype and why it was chosen, in place of ``dtype``; without it the reason says
-    whether ``device`` computes ``dtype`` natively (remat.device.precision)."""
+    (remat.precision.Precision): the dtype and why it was chosen, in place of ``dtype``; without it the reason says
+    whether ``device`` computes ``dtype`` natively (remat.precision.precision)."""
     import numpy
 
     if precision is None and dtype in DTYPES and device.split(":")[0] in ("cpu", "cuda", "fake"):
