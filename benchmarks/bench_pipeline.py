@@ -1,7 +1,8 @@
-"""Pipeline wall time from a fresh copy, the no-op rerun time, and each rule's wall and CPU time, stated with the
-machine: CPU model, torch's CPU capability (AVX2 / AVX512 / ...), whether bfloat16 is native (targets on a 2-core
-CPU without native bf16: `make all` from a fresh clone ≤ 5 min with the install, so the run itself ≤ 4 min; no-op
-rerun ≤ 2 s).
+"""Runs the whole pipeline twice in a temp copy: its wall time, the no-op rerun's, each rule's wall and CPU time.
+
+Every figure is stated with the machine: CPU model, torch's CPU capability (AVX2 / AVX512 / ...), whether bfloat16
+is native (targets on a 2-core CPU without native bf16: `make all` from a fresh clone ≤ 5 min with the install,
+so the run itself ≤ 4 min; no-op rerun ≤ 2 s).
 
     .venv/bin/python benchmarks/bench_pipeline.py [--cores N] [--configfile FILE ...]
 

@@ -34,9 +34,10 @@ def test_auto_is_float32_where_bf16_is_emulated_and_bfloat16_where_native(monkey
     assert auto.dtype == "float32" and auto.reason.startswith("auto: float32, as bfloat16 is emulated")
     assert precision.precision(None, "cpu").dtype == "float32"
     forced = precision.precision("bfloat16", "cpu")
-    assert forced.dtype == "bfloat16" and "EMULATED" in forced.reason
+    assert forced.dtype == "bfloat16" and "EMULATED" in forced.reason and not forced.native
     assert "EMULATED" in precision.precision("float16", "cpu").reason      # float16 is no faster on a CPU
     assert precision.precision("float32", "cpu").reason.startswith("set: float32, native")
+    assert precision.precision("float32", "cpu").native and precision.precision("auto", "cpu").native
     assert precision.precision("auto", "fake").dtype == "bfloat16"           # nothing computed: the paper's bytes
     _cpu(monkeypatch, True)
     assert precision.precision("auto", "cpu").dtype == "bfloat16"
@@ -62,15 +63,36 @@ def test_a_sweep_runs_in_the_chosen_dtype_and_its_rows_say_why(monkeypatch):
     assert sweep_point.SweepParams().model_config().dtype == "bfloat16"
 
 
-def test_timings_in_an_emulated_dtype_are_invalid():
-    row = {"step_time_s": 1.0, "dtype_reason": "set: bfloat16, EMULATED here: times are not this device's own (x)"}
+def test_timings_in_an_emulated_dtype_are_invalid(monkeypatch):
+    _cpu(monkeypatch, False)
+    row = {"step_time_s": 1.0, **{k: v for k, v in frame_of("bfloat16").iloc[0].items() if k.startswith("dtype")}}
+    assert row["dtype_native"] is False or str(row["dtype_native"]) == "False"
     assert gates.emulated(row) == "timed in bfloat16, which this device emulates"
     assert gates.conditions(row) == gates.emulated(row)
-    assert gates.emulated({"step_time_s": 1.0, "dtype_reason": "auto: float32, as bfloat16 is emulated here"}) == ""
-    assert gates.emulated({"step_time_s": 1.0}) == ""                    # tables from before the column
+    auto = {"step_time_s": 1.0, **{k: v for k, v in frame_of("auto").iloc[0].items() if k.startswith("dtype")}}
+    assert auto["dtype"] == "float32" and gates.emulated(auto) == ""
+    assert gates.emulated({"step_time_s": 1.0, "dtype": "bfloat16"}) == ""   # tables from before the column
     rows = pd.DataFrame({"status": "ok", "device": "cpu", "k": [1, 2], "step_time_s": [1.0, 1.1],
-                         "step_time_iqr_s": 0.01, "time_overhead": [0.0, 0.1], "dtype_reason": row["dtype_reason"]})
+                         "step_time_iqr_s": 0.01, "time_overhead": [0.0, 0.1], "dtype": "bfloat16",
+                         "dtype_native": False})
     assert sweeps_tables.valid("segments", rows).empty                  # out of the summaries, every point
+    assert gates.emulated(pd.read_csv(_csv(rows))) != ""                # as read back from a table: "False" text
+
+
+def frame_of(dtype: str) -> pd.DataFrame:
+    p = sweep_point.SweepParams(hidden=32, heads=4, seq=16, micro_batch=2, vocab=32, warmup=0, dtype=dtype)
+    return sweep_point.frame(p, [{"policy": "none"}])
+
+
+def _csv(frame: pd.DataFrame):
+    import io
+    return io.StringIO(frame.to_csv(index=False))
+
+
+def test_the_models_own_dtype_is_not_called_set(monkeypatch):
+    _cpu(monkeypatch, False)
+    own = sweep_point.SweepParams(dtype=None).precision()
+    assert own.dtype == "float32" and own.reason.startswith("the model's: float32")   # gpt-tiny's dtype
 
 
 def test_where_names_the_dtype_of_the_table(tmp_path):

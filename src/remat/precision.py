@@ -23,10 +23,12 @@ DTYPES = ("float32", "float64", "bfloat16", "float16")
 
 @dataclass(frozen=True)
 class Precision:
-    """The dtype a run computes in and why it was chosen (a row's ``dtype`` and ``dtype_reason`` columns)."""
+    """The dtype a run computes in, why it was chosen and whether the device computes it natively (a row's
+    ``dtype``, ``dtype_reason`` and ``dtype_native`` columns)."""
 
     dtype: str
     reason: str
+    native: bool = True
 
 
 def bf16_flags(cpuinfo: str) -> list[str]:
@@ -53,7 +55,7 @@ def cpu_bf16() -> tuple[bool, str]:
     found = bf16_flags(text)
     if found:
         return True, f"torch capability {capability}, {'/'.join(found)}"
-    return False, f"torch capability {capability}, no {'/'.join(NATIVE_BF16_FLAGS[:2])} flag"
+    return False, f"torch capability {capability}, no {'/'.join(NATIVE_BF16_FLAGS)} flag"
 
 
 def native(dtype: str, device: str) -> tuple[bool, str]:
@@ -85,4 +87,4 @@ def precision(requested: str | None, device: str) -> Precision:
         return Precision(fallback, f"auto: {fallback}, as bfloat16 is emulated here ({evidence})")
     has, evidence = native(requested, device)
     said = "native here" if has else "EMULATED here: times are not this device's own"
-    return Precision(requested, f"set: {requested}, {said} ({evidence})")
+    return Precision(requested, f"set: {requested}, {said} ({evidence})", has)

@@ -68,15 +68,17 @@ def busy(rows: Mapping | pd.Series | pd.DataFrame) -> str:
 
 
 def emulated(rows: Mapping | pd.Series | pd.DataFrame) -> str:
-    """Fails when a timed row computed in a dtype its device emulates (``dtype_reason``, remat.precision: e.g.
-    bfloat16 forced on a CPU without a bf16 flag): its times are another machine's, not this one's (on a Zen 3
-    EPYC a GPT layer's backward came out 8.1× its forward in emulated bfloat16, 1.6× in float32)."""
+    """Fails when a timed row computed in a dtype its device emulates (``dtype_native`` False, recorded where it was
+    measured by remat.precision: e.g. bfloat16 forced on a CPU without a bf16 flag): its times are another
+    machine's, not this one's (on a Zen 3 EPYC a GPT layer's backward came out 8.1× its forward in emulated
+    bfloat16, 1.6× in float32). Tables made before the column was recorded get no verdict on it ("")."""
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame([dict(rows)])
-    if "dtype_reason" not in frame:
+    if "dtype_native" not in frame:
         return ""
-    bad = frame["dtype_reason"].dropna().astype(str)
-    bad = bad[bad.str.contains("EMULATED")]
-    return f"timed in {bad.iloc[0].split(',')[0].removeprefix('set: ')}, which this device emulates" if len(bad) else ""
+    bad = frame[frame["dtype_native"].astype(str).str.lower() == "false"]
+    if bad.empty:
+        return ""
+    return f"timed in {bad['dtype'].iloc[0] if 'dtype' in bad else 'a dtype'}, which this device emulates"
 
 
 def conditions(rows: Mapping | pd.Series | pd.DataFrame) -> str:

@@ -114,7 +114,10 @@ class SweepParams:
     def precision(self) -> Precision:
         """The dtype the run computes in and why (remat.precision.precision of ``dtype`` on ``device``; None: the
         model's own dtype, described the same way)."""
-        return precision(self.dtype if self.dtype is not None else from_name(self.model).dtype, self.device)
+        if self.dtype is not None:
+            return precision(self.dtype, self.device)
+        own = precision(from_name(self.model).dtype, self.device)
+        return Precision(own.dtype, own.reason.replace("set:", "the model's:", 1), own.native)
 
     def threads_fixed(self) -> contextlib.AbstractContextManager:
         """torch's intra-op thread count fixed to ``threads`` on the CPU for the run (restored after)."""

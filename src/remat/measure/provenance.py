@@ -93,6 +93,7 @@ def provenance(device: str = "cpu", dtype: str = "float32", seed: int | None = N
         "device_name": device_name(device),
         "dtype": dtype if precision is None else precision.dtype,
         "dtype_reason": None if precision is None else precision.reason,
+        "dtype_native": None if precision is None else precision.native,
         "seed": seed,
         "torch_version": torch_version(),
         "numpy_version": numpy.__version__,
@@ -108,7 +109,8 @@ def stamp(row: dict, prov: dict) -> dict:
     out = {**row, **{k: v for k, v in prov.items() if k not in row}}
     own = row.get("dtype")
     if "dtype_reason" not in row and own != prov.get("dtype") and own in DTYPES and prov.get("device"):
-        out["dtype_reason"] = choose(own, prov["device"]).reason
+        chosen = choose(own, prov["device"])
+        out["dtype_reason"], out["dtype_native"] = chosen.reason, chosen.native
     return out
 
 
