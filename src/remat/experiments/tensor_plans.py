@@ -9,8 +9,8 @@ once: peak bytes by remat.measure.peak.PeakMemory (torch's MemTracker; on a CPU 
 are made out of its sight, remat.offload_pool.host_side, so it measures the device side), gradients compared bit
 for bit with the unmodified model's. One row per (model, budget, granularity): predicted and measured peak,
 their difference in bytes, the predicted step time on the GPU preset (roofline: nothing is timed on this machine
-except ``plan_s``: on a granularity's first budget the wall seconds auto.plan took, measure and solve together; at
-the others the re-solve of that measurement's), the blocks that keep an op set,
+except ``plan_s``: for the first tensor plan the wall seconds auto.plan took, measure and solve together; for
+every other row the re-solve's, the per-block measurement being made for the bounds), the blocks that keep an op set,
 the bytes the plan offloads (op outputs and whole blocks; ``max_block_offload_bytes`` the most one block does)
 and the bytes the step moved (``moved_bytes``, remat.policies.apply.OffloadStats).
 A Llama needs transformers (the hf extra); without it its rows are left out and the table says so
