@@ -472,15 +472,15 @@ def test_frozen_parameters_plan_and_measure():
 
 @pytest.mark.slow
 def test_readme_example_runs_as_written(capsys):
-    """The README's "Plan for your own model" example, executed as it is written there."""
+    """docs/planner.md's "Plan for your own model" example, executed as it is written there."""
     pytest.importorskip("transformers")
     from pathlib import Path
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[1] / "docs" / "planner.md").read_text(encoding="utf-8")
     section = text[text.index("## Plan for your own model"):]
     code = section[section.index("```python\n") + len("```python\n"):
                    section.index("```", section.index("```python") + 9)]
     assert len(code.strip().splitlines()) <= 14
-    exec(compile(code, "README.md", "exec"), {})
+    exec(compile(code, "docs/planner.md", "exec"), {})
     out = capsys.readouterr().out
     assert "remat.auto plan" in out and "traps: none seen" in out
 

@@ -1,4 +1,4 @@
-"""The workflow paths a newcomer takes from the README, run in a temp copy of the project."""
+"""The workflow paths a newcomer takes from the manual (docs/pipeline.md, docs/cli.md), run in a temp copy."""
 
 from __future__ import annotations
 
@@ -53,8 +53,8 @@ def test_interrupt_at_any_moment_stops_at_once_and_writes_nothing(tmp_path, dela
 
 
 def _readme_commands(root, section: str) -> list[tuple[str, str]]:
-    """(command, comment) of every `snakemake ...` line in the README section's code blocks."""
-    text = (root / "README.md").read_text().split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    """(command, comment) of every `snakemake ...` line in docs/pipeline.md's section's code blocks."""
+    text = (root / "docs" / "pipeline.md").read_text().split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
     found = []
     for block in text.split("```bash\n")[1:]:
         for line in block.split("```", 1)[0].splitlines():
@@ -77,7 +77,7 @@ def test_rerun_one_rule_commands_do_what_the_readme_says(root, project):
     tiny = ["--configfile", "tiny.yaml"]
     assert snakemake(project, "results/chen/depth.csv", "--cores", "1", *tiny).returncode == 0
     unforced = snakemake(project, "results/chen/depth.csv", "--cores", "1", "-n", *tiny)
-    assert "Nothing to be done" in unforced.stdout + unforced.stderr  # why the README says -f
+    assert "Nothing to be done" in unforced.stdout + unforced.stderr  # why docs/pipeline.md says -f
     commands = dict(c for c in _readme_commands(root, "Rerun one rule") if "my.yaml" not in c[0])
     expected = {"-f results/chen/depth.csv": ["chen_sweep"],
                 "reports/korthikanti2022.html": ["korthikanti_experiment", "korthikanti_figure", "report"],
@@ -97,7 +97,7 @@ def test_rerun_one_rule_commands_do_what_the_readme_says(root, project):
 
 @pytest.mark.slow
 def test_configfile_override_example_runs(root, project):
-    block = (root / "README.md").read_text().split("printf ", 1)[1].split("\n", 1)[0]
+    block = (root / "docs" / "pipeline.md").read_text().split("printf ", 1)[1].split("\n", 1)[0]
     body = block.split(" > ")[0].strip("'").encode().decode("unicode_escape")
     (project / "my.yaml").write_text(body)
     proc = snakemake(project, "--cores", "1", "--configfile", "my.yaml", "-n")
@@ -132,7 +132,7 @@ def test_gpu_node_commands_dry_run(root, project):
     for command in commands:
         argv = shlex.split(command)[1:]
         if "--workflow-profile" in argv and importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
-            continue  # the README installs the SLURM plugin first; without it there is nothing to dry-run
+            continue  # docs/pipeline.md installs the SLURM plugin first; without it there is nothing to dry-run
         proc = snakemake(project, *argv, "-n")
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, (command, out[-2000:])
@@ -141,13 +141,13 @@ def test_gpu_node_commands_dry_run(root, project):
 
 @pytest.mark.slow
 def test_command_line_examples_run_as_written(root, capsys):
-    """Every `remat ...` line of the README's "The command line" examples: exit 0, and --json prints JSON."""
+    """Every `remat ...` line of docs/cli.md's examples: exit 0, and --json prints JSON."""
     import json
     import shlex
 
     from conftest import run_cli
 
-    text = (root / "README.md").read_text().split("## The command line\n", 1)[1].split("\n## ", 1)[0]
+    text = (root / "docs" / "cli.md").read_text().split("## The command line\n", 1)[1].split("\n## ", 1)[0]
     block = text.split("Examples:", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     commands = [line.partition("#")[0].strip() for line in block.splitlines() if line.startswith("remat ")]
     assert len(commands) == 7
@@ -166,7 +166,7 @@ def test_command_line_examples_run_as_written(root, capsys):
 
 @pytest.mark.slow
 def test_top_level_config_override_dry_runs(project):
-    """`--config device=cuda` (the README's example of a top-level override): the offload report follows the
+    """`--config device=cuda` (docs/pipeline.md's example of a top-level override): the offload report follows the
     device (offload.report_device: null), so the dry run plans the cuda tables and no CPU ones."""
     proc = snakemake(project, "--cores", "1", "-n", "-p", "--config", "device=cuda")
     out = proc.stdout + proc.stderr
