@@ -66,7 +66,7 @@ def test_a_sweep_runs_in_the_chosen_dtype_and_its_rows_say_why(monkeypatch):
 def test_timings_in_an_emulated_dtype_are_invalid(monkeypatch):
     _cpu(monkeypatch, False)
     row = {"step_time_s": 1.0, **{k: v for k, v in frame_of("bfloat16").iloc[0].items() if k.startswith("dtype")}}
-    assert row["dtype_native"] is False or str(row["dtype_native"]) == "False"
+    assert not row["dtype_native"]
     assert gates.emulated(row) == "timed in bfloat16, which this device emulates"
     assert gates.conditions(row) == gates.emulated(row)
     auto = {"step_time_s": 1.0, **{k: v for k, v in frame_of("auto").iloc[0].items() if k.startswith("dtype")}}
@@ -95,9 +95,9 @@ def test_the_models_own_dtype_is_not_called_set(monkeypatch):
     assert own.dtype == "float32" and own.reason.startswith("the model's: float32")   # gpt-tiny's dtype
 
 
-def test_where_names_the_dtype_of_the_table(tmp_path):
-    table = catalog.path("sweeps.layer-timing", "cpu", tmp_path)
-    table.parent.mkdir(parents=True)
-    pd.DataFrame({"device": ["cpu"], "dtype": ["float32"]}).to_csv(table, index=False)
-    assert catalog.where("cpu", "sweeps.layer-timing", tmp_path) == "CPU, float32"
-    assert catalog.where("cpu", "sweeps.depth", tmp_path) == "CPU"       # no table: no dtype to name
+def test_where_names_the_dtype_of_the_rows():
+    rows = pd.DataFrame({"device": ["cpu"], "dtype": ["float32"]})
+    assert catalog.where("cpu", "sweeps.layer-timing", rows) == "CPU, float32"
+    assert catalog.where("cpu", "sweeps.depth", rows.drop(columns="dtype")) == "CPU"   # no dtype to name
+    mixed = pd.DataFrame({"device": ["cpu"] * 3, "dtype": ["float32", "bfloat16", "float32"]})
+    assert catalog.where("cpu", "sweeps.depth", mixed) == "CPU, float32 / bfloat16"

@@ -73,11 +73,12 @@ def native(dtype: str, device: str) -> tuple[bool, str]:
     return has and dtype == "bfloat16", evidence
 
 
-def precision(requested: str | None, device: str) -> Precision:
+def precision(requested: str | None, device: str, given: str = "set") -> Precision:
     """The dtype a run on ``device`` computes in. ``requested`` "auto" (or None): the paper's 16-bit bfloat16 where
     ``device`` computes it natively (a GPU since Ampere, a CPU with a bf16 flag, fake tensors), else float32 (on
     a CPU that emulates bfloat16, and on an older GPU: float16 there). Any other name is used as given, and the
-    reason says whether the device computes it natively."""
+    reason, which starts with ``given`` ("set" in a config, "the model's" own), says whether the device computes it
+    natively."""
     if requested in (None, AUTO):
         kind = str(device).split(":")[0]
         has, evidence = native("bfloat16", device)
@@ -87,4 +88,4 @@ def precision(requested: str | None, device: str) -> Precision:
         return Precision(fallback, f"auto: {fallback}, as bfloat16 is emulated here ({evidence})")
     has, evidence = native(requested, device)
     said = "native here" if has else "EMULATED here: times are not this device's own"
-    return Precision(requested, f"set: {requested}, {said} ({evidence})", has)
+    return Precision(requested, f"{given}: {requested}, {said} ({evidence})", has)

@@ -140,7 +140,7 @@ def read_shown(table: str, root: str | Path = ".") -> pd.DataFrame:
     frame = read_devices(table, root)
     gpu = (frame["device"] == GPU_DEVICE).any()
     out = frame[frame["device"] == (GPU_DEVICE if gpu else frame["device"].iloc[0])].reset_index(drop=True)
-    out.attrs["where"] = where(str(out["device"].iloc[0]), table, root)
+    out.attrs["where"] = where(str(out["device"].iloc[0]), table, out, root)
     return out
 
 
@@ -190,23 +190,20 @@ def gpu_of(table: str, root: str | Path = ".") -> Path | None:
     return gpu_table(relpath(table, GPU_DEVICE), root)
 
 
-def where(device: str, table: str, root: str | Path = ".") -> str:
-    """Where a device's rows of ``table`` were measured, as findings say it (findings.WHERE), with the dtype they
+def where(device: str, table: str, rows: pd.DataFrame, root: str | Path = ".") -> str:
+    """Where a device's ``rows`` of ``table`` were measured, as findings say it (findings.WHERE), with the dtype they
     computed in: "CPU, float32"; "GPU, bfloat16" for this run's; "GPU (<the reference run>), bfloat16" where the
     committed reference run's table stands in."""
     if device != GPU_DEVICE:
-        return device.upper() + dtype_of(path(table, device, root))
+        return device.upper() + dtype_of(rows)
     gpu = gpu_of(table, root)
-    return (f"GPU ({label(gpu, root)})" if is_reference(gpu, root) else "GPU") + dtype_of(gpu)
+    return (f"GPU ({label(gpu, root)})" if is_reference(gpu, root) else "GPU") + dtype_of(rows)
 
 
-def dtype_of(table: Path | None) -> str:
-    """", float32": the dtype(s) a table's rows computed in (its ``dtype`` column), for a ``where`` label; "" where
-    the table or the column is absent."""
-    if table is None or not table.exists():
-        return ""
-    frame = read_csv(table)
-    names = list(dict.fromkeys(frame["dtype"].dropna().astype(str))) if "dtype" in frame else []
+def dtype_of(rows: pd.DataFrame) -> str:
+    """", float32": the dtype(s) ``rows`` computed in (their ``dtype`` column), for a ``where`` label; "" without
+    one."""
+    names = list(dict.fromkeys(rows["dtype"].dropna().astype(str))) if "dtype" in rows else []
     return f", {' / '.join(names)}" if names else ""
 
 

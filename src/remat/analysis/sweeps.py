@@ -60,7 +60,7 @@ def findings(root=".") -> list[Finding]:
     for d in found:
         for sweep, build in BUILDERS.items():
             part = frames[sweep][frames[sweep]["device"] == d]
-            where = catalog.where(d, f"sweeps.{sweep}", root)
+            where = catalog.where(d, f"sweeps.{sweep}", part, root)
             target = catalog.target(f"sweeps.{sweep}", d)
             try:
                 out += build(part, d, where, frames) if len(ok(part)) else [

@@ -116,8 +116,7 @@ class SweepParams:
         model's own dtype, described the same way)."""
         if self.dtype is not None:
             return precision(self.dtype, self.device)
-        own = precision(from_name(self.model).dtype, self.device)
-        return Precision(own.dtype, own.reason.replace("set:", "the model's:", 1), own.native)
+        return precision(from_name(self.model).dtype, self.device, given="the model's")
 
     def threads_fixed(self) -> contextlib.AbstractContextManager:
         """torch's intra-op thread count fixed to ``threads`` on the CPU for the run (restored after)."""

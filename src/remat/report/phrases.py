@@ -137,5 +137,5 @@ def gpu_note(paths, what: str = "GPU measurements", root: str | Path = ".", show
     where = (f"{catalog.REFERENCE.as_posix()}/ holds no reference run yet" if run is None else
              f"the newest reference run ({(catalog.REFERENCE / run.name).as_posix()}) has none")
     return (f"::: {{.callout-note title=\"No GPU results yet\"}}\nThis page shows no {what}: this run had no GPU "
-            f"and {where}. `make gpu` on a GPU node measures them (docs/pipeline.md, On a GPU node) and the reports then "
-            "show them here.\n:::\n")
+            f"and {where}. `make gpu` on a GPU node measures them (docs/pipeline.md, On a GPU node) and the "
+            "reports then show them here.\n:::\n")
