@@ -101,3 +101,14 @@ def test_where_names_the_dtype_of_the_rows():
     assert catalog.where("cpu", "sweeps.depth", rows.drop(columns="dtype")) == "CPU"   # no dtype to name
     mixed = pd.DataFrame({"device": ["cpu"] * 3, "dtype": ["float32", "bfloat16", "float32"]})
     assert catalog.where("cpu", "sweeps.depth", mixed) == "CPU, float32 / bfloat16"
+
+
+def test_the_sweeps_report_lists_each_dtype_once_with_its_reason():
+    frames = {"depth": pd.DataFrame({"device": ["cpu"] * 2, "dtype": ["float32"] * 2, "dtype_reason": ["auto: a"] * 2}),
+              "segments": pd.DataFrame({"device": ["cpu"], "dtype": ["float32"], "dtype_reason": ["auto: a"]}),
+              "layer-timing": pd.DataFrame({"device": ["cpu"], "dtype": ["bfloat16"], "dtype_reason": ["set: b"]}),
+              "time-model": pd.DataFrame(columns=["device", "dtype"])}
+    table = sweeps_tables.precision_table(frames)
+    assert table.to_dict("records") == [
+        {"device": "cpu", "dtype": "float32", "sweeps": "depth, segments", "why": "auto: a"},
+        {"device": "cpu", "dtype": "bfloat16", "sweeps": "layer-timing", "why": "set: b"}]

@@ -197,8 +197,7 @@ def points_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 SIZES = {"model": "model", "layers": "layers L", "seq": "sequence s", "micro_batch": "micro-batch b",
-         "hidden": "hidden h", "heads": "heads a", "vocab": "vocabulary v", "dtype": "dtype",
-         "dtype_reason": "why that dtype", "dropout": "dropout p",
+         "hidden": "hidden h", "heads": "heads a", "vocab": "vocabulary v", "dtype": "dtype", "dropout": "dropout p",
          "threads": "CPU threads", "warmup": "warm-up calls", "repeats": "timed repeats", "rounds": "rounds"}
 """The sizes table's columns and headers (sizes in elements, s in tokens)."""
 
@@ -214,6 +213,17 @@ def sizes_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame([{"sweep": s, "device": d, **{h: shown(f.loc[f["device"] == d, c].dropna().unique()
                                                                 if c in f else []) for c, h in SIZES.items()}}
                          for s, f in frames.items() for d in devices(f)])
+
+
+def precision_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per device and dtype: the sweeps that computed in it and the reason recorded with it (remat.precision);
+    tables from before the reason was recorded show "—"."""
+    rows = pd.concat([f.assign(sweep=s) for s, f in frames.items() if len(f)], ignore_index=True) \
+        if any(len(f) for f in frames.values()) else pd.DataFrame(columns=["sweep", "device", "dtype"])
+    reason = rows["dtype_reason"] if "dtype_reason" in rows else pd.Series("—", index=rows.index)
+    rows = rows.assign(reason=reason.fillna("—"))
+    return pd.DataFrame([{"device": d, "dtype": t, "sweeps": ", ".join(dict.fromkeys(g["sweep"])), "why": why}
+                         for (d, t, why), g in rows.groupby(["device", "dtype", "reason"], sort=False)])
 
 
 DEPTH = {"L_min": "L, least", "L_max": "L, most", "exponent": "exponent a of L^a, measured",
