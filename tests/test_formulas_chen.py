@@ -129,3 +129,16 @@ def test_fit_loglog_exponent_recovers_a_power():
     assert chen_summary.fit_loglog_exponent(x, 3 * x ** 0.5) == pytest.approx(0.5)
     slope, r2 = chen_summary.fit_log2_growth(x, 5 + 7 * np.log2(x))
     assert slope == pytest.approx(7) and r2 == pytest.approx(1)
+
+
+def test_fits_agree_with_scipy_linregress_on_noisy_data():
+    """The fits are centred-sum least squares; scipy.stats.linregress is the second method (noisy, so r² < 1)."""
+    from scipy import stats
+    rng = np.random.default_rng(1)
+    x = np.array([2.0, 4, 8, 16, 32, 64])
+    y = 5 + 7 * np.log2(x) + rng.normal(0, 2, x.size)
+    ref = stats.linregress(np.log2(x), y)
+    assert chen_summary.fit_log2_growth(x, y) == pytest.approx((ref.slope, ref.rvalue ** 2), rel=1e-12)
+    y = 3 * x ** 0.5 * np.exp(rng.normal(0, 0.1, x.size))
+    assert chen_summary.fit_loglog_exponent(x, y) == pytest.approx(stats.linregress(np.log(x), np.log(y)).slope)
+    assert math.isnan(chen_summary.fit_log2_growth(x, np.full(x.size, 3.0))[1])   # r of a flat line: undefined
