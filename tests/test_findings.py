@@ -10,13 +10,14 @@ from dataclasses import astuple, replace
 import pytest
 
 from remat.analysis import catalog, gates, index
-from remat.analysis.findings import (DIFFERS, INVALID, MEASURED, NOT_MEASURED, NOT_REPRODUCIBLE, REPRODUCED, exact,
-                                    judge, marked, not_measured, read, within_abs, within_range, within_rel, write)
+from remat.analysis.findings import (DIFFERS, INVALID, MEASURED, MINOR, NOT_MEASURED, NOT_REPRODUCIBLE, PARTIAL,
+                                    REPRODUCED, exact, holds, judge, marked, not_measured, read, within_abs,
+                                    within_range, within_rel, write)
 from remat.analysis.tolerances import Tolerance
 from remat.errors import UsageError
 from remat.paper import CHEN, KORTHIKANTI, PaperValue
 from remat.report import phrases
-from remat.report.scorecard import scorecard_markdown
+from remat.report.scorecard import scorecard_markdown, verdicts_markdown
 
 T4_FULL = PaperValue(39, "Table 4", "39 %")      # paper Table 4: full recompute costs 39 %
 PP3 = Tolerance(3, " pp", "the paper disagrees with itself by about 3 pp")
@@ -114,9 +115,12 @@ def test_scorecard_is_a_view_over_the_index_findings(tmp_path):
                     within_rel(Tolerance(0.1, "", "why")), text="10.5×", scorecard="Chen et al. 2016",
                     link="chen2016.html#sec-resnet", where="fake")]
     write(claims, catalog.path("findings.index", root=tmp_path))
-    text = scorecard_markdown(tmp_path)
-    assert "The one claim differs." in text and "| Claim A | 6.9× (abstract) | 10.5× |" in text
+    text, glance = scorecard_markdown(tmp_path), verdicts_markdown(tmp_path)
+    assert "| Claim A | 6.9× (abstract) | 10.5× | fake | <span" in text and "✗ not reproduced</span>[^1]" in text
+    assert "[^1]: not reproduced: ours 10.5 is +52.2 % off 6.9, beyond ±10 % Rule: within ±10 %." in text
     assert "chen2016 › resnet (not rendered yet)" in text
+    assert glance.startswith("**Chen et al. 2016.** The one claim is not reproduced.")
+    assert "✓ Reproduced: none." in glance and "Apart from those: Claim A (✗ not reproduced)." in glance
 
 
 def test_quoted_and_outcome_never_quote_an_invalid_number():
@@ -162,8 +166,22 @@ def test_exact_fails_any_difference():
     assert judge("f", "c", 3, PaperValue(4, "Figure 1"), rule).status == DIFFERS
 
 
+def test_the_judge_grades_a_miss_within_the_minor_band_and_a_claim_with_some_parts():
+    pp3 = within_abs(Tolerance(3, " pp", "why"), minor=2)           # reproduced within 3 pp, minor issues within 6
+    paper = PaperValue(39, "Table 4")
+    assert [judge("f", "c", v, paper, pp3).status for v in (41.9, 44.9, 33.1, 45.1)] == [REPRODUCED, MINOR, MINOR,
+                                                                                         DIFFERS]
+    assert pp3.text == "within ±3 pp (minor issues: ±6 pp)"
+    assert judge("f", "c", 44.9, paper, within_abs(Tolerance(3, " pp", "why"))).status == DIFFERS   # no band
+    rel = within_rel(Tolerance(0.25, "", "why"), minor=2)           # 6.9 × 1.5 = 10.35: 10.5 is beyond
+    assert [judge("f", "c", v, PaperValue(6.9, "abstract"), rel).status for v in (8.6, 10.3, 10.5)] == [
+        REPRODUCED, MINOR, DIFFERS]
+    shape = holds("every model within the band")                   # ours: the share of the models that are
+    assert [judge("f", "c", v, paper, shape).status for v in (1, 0.75, 0)] == [REPRODUCED, PARTIAL, DIFFERS]
+
+
 def test_claim_bullets_cross_reference_the_section():
     f = judge("resnet", "ResNet: reduction", 10.5, PaperValue(6.9, "abstract", "6.9×"),
               within_rel(Tolerance(0.25, "", "why")), text="10.5×", where="fake", link="chen2016.html#sec-resnet")
     assert phrases.claim_bullets([f]) == ("* **ResNet: reduction** (@sec-resnet): 10.5× against 6.9× (abstract): "
-                                          "differs: ours 10.5 is +52.2 % off 6.9, beyond ±25 %.")
+                                          "not reproduced: ours 10.5 is +52.2 % off 6.9, beyond ±25 %.")

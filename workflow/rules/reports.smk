@@ -85,10 +85,27 @@ rule report:
         "REMAT_OFFLOAD_DEVICE={params.offload_device} remat report {wildcards.name} --engine auto > {log} 2>&1"
 
 
+rule scorecard_figure:
+    input:
+        "results/findings/index.csv",
+    output:
+        png="figures/scorecard.png",
+        svg="figures/scorecard.svg",
+    log:
+        "logs/figures/scorecard.log",
+    benchmark:
+        bench("scorecard_figure"),
+    conda:
+        "../../envs/reports.yaml"
+    shell:
+        "remat figure scorecard --inputs {input} --out {output.png} > {log} 2>&1"
+
+
 rule report_index:
     input:
         qmd="reports/index.qmd",
         findings="results/findings/index.csv",
+        figure="figures/scorecard.png",
         reports=expand("reports/{name}.html", name=config["reports"]),
     output:
         "reports/index.html",

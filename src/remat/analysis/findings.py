@@ -8,10 +8,12 @@ value and where the paper prints it, the rule for "reproduced" and why that tole
               rule=within_abs(TIME_PP), where="predicted", text="38.2 %")
     write([f, ...], catalog.path("findings.korthikanti2022"));  F = load("korthikanti2022");  F["table4.full"].ours
 
-Statuses: reproduced (the rule holds), differs (it does not; the reason says by how much), not measured (a table
-is missing; the reason names the snakemake target), not reproducible here (needs hardware this run lacks),
-invalid (the measurement breaks an invariant: shown with its reason, never summarised as data), measured (a value
-the report quotes that no paper value judges).
+Statuses: the graded verdicts a replication editor gives (GRADES: reproduced, the rule holds; reproduced with
+minor issues, it misses but holds within ``minor`` times its tolerance, where the rule grants that band; partially
+reproduced, some of a claim's parts hold; not reproduced, none or too far: the reason says by how much), not
+measured (a table is missing; the reason names the snakemake target), not reproducible here (needs hardware this
+run lacks), invalid (the measurement breaks an invariant: shown with its reason, never summarised as data),
+measured (a value the report quotes that no paper value judges).
 """
 
 from __future__ import annotations
@@ -30,9 +32,12 @@ from remat.io import atomic_path
 from remat.paper import PaperValue
 from remat.units import signed_percent
 
-REPRODUCED, DIFFERS, NOT_MEASURED, NOT_REPRODUCIBLE, INVALID, MEASURED = (
-    "reproduced", "differs", "not measured", "not reproducible here", "invalid", "measured")
-STATUSES = (REPRODUCED, DIFFERS, NOT_MEASURED, NOT_REPRODUCIBLE, INVALID, MEASURED)
+REPRODUCED, MINOR, PARTIAL, DIFFERS, NOT_MEASURED, NOT_REPRODUCIBLE, INVALID, MEASURED = (
+    "reproduced", "reproduced with minor issues", "partially reproduced", "not reproduced", "not measured",
+    "not reproducible here", "invalid", "measured")
+GRADES = (REPRODUCED, MINOR, PARTIAL, DIFFERS)
+"""What the judge grades a checked claim, best first."""
+STATUSES = (*GRADES, NOT_MEASURED, NOT_REPRODUCIBLE, INVALID, MEASURED)
 
 
 @dataclass(frozen=True)
@@ -61,11 +66,14 @@ class Finding:
 @dataclass(frozen=True)
 class Rule:
     """A rule for "reproduced": ``check(ours, paper) -> (holds, reason when not)``, ``text`` what it checks (for
-    the reader), ``why`` the reason for its tolerance."""
+    the reader), ``why`` the reason for its tolerance. ``near``: the check of the "minor issues" band (None: no
+    band); ``parts``: ours is the share of the claim's parts that hold (0 < share < 1: partially reproduced)."""
 
     text: str
     why: str
     check: Callable[[float, float], tuple[bool, str]]
+    near: Callable[[float, float], tuple[bool, str]] | None = None
+    parts: bool = False
 
 
 def _num(x: float) -> str:
@@ -73,22 +81,31 @@ def _num(x: float) -> str:
     return f"{x:.3g}".replace("-", "\u2212")
 
 
-def within_abs(tol: Tolerance) -> Rule:
-    """Two-sided: |ours − paper| ≤ tol.value (in the values' unit, e.g. percentage points: tol.unit " pp")."""
-    def check(ours, paper):
+def within_abs(tol: Tolerance, minor: float = 0) -> Rule:
+    """Two-sided: |ours − paper| ≤ tol.value (in the values' unit, e.g. percentage points: tol.unit " pp");
+    ``minor``: a miss within ``minor`` × tol.value is "reproduced with minor issues" (0: no such band)."""
+    def check(ours, paper, k=1):
         gap = ours - paper
-        return abs(gap) <= tol.value, (f"ours {_num(ours)} vs {_num(paper)}: {_num(gap)}{tol.unit} apart, "
-                                       f"beyond ±{tol.value:g}{tol.unit}")
-    return Rule(f"within ±{tol.value:g}{tol.unit}", tol.why, check)
+        return abs(gap) <= k * tol.value, (f"ours {_num(ours)} vs {_num(paper)}: {_num(gap)}{tol.unit} apart, "
+                                           f"beyond ±{tol.value:g}{tol.unit}")
+    return _banded(f"within ±{{:g}}{tol.unit}", tol.value, tol.why, check, minor)
 
 
-def within_rel(tol: Tolerance) -> Rule:
-    """Two-sided: |ours / paper − 1| ≤ tol.value (a fraction)."""
-    def check(ours, paper):
+def within_rel(tol: Tolerance, minor: float = 0) -> Rule:
+    """Two-sided: |ours / paper − 1| ≤ tol.value (a fraction); ``minor`` as for within_abs."""
+    def check(ours, paper, k=1):
         gap = ours / paper - 1
-        return abs(gap) <= tol.value, (f"ours {_num(ours)} is {signed_percent(gap, 1, ' %')} off {_num(paper)}, "
-                                       f"beyond ±{100 * tol.value:g} %")
-    return Rule(f"within ±{100 * tol.value:g} %", tol.why, check)
+        return abs(gap) <= k * tol.value, (f"ours {_num(ours)} is {signed_percent(gap, 1, ' %')} off "
+                                           f"{_num(paper)}, beyond ±{100 * tol.value:g} %")
+    return _banded("within ±{:g} %", 100 * tol.value, tol.why, check, minor)
+
+
+def _banded(text: str, value: float, why: str, check, minor: float) -> Rule:
+    """The rule ``check`` at its tolerance, and at ``minor`` times it for "minor issues" when minor > 0."""
+    if not minor:
+        return Rule(text.format(value), why, check)
+    return Rule(f"{text.format(value)} (minor issues: {text.format(minor * value).removeprefix('within ')})",
+                why, check, near=lambda ours, paper: check(ours, paper, minor))
 
 
 def within_range(lo: float, hi: float, unit: str, why: str) -> Rule:
@@ -105,8 +122,9 @@ def exact(text: str, why: str) -> Rule:
 
 
 def holds(text: str, why: str = "") -> Rule:
-    """A rule computed by the analysis itself (a shape, a count): ``ours`` is 1 when it holds, 0 when not."""
-    return Rule(text, why, lambda ours, paper: (bool(ours), "the rule does not hold"))
+    """A rule computed by the analysis itself (a shape, a count): ``ours`` is 1 when it holds, 0 when none of it
+    does, and the share of its parts that hold in between (partially reproduced)."""
+    return Rule(text, why, lambda ours, paper: (ours == 1, "the rule does not hold"), parts=True)
 
 
 def judge(id: str, claim: str, ours: float, paper: PaperValue | None = None, rule: Rule | None = None,
@@ -124,8 +142,16 @@ def judge(id: str, claim: str, ours: float, paper: PaperValue | None = None, rul
     if math.isnan(value):
         return Finding(**base, **_paper(paper, rule), status=INVALID, reason=reason or "no value")
     ok, why = rule.check(value, paper.value)
-    return Finding(**base, **_paper(paper, rule), status=REPRODUCED if ok else DIFFERS,
+    return Finding(**base, **_paper(paper, rule), status=REPRODUCED if ok else _grade(rule, value, paper.value),
                    reason="" if ok else (reason or why))
+
+
+def _grade(rule: Rule, ours: float, paper: float) -> str:
+    """The grade of a claim whose rule does not hold: minor issues (inside the rule's band), partial (some of
+    its parts hold) or not reproduced."""
+    if rule.near is not None and rule.near(ours, paper)[0]:
+        return MINOR
+    return PARTIAL if rule.parts and 0 < ours < 1 else DIFFERS
 
 
 def _paper(paper: PaperValue, rule: Rule) -> dict:

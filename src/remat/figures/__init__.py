@@ -29,6 +29,7 @@ REGISTRY: dict[str, str] = {
     "planner-frontier": "remat.figures.planner:frontier",
     "planner-measured": "remat.figures.planner:measured",
     "planner-peak": "remat.figures.planner:peak",
+    "scorecard": "remat.figures.scorecard:ratios",
 }
 
 

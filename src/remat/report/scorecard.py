@@ -1,9 +1,11 @@
 """The replication scorecard of reports/index.qmd: a view over the findings marked as claims
 (``results/findings/index.csv``, made by ``remat findings index`` from the reports' findings). Nothing is judged
-here: each row shows the claim, the paper's value and its source, ours, where ours comes from, the status with
-its reason, the rule that decided it and a link to the report section that shows it.
+here: the verdicts at a glance (three lines per paper), then per paper a table with one row per claim: the claim,
+the paper's value and its source, ours, where ours comes from, the verdict as a badge (its rule and reason in a
+footnote) and a link to the report section that shows it.
 
-    print(scorecard_markdown("."))      # Markdown for an ``output: asis`` cell (root: the project root)
+    print(verdicts_markdown("."))       # Markdown for ``output: asis`` cells (root: the project root)
+    print(scorecard_markdown("."))
 """
 
 from __future__ import annotations
@@ -13,45 +15,74 @@ from pathlib import Path
 import pandas as pd
 
 from remat.analysis import catalog
-from remat.analysis.findings import REPRODUCED, Finding, load
-from remat.report.phrases import status_counts, verdict
+from remat.analysis.findings import (DIFFERS, INVALID, MEASURED, MINOR, NOT_MEASURED, NOT_REPRODUCIBLE, PARTIAL,
+                                     REPRODUCED, Finding, load)
+from remat.figures.scorecard import COLOURS
+from remat.report.phrases import join_words, status_counts, verdict
 
 CLAIM_COLUMNS = ("claim", "paper value (source)", "ours", "where", "status", "reproduced when")
-HEADER = "| " + " | ".join((*CLAIM_COLUMNS, "shown in")) + " |"
-_COLUMN_WIDTHS = (14, 14, 20, 7, 19, 14, 12)
-"""Relative column widths (pandoc and Quarto read them from the dashes of a pipe table's rule line when rows are
-long): the claim, the values and the status get the room; "where" is one word."""
+HEADER = "| claim | paper (source) | ours | where | verdict | shown in |\n|" + "|".join(
+    "-" * w for w in (18, 16, 22, 7, 14, 12)) + "|"
+"""The scorecard's columns; the dashes give pandoc and Quarto relative widths (claim and values get the room)."""
+BADGE = {REPRODUCED: "✓", MINOR: "≈", PARTIAL: "◐", DIFFERS: "✗", NOT_REPRODUCIBLE: "⊘", INVALID: "⚠",
+         NOT_MEASURED: "…", MEASURED: "·"}
+"""Each status's symbol beside its colour (remat.figures.scorecard.COLOURS): a colour-blind reader has both."""
+
+
+def _claims(root) -> list[Finding] | str:
+    try:
+        return list(load("index", root).values())
+    except catalog.Missing as missing:
+        return f"The scorecard is not made yet: `snakemake {missing.target}`.\n"
+
+
+def badge(status: str) -> str:
+    """The status as a coloured badge: symbol and word (HTML inline in Markdown; both engines pass it through)."""
+    symbol, colour = BADGE[status], COLOURS[status]
+    return f'<span style="color:{colour};font-weight:600;white-space:nowrap">{symbol} {status}</span>'
+
+
+def verdicts_markdown(root: str | Path = ".") -> str:
+    """Per paper three lines: its claims counted by verdict; the claims reproduced; the others with their verdict."""
+    claims = _claims(root)
+    if isinstance(claims, str):
+        return claims
+    lines = []
+    for paper in dict.fromkeys(f.scorecard for f in claims):
+        mine = [f for f in claims if f.scorecard == paper]
+        good = [f.claim for f in mine if f.status == REPRODUCED]
+        rest = [f"{f.claim} ({BADGE[f.status]} {f.status})" for f in mine if f.status != REPRODUCED]
+        lines += [f"**{paper}.** {status_counts(mine)}", f"✓ Reproduced: {join_words(good) if good else 'none'}.",
+                  f"Apart from those: {join_words(rest) if rest else 'none'}."]
+    return "\n\n".join(lines)
 
 
 def scorecard_markdown(root: str | Path = ".") -> str:
-    """The scorecard as Markdown: the counts per status in a sentence, then per paper a table with one row per
-    claim. Without the index's findings, one line naming the snakemake target that makes them."""
-    try:
-        claims = list(load("index", root).values())
-    except catalog.Missing as missing:
-        return f"The scorecard is not made yet: `snakemake {missing.target}`.\n"
-    lines = [status_counts(claims)]
+    """Per paper a table with one row per claim, then the footnotes: each verdict's rule and reason."""
+    claims = _claims(root)
+    if isinstance(claims, str):
+        return claims
+    lines, notes = [], []
     for paper in dict.fromkeys(f.scorecard for f in claims):
-        lines += ["", f"**{paper}**", "", HEADER, "|" + "|".join("-" * w for w in _COLUMN_WIDTHS) + "|"]
-        lines += [_row(f, Path(root)) for f in claims if f.scorecard == paper]
-    return "\n".join(lines) + "\n"
+        lines += ["", f"**{paper}**", "", HEADER]
+        for f in (f for f in claims if f.scorecard == paper):
+            notes.append(f"[^{len(notes) + 1}]: {_cell(verdict(f))}" + (f" Rule: {f.rule}." if f.rule else ""))
+            paper_cell = f"{f.paper} ({f.source})" if f.paper else "—"
+            cells = (f.claim, paper_cell, f.ours, f.where or "—", f"{badge(f.status)}[^{len(notes)}]")
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + f" | {_link(f.link, Path(root))} |")
+    return "\n".join([*lines, "", *notes]) + "\n"
 
 
 def claim_cells(f: Finding) -> tuple[str, ...]:
-    """One judged finding as a claims table shows it (the scorecard's rows; a report's own claims table):
-    CLAIM_COLUMNS."""
-    status = f"**{REPRODUCED}**" if f.status == REPRODUCED else verdict(f)
+    """One judged finding as a report's own claims table shows it: CLAIM_COLUMNS."""
     paper = f"{f.paper} ({f.source})" if f.paper else "—"
-    return (f.claim, paper, f.ours, f.where or "—", status, f.rule or "—")
+    return (f.claim, paper, f.ours, f.where or "—", badge(f.status) + ("" if f.status == REPRODUCED else
+                                                                        f": {f.reason}"), f.rule or "—")
 
 
 def claims_table(found) -> pd.DataFrame:
     """Judged findings as a table, one row each (CLAIM_COLUMNS)."""
     return pd.DataFrame([claim_cells(f) for f in found], columns=list(CLAIM_COLUMNS))
-
-
-def _row(f: Finding, root: Path) -> str:
-    return "| " + " | ".join(_cell(c) for c in claim_cells(f)) + f" | {_link(f.link, root)} |"
 
 
 def _cell(text: str) -> str:

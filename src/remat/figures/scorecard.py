@@ -1,0 +1,42 @@
+"""The index page's picture, from the index's findings (results/findings/index.csv): each scorecard claim's
+value over the paper's, coloured by the verdict the analysis gave it (nothing is judged here).
+
+    remat figure scorecard --inputs results/findings/index.csv --out figures/scorecard.png
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
+
+from remat.analysis.findings import (DIFFERS, INVALID, MEASURED, MINOR, NOT_MEASURED, NOT_REPRODUCIBLE, PARTIAL,
+                                     REPRODUCED)
+
+COLOURS = {REPRODUCED: "#1a7f37", MINOR: "#7d8c00", PARTIAL: "#bf8700", DIFFERS: "#cf222e",
+           NOT_REPRODUCIBLE: "#57606a", INVALID: "#8250df", NOT_MEASURED: "#57606a", MEASURED: "#57606a"}
+"""Each status's colour, here and in the index's badges (remat.report.scorecard)."""
+
+
+def ratios(frames: list[pd.DataFrame]) -> Figure:
+    """Ours ÷ the paper's value per claim (log x; 1 and ±25 % marked), one row each, coloured by status. Claims whose
+    values make no ratio (either not a number, the paper's zero, or the signs apart) are left out, and counted in
+    the x label."""
+    claims = frames[0]
+    ratio = claims["value"] / claims["paper_value"]
+    shown = claims[np.isfinite(ratio) & (ratio > 0)].iloc[::-1]
+    fig = Figure(figsize=(8, 0.3 * len(shown) + 1.3), layout="constrained")
+    ax = fig.subplots()
+    ax.axvline(1, color="0.3", lw=1)
+    ax.axvspan(0.75, 1 / 0.75, color="0.92", zorder=0)
+    ax.scatter(ratio[shown.index], range(len(shown)), s=40, c=[COLOURS[s] for s in shown["status"]], zorder=2)
+    names = [f"{c[:46]}{'…' * (len(c) > 46)} ({p.split()[0]})" for c, p in zip(shown["claim"], shown["scorecard"])]
+    ax.set_yticks(range(len(shown)), names, fontsize=8)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel(f"ours ÷ the paper's value (log scale; shaded: 0.75–1.33×); {len(claims) - len(shown)} claims "
+                  "make no ratio")
+    ax.grid(axis="x", which="both", alpha=0.3)
+    return fig
