@@ -1,7 +1,7 @@
 """The replication scorecard of reports/index.qmd: a view over the findings marked as claims
 (``results/findings/index.csv``, made by ``remat findings index`` from the reports' findings). Nothing is judged
 here: the verdicts at a glance (three lines per paper), then per paper a table with one row per claim: the claim,
-the paper's value and its source, ours, where ours comes from, the verdict as a badge (its rule and reason in a
+the paper's value and its source, ours and where it comes from, the verdict as a badge (its rule and reason in a
 footnote) and a link to the report section that shows it.
 
     print(verdicts_markdown("."))       # Markdown for ``output: asis`` cells (root: the project root)
@@ -21,8 +21,8 @@ from remat.figures.scorecard import COLOURS
 from remat.report.phrases import join_words, status_counts, verdict
 
 CLAIM_COLUMNS = ("claim", "paper value (source)", "ours", "where", "status", "reproduced when")
-HEADER = "| claim | paper (source) | ours | where | verdict | shown in |\n|" + "|".join(
-    "-" * w for w in (18, 16, 22, 7, 14, 12)) + "|"
+HEADER = "| claim | paper (source) | ours (where) | verdict | section |\n|" + "|".join(
+    "-" * w for w in (20, 20, 26, 15, 9)) + "|"
 """The scorecard's columns; the dashes give pandoc and Quarto relative widths (claim and values get the room)."""
 BADGE = {REPRODUCED: "✓", MINOR: "≈", PARTIAL: "◐", DIFFERS: "✗", NOT_REPRODUCIBLE: "⊘", INVALID: "⚠",
          NOT_MEASURED: "…", MEASURED: "·"}
@@ -68,7 +68,8 @@ def scorecard_markdown(root: str | Path = ".") -> str:
         for f in (f for f in claims if f.scorecard == paper):
             notes.append(f"[^{len(notes) + 1}]: {_cell(verdict(f))}" + (f" Rule: {f.rule}." if f.rule else ""))
             paper_cell = f"{f.paper} ({f.source})" if f.paper else "—"
-            cells = (f.claim, paper_cell, f.ours, f.where or "—", f"{badge(f.status)}[^{len(notes)}]")
+            ours = f.ours if f.where and f.where in f.ours else f"{f.ours} (*{f.where or '—'}*)"
+            cells = (f.claim, paper_cell, ours, f"{badge(f.status)}[^{len(notes)}]")
             lines.append("| " + " | ".join(_cell(c) for c in cells) + f" | {_link(f.link, Path(root))} |")
     return "\n".join([*lines, "", *notes]) + "\n"
 
@@ -90,7 +91,9 @@ def _cell(text: str) -> str:
 
 
 def _link(link: str, root: Path) -> str:
-    """"[chen2016 › depth](chen2016.html#sec-depth)", without the link while that report is not rendered."""
+    """"[depth](chen2016.html#sec-depth "chen2016 › depth")", without the link while that report is not rendered."""
     page, _, label = link.partition("#")
-    text = f"{page.removesuffix('.html')} › {label.removeprefix('sec-')}" if label else page.removesuffix(".html")
-    return f"[{text}]({link})" if (root / "reports" / page).exists() else f"{text} (not rendered yet)"
+    name = page.removesuffix(".html")
+    text = label.removeprefix("sec-") or name
+    return f'[{text}]({link} "{name} › {text}")' if (root / "reports" / page).exists() else \
+        f"{name} › {text} (not rendered yet)"
