@@ -39,3 +39,14 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"remat {__version__}"
+
+
+def test_the_module_contract_lists_every_command_and_plan_format():
+    """cli/__init__'s docstring is the contract scripts read: every subcommand the parser has, every plan format."""
+    import remat.cli
+    commands = build_parser()._subparsers._group_actions[0].choices
+    plan = next(a for a in commands["plan"]._actions if "--format" in a.option_strings)
+    assert [c for c in commands if f"    remat {c} " not in remat.cli.__doc__] == []
+    assert "--format " + "|".join(plan.choices) in remat.cli.__doc__
+    from remat.planner.trainers import FORMATS        # the registry; the CLI keeps its own torch-free copy
+    assert tuple(plan.choices) == ("md", "json", *FORMATS)

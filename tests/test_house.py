@@ -1,4 +1,4 @@
-"""The house rules of ../shared/DESIGN.md, checked on the source: module and function size, no import cycle
+"""The house rules (docs/layout.md), checked on the source: module and function size, no import cycle
 (function-local imports included: a lazy import hides a cycle, it does not remove it), the package's layer
 order, few function-local imports, and one home for result paths (the table catalog)."""
 
@@ -19,8 +19,8 @@ MAX_FUNCTION_LINES = 60
 MAX_LOCAL_IMPORTS = 40
 MAX_COLUMNS = 120
 
-# DESIGN.md's layers, top (0) to bottom: a module may import its own layer or lower ones, never a higher one.
-# One change from DESIGN's map: figures sit above the analysis, since they draw its fits beside the data.
+# The layers of docs/layout.md, top (0) to bottom: a module may import its own layer or lower ones, never a higher
+# one. Figures sit above the analysis, since they draw its fits beside the data.
 LAYERS = [
     ("remat.cli", "remat.gpu_run", "remat.__main__", "remat"),
     ("remat.report",),

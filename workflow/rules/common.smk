@@ -57,8 +57,9 @@ OFFLOAD_DEVICE = config["offload"].get("report_device") or config["device"]
 
 def reference_gpu_table(rel):
     """[the newest committed reference GPU run's table at ``rel``] when this run makes or has no GPU table
-    there, else []: the figures then draw the GPU rows the reports show (remat.report.reference picks the same
-    run: the folder with the latest -YYYY-MM-DD suffix)."""
+    there, else []: the figures then draw the GPU rows the reports show (remat.analysis.catalog.latest picks the
+    same run: the folder with the latest -YYYY-MM-DD suffix; not imported here, where pandas would slow every
+    snakemake start)."""
     if config["device"] == "cuda" or Path("results", rel).exists():
         return []
     runs = sorted((p for p in Path("results-reference/gpu").glob("*") if p.is_dir()),

@@ -1,9 +1,11 @@
 """The exact per-layer planner: none / selective / full / offload per layer, least predicted step time
 under a memory budget.
 
-    problem = make_problem(from_name("gpt3-175b"), gpu_name="a100-80gb", memory=80 * 2**30, sp=True)
+    from remat.models.presets import from_name
+    from remat.planner import make_problem, plan_model, solve
+    problem = make_problem(from_name("gpt3-175b"), gpu_name="a100-80gb", sp=True)
     plan = solve(problem)                      # raises InfeasibleError(msg, minimum_bytes) if nothing fits
-    print(to_markdown(problem, plan, baselines(problem)))
+    print(plan_model(from_name("gpt3-175b"), fmt="md", gpu_name="a100-80gb", sp=True))   # solve + baselines, as text
 
 Modules: ``problem`` (the instance as data, ``evaluate``), ``solve`` (exact: cap branch-and-bound over an
 MCKP solved by ``mckp``), ``costs`` (Korthikanti formulas -> per-layer options; ``layer_costs``, ``measured``),
