@@ -1,4 +1,4 @@
-"""Regression (issue 12): a Mistral-7B config.json under the prefix memory model (p = 1, a binding host limit,
+"""Regression: a Mistral-7B config.json under the prefix memory model (p = 1, a binding host limit,
 32 identical layers at s = 32768) used to stop at the exact search's memory guard ("the least-peak search holds
 1048576 partial plans"). `remat plan` now always ends in a proven-optimal plan (exit 0) or in the smallest
 budget that works (exit 3) — never exit 1 — and the solver's share of the time is a fraction of a second."""

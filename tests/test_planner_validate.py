@@ -4,7 +4,7 @@ Calibration (per-layer seconds; the none and full reference steps, whose measure
 workspaces) and then plans at four budgets strictly inside the feasible range — none of them a calibration
 point — applied with remat.policies and measured with remat.measure (MemTracker peak bytes, deterministic on a
 CPU). What the torch cost model achieves on this model (L = 4, s = 64, b = 2, h = 64, a = 4, fp32; all 81
-per-layer none/selective/full plans measured once, see the report of issue 12):
+per-layer none/selective/full plans measured once):
 
 * every plan whose layers are each none or full (16 of 81): predicted peak = measured peak, to the byte;
 * a plan with a selective layer: exact, or over-predicted (never under) when the last layer is selective and

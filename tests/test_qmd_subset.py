@@ -126,7 +126,7 @@ OUTSIDE = [
      "apostrophes"),
     ("apostrophes-image", "![the GPU's t = top, the paper's](/figures/a.png)\n", "apostrophes"),
     ("apostrophes-table", "| a |\n|---|\n| b |\n\n: the GPU's t = top, the paper's {#tbl-a}\n", "apostrophes"),
-    # every number a reader sees is computed at render time or a labelled paper value (issue 16)
+    # every number a reader sees is computed at render time or a labelled paper value
     ("percent", "Recompute costs 33% more than the model FLOPs.\n", "the number 33 "),
     ("spaced-percent", "The fit is within 10 % in 0 of 2 groups.\n", "the number 10 "),
     ("count", "Measured on up to 2240 A100s.\n", "the number 2240 "),

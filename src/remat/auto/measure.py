@@ -311,7 +311,7 @@ class _Seed(torch.autograd.Function):
     The gradient is dense, as a head's matmul makes it. A model with no head, whose loss is taken straight off
     the last block (``block_output.sum()``: an expanded scalar gradient), is not modelled: its measured peak was
     above the prediction by 760 B on a 16-wide toy and by one activation (128 KiB, 4.4 %) on a 64-wide MLP
-    with in-place ops; seeding the same expanded gradient in the isolated run did not close it (issue 28)."""
+    with in-place ops; seeding the same expanded gradient in the isolated run did not close it."""
 
     @staticmethod
     def forward(ctx, *outputs):
