@@ -64,6 +64,22 @@ def test_resnet50_has_torchvisions_parameter_count():
     assert model.layers is model.blocks
 
 
+def test_resnet_1000_parameters_counted_by_hand_are_the_experiments():
+    """Per stage of bottleneck width m (conv weights, BN γ and β): an identity block 4m·m + 9m² + m·4m + 12m =
+    17m² + 12m; a first block with input c adds a projection (c·4m + 8m) and reads c: 18m² + 20m at c = m (stage 1),
+    23m² + 20m at c = 2m. ResNet-998, blocks (3, 130, 196, 3), m = 64·2^i: 215,808 + 36,507,648 + 219,363,328 +
+    14,964,736, the stem 9,408 + 128, the head 2,048,000 + 1,000: 273,110,056 (He et al.'s ResNet-50: 25,557,032)."""
+    from remat.experiments.chen_graph import ResNetParams, resnet_size
+
+    block = lambda m, first=0: 17 * m * m + 12 * m if not first else (17 + first) * m * m + 20 * m
+    stages = [block(64, 1) + 2 * block(64), block(128, 6) + 129 * block(128), block(256, 6) + 195 * block(256),
+              block(512, 6) + 2 * block(512)]
+    assert stages == [215_808, 36_507_648, 219_363_328, 14_964_736]
+    size = resnet_size(1000, ResNetParams())
+    assert size["params"] == sum(stages) + 9_408 + 128 + 2_048_000 + 1_000 == 273_110_056
+    assert size["param_bytes"] == 4 * 273_110_056 and size["layers"] == 998   # float32
+
+
 def test_resnet_shapes():
     cfg = ResNetConfig(**TINY_RESNET)
     model = build_resnet(cfg)

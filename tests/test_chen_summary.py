@@ -23,18 +23,22 @@ def holds(id: str, ours: float) -> bool:
     ("sqrt", 0.55, 0.62),              # within_abs: |exponent − 0.5| ≤ 0.1; logarithmic (≈ 0.2) is not
     ("sqrt-forwards", 0.96, 0.5),      # one extra forward pass ± 0.1; half a pass is another schedule
     ("recursion", 1.0, 2.0),           # one checkpoint per doubling ± 0.25
+    ("recursion-forwards", 0.6, 0.0),  # O(n log n): ½ forward per layer per doubling ± 0.25; O(n) adds none
+    ("resnet-sqrt", 0.6, 0.84),        # sub-linear: slope ≤ 0.75; a linear law bent by a fixed part is not
     ("resnet", 7.5, 10.5),             # 48/7 = 6.86×; 10.5 / 6.86 − 1 = +53 %, beyond ±25 %
     ("resnet-limit", 240, 294),        # 200 layers ± 25 %: 150–250
     ("resnet-sharing", 2.5, 3.6),      # the paper's band, 2–3×
     ("lstm", 6.4, 9.0),                # "more than 4×" read as 4–8×
     ("speed", 43, 46),                 # about 30 % ± 15 pp
+    ("drop-cheap", 10, 20),            # "little": at most 15 %, half of the extra forward's 30 %
+    ("backward", 1.8, 1.5),            # backward ≈ 2× forward ± 0.25
 ])
 def test_each_rule_fails_on_a_wrong_value(id, good, bad):
     assert holds(id, good) and not holds(id, bad)
 
 
 def test_range_rule_is_two_sided():
-    assert not holds("lstm", 3.9) and not holds("resnet-sharing", 1.9)
+    assert not holds("lstm", 3.9) and not holds("resnet-sharing", 1.9) and not holds("drop-cheap", -1)
 
 
 def write(root, table: str, frame: pd.DataFrame, device: str | None = None):
@@ -57,13 +61,14 @@ def depth_table(sqrt_exponent: float) -> pd.DataFrame:
 
 
 def resnet_table(after_gb: float) -> pd.DataFrame:
-    """Depths 200…1000; sharing linear (60 GB at 1000, so 12 GB at 200), the sublinear plan ∝ √depth."""
-    d = np.array([200, 500, 1000])
+    """Depths 100…1000; sharing linear (60 GB at 1000), sublinear ∝ √depth; 1 MB of parameters per layer."""
+    d = np.array([100, 200, 500, 1000])
     plans = {"no-opt": 3 * 60e9 * d / 1000, "sharing": 60e9 * d / 1000, "sublinear": after_gb * 1e9 * np.sqrt(d / 1000),
              "sqrt": 1.1 * after_gb * 1e9 * np.sqrt(d / 1000), "optimal": after_gb * 1e9 * np.sqrt(d / 1000)}
     return pd.concat([pd.DataFrame({"depth": d, "strategy": s, "planned_bytes": b, "live_peak_bytes": b,
                                     "recompute_ratio": 0.0, "batch": 32, "image": 224, "blocks": "3-4-6-3",
-                                    "layers": d, "nodes": 10 * d, "trace_s": 1.0, "other_ops": 0})
+                                    "layers": d, "nodes": 10 * d, "trace_s": 1.0, "other_ops": 0,
+                                    "params": 250_000 * d, "param_bytes": 1e6 * d})
                       for s, b in plans.items()])
 
 
@@ -73,37 +78,45 @@ def test_depth_findings_reproduced_and_differs(tmp_path):
     assert found["sqrt"].status == REPRODUCED and found["sqrt"].value == pytest.approx(0.5)
     assert found["recursion"].status == REPRODUCED and found["recursion"].value == pytest.approx(1.0)
     assert found["sqrt-forwards"].value == pytest.approx(1 - 1 / 16)   # L = 256: 256 − 16 extra of 256
+    assert found["recursion-forwards"].value == pytest.approx(0.5)     # forwards / L = 1 + ½·log₂ L
     write(tmp_path, "depth", depth_table(0.8))
     assert {f.id: f for f in chen.findings(tmp_path)}["sqrt"].status == DIFFERS
 
 
-def test_resnet_reduction_is_judged_as_a_ratio(tmp_path):
-    write(tmp_path, "resnet", resnet_table(after_gb=60 * 7 / 48))   # the paper's ratio, 48/7
+def test_resnet_is_judged_with_weights_gradients_and_momentum(tmp_path):
+    """At 1000 layers: feature maps + 3 × 1 GB (weights, gradients, momentum); (60 + 3) / (a + 3) = 48 / 7 for
+    a = 63 · 7 / 48 − 3. The 12 GB limit: 60 MB + 3 MB per layer, 12e9 / 63e6 = 190.5 layers (200 maps alone)."""
+    write(tmp_path, "resnet", resnet_table(after_gb=63 * 7 / 48 - 3))
     found = {f.id: f for f in chen.findings(tmp_path)}
     assert found["resnet"].status == REPRODUCED and found["resnet"].value == pytest.approx(48 / 7)
-    assert found["resnet-limit"].status == REPRODUCED and found["resnet-limit"].value == pytest.approx(200)
+    assert found["resnet-limit"].status == REPRODUCED and found["resnet-limit"].value == pytest.approx(12e9 / 63e6)
+    assert found["resnet-limit"].ours == "190 layers with weights, gradients and momentum (200 with feature maps alone)"
     assert found["resnet-sharing"].status == REPRODUCED                  # 3 × 60 → 60: 3×, the band's edge
-    assert found["resnet-sqrt"].status == REPRODUCED                     # slope 0.5 exactly
-    write(tmp_path, "resnet", resnet_table(after_gb=4))                  # 60 / 4 = 15×
+    assert found["resnet-sqrt"].status == REPRODUCED                     # slope 0.5: sub-linear
+    write(tmp_path, "resnet", resnet_table(after_gb=4))                  # 63 / 7 = 9×: +31 %
     resnet = {f.id: f for f in chen.findings(tmp_path)}["resnet"]
-    assert resnet.status == DIFFERS and "GPU memory at run time" in resnet.reason
-    assert resnet.ours == "15.0× (60.00 GB → 4.00 GB)"
+    assert resnet.status == DIFFERS and resnet.value == pytest.approx(9)
+    assert "(10.3×, 62.00 GB → 6.00 GB without momentum; feature maps alone 15.0×, 60.00 GB" in resnet.ours
 
 
-def speed_table(device: str, sublinear_overhead: float) -> pd.DataFrame:
-    rows = [("none", 0.0), ("sublinear", sublinear_overhead)]
+def speed_table(device: str, sublinear_overhead: float, drop_cheap: float = 0.1) -> pd.DataFrame:
+    rows = [("none", 0.0), ("sublinear", sublinear_overhead), ("drop-cheap", drop_cheap)]
     return pd.DataFrame([{"device": device, "net": net, "strategy": s, "overhead": o, "step_time_s": 1 + o,
-                          "step_time_iqr_s": 0.01} for net in ("resnet", "lstm") for s, o in rows])
+                          "step_time_iqr_s": 0.01, "flops_forward": 1e9, "flops_backward": 2.1e9}
+                         for net in ("resnet", "lstm") for s, o in rows])
 
 
 def test_speed_statuses(tmp_path):
-    write(tmp_path, "speed", speed_table("cpu", 0.3), "cpu")
-    assert {f.id: f for f in chen.findings(tmp_path)}["speed"].status == NOT_REPRODUCIBLE
+    write(tmp_path, "speed", speed_table("cpu", 0.3, drop_cheap=0.5), "cpu")
+    found = {f.id: f for f in chen.findings(tmp_path)}
+    assert found["speed"].status == NOT_REPRODUCIBLE and "outside 0–15 %" in found["drop-cheap"].reason
     write(tmp_path, "speed", speed_table("cuda", 0.3), "cuda")
-    speed = {f.id: f for f in chen.findings(tmp_path)}["speed"]
-    assert speed.status == REPRODUCED and speed.where == "GPU"
-    write(tmp_path, "speed", speed_table("cuda", 0.6), "cuda")
-    assert {f.id: f for f in chen.findings(tmp_path)}["speed"].status == DIFFERS   # 60 % is 30 pp off
+    found = {f.id: f for f in chen.findings(tmp_path)}
+    assert found["speed"].status == found["drop-cheap"].status == found["backward"].status == REPRODUCED
+    assert found["speed"].where == "GPU" and found["backward"].value == pytest.approx(2.1)
+    write(tmp_path, "speed", speed_table("cuda", 0.6, drop_cheap=0.5), "cuda")
+    found = {f.id: f for f in chen.findings(tmp_path)}
+    assert found["speed"].status == found["drop-cheap"].status == DIFFERS   # 60 % is 30 pp off; 50 % is not little
     write(tmp_path, "speed", speed_table("cuda", -0.2), "cuda")                    # recompute made it faster
     speed = {f.id: f for f in chen.findings(tmp_path)}["speed"]
     assert speed.status == INVALID and "below zero" in speed.reason

@@ -245,13 +245,22 @@ def resnet_memory(p: ResNetParams) -> pd.DataFrame:
     """Registry entry ``chen-resnet``. Row per (depth, strategy or budget): the traced graph (nodes, trace
     seconds, ops the trace did not recognise, Algorithm 3's candidate split points) and Outcome.row()'s
     planned/live bytes, recomputed FLOPs, splits, x, y, B. ``depth`` is the requested depth, ``layers`` the
-    built one (3·Σ blocks + 2) and ``blocks`` its blocks per stage."""
-    # lazy: torch-free at import, so `remat check` (numpy) does not load torch
-    from remat.models.resnet import blocks_for_depth, resnet_depth
+    built one (3·Σ blocks + 2), ``blocks`` its blocks per stage, ``params`` its trainable parameters and
+    ``param_bytes`` their bytes (in ``dtype``; the planned bytes count feature maps only)."""
+    return _sweep(p.depths, "depth", lambda d: resnet_graph(d, p), p, lambda d: resnet_size(d, p))
 
-    return _sweep(p.depths, "depth", lambda d: resnet_graph(d, p), p,
-                  lambda d: {"layers": resnet_depth(blocks_for_depth(d)),
-                             "blocks": "-".join(map(str, blocks_for_depth(d)))})
+
+def resnet_size(depth: int, p: ResNetParams) -> dict:
+    """The built net of (at most) ``depth`` layers: layers, blocks per stage, trainable parameters and their
+    bytes, counted on the meta device (no memory)."""
+    # lazy: torch-free at import, so `remat check` (numpy) does not load torch
+    from remat.models.resnet import ResNetConfig, build_resnet
+
+    cfg = ResNetConfig.for_depth(depth, width=p.width, image=p.image, classes=p.classes, batch=p.batch,
+                                 dtype=p.dtype)
+    params = list(build_resnet(cfg, "meta").parameters())
+    return {"layers": cfg.depth, "blocks": "-".join(map(str, cfg.blocks)), "params": sum(t.numel() for t in params),
+            "param_bytes": sum(t.numel() * t.element_size() for t in params)}
 
 
 def lstm_memory(p: LSTMParams) -> pd.DataFrame:
