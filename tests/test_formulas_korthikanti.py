@@ -147,7 +147,7 @@ def test_paper_term_tells_v_from_dropped_probs_when_shapes_coincide():
         "attn_probs_dropped"  # shape alone
 
 
-# --- paper Figure 1's parameter bars, §4.3's share, the selective overhead and HFU (issue 12) -------------------
+# --- paper Figure 1's parameter bars, §4.3's share, the selective overhead and HFU ----------------------------
 
 @pytest.mark.parametrize("name,a,h,L,p,m,b", TABLE3)
 def test_first_stage_excess_adds_up_to_the_difference(name, a, h, L, p, m, b):
@@ -255,3 +255,22 @@ def test_full_recompute_flops_follow_the_mlp_width():
     2·(2·bs·h·ffn) = 320 — 640 in all; with ffn = 4h the MLP is 512 and the sum 832."""
     assert korthikanti.recompute_flops(2, 1, 4, "full", ffn=10) == 192 + 32 + 32 + 64 + 320
     assert korthikanti.recompute_flops(2, 1, 4, "full") == 192 + 32 + 32 + 64 + 512
+
+
+def test_section5_and_6_1_memory_ratios_from_table2():
+    # with SP, selective drops 5as/h of 34 + 5as/h: 80/114 (175B, §5 "70 %"), 64/98 (530B, "65 %"); at t = 8 SP +
+    # selective keeps 34/8 of 10 + 24/8 + 5as/(8h) of the TP baseline: 4.25/21 = 20.24 % for 530B and 1T (§6.1 "under
+    # 20 %"), 4.25/23 = 18.48 % for 175B
+    saving = {n: 1 - Fraction(korthikanti.table2_bytes(S, b, h, a, T, True, "selective"),
+                              korthikanti.table2_bytes(S, b, h, a, T, True)) for n, a, h, L, p, m, b in TABLE3}
+    kept = {n: Fraction(korthikanti.table2_bytes(S, b, h, a, T, True, "selective"), korthikanti.table2_bytes(
+        S, b, h, a, T)) for n, a, h, L, p, m, b in TABLE3}
+    assert saving["175B"] == Fraction(80, 114) and saving["530B"] == Fraction(64, 98)
+    assert kept["530B"] == kept["1T"] == Fraction(17, 84) and kept["175B"] == Fraction(17, 92)
+
+
+def test_selective_recompute_over_the_forward_is_the_quoted_overhead():
+    # §5 "2.7 %" / "1.6 %": 4bs²h over the forward 24bsh² + 4bs²h (Appendix A), i.e. (s/6h) / (1 + s/6h)
+    for h, quoted in ((12288, 2.7), (20480, 1.6)):
+        share = korthikanti.recompute_flops(S, 1, h, "selective") / korthikanti.layer_forward_flops(S, 1, h)
+        assert share == pytest.approx((S / (6 * h)) / (1 + S / (6 * h))) and round(100 * share, 1) == quoted

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 
 from remat.analysis import korthikanti2022 as k, times
-from remat.analysis.findings import DIFFERS, INVALID, NOT_MEASURED, NOT_REPRODUCIBLE, REPRODUCED
-from remat.analysis.findings import within_abs, within_range, within_rel
+from remat.analysis.findings import DIFFERS, INVALID, MINOR, NOT_MEASURED, NOT_REPRODUCIBLE, REPRODUCED
+from remat.analysis.findings import within_abs, within_abs_or_rel, within_range, within_rel
 from remat.analysis.tolerances import (KORTHIKANTI_BYTES_REL, KORTHIKANTI_OUTSIDE_BOUND, KORTHIKANTI_QUOTED_FLOPS_PP,
-                                       KORTHIKANTI_TIME_PP)
+                                       KORTHIKANTI_TIME_FLOOR_PP, KORTHIKANTI_TIME_PP, KORTHIKANTI_TIME_REL)
 from remat.paper import PAPER_FIGURE8_PERCENT
 
 # paper Table 2, Eq. 2 at the 22B sizes (s = 2048, b = 4, h = 6144, a = 64, t = 8): sbh(10 + 24/t + 5as/(ht))
@@ -23,6 +23,9 @@ def test_rules_fail_on_a_wrong_value():
     assert not bytes_rule.check(1.006 * EQ2, EQ2)[0]
     time_rule = within_abs(KORTHIKANTI_TIME_PP)                     # Table 4: ±3 pp (paper: selective 7 %, + SP 4 %)
     assert time_rule.check(6.0, 7)[0] and not time_rule.check(0.8, 4)[0]
+    scaled = within_abs_or_rel(KORTHIKANTI_TIME_FLOOR_PP, KORTHIKANTI_TIME_REL)   # max(1 pp, 25 % of the paper's)
+    assert not scaled.check(0.0, -3)[0] and scaled.check(-3.9, -3)[0]            # ±3 pp passed 0 % against −3 %
+    assert scaled.check(48.5, 39)[0] and not scaled.check(49.0, 39)[0]           # 25 % of 39 % is 9.75 pp
     # the text's 2.7 % for GPT-3 is Eq. 8: (s/6h) / (1 + s/6h + v/12hL), s = 2048, h = 12288, v = 51200, L = 96
     eq8 = 100 * (2048 / (6 * 12288)) / (1 + 2048 / (6 * 12288) + 51200 / (12 * 12288 * 96))
     quoted = within_abs(KORTHIKANTI_QUOTED_FLOPS_PP)
@@ -59,6 +62,34 @@ def test_table2_findings_per_branch():
 def test_table2_display_marks_the_extension():
     shown = k.table2_summary(_table2()[0])
     assert list(shown["technique"]) == ["TP baseline", "TP+SP+full (extension)"]
+
+
+def test_memory_ratios_quoted_in_section5_and_6_1():
+    # paper Table 2 at t = 8 in sbh: baseline 13 + 5as/(8h), SP (34 + 5as/h)/8, selective 13, both 34/8; 5as/h = 80
+    # (175B), 64 (530B): §5's savings 1 − 34/114 = 70.2 %, 1 − 34/98 = 65.3 %; 530B keeps 4.25/21 = 20.24 % (§6.1)
+    rows = [(m, tech, v) for m, x in (("gpt3-175b", 80), ("mt-nlg-530b", 64)) for tech, v in (
+        ("TP baseline", 13 + x / 8), ("TP+SP", (34 + x) / 8), ("TP+selective", 13), ("TP+SP+selective", 34 / 8))]
+    t2 = pd.DataFrame(rows, columns=["model", "technique", "bytes_measured"]).assign(tp=8)
+    t2["percent_of_baseline"] = t2["percent_of_baseline_formula"] = 100 * t2["bytes_measured"] / t2.groupby(
+        "model")["bytes_measured"].transform("max")
+    found = {f.id: f for f in k._figure7(t2)}
+    assert found["saving.gpt3-175b"].status == found["saving.mt-nlg-530b"].status == REPRODUCED
+    assert round(found["under-twenty"].value, 2) == 20.24 and found["under-twenty"].status == MINOR
+
+
+def test_abstract_mfu_and_appendix_c_from_the_printed_numbers():
+    # Eq. 7 for 530B (B = 280, L = 105, h = 20480, t·p = 280 A100s at 312 TFLOP/s) on Table 5's 37.83 s and 49.05 s;
+    # the time that takes 37.83 s to the abstract's 54.2 %, added to 49.05 s, gives 42.1 %
+    flops = 72 * 280 * 105 * 2048 * 20480 ** 2 * (1 + 2048 / (6 * 20480) + 51200 / (12 * 20480 * 105))
+    mfu = lambda s: 100 * flops / (280 * 312e12 * s)
+    found = {f.id: f for f in k._utilization()}
+    assert abs(found["mfu.abstract"].value - mfu(49.05 + 37.83 * (mfu(37.83) / 54.2 - 1))) < 1e-9
+    assert found["mfu.abstract"].status == REPRODUCED and round(mfu(37.83), 1) == 56.0     # Table 5's own MFU
+    assert found["appendix-c"].value == 51.4 + 0.7 and found["appendix-c"].status == DIFFERS   # printed 52.3
+
+
+def test_the_papers_own_figure8_bar_leaves_its_section1_band():
+    assert k._intro(_figure8())[0].status == DIFFERS     # 22B full recompute: 41.0 % against "30–40 %"
 
 
 def _figure8(present_total=None) -> pd.DataFrame:

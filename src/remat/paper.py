@@ -37,7 +37,7 @@ PAPER: dict[str, PaperValue] = {
     # --- Chen et al. 2016 ---------------------------------------------------------------------------------------
     "chen.resnet_depth": PaperValue(1000, "abstract, §5.2", "1,000 layers"),
     "chen.resnet_before_gb": PaperValue(48, "abstract", "48 GB"),     # "from 48G to 7G" (GB read as 10⁹ bytes)
-    "chen.resnet_after_gb": PaperValue(7, "abstract, §5.2", "7 GB"),
+    "chen.resnet_after_gb": PaperValue(7, "abstract, §5.2", "7 GB"),   # GPU memory at run time, SGD momentum
     "chen.resnet_reduction": PaperValue(48 / 7, "abstract; §5.2", "6.9× (48 GB → 7 GB)"),
     "chen.gpu_memory_gb": PaperValue(12, "§5 (Titan X)", "12 GB"),
     "chen.deepest_without": PaperValue(200, "§5.2", "200 layers"),   # "only possible to train a 200 layer ResNet"
@@ -52,10 +52,28 @@ PAPER: dict[str, PaperValue] = {
     "chen.extra_forwards": PaperValue(1, "abstract", "one extra forward pass"),
     "chen.recursion_per_doubling": PaperValue(1, "§4.4, Eq. 3 with k = 1", "log₂ n: one checkpoint per doubling"),
     "chen.speed_overhead_pct": PaperValue(30, "§5.4; Figure 7 (Titan X, 20 batches)", "about 30 %"),
+    # Figures 5 and 6 show a trend, not an exponent: the sublinear plan's memory grows slower than linearly
+    "chen.sublinear_trend": PaperValue(1, "§5.2, §5.3; Figures 5 and 6", "sub-linear (log–log slope below 1)"),
+    # "a memory saving with little computation overhead" (dropping BN, activation, pooling): no number printed
+    "chen.drop_cheap_overhead_pct": PaperValue(0, "§4.2", "little computation overhead"),
+    "chen.backward_over_forward": PaperValue(2, "§4.3", "backward ≈ 2× forward"),
+    # O(n log n) recomputation; with k = 1 (halving) F(n) = n + (n/2)·log₂ n: half a forward per layer per doubling
+    "chen.recursion_forwards_per_doubling": PaperValue(0.5, "§4.4, Eq. 3 with k = 1",
+                                                       "O(n log n): ½ a forward per layer per doubling"),
     # --- Korthikanti et al. 2022 --------------------------------------------------------------------------------
     "korthikanti.full_flops_pct": PaperValue(33, "text beside Table 4; Appendix A", "33 %"),
-    "korthikanti.selective_flops_pct.gpt3-175b": PaperValue(2.7, "text around Eq. 8, §5", "2.7 %"),
-    "korthikanti.selective_flops_pct.mt-nlg-530b": PaperValue(1.6, "text around Eq. 8, §5", "1.6 %"),
+    "korthikanti.selective_flops_pct.gpt3-175b": PaperValue(2.7, "§5, before Eq. 6", "2.7 %"),
+    "korthikanti.selective_flops_pct.mt-nlg-530b": PaperValue(1.6, "§5, before Eq. 6", "1.6 %"),
+    # selective recompute drops the 5as/h term of sbh(34 + 5as/h): 80/114 for GPT-3, 64/98 for MT-NLG
+    "korthikanti.selective_saving_pct.gpt3-175b": PaperValue(70, "§5, before Eq. 6", "70 %"),
+    "korthikanti.selective_saving_pct.mt-nlg-530b": PaperValue(65, "§5, before Eq. 6", "65 %"),
+    "korthikanti.under_twenty_pct": PaperValue(20, "§6.1; Figure 7", "under 20 % of the TP baseline"),
+    "korthikanti.full_time_pct_lo": PaperValue(30, "§1", "30–40 %"),     # full recompute's time overhead
+    "korthikanti.full_time_pct_hi": PaperValue(40, "§1", "30–40 %"),
+    # 530B on 2240 A100s (8-way data parallel): SP + selective 54.2 %, full recompute 42.1 % ("29 % faster")
+    "korthikanti.mfu_abstract_present": PaperValue(54.2, "abstract; 530B on 2240 A100s", "54.2 %"),
+    "korthikanti.mfu_abstract_full": PaperValue(42.1, "abstract; 530B on 2240 A100s", "42.1 %"),
+    "korthikanti.appendix_c_total": PaperValue(52.3, "Appendix C", "52.3, its printed total"),
     "korthikanti.outside_share_pct.gpt-22b": PaperValue(0.01, "§4.3", "less than 0.01 %"),
     "korthikanti.memory_reduction": PaperValue(5, "abstract; Figure 7", "5×"),
     "korthikanti.recompute_time_cut": PaperValue(90, "abstract", "over 90 %"),
@@ -104,3 +122,6 @@ PAPER_TABLE5_S = {  # model: (full recompute s, present work s, MFU %, HFU %) �
     "mt-nlg-530b": (49.05, 37.83, 56.0, 57.0),
     "gpt-1t": (94.42, 71.49, 56.3, 57.0),
 }
+
+PAPER_APPENDIX_C_PARTS = (51.4, 0.7)
+"""The two addends Appendix C prints beside its total (``korthikanti.appendix_c_total``)."""

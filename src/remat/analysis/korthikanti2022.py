@@ -20,10 +20,11 @@ from remat.analysis.findings import (INVALID, NOT_MEASURED, NOT_REPRODUCIBLE, Fi
                                      not_measured, within_abs, within_range, within_rel)
 from remat.analysis.tolerances import (KORTHIKANTI_BYTES_REL, KORTHIKANTI_FIGURE1_MODELS, KORTHIKANTI_FIGURE7_PP,
                                        KORTHIKANTI_FIVE_X, KORTHIKANTI_FULL_FLOPS_PP, KORTHIKANTI_OUTSIDE_BOUND,
-                                       KORTHIKANTI_PRINTED_UTIL_PP, KORTHIKANTI_QUOTED_FLOPS_PP)
+                                       KORTHIKANTI_PRINTED_UTIL_PP, KORTHIKANTI_QUOTED_FLOPS_PP, KORTHIKANTI_SUM_TENTHS,
+                                       KORTHIKANTI_UNDER_TWENTY as TWENTY, KORTHIKANTI_WHOLE_PCT_PP as WHOLE)
 from remat.formulas import korthikanti
 from remat.models.presets import from_name
-from remat.paper import KORTHIKANTI, PAPER, PAPER_GPU, PAPER_TABLE5_S, TABLE3_MODELS, PaperValue
+from remat.paper import KORTHIKANTI, PAPER, PAPER_APPENDIX_C_PARTS, PAPER_GPU, PAPER_TABLE5_S, TABLE3_MODELS, PaperValue
 from remat.timemodel.gpus import GPUS
 from remat.units import GiB, MiB, span_text
 
@@ -34,7 +35,7 @@ EXTENSION = "TP+SP+full"
 """Table 2's technique the paper does not print (full recompute keeping the layer input's sequence shard)."""
 
 QUOTED = ("gpt3-175b", "mt-nlg-530b")
-"""The models whose selective-recompute FLOPs overhead the text around Eq. 8 quotes (remat.paper)."""
+"""The models whose selective recompute's memory saving and FLOPs overhead §5 quotes (remat.paper)."""
 
 
 # --- display tables (tables in, tables out) ---------------------------------------------------------------------
@@ -75,17 +76,18 @@ def reconciliation(items: pd.DataFrame, model: str, technique: str, tp: int) -> 
 
 
 def flops_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per model and t, FLOPs per layer in TFLOP (10¹²): forward, backward and selective recompute counted beside
-    Appendix A, the text's 4bs²h and Eq. 8's 12bs²h; overheads in % of the model FLOPs. Input: ``korthikanti.flops``."""
+    """Per model and t, FLOPs per layer in TFLOP (10¹²) counted: forward, backward, selective recompute; selective
+    recompute in % of the forward, of the model FLOPs and by Eq. 8; full recompute's overhead. Input:
+    ``korthikanti.flops``."""
     sel = frame[frame["mode"] == "selective"].reset_index(drop=True)
     full = frame[frame["mode"] == "full"].reset_index(drop=True)
     tera = lambda col: (sel[col] / 1e12).round(3)
     return pd.DataFrame({
-        "model": sel["model"], "t": sel["tp"], "forward": tera("flops_forward"),
-        "24bsh²+4bs²h": tera("formula_forward"), "backward": tera("flops_backward"),
-        "selective recompute": tera("flops_recompute"), "text: 4bs²h": tera("recompute_text"),
-        "Eq. 8: 12bs²h": tera("recompute_eq8"), "selective overhead %": (100 * sel["overhead_measured"]).round(3),
-        "Eq. 8 %": (100 * sel["overhead_eq8"]).round(3), "full overhead %": (100 * full["overhead_measured"]).round(3)})
+        "model": sel["model"], "t": sel["tp"], "forward": tera("flops_forward"), "backward": tera("flops_backward"),
+        "selective recompute": tera("flops_recompute"),
+        "÷ forward %": (100 * sel["flops_recompute"] / sel["flops_forward"]).round(2),
+        "÷ model FLOPs %": (100 * sel["overhead_measured"]).round(2), "Eq. 8 %": (100 * sel["overhead_eq8"]).round(2),
+        "full recompute %": (100 * full["overhead_measured"]).round(1)})
 
 
 def memory_summary(frame: pd.DataFrame) -> pd.DataFrame:
@@ -94,17 +96,17 @@ def memory_summary(frame: pd.DataFrame) -> pd.DataFrame:
     preset's memory. Input: a ``korthikanti.memory`` table."""
     gpu, capacity = frame["gpu"].iloc[0], int(frame["gpu_memory_bytes"].iloc[0])
     return pd.DataFrame({
-        "model": frame["model"], "technique": frame["technique"],
-        "params+optimizer GiB (first stage)": (frame["model_state_bytes"] / GiB).round(1),
-        "params+optimizer GiB (paper: 18·P/(t·p))": (frame["model_state_even_bytes"] / GiB).round(1),
-        "activations (layers) GiB": (frame["activations_layers"] / GiB).round(1),
-        "outside layers GiB": (frame["activations_outside"] / GiB).round(2), "total GiB": frame["total_gib"].round(1),
-        f"fits {gpu} ({capacity / GiB:.1f} GiB)": frame["fits_gpu"].astype(bool).map({True: "yes", False: "no"})})
+        "model": frame["model"], "technique": frame["technique"], "total GiB": frame["total_gib"].round(1),
+        f"fits {gpu} ({capacity / GiB:.0f} GiB)": frame["fits_gpu"].astype(bool).map({True: "yes", False: "no"}),
+        "model state GiB": (frame["model_state_bytes"] / GiB).round(1),
+        "18·P/(t·p) GiB": (frame["model_state_even_bytes"] / GiB).round(1),
+        "layers' activations GiB": (frame["activations_layers"] / GiB).round(1),
+        "outside GiB": (frame["activations_outside"] / GiB).round(2)})
 
 
-EXCESS_PARTS = {"word_embedding": "word embedding", "position_embedding": "position embedding",
-                "replicated_in_layers": "LayerNorms and biases replicated on TP ranks",
-                "uneven_layers": "⌈L/p⌉ − L/p layers", "final_layernorm": "final LayerNorm"}
+EXCESS_PARTS = {"word_embedding": "word emb.", "position_embedding": "position emb.",
+                "replicated_in_layers": "replicated norms, biases", "uneven_layers": "⌈L/p⌉ − L/p layers",
+                "final_layernorm": "final LayerNorm"}
 """korthikanti.first_stage_params_excess's parts -> report labels."""
 
 
@@ -113,12 +115,12 @@ def model_state_summary(frame: pd.DataFrame) -> pd.DataFrame:
     18·P/(t·p), and the difference by cause. Input: a ``korthikanti.memory`` table."""
     first = frame.groupby("model", sort=False).first().reset_index()
     out = pd.DataFrame({
-        "model": first["model"], "P (10⁹)": (first["params_total"] / 1e9).round(2), "t·p": first["tp"] * first["pp"],
-        "paper 18·P/(t·p) GiB": (first["model_state_even_bytes"] / GiB).round(2),
+        "model": first["model"], "P (10⁹)": (first["params_total"] / 1e9).round(1), "t·p": first["tp"] * first["pp"],
+        "18·P/(t·p) GiB": (first["model_state_even_bytes"] / GiB).round(2),
         "first stage GiB": (first["model_state_bytes"] / GiB).round(2),
         "difference GiB": ((first["model_state_bytes"] - first["model_state_even_bytes"]) / GiB).round(2)})
     for part, label in EXCESS_PARTS.items():
-        out[f"{label} GiB"] = (first[f"excess_{part}_bytes"] / GiB).round(3) + 0.0  # + 0.0: no "-0.0"
+        out[label] = (first[f"excess_{part}_bytes"] / GiB).round(3) + 0.0  # + 0.0: no "-0.0"
     return out
 
 
@@ -154,6 +156,8 @@ CLAIMS = {  # id -> (claim, link when the index's scorecard lists it)
     "table2.gap": ("Actual bytes over paper-faithful bytes, per layer, at most", ""),
     "figure7": ("Memory as % of the TP baseline: SP, selective, both", "korthikanti2022.html#sec-table2"),
     "five-x": ("SP + selective cut activation memory", "korthikanti2022.html#sec-table2"),
+    **{f"saving.{m}": (f"§5: selective recompute's activation-memory saving, {m} (with SP)", "") for m in QUOTED},
+    "under-twenty": ("§6.1: SP + selective keep under 20 % of the TP baseline's activations, every model", ""),
     "figure1": ("Memory per GPU against the A100 80GB", "korthikanti2022.html#sec-memory"),
     "memory.nominal_only": ("Fits only because the card's 80 GB are binary gigabytes", ""),
     "memory.excess": ("First-stage parameters + optimizer state over the even share 18·P/(t·p)", ""),
@@ -161,12 +165,15 @@ CLAIMS = {  # id -> (claim, link when the index's scorecard lists it)
     "flops.full": ("Full recompute: FLOPs overhead", "korthikanti2022.html#sec-flops"),
     "flops.appendix_a": ("FLOPs counted against Appendix A and the text's 4Bs²h: largest relative error", ""),
     "flops.selective": ("Selective recompute: FLOPs overhead", "korthikanti2022.html#sec-flops"),
-    **{f"flops.selective.{m}": (f"Selective recompute: FLOPs overhead, {m} (counted)", "") for m in QUOTED},
+    **{f"flops.selective.{m}": (f"Selective recompute: FLOPs over the forward's, {m} (counted)", "") for m in QUOTED},
     **{f"flops.eq8.{m}": (f"Selective recompute: FLOPs overhead, {m}, Eq. 8 as printed", "") for m in QUOTED},
     "mfu.eq7": ("Paper Table 5's MFU from Eq. 7 on its printed times (worst model)", ""),
     "hfu.eq8": ("Paper Table 5's HFU from Eq. 8 on its printed times (worst model)", ""),
     "hfu.text": ("HFU with the text's recompute, below Eq. 8's by at most", ""),
     "mfu": ("Model and hardware FLOPs utilization", "korthikanti2022.html#sec-flops"),
+    "mfu.abstract": ("Abstract: 530B's full-recompute MFU, Table 5's time + the data-parallel time of 54.2 %", ""),
+    "appendix-c": ("Appendix C: its printed sum against its printed total", ""),
+    "intro.full-time": ("§1: full recompute's time overhead, four models (predicted)", ""),
     "modern.swiglu": ("SwiGLU MLP's saved activations (Llama 3 8B)", ""),
 }
 
@@ -210,10 +217,19 @@ def _figure7(t2: pd.DataFrame) -> list[Finding]:
     median, five = statistics.median(factor), PAPER["korthikanti.memory_reduction"]
     rule = within_range(five.value - KORTHIKANTI_FIVE_X.value, five.value + KORTHIKANTI_FIVE_X.value, "×",
                         KORTHIKANTI_FIVE_X.why)
+    by, both = rows.set_index(["technique", "model"])["bytes_measured"], 100 / factor
+    over = ", ".join(f"{m} {p:.2f} %" for m, p in zip(rows.loc[both.index, "model"], both) if p > TWENTY.value)
+    bound = replace(within_range(0, TWENTY.value, " %", TWENTY.why), near=within_range(  # minor: within rounding
+        0, TWENTY.value + WHOLE.value, " %", "").check)
     return [_f("figure7", gap, PAPER["korthikanti.figure7_formula"], within_abs(KORTHIKANTI_FIGURE7_PP),
                text=f"{text} of the TP baseline; largest gap to the formula {gap:.2f} pp"),
             _f("five-x", median, five, rule, text=f"{median:.1f}× (median; {span_text(factor, 1, '×')} over the "
-                                                  f"{len(factor)} Table 3 models)")]
+                                                  f"{len(factor)} Table 3 models)"),
+            _f("under-twenty", both.max(), PAPER["korthikanti.under_twenty_pct"], bound, text=span_text(both, 2, " %"),
+               reason=f"{over}: over the bound, by the paper's own formula (Table 2)")] + [
+        _f(f"saving.{m}", x, PAPER[f"korthikanti.selective_saving_pct.{m}"], within_abs(WHOLE), text=f"{x:.1f} %")
+        for m in QUOTED if (m, "TP+SP") in by.swaplevel().index
+        for x in [100 * (1 - by[("TP+SP+selective", m)] / by[("TP+SP", m)])]]
 
 
 def _memory(memory: pd.DataFrame) -> list[Finding]:
@@ -258,36 +274,30 @@ def _flops(flops: pd.DataFrame) -> list[Finding]:
     found = [_f("flops.full", worst, PAPER["korthikanti.full_flops_pct"], within_abs(KORTHIKANTI_FULL_FLOPS_PP),
                 text=f"{span_text(pct, 1, ' %')} for every model and t (FlopCounterMode)"),
              _f("flops.appendix_a", rel, text=f"{rel:.1e}")]
-    at = sel[sel["tp"] == sel["tp"].max()].set_index("model")
-    counted, eq8 = [], []
+    at, rule = sel[sel["tp"] == sel["tp"].max()].set_index("model"), within_abs(KORTHIKANTI_QUOTED_FLOPS_PP)
+    counted, eq8, beside = [], [], []
     for m in QUOTED:      # Eq. 8 is a formula of the config; the count needs the model in this run's table
-        c = from_name(m)
-        quote, rule = PAPER[f"korthikanti.selective_flops_pct.{m}"], within_abs(KORTHIKANTI_QUOTED_FLOPS_PP)
+        c, quote = from_name(m), PAPER[f"korthikanti.selective_flops_pct.{m}"]
         printed = 100 * float(korthikanti.recompute_overhead(c.global_batch, c.seq, c.hidden, c.layers, c.vocab, "eq8"))
         eq8.append(_f(f"flops.eq8.{m}", printed, quote, rule, where="formula", text=f"{printed:.2f} %"))
-        if m in at.index:
-            ours = 100 * at.loc[m, "overhead_measured"]
-            counted.append(_f(f"flops.selective.{m}", ours, quote, rule, text=f"{ours:.2f} %"))
-        else:
+        if m not in at.index:
             counted.append(marked(_f(f"flops.selective.{m}", math.nan, quote, rule, text="—"), NOT_MEASURED,
                                   f"{m} is not among this run's models (config korthikanti.flops.models)"))
-    return found + counted + eq8 + _selective_card([f for f in counted if f.status != NOT_MEASURED], eq8)
+            continue
+        share = 100 * at.loc[m, "flops_recompute"] / at.loc[m, "flops_forward"]
+        counted.append(_f(f"flops.selective.{m}", share, quote, rule, text=f"{share:.2f} %"))
+        beside.append(f"{m} {share:.2f} % of the forward, {100 * at.loc[m, 'overhead_measured']:.2f} % of the "
+                      f"iteration's model FLOPs, Eq. 8 {printed:.2f} %")
+    judged = [f for f in counted if f.status != NOT_MEASURED]
+    if not judged:
+        return found + counted + eq8
+    w = max(judged, key=lambda x: abs(x.value - x.paper_value))   # the scorecard's entry: the farthest from its quote
+    quotes = PaperValue(w.paper_value, w.source, ", ".join(f"{f.paper} ({f.id.rsplit('.', 1)[1]})" for f in judged))
+    return found + counted + eq8 + [_f("flops.selective", w.value, quotes, rule,
+                                       text="; ".join(beside) + " (FlopCounterMode per layer)")]
 
 
-def _selective_card(counted: list[Finding], eq8: list[Finding]) -> list[Finding]:
-    if not counted:
-        return []
-    w = max(counted, key=lambda x: abs(x.value - x.paper_value))
-    paper = replace(PAPER[f"korthikanti.selective_flops_pct.{w.id.rsplit('.', 1)[1]}"],
-                    text=", ".join(f"{f.paper} ({f.id.rsplit('.', 1)[1]})" for f in counted))
-    why = (f"the quoted values are Eq. 8 as printed ({', '.join(f.ours for f in eq8)}), which counts QKᵀ and ·V "
-           "three times; the recompute the text describes is a third of it"
-           if all(f.status == "reproduced" for f in eq8) else "neither the count nor Eq. 8 gives the quoted values")
-    return [_f("flops.selective", w.value, paper, within_abs(KORTHIKANTI_QUOTED_FLOPS_PP), reason=why,
-               text=", ".join(f"{f.ours} ({f.id.rsplit('.', 1)[1]})" for f in counted) + ", FlopCounterMode per layer")]
-
-
-def _utilization(root) -> list[Finding]:
+def _utilization() -> list[Finding]:
     u = utilization_summary(TABLE3_MODELS).set_index("model")
     rule, found = within_abs(KORTHIKANTI_PRINTED_UTIL_PP), []
     for id, ours, paper in (("mfu.eq7", "MFU % (Eq. 7)", "MFU % (paper)"),
@@ -298,14 +308,32 @@ def _utilization(root) -> list[Finding]:
                         text=f"{u.loc[m, ours]:.2f} % ({m}, the model farthest from it)"))
     lower = (u["HFU % (Eq. 8)"] - u["HFU % (text)"]).max()
     found.append(_f("hfu.text", lower, where=PRINTED, text=f"{lower:.1f} pp"))
-    t5 = catalog.read_if("korthikanti.table5", root=root)
-    predicted = "" if t5 is None else (f"; the time model's MFU, {span_text(t5['mfu_pct'], 0, ' %')}, is a roofline's "
-                                       "optimism (no launch gaps, no slow kernels), not comparable with measured MFU")
-    card = _f("mfu", found[0].value, where=PRINTED + (" + predicted" if predicted else ""),
+    card = _f("mfu", found[0].value, where=PRINTED,
               text=f"Eq. 7 on the printed times gives the MFU within {abs(found[0].value - found[0].paper_value):.2f}"
-                   f" pp, Eq. 8 the HFU within {abs(found[1].value - found[1].paper_value):.2f} pp{predicted}")
+                   f" pp, Eq. 8 the HFU within {abs(found[1].value - found[1].paper_value):.2f} pp")
+    c, (full_s, present_s, _, _), dp = from_name("mt-nlg-530b"), PAPER_TABLE5_S["mt-nlg-530b"], PAPER[
+        "korthikanti.mfu_abstract_present"]
+    mfu = lambda s: 100 * korthikanti.flops_utilization(korthikanti.model_flops(
+        c.global_batch, c.seq, c.hidden, c.layers, c.vocab), s, c.tp * c.pp, GPUS[PAPER_GPU].peak_flops)
+    dp_s = present_s * (mfu(present_s) / dp.value - 1)   # the data-parallel time the abstract's 54.2 % implies
+    total = sum(PAPER_APPENDIX_C_PARTS)
     return found + [marked(card, NOT_REPRODUCIBLE, "needs a GPU cluster (the paper measured iteration times on 8 to "
-                                                   "512 A100s)")]
+                                                   "512 A100s)"),
+                    _f("mfu.abstract", mfu(full_s + dp_s), PAPER["korthikanti.mfu_abstract_full"], rule, where=PRINTED,
+                       text=f"{mfu(full_s + dp_s):.2f} % (Table 5's times alone: {mfu(present_s):.1f} % and "
+                            f"{mfu(full_s):.1f} %; the {dp.text} adds {dp_s:.2f} s per iteration)"),
+                    _f("appendix-c", total, PAPER["korthikanti.appendix_c_total"], within_abs(KORTHIKANTI_SUM_TENTHS),
+                       where="paper (its printed numbers)", text=" + ".join(map(str, PAPER_APPENDIX_C_PARTS)) +
+                       f" = {total:.1f}", reason="its printed addends do not sum to its printed total: an "
+                       "inconsistency of the paper, not of ours")]
+
+
+def _intro(f8: pd.DataFrame) -> list[Finding]:
+    """§1's band for full recompute's time overhead against the time model's recompute share of each model."""
+    full, band = f8.loc[f8["variant"] == "full", "recompute_pct"], PAPER["korthikanti.full_time_pct_hi"]
+    lo, hi = PAPER["korthikanti.full_time_pct_lo"].value, band.value
+    return [_f("intro.full-time", full.loc[(full - (lo + hi) / 2).abs().idxmax()], band, within_range(
+        lo - WHOLE.value, hi + WHOLE.value, " %", WHOLE.why), where="predicted", text=span_text(full, 1, " %"))]
 
 
 def _modern(modern: pd.DataFrame) -> list[Finding]:
@@ -326,14 +354,15 @@ GROUPS = (  # (finding-id prefixes, the tables they come from, findings from tho
     (("figure7", "five-x"), ("korthikanti.table2",), _figure7),
     (("figure1", "memory", "outside"), ("korthikanti.memory",), lambda m: _memory(m) + _outside(m)),
     (("flops",), ("korthikanti.flops",), _flops),
-    (("modern",), ("korthikanti.modern",), _modern))
+    (("modern",), ("korthikanti.modern",), _modern),
+    (("intro",), ("korthikanti.figure8",), _intro))
 
 
 def findings(root=".") -> list[Finding]:
     """Every finding of the korthikanti2022 report (the time findings from ``times.GROUPS``); a missing table gives
     its findings "not measured", naming the snakemake target. Never raises for a missing table."""
     out, claims = [], {**CLAIMS, **times.CLAIMS}
-    utilization = ((), (), lambda: _utilization(root))   # from paper Table 5's printed times: no table to miss
+    utilization = ((), (), _utilization)   # from paper Table 5's printed times: no table to miss
     for prefixes, tables, make in (*GROUPS, utilization, *times.GROUPS):
         try:
             out += make(*[catalog.read(t, root=root) for t in tables])

@@ -32,8 +32,16 @@ CHEN_RECURSION = Tolerance(0.25, " checkpoints", "g(n) = 1 + g(n/2) adds one che
 CHEN_RESNET_REDUCTION = Tolerance(0.25, "", "48 and 7 are printed to one or two figures (7 GB is 6.5–7.5: the "
                                   "ratio 6.4–7.4× from rounding alone); the paper prints neither its layer layout "
                                   "nor its allocator's details; ±25 % allows these and still tells 7× from 10×")
-CHEN_RESNET_LIMIT = Tolerance(0.25, "", "the paper's limit is what trained on a 12 GB card, ours counts feature "
-                              "maps only; ±25 % allows the layout, not another scale")
+CHEN_RESNET_LIMIT = Tolerance(0.25, "", "the paper's limit is what trained on a 12 GB card, ours all but its "
+                              "workspace; ±25 % allows the layout, not another scale")
+CHEN_SUBLINEAR_SLOPE = Tolerance(0.75, "", "Figures 5 and 6 show a trend, not an exponent: a log–log slope ≤ 0.75, "
+                                 "halfway from √n to linear, is clearly sub-linear; a fixed part bends linear by ~0.2")
+CHEN_LITTLE_OVERHEAD = Tolerance(15, " %", "\"little\" on the paper's own scale: at most half the ~30 % of a whole "
+                                 "extra forward pass (§5.4); drop-cheap re-runs only batch norm, activations, pooling")
+CHEN_BACKWARD_RATIO = Tolerance(0.25, "×", "a backward takes the input's and the weights' gradients, each as costly as "
+                                "the forward; 1.5× or 3× would be another cost model")
+CHEN_RECURSION_FORWARDS = Tolerance(0.25, " forwards per layer", "halving re-runs each half once per level: ½ a "
+                                    "forward per layer per doubling; O(n) gives 0, O(n^1.5) above 2 over L = 2…512")
 CHEN_LSTM_REDUCTION_HI = Tolerance(8, "×", "the paper prints a lower bound only (\"more than 4x\"), read off Figure "
                                    "6(a)'s log₂ axes; we read it as 4–8×, below the next gridline, which the "
                                    "authors would have named")
@@ -57,6 +65,12 @@ KORTHIKANTI_QUOTED_FLOPS_PP = Tolerance(0.05, " pp", "the text prints 2.7 % and 
 KORTHIKANTI_TIME_PP = Tolerance(3.0, " pp", "the paper disagrees with itself by about that much — Figure 8's 22B "
                                 "full-recompute bar (141 %) against Table 4 (27.2 / 19.6 = 138.8 %) — plus about half "
                                 "a point of rounding and of reading the bars.")
+KORTHIKANTI_TIME_FLOOR_PP = Tolerance(1.0, " pp", "Table 4's precision: whole percents, times to 0.1 ms of 19.6")
+KORTHIKANTI_TIME_REL = Tolerance(0.25, "", "a quarter of the paper's overhead, as the time model is held elsewhere; "
+                                 "a fixed ±3 pp would pass 0 % against the paper's −3 %, a 100 % error")
+KORTHIKANTI_WHOLE_PCT_PP = Tolerance(0.5, " pp", "printed as a whole percent: ±0.5 pp is its rounding")
+KORTHIKANTI_SUM_TENTHS = Tolerance(0.1, "", "two addends printed to one decimal sum to within ±0.1 of the true sum")
+KORTHIKANTI_UNDER_TWENTY = Tolerance(20, " %", "a bound, met by every Table 3 model; a miss within rounding is minor")
 KORTHIKANTI_CUT_PP = Tolerance(3, " pp", "the cut of the recompute time (1 − SP + selective / full) is a ratio of "
                                "Figure 8's bars, read to about ±0.5 pp, whose 22B bar disagrees with Table 4 by about "
                                "2 pp: held to the time overheads' 3 pp, per model, against the cut the bars give (the "
