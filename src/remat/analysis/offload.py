@@ -25,8 +25,8 @@ VARIANTS = ["none", "selective", "full", "offload", "save_on_cpu"]
 FIT_CHECK_BYTES = MiB    # the fits are judged on copies of at least this many bytes (smaller ones: t0 and noise)
 EXAMPLE = (2048, 12288)  # the grid point quoted when the grid has it: GPT-3 175B's layer (a = 96, b = 1, t = 8)
 NAN = math.nan
-FIT = PaperValue(1.0, "the fit t = t0 + bytes/BW of the copy's group", "1× (predicted = measured)")
-MODEL = PaperValue(1.0, "the model (remat.formulas.offload, remat.timemodel) at this run's rates", "1× (= model)")
+FIT = PaperValue(1.0, "model: the fit t = t0 + bytes/BW of the copy's group", "1× (predicted = measured)")
+MODEL = PaperValue(1.0, "model: remat.formulas.offload and remat.timemodel at this run's rates", "1× (= model)")
 FIT_RULE, MODEL_RULE = (within_range(1 - t.value, 1 + t.value, t.unit, t.why) for t in (OFFLOAD_FIT, OFFLOAD_MODEL))
 CLAIM = {
     "bandwidth.h2d": "Fastest host-to-device copies alone: fitted GB/s", "bandwidth.d2h": "The same, device to host",

@@ -22,6 +22,13 @@ from remat.units import format_bytes, signed_percent
 TABLE4 = {m: PaperValue(PAPER_TABLE4_OVERHEAD[f"{m} recompute"], "Table 4",
                         f"{PAPER_TABLE4_OVERHEAD[f'{m} recompute']:g} %") for m in ("full", "selective")}
 ONE = PaperValue(1, "closed form: bytes by Korthikanti Eq. 1 + LayerNorm statistics, FLOPs by Appendix A", "1")
+EXPONENT = replace(within_abs(tol.SWEEPS_LINEAR_SLOPE), text="within ±0.1 of the closed form's exponent",
+                   why="the measured peak is the closed form's live peak plus the backward working set, a constant "
+                       "over L (the residual of the points table), which bends a log–log slope over L = 2–64 below "
+                       "the closed form's by up to about 0.1; the closed form at the same L, not the paper's "
+                       "asymptote, is the like-for-like value (⌈√L⌉ rounding and the live segment put it "
+                       "above 0.5)")
+ROOFLINE = "model: the roofline at the measured rates (remat.timemodel)"
 NEEDS_GPU = "needs a GPU (the paper timed a 22B layer on 8 A100s, t = 8; a CPU's op costs differ)"
 
 CLAIMS = {  # sweep -> {id stem: claim}: the ids every device gets (the report quotes them)
@@ -129,11 +136,14 @@ def _depth(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]:
                   rule=within_rel(tol.SWEEPS_EXACT_REL), text=format_bytes(fit(fam, "bytes_per_layer")),
                   paper=PaperValue(closed, f"closed form: one {name} (the saved bytes' growth per layer)",
                                    format_bytes(closed)))
+    def like_for_like(fam: str) -> Finding:   # against the closed form's exponent at the same L points
+        claim = PAPER[f"chen.{'linear' if fam == 'none' else 'sqrt'}_exponent"]
+        closed = fit(fam, "exponent_formula")
+        source = f"closed form: the live peak at the same L (the paper: {claim.text}, {claim.source}, an asymptote)"
+        return _f(f"depth.exponent.{fam}", d, fit(fam), paper=PaperValue(closed, source, f"{closed:.3f}"),
+                  rule=EXPONENT, where=where, text=f"{fit(fam):.3f}")
     return [
-        _f("depth.exponent.none", d, fit("none"), paper=PAPER["chen.linear_exponent"],
-           rule=within_abs(tol.SWEEPS_LINEAR_SLOPE), where=where, text=exponent("none")),
-        _f("depth.exponent.sqrt", d, fit("sqrt"), paper=PAPER["chen.sqrt_exponent"],
-           rule=within_abs(tol.CHEN_SQRT_SLOPE), where=where, text=exponent("sqrt")),
+        like_for_like("none"), like_for_like("sqrt"),
         _f("depth.exponent.full", d, fit("full"), where=where, text=exponent("full")),
         slope("none", "kept layer y"), slope("full", "checkpoint x"),
         _f("depth.sqrt-share", d, share, where=where, text=f"{100 * share:.1f} % at L = {int(both.index[-1])} "
@@ -148,7 +158,7 @@ def _seq_hidden(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]
     for axis, formula in (("seq", "34h/(5a)"), ("hidden", "5as/34")):
         measured, closed = crossover(part, axis)
         f = _f(f"crossover.{axis}", d, measured, where=where, text=f"{measured:.1f}",
-               paper=PaperValue(closed, f"Korthikanti Eq. 1: {formula}", f"{closed:.1f}"),
+               paper=PaperValue(closed, f"closed form: Korthikanti Eq. 1, {formula}", f"{closed:.1f}"),
                rule=within_rel(tol.SWEEPS_CROSSOVER_REL))
         out.append(marked(f, NOT_MEASURED, f"no {axis} point crosses (or none ran)") if measured != measured else f)
     good = ok(part)
@@ -158,12 +168,12 @@ def _seq_hidden(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]
     falls = bool(len(keep) > 1 and keep.is_monotonic_decreasing and keep.iloc[-1] < keep.iloc[0])
     return out + [
         _f("seq-hidden.stats", d, stats, where=where, text="yes" if stats else "no",
-           paper=PaperValue(1, "Korthikanti Eq. 1 (+ 4sb LayerNorm statistics)", "Eq. 1 + 4sb"),
+           paper=PaperValue(1, "closed form: Korthikanti Eq. 1 + 4sb LayerNorm statistics", "Eq. 1 + 4sb"),
            rule=holds("the torch layer's bytes beyond Eq. 1 are LayerNorm mean and rstd at every point")),
         _f("selective.keep", d, falls, where=where, rule=holds("the kept share falls as s grows"),
            text=f"{100 * keep.iloc[0]:.1f} % at s = {keep.index[0]}, "
                 f"{100 * keep.iloc[-1]:.1f} % at s = {keep.index[-1]}",
-           paper=PaperValue(1, "Korthikanti Eq. 1: selective drops 5as²b, quadratic in s", "falls with s"))]
+           paper=PaperValue(1, "closed form: Korthikanti Eq. 1 (selective drops 5as²b)", "falls with s"))]
 
 
 def _timing(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]:
@@ -174,7 +184,7 @@ def _timing(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]:
         f = _f(f"timing.{m}", d, 100 * r["time_overhead"], paper=TABLE4[m], where=stand_in(where),
                rule=within_abs(tol.SWEEPS_TABLE4_PP), text=f"{100 * r['time_overhead']:.1f} %")
         flops = dict(paper=PAPER["korthikanti.full_flops_pct"], rule=within_abs(tol.KORTHIKANTI_FULL_FLOPS_PP)) \
-            if m == "full" else dict(paper=PaperValue(formula, "Appendix A: 4bs²h / 3(24bsh² + 4bs²h)",
+            if m == "full" else dict(paper=PaperValue(formula, "closed form: Appendix A, 4bs²h / 3(24bsh² + 4bs²h)",
                                                       f"{formula:.2f} %"), rule=within_rel(tol.SWEEPS_EXACT_REL))
         out += [gated(f if d == catalog.GPU_DEVICE else marked(f, NOT_REPRODUCIBLE, NEEDS_GPU), [reason]),
                 _f(f"timing.flops.{m}", d, 100 * r["flop_overhead"], where=where,
@@ -189,12 +199,12 @@ def _time_model(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]
         f"time-model.{r['mode']}.h{int(r['hidden'])}-s{int(r['seq'])}.{d}", f"Roofline at measured rates: {r['mode']} "
         f"recompute overhead, h = {int(r['hidden'])}, s = {int(r['seq'])}", 100 * r["measured_overhead"],
         where=stand_in(where), text=f"{100 * r['measured_overhead']:.1f} %", paper=PaperValue(
-            100 * r["predicted_overhead"], "the roofline at the measured rates (remat.timemodel)",
-            f"{100 * r['predicted_overhead']:.1f} %"), rule=within_abs(tol.SWEEPS_MODEL_PP)), [why[i]])
+            100 * r["predicted_overhead"], ROOFLINE, f"{100 * r['predicted_overhead']:.1f} %"),
+        rule=within_abs(tol.SWEEPS_MODEL_PP)), [why[i]])
         for i, r in rows.iterrows()]
     worst = float(good["error"].loc[good["error"].abs().idxmax()]) if len(good) else np.nan
     error = _f("time-model.error", d, 1 + worst, where=stand_in(where), rule=within_rel(tol.TIME_MODEL_BAND),
-               text=signed_percent(worst, 1, " %"), paper=PaperValue(1, "predicted = measured", "predicted = measured"))
+               text=signed_percent(worst, 1, " %"), paper=PaperValue(1, ROOFLINE, "predicted = measured"))
     return out + [gated(error, [] if len(good) else ["no size passes the timing gates"])]
 
 

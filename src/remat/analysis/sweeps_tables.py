@@ -237,8 +237,16 @@ def depth_table(fits: pd.DataFrame) -> pd.DataFrame:
         .astype({"intercept_bytes": int, "bytes_per_layer": int}).rename(columns=DEPTH)
 
 
+def reference(source: str) -> tuple[str, str]:
+    """What a finding is judged against, from its source: (closed form | model | invariant | paper, the rest)."""
+    kind = next((k for k in ("closed form", "model", "invariant") if source.startswith(k + ":")), "paper")
+    return kind, source.removeprefix(kind + ":").strip()
+
+
 def findings_table(found, prefix: str = "") -> pd.DataFrame:
-    """The findings (remat.analysis.findings.Finding) whose id starts with ``prefix``, one row each."""
+    """The findings whose id starts with ``prefix``, one row each; reference: what ours is judged against."""
     return pd.DataFrame([{"claim": f.claim, "where": f.where, "ours": f.ours,
-                          "against": f"{f.paper} ({f.source})" if f.paper else "—", "rule": f.rule or "—",
-                          "status": f.status, "reason": f.reason or "—"} for f in found if f.id.startswith(prefix)])
+                          "reference": reference(f.source)[0] if f.paper else "—",
+                          "reference value (source)": f"{f.paper} ({reference(f.source)[1]})" if f.paper else "—",
+                          "rule": f.rule or "—", "status": f.status, "reason": f.reason or "—"}
+                         for f in found if f.id.startswith(prefix)])

@@ -11,7 +11,8 @@ from dataclasses import replace
 
 import pandas as pd
 
-from remat.analysis.findings import Finding, judge, within_abs
+from remat.analysis import catalog
+from remat.analysis.findings import Finding, judge, load, not_measured, within_abs
 from remat.analysis.tolerances import KORTHIKANTI_CUT_PP, KORTHIKANTI_TIME_PP
 from remat.formulas import korthikanti
 from remat.models.presets import from_name
@@ -209,3 +210,15 @@ def _rates(t4: pd.DataFrame) -> Finding:
 GROUPS = (  # (finding-id prefixes, the tables they come from, findings from those tables): korthikanti2022's
     (("table4", "time"), ("korthikanti.table4",), lambda t4: _table4_findings(t4) + [_rates(t4)]),
     (("figure8", "over-ninety"), ("korthikanti.figure8",), lambda f8: _figure8_findings(f8) + [_over_ninety(f8)]))
+
+
+def model_checks(root=".") -> list[Finding]:
+    """The roofline's direct checks here: sweeps' worst error, offload's measured ÷ model (full, selective)."""
+    out = []
+    checks = {"sweeps": ["time-model.error."], "offload": ["breakeven.model_full", "breakeven.model_selective"]}
+    for report, ids in checks.items():
+        try:
+            out += [next(f for f in load(report, root).values() if f.id.startswith(i)) for i in ids]
+        except catalog.Missing as missing:
+            out += [not_measured(i.rstrip("."), f"The time model's check in {report}", missing) for i in ids]
+    return out

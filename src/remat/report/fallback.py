@@ -301,7 +301,10 @@ def _pandoc(markdown: str, out: Path, doc_dir: Path, root: Path, settings: dict,
         args += ["--toc", f"--toc-depth={int(settings.get('toc-depth', 3))}"]
     with atomic_path(out) as tmp:
         try:
-            pypandoc.convert_text(markdown, "html5", format="markdown", extra_args=args, outputfile=str(tmp),
+            # no example lists: pandoc would read "@tbl-x." or "(@tbl-x)" opening a line as one, and every
+            # @tbl-x as its number (the lint refuses such lines, which Quarto reads so too)
+            pypandoc.convert_text(markdown, "html5", format="markdown-example_lists", extra_args=args,
+                                  outputfile=str(tmp),
                                   cworkdir=str(doc_dir))
         except RuntimeError as exc:
             raise RenderError(f"{rel}: pandoc failed: {exc}") from None

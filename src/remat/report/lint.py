@@ -130,7 +130,25 @@ def _lint_prose(block: Prose, labels: dict[str, str]) -> list[str]:
             problems += _define(m["id"], _line_of(block, text, m.start()), labels)
         else:
             problems.append(f"{_line_of(block, text, m.start())}: label #{m['id']}: only fig-, tbl-, sec- labels")
-    return problems + _lint_numbers(block)
+    return problems + _lint_numbers(block) + _lint_example_markers(block, text)
+
+
+_EXAMPLE_MARKER = re.compile(r"[ \t]*(?:\(@[\w-]+\)|@[\w-]+[.)])(?:[ \t]|$)")
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d+[.)])[ \t]")
+
+
+def _lint_example_markers(block: Prose, text: str) -> list[str]:
+    """A cross reference written "@tbl-x." / "@tbl-x)" / "(@tbl-x)" where pandoc (so Quarto too) can open a list:
+    at a paragraph's start, or on a line of a list item. It becomes an empty numbered list, and every @tbl-x its
+    number."""
+    problems, listed, lines = [], False, text.split("\n")
+    for i, line in enumerate(lines):
+        first = i == 0 or not lines[i - 1].strip()
+        listed = bool(_LIST_ITEM.match(line)) or (listed and not first) or (listed and line[:1] in " \t")
+        if _EXAMPLE_MARKER.match(line) and (first or listed):
+            problems.append(f"line {block.line + i}: {line.split()[0]} opening a line is a pandoc example list "
+                            "(an empty numbered list in both engines): move the reference off the line's start")
+    return problems
 
 
 # Numbers a reader sees must come from the result tables (inline values) or be labelled paper values

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from remat.analysis import catalog
-from remat.analysis.findings import (DIFFERS, INVALID, MEASURED, NOT_MEASURED, NOT_REPRODUCIBLE, REPRODUCED,
+from remat.analysis.findings import (GRADES, INVALID, MEASURED, NOT_MEASURED, NOT_REPRODUCIBLE, REPRODUCED,
                                     STATUSES, Finding)
 
 
@@ -60,7 +60,7 @@ def capitalized(text: str) -> str:
 # --- shapes over findings ---------------------------------------------------------------------------------------
 
 def verdict(f: Finding) -> str:
-    """The finding's status as a reader sees it: "reproduced"; "differs: <reason>"; "not measured yet
+    """The finding's status as a reader sees it: "reproduced"; "not reproduced: <reason>"; "not measured yet
     (snakemake <target>)"; "not reproducible here: <reason>"; "invalid: <reason>"; "measured"."""
     if f.status == NOT_MEASURED:
         return f"not measured yet ({f.reason})"
@@ -70,16 +70,33 @@ def verdict(f: Finding) -> str:
 
 
 def quoted(f: Finding) -> str:
-    """Ours where it is data (measured, reproduced, differs, or a labelled stand-in not reproducible here); else the
+    """Ours where it is data (measured, graded, or a labelled stand-in not reproducible here); else the
     verdict that says why there is no number to quote (invalid, not measured, or not reproducible here with
     nothing measured: ours "—")."""
-    data = f.status in (MEASURED, REPRODUCED, DIFFERS) or (f.status == NOT_REPRODUCIBLE and f.ours not in ("", "—"))
+    data = f.status in (MEASURED, *GRADES) or (f.status == NOT_REPRODUCIBLE and f.ours not in ("", "—"))
     return f.ours if data else verdict(f)
 
 
+def slot(f: Finding) -> str:
+    """Ours for a number's slot: as ``quoted`` where it is data; an invalid value with its status, "3.3 % (invalid:
+    <reason>)"; "—" where nothing was measured (``missing_note`` says why, once per table)."""
+    if f.status == INVALID and f.ours not in ("", "—"):
+        return f"{f.ours} ({verdict(f)})"
+    return f.ours if quoted(f) == f.ours else "—"
+
+
+def missing_note(found: Iterable[Finding]) -> str:
+    """One callout (Markdown) per table the findings wait for (NOT_MEASURED, reason "snakemake <target>")."""
+    waiting = [f.reason for f in found if f.status == NOT_MEASURED and f.reason.startswith("snakemake ")]
+    return "\n".join(f"::: {{.callout-note title=\"Not measured yet: {r.split()[-1]}\"}}\n"
+                     f"{count(waiting.count(r), 'claim')} on this page show — until `{r}` makes it.\n:::\n"
+                     for r in dict.fromkeys(waiting))
+
+
 def outcome(f: Finding) -> str:
-    """Ours and the verdict, without the reference: "0.36×: differs: …"; the verdict alone where ours is no data."""
-    return f"{f.ours}: {verdict(f)}" if f.status in (REPRODUCED, DIFFERS) else verdict(f)
+    """Ours and the verdict, without the reference: "0.36×: not reproduced: …"; the verdict alone where ours is no
+    data."""
+    return f"{f.ours}: {verdict(f)}" if f.status in GRADES else verdict(f)
 
 
 def judged(f: Finding) -> str:
@@ -100,12 +117,12 @@ def claim_bullets(found: Iterable[Finding]) -> str:
                      for f in found)
 
 
-_VERBS = {**{s: (f"is {s}", f"are {s}") for s in STATUSES}, DIFFERS: ("differs", "differ"),
+_VERBS = {**{s: (f"is {s}", f"are {s}") for s in STATUSES},
           NOT_MEASURED: ("is not measured yet", "are not measured yet")}
 
 
 def status_counts(found: Iterable[Finding], noun: str = "claim") -> str:
-    """"Of the 19 claims, 12 are reproduced, 4 differ and 3 are not reproducible here."; "All 19 claims are
+    """"Of the 19 claims, 12 are reproduced, 4 are not reproduced and 3 are not reproducible here."; "All 19 claims are
     reproduced." where every finding has one status."""
     found = list(found)
     n = {s: sum(f.status == s for f in found) for s in STATUSES}
