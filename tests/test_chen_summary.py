@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from remat.analysis import catalog, chen2016 as chen
-from remat.analysis.findings import DIFFERS, INVALID, NOT_MEASURED, NOT_REPRODUCIBLE, REPRODUCED
+from remat.analysis.findings import DIFFERS, INVALID, MINOR, NOT_MEASURED, NOT_REPRODUCIBLE, REPRODUCED
 from remat.paper import PAPER
 
 
@@ -95,7 +95,7 @@ def test_resnet_is_judged_with_weights_gradients_and_momentum(tmp_path):
     assert found["resnet-sqrt"].status == REPRODUCED                     # slope 0.5: sub-linear
     write(tmp_path, "resnet", resnet_table(after_gb=4))                  # 63 / 7 = 9×: +31 %
     resnet = {f.id: f for f in chen.findings(tmp_path)}["resnet"]
-    assert resnet.status == DIFFERS and resnet.value == pytest.approx(9)
+    assert resnet.status == MINOR and resnet.value == pytest.approx(9)        # 9 / 6.9 = +30 %: within 2 × 25 %
     assert "(10.3×, 62.00 GB → 6.00 GB without momentum; feature maps alone 15.0×, 60.00 GB" in resnet.ours
 
 

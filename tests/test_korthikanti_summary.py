@@ -23,9 +23,10 @@ def test_rules_fail_on_a_wrong_value():
     assert not bytes_rule.check(1.006 * EQ2, EQ2)[0]
     time_rule = within_abs(KORTHIKANTI_TIME_PP)                     # Table 4: ±3 pp (paper: selective 7 %, + SP 4 %)
     assert time_rule.check(6.0, 7)[0] and not time_rule.check(0.8, 4)[0]
-    scaled = within_abs_or_rel(KORTHIKANTI_TIME_FLOOR_PP, KORTHIKANTI_TIME_REL)   # max(1 pp, 25 % of the paper's)
+    scaled = within_abs_or_rel(KORTHIKANTI_TIME_FLOOR_PP, KORTHIKANTI_TIME_REL, KORTHIKANTI_TIME_PP)
     assert not scaled.check(0.0, -3)[0] and scaled.check(-3.9, -3)[0]            # ±3 pp passed 0 % against −3 %
-    assert scaled.check(48.5, 39)[0] and not scaled.check(49.0, 39)[0]           # 25 % of 39 % is 9.75 pp
+    assert scaled.check(5.3, 7)[0] and not scaled.check(5.2, 7)[0]               # 25 % of 7 % is 1.75 pp
+    assert scaled.check(41.9, 39)[0] and not scaled.check(42.1, 39)[0]           # 25 % of 39 % capped at 3 pp
     # the text's 2.7 % for GPT-3 is Eq. 8: (s/6h) / (1 + s/6h + v/12hL), s = 2048, h = 12288, v = 51200, L = 96
     eq8 = 100 * (2048 / (6 * 12288)) / (1 + 2048 / (6 * 12288) + 51200 / (12 * 12288 * 96))
     quoted = within_abs(KORTHIKANTI_QUOTED_FLOPS_PP)
@@ -108,17 +109,18 @@ def test_figure8_judges_the_total_as_well_as_the_share():
     # the model's SP + selective bars at 99.4–100.8 % against the paper's 101.8–104.3 %: 4 pp off at 175B
     low = {f.id: f for f in times._figure8_findings(_figure8([100.8, 99.6, 99.4, 99.5]))}
     assert low["figure8.recompute"].status == REPRODUCED
-    assert low["figure8"].status == DIFFERS and "faster than no recompute" in low["figure8"].reason
+    assert low["figure8"].status == MINOR and "faster than no recompute" in low["figure8"].reason   # 4 ≤ 2 × 3 pp
     assert low["figure8"].value == 99.6
 
 
 def test_over_ninety_is_judged_two_sided_against_the_papers_bars():
     # ours = the paper's bars: every cut equal to the bars' own (22B 1 − 7.0/41.0 = 83 %, ... 1T 95 %)
     assert times._over_ninety(_figure8()).status == REPRODUCED
-    for present in (5.0, 0.0):   # 530B: 1 − 5/35.6 = 86 % (8 pp below its bars' 94 %); 100 % (6 pp above)
+    # 530B: 1 − 5/35.6 = 86 % (8.1 pp below its bars' 1 − 2.1/35.6 = 94.1 %); 100 % (5.9 pp above: within 2 × 3 pp)
+    for present, status in ((5.0, DIFFERS), (0.0, MINOR)):
         off = _figure8()
         off.loc[(off["model"] == "mt-nlg-530b") & (off["variant"] == "present"), "recompute_pct"] = present
-        assert times._over_ninety(off).status == DIFFERS
+        assert times._over_ninety(off).status == status
 
 
 def test_missing_tables_are_not_measured(tmp_path):

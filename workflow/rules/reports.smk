@@ -18,6 +18,8 @@ REPORT_TABLES = {
 JUDGES = sorted(str(p) for p in Path("src/remat/analysis").glob("*.py")) + ["src/remat/paper.py"]
 """The code that judges (rules, tolerances, paper values, each report's analysis): a change re-judges every report."""
 
+MODEL_CHECKS = ("sweeps", "offload")   # the findings remat.analysis.times.model_checks reads
+USES_MODEL_CHECKS = ("korthikanti2022", "offload", "planner")
 REPORT_FIGURES = {
     "chen2016": expand("figures/chen_{f}.png", f=["segments", "depth", "resnet", "lstm"]),
     "korthikanti2022": expand("figures/korthikanti_{f}.png", f=["percent", "memory", "figure8"]),
@@ -69,6 +71,8 @@ rule report:
         findings="results/findings/{name}.csv",
         tables=lambda wc: REPORT_TABLES[wc.name],
         figures=lambda wc: REPORT_FIGURES[wc.name],
+        # the time model's direct checks (remat.analysis.times.model_checks) shown where the model carries a claim
+        checks=lambda wc: [f"results/findings/{r}.csv" for r in MODEL_CHECKS if wc.name in USES_MODEL_CHECKS],
     output:
         "reports/{name}.html",
     wildcard_constraints:

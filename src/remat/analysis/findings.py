@@ -100,14 +100,16 @@ def within_rel(tol: Tolerance, minor: float = 0) -> Rule:
     return _banded("within ±{:g} %", 100 * tol.value, tol.why, check, minor)
 
 
-def within_abs_or_rel(floor: Tolerance, rel: Tolerance) -> Rule:
-    """Two-sided, scaling with the value: |ours − paper| ≤ max(floor.value, rel.value · |paper|) — a small value
-    held to its printed precision (floor, in the values' unit), a large one to a share of itself (rel, a fraction)."""
+def within_abs_or_rel(floor: Tolerance, rel: Tolerance, cap: Tolerance) -> Rule:
+    """Two-sided, scaling with the value: |ours − paper| ≤ min(cap, max(floor, rel · |paper|)) — a small value held
+    to its printed precision (floor, in the values' unit), a mid one to a share of itself (rel, a fraction), none
+    looser than ``cap`` (in the values' unit)."""
     def check(ours, paper):
-        tol = max(floor.value, rel.value * abs(paper))
+        tol = min(cap.value, max(floor.value, rel.value * abs(paper)))
         return abs(ours - paper) <= tol, (f"ours {_num(ours)} vs {_num(paper)}: {_num(ours - paper)}{floor.unit} "
                                           f"apart, beyond ±{_num(tol)}{floor.unit}")
-    return Rule(f"within ±max({floor.value:g}{floor.unit}, {100 * rel.value:g} %)", f"{floor.why}; {rel.why}", check)
+    return Rule(f"within ±{100 * rel.value:g} %, at least ±{floor.value:g}{floor.unit}, at most ±{cap.value:g}"
+                f"{cap.unit}", f"{floor.why}; {rel.why}; {cap.why}", check)
 
 
 def _banded(text: str, value: float, why: str, check, minor: float) -> Rule:

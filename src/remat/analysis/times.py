@@ -12,8 +12,10 @@ from dataclasses import replace
 import pandas as pd
 
 from remat.analysis import catalog
-from remat.analysis.findings import Finding, judge, load, not_measured, within_abs
-from remat.analysis.tolerances import KORTHIKANTI_CUT_PP, KORTHIKANTI_TIME_PP
+from remat.analysis.findings import (REPRODUCED, Finding, holds, judge, load, not_measured, within_abs,
+                                     within_abs_or_rel)
+from remat.analysis.tolerances import (KORTHIKANTI_CUT_PP, KORTHIKANTI_TIME_FLOOR_PP, KORTHIKANTI_TIME_PP,
+                                      KORTHIKANTI_TIME_REL, MINOR)
 from remat.formulas import korthikanti
 from remat.models.presets import from_name
 from remat.paper import KORTHIKANTI, PAPER, PAPER_FIGURE8_PERCENT, PAPER_TABLE4_OVERHEAD, PaperValue
@@ -123,18 +125,24 @@ def _printed(value: float, source: str, text: str | None = None) -> PaperValue:
     return PaperValue(float(value), source, text or f"{value:g} %".replace("-", MINUS))
 
 
+TABLE4_RULE = within_abs_or_rel(KORTHIKANTI_TIME_FLOOR_PP, KORTHIKANTI_TIME_REL, KORTHIKANTI_TIME_PP)
+"""Table 4's overheads (−3 … 39 %): a quarter of each, at least its printing precision, at most the paper's own
+disagreement with itself (also the measured Table 4's rule, remat.analysis.sweeps)."""
+
+
 def _table4_findings(t4: pd.DataFrame) -> list[Finding]:
-    by, rule = t4.set_index("experiment"), within_abs(KORTHIKANTI_TIME_PP)
+    by, rule = t4.set_index("experiment"), TABLE4_RULE
     ours = by["overhead_pct"]
     f = [claimed(CLAIMS, id, ours[e], _printed(PAPER_TABLE4_OVERHEAD[e], "Table 4"), rule, where="predicted",
                  text=f"{ours[e]:.1f} %".replace("-", MINUS)) for e, id in _EXPERIMENTS.items()]
-    worst = max(f, key=lambda x: abs(x.value - x.paper_value))
     sp = " (the model prices reduce-scatter + all-gather like one all-reduce, which the paper measured slower)"
-    paper = replace(_printed(worst.paper_value, "Table 4"), text=", ".join(
+    missed = [f"{e}: {x.reason}{sp if x.id.endswith('sp') else ''}" for e, x in zip(_EXPERIMENTS, f)
+              if x.status != REPRODUCED]
+    paper = PaperValue(float("nan"), "Table 4", ", ".join(
         f"{e} {PAPER_TABLE4_OVERHEAD[e]:g} %".replace("-", MINUS) for e in _EXPERIMENTS))
-    f.append(claimed(CLAIMS, "table4", worst.value, paper, rule, where="predicted",
-                     text="; ".join(f"{e} {x.ours}" for e, x in zip(_EXPERIMENTS, f)),
-                     reason=f"{worst.reason}{sp if worst.id.endswith('sp') else ''}"))
+    f.append(claimed(CLAIMS, "table4", 1 - len(missed) / len(f), paper, holds(f"each experiment {rule.text}",
+                     rule.why), where="predicted", text="; ".join(f"{e} {x.ours}" for e, x in zip(_EXPERIMENTS, f)),
+                     reason="; ".join(missed)))
     return f + _table4_parts(t4, by)
 
 
@@ -159,7 +167,7 @@ def _table4_parts(t4: pd.DataFrame, by: pd.DataFrame) -> list[Finding]:
 
 
 def _figure8_findings(f8: pd.DataFrame) -> list[Finding]:
-    rule, present = within_abs(KORTHIKANTI_TIME_PP), f8[f8["variant"] == "present"]
+    rule, present = within_abs(KORTHIKANTI_TIME_PP, MINOR), f8[f8["variant"] == "present"]
     gap = (f8["recompute_pct"] - f8["paper_recompute_pct"]).abs()
     r = f8.loc[gap.idxmax()]
     share = claimed(CLAIMS, "figure8.recompute", r["recompute_pct"],
@@ -193,7 +201,7 @@ def _over_ninety(f8: pd.DataFrame) -> Finding:
     paper = PaperValue(paper_cut[worst], f"{abstract.source}; Figure 8's bars",
                        f"{abstract.text} ({abstract.source}); "
                        + ", ".join(f"{m} {v:.0f} %" for m, v in paper_cut.items()) + " from Figure 8's bars")
-    return claimed(CLAIMS, "over-ninety", cut[worst], paper, within_abs(KORTHIKANTI_CUT_PP), where="predicted",
+    return claimed(CLAIMS, "over-ninety", cut[worst], paper, within_abs(KORTHIKANTI_CUT_PP, MINOR), where="predicted",
                    text=", ".join(f"{m} {v:.0f} %" for m, v in cut.items()))
 
 
