@@ -1,5 +1,5 @@
 """Wall time of `remat plan --check-small` by default, end to end in a fresh process per run, on two published
-config.json shapes: Llama-3.2-1B (dense) and Mixtral-8x7B (mixture of experts). Target (issue 27): ≤ 60 s each on
+config.json shapes: Llama-3.2-1B (dense) and Mixtral-8x7B (mixture of experts). Target: ≤ 60 s each on
 this 2-core machine, with a default instance where the plan recomputes something, its measured peaks within 1 %
 of predicted and gradients bitwise. Prints one line per model; not a timed test. Run it alone (a build or tests
 beside it is noise).

@@ -1,6 +1,6 @@
 """Wall time of `remat plan` on an 80-layer config.json (Llama-3-70B's published shapes), end to end in a fresh
 process per run: reading the config, measuring one layer (one TP rank's) under fake tensors, the exact solve, the
-baselines and the Markdown (target: ≤ 10 s each on this 2-core machine; issue 27). Prints one line per setting
+baselines and the Markdown (target: ≤ 10 s each on this 2-core machine). Prints one line per setting
 and the worst; not a timed test. Run it alone (a build or tests beside it is noise).
 
     .venv/bin/python benchmarks/bench_plan_config.py [--rounds 2]

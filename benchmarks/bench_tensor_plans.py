@@ -17,7 +17,7 @@ measured by remat.measure.peak.PeakMemory (torch's MemTracker) in this process: 
 net (4 residual conv–GroupNorm blocks, 32 channels, 32×32, b = 4). Six budgets from the every-block-full peak to
 the no-recompute peak, evenly spaced; per budget the tensor plan and the per-block plan: predicted peak and step
 time, measured peak, whether gradients are bitwise the plain model's. torch.compile's activation_memory_budget is
-not run here (not built yet: issue 28).
+not run here (not built yet).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The mutation audit of issue 29: plant one realistic bug at a time in a clean copy of the project, run the tests
+"""The mutation audit: plant one realistic bug at a time in a clean copy of the project, run the tests
 that should catch it, and print whether they did. Prints one line per bug and the figure "caught N of M".
 
     python benchmarks/mutation_audit.py              # every bug (about 3 minutes on 2 cores)

@@ -178,3 +178,13 @@ def test_result_paths_live_in_the_catalog():
     found = [f"{p.relative_to(SRC.parent)}:{i}" for p in sources
              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if RESULTS_LITERAL.search(line)]
     assert found == []
+
+
+def test_no_tracker_tags_in_the_source():
+    """The source says what and why, not which ticket: no issue, turn or stop numbers in code, tests or workflow."""
+    tag = re.compile(r"\b(?:[Ii]ssue|[Tt]urn|[Ss]top) \d")   # not an upstream tracker: "nccl-tests issues #149"
+    roots = [SRC, SRC.parent / "tests", SRC.parent / "workflow", SRC.parent / "reports", SRC.parent / "benchmarks"]
+    found = [f"{p.relative_to(SRC.parent)}:{i}" for root in roots for p in sorted(root.rglob("*"))
+             if p.suffix in (".py", ".smk", ".qmd") for i, line in enumerate(p.read_text().splitlines(), 1)
+             if tag.search(line)]
+    assert found == []

@@ -53,7 +53,7 @@ def test_cell_figure_alt_in_markdown():
     assert '![](data:image/png;base64,iVBORw0KGgo=){fig-alt="Alt \\"q\\" \\\\ end."}' in md
 
 
-# --- every rendered page reads cleanly (issue 47): no cross-reference debris, no NaN / None shown as a value, no
+# --- every rendered page reads cleanly: no cross-reference debris, no NaN / None shown as a value, no
 # status word in a number's slot, no empty list -----------------------------------------------------------------
 
 import os  # noqa: E402
