@@ -104,7 +104,7 @@ def test_report_device_is_read_from_the_environment():
 
 
 def test_display_tables_convert_units():
-    t = offload.measured_table(breakeven())
-    assert t.loc[0, "offload: measured (ms)"] == pytest.approx(2.0) and t.loc[0, "freed: full (MiB)"] == 3
+    t = offload.measured_table(breakeven()).set_index("variant").loc["offload (serial model)"]
+    assert (t["measured (ms)"], t["freed (MiB)"], t["measured ÷ model"]) == (pytest.approx(2.0), 4, "2.00×")
     assert offload.step_time_display_table(steps()).loc[0, "full (ms)"] == "12.00 (+20%)"
     assert "| 25.0 |" in offload.markdown_table(offload.memory_display_table(steps())).replace("  ", "")

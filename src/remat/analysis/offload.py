@@ -247,29 +247,33 @@ def memory_display_table(steps: pd.DataFrame) -> pd.DataFrame:
         "copied: hooks (MiB)": copied["offload"], "copied: save_on_cpu (MiB)": copied["save_on_cpu"]}).reset_index()
 
 
+def link_table(be: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU preset: host link, GPUs sharing it, t0, host memory, full-sized offloads it holds, their sources."""
+    return _show(_at_point(be), {"gpu": "GPU", "link_gb_s": "host link (GB/s)", "gpus_per_host_link": "GPUs per link",
+                 "t0_s": "t0 (µs)", "host_memory_bytes": "host per GPU (GiB)", "host_layers_full": "layers in host",
+                 "host_source": "source"})
+
+
 def grid_table(be: pd.DataFrame) -> pd.DataFrame:
-    """Per GPU preset at the quoted point: its link, t0, host memory; per comparison (sel., full) the MiB freed
-    per layer, the recompute and exposed offload ms, the break-even GB/s and the cheaper; whole-layer offloads
-    the host holds; where the link and memory figures come from."""
-    return _show(_at_point(be), {
-        "gpu": "GPU", "link_gb_s": "host link (GB/s)", "gpus_per_host_link": "GPUs per link",
-        "link_per_gpu_gb_s": "link per GPU (GB/s)", "t0_s": "t0 (µs)", "host_memory_bytes": "host per GPU (GiB)",
-        **{c.format(k): f"{n}: {h}" for k, n in (("selective", "sel."), ("full", "full")) for c, h in (
-            ("freed_{}_bytes", "freed (MiB)"), ("{}_recompute_s", "recompute (ms)"), ("offload_{}_exposed_s",
-             "offload (ms)"), ("breakeven_{}_gb_s", "break-even (GB/s)"), ("cheaper_{}", "cheaper"))},
-        "host_layers_full": "full: layers in host", "host_source": "host link and memory: source"})
+    """Per GPU preset at the quoted point and selective / full: MiB freed, ms, break-even beside link, cheaper."""
+    t = pd.concat([_at_point(be).rename(columns=lambda c: c.replace(k, "X")).assign(vs=k) for k in VARIANTS[1:3]])
+    return _show(t.sort_index(kind="stable"), {
+        "gpu": "GPU", "vs": "against", "freed_X_bytes": "freed (MiB)", "X_recompute_s": "recompute (ms)",
+        "offload_X_exposed_s": "offload exposed (ms)", "breakeven_X_gb_s": "break-even (GB/s)",
+        "link_per_gpu_gb_s": "link per GPU (GB/s)", "cheaper_X": "cheaper"})
 
 
 def measured_table(be: pd.DataFrame) -> pd.DataFrame:
-    """The measured sizes: copies and MiB offloaded per layer, MiB each variant frees per step, and per variant the
-    model's and the measured extra ms per step (offload: its serial and its overlapped model)."""
-    return _show(be[be["kind"] == "measured"].astype({"s": int, "h": int, "tensors": int}), {
-        "s": "s", "h": "h", "tensors": "copies per layer", "layer_bytes": "offloaded per layer (MiB)",
-        **{f"freed_{v}_bytes": f"freed: {v} (MiB)" for v in ("offload", "full", "selective")},
-        "predicted_offload_serial_s": "offload, serial: model (ms)", "predicted_offload_overlap_s":
-        "offload, overlapped: model (ms)", **{f"{p}_{v}_s": f"{v}: {w} (ms)" for v in ("offload", "full", "selective")
-                                             for p, w in (("predicted", "model"), ("measured", "measured"))
-                                             if (p, v) != ("predicted", "offload")}})
+    """Measured sizes per variant: MiB freed, model and measured ms over none, measured ÷ model (offload: its own)."""
+    m = be[be["kind"] == "measured"].astype({"s": int, "h": int})
+    model = "serial" if _where(m).startswith("CPU") else "overlap"
+    t = pd.concat([m.rename(columns=lambda c: c.replace(f"_{v}_", "_X_")).assign(variant=v) for v in VARIANTS[1:4]])
+    t = t.assign(variant=t["variant"].replace("offload", f"offload ({model} model)"),
+                 predicted_X_s=t["predicted_X_s"].fillna(t[f"predicted_X_{model}_s"])).sort_index(kind="stable")
+    ratio = t["measured_X_s"] / t["predicted_X_s"].where(t["predicted_X_s"] > 0)
+    return _show(t.assign(r=ratio.map("{:.2f}×".format)), {
+        "s": "s", "h": "h", "variant": "variant", "freed_X_bytes": "freed (MiB)", "predicted_X_s": "model (ms)",
+        "measured_X_s": "measured (ms)", "r": "measured ÷ model"})
 
 
 def markdown_table(t: pd.DataFrame, floatfmt: str = ".3f") -> str:

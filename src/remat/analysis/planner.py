@@ -151,12 +151,13 @@ def paper_display(paper: pd.DataFrame) -> pd.DataFrame:
     fit = lambda texts: [t if f else "—" for f, t in zip(s["fits"], texts)]
     pct = lambda x: "—" if x != x else f"{100 * x:.2f}"
     return pd.DataFrame({
-        "model": s["model"], "GPU": s["gpu"], "SP": s["sp"].map(YES), **{k: s[k] for k, _ in LAYOUT},
+        "model (t, p, m, b)": [f"{r['model']} ({', '.join(str(r[k]) for k, _ in LAYOUT)})" for _, r in s.iterrows()],
+        "GPU": s["gpu"], "SP": s["sp"].map(YES),
         "plan (layers per policy)": [policy_counts(r) if r["fits"] else "does not fit" for _, r in s.iterrows()],
         "peak (GiB)": fit(f"{v / GiB:.1f}" for v in s["peak"]), "step (s)": fit(f"{v:.3f}" for v in s["step"]),
-        "Megatron-LM runs it": fit(s["megatron"].map(YES)), "fastest uniform policy": s["uniform_method"],
-        "gain over uniform (%)": s["uniform_gain"].map(pct), "fastest baseline": s["best_method"],
-        "gain over fastest baseline (%)": s["best_gain"].map(pct)})
+        "Megatron-LM runs it": fit(s["megatron"].map(YES)), "fastest uniform": s["uniform_method"],
+        "gain over it (%)": s["uniform_gain"].map(pct), "fastest baseline": s["best_method"],
+        "gain over baseline (%)": s["best_gain"].map(pct)})
 
 
 ASSUMED = {"GPU": ("gpu", 1), "peak TFLOP/s": ("peak_flops", 1e-12), "achievable fraction of peak": ("achievable", 1),
@@ -174,7 +175,7 @@ def assumptions_display(table: pd.DataFrame) -> pd.DataFrame:
         f"{w} + {g} + {o} = {w + g + o}" for w, g, o in state.itertuples(index=False)]
     for header, col in (("workspace reserve", "reserve_bytes"), ("host memory per GPU", "host_limit_bytes")):
         out[header] = table[col].map(lambda n: format_bytes(int(n)))
-    return out.drop_duplicates().reset_index(drop=True)
+    return out.drop_duplicates().set_index("GPU").T.rename_axis("assumed").reset_index()   # one column per GPU
 
 
 def _frontier(frontier: pd.DataFrame) -> list[Finding]:
@@ -249,7 +250,7 @@ def validate_display(v: pd.DataFrame) -> pd.DataFrame:
         "plan (layers per policy)": [policy_counts({q: s.split(",").count(q) for q in POLICIES}) if "," in s
                                      else f"all {s}" for s in p["spec"]],
         **both("peak (MiB)", "{}_peak_bytes", lambda x: f"{x / MiB:.2f}"),
-        "peak error (bytes)": p["peak_error_bytes"].map(_bytes), "peak error (%)": p["peak_rel_error"].map(_pct),
+        "peak error (bytes)": p["peak_error_bytes"].map(_bytes),
         "calibration point": p["reference"].astype(bool).map(YES),
         **both("slowdown (× none)", "{}_slowdown", "{:.3f}".format),
         **both("step (s)", "{}_step_time_s", "{:.4f}".format)}).reset_index(drop=True)
