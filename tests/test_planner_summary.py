@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from remat.analysis import catalog, planner, planner_compile
-from remat.analysis.findings import DIFFERS, INVALID, MEASURED, NOT_MEASURED, REPRODUCED, Findings, write
+from remat.analysis.findings import DIFFERS, INVALID, MEASURED, MINOR, NOT_MEASURED, REPRODUCED, Findings, write
 from remat.paper import PAPER_TABLE5_S
 
 
@@ -103,12 +103,13 @@ def table5_rows(off_pp: dict):
 
 
 @pytest.mark.parametrize("off_pp, status", [({"gpt-22b": 2.9, "gpt-1t": -2.9}, REPRODUCED),
-                                            ({"gpt-22b": 3.2}, DIFFERS), ({"gpt-1t": -3.2}, DIFFERS)])
+                                            ({"gpt-22b": 3.2}, MINOR), ({"gpt-1t": -5.9}, MINOR),
+                                            ({"gpt-22b": 6.2}, DIFFERS), ({"gpt-1t": -6.2}, DIFFERS)])
 def test_table5_within_3_pp_for_every_model(tmp_path, off_pp, status):
     f = found(tmp_path, "korthikanti/table5.csv", table5_rows(off_pp))["table5"]
     assert (f.status, f.paper, f.scorecard, f.link) == (status, "29–32 %", "Korthikanti et al. 2022",
                                                         "planner.html#sec-table5")
-    assert f.rule == "every model within ±3 pp"
+    assert f.rule == "every model within ±3 pp (minor issues: ±6 pp)"
 
 
 def test_missing_tables_are_not_measured(tmp_path):
