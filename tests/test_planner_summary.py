@@ -90,7 +90,7 @@ def test_validation_peaks_and_times(tmp_path, iqr, status):
     assert {F["validate.slowdown"].status, F["validate.time.worst"].status} == {status}
     assert F["validate.device"].where == "CPU"
     shown = planner.errors_display(pd.read_csv(tmp_path / "results/planner/validate/cpu.csv"))
-    assert list(shown["plan (runtime spec)"]) == ["full", "none,full", "none,none", "uniform:2"]   # by error
+    assert list(shown["plan (runtime spec)"]) == ["full", "none, full", "none, none", "uniform:2"]   # by error
     assert list(shown["kind"]) == ["none and full layers"] * 3 + ["multi-layer checkpoint units"]
     assert list(shown["error (bytes)"]) == ["0", "0", "0", "+9"]
 

@@ -244,7 +244,7 @@ def validate_display(v: pd.DataFrame) -> pd.DataFrame:
     """@tbl-validate: the plan at each budget, predicted beside measured (peak MiB, slowdown, step s)."""
     p = _applied(v)[lambda f: f["method"] == "plan"]
     mib = lambda col: p[col].map(lambda x: f"{x / MiB:.2f}")
-    both = lambda name, col, fmt: {f"{w} {name}": p[col.format(w)].map(fmt) for w in ("predicted", "measured")}
+    both = lambda name, col, fmt: {f"{w[:4]}. {name}": p[col.format(w)].map(fmt) for w in ("predicted", "measured")}
     return pd.DataFrame({
         "layers": p["layers"].astype(int), "budget (MiB)": mib("budget_bytes"),
         "plan (layers per policy)": [policy_counts({q: s.split(",").count(q) for q in POLICIES}) if "," in s
@@ -262,9 +262,9 @@ def errors_display(v: pd.DataFrame) -> pd.DataFrame:
         lambda m: ", ".join(dict.fromkeys(m)))).drop_duplicates(["layers", "spec"])
     rows = rows.sort_values(["layers", "peak_error_bytes", "spec"])
     return pd.DataFrame({
-        "layers": rows["layers"].astype(int), "plan (runtime spec)": rows["spec"],
+        "layers": rows["layers"].astype(int), "plan (runtime spec)": rows["spec"].str.replace(",", ", "),
         "kind": [plan_kind(p, n) for p, n in zip(rows["spec"], rows["layers"])], "chosen by": rows["by"],
-        **{f"{w} peak (bytes)": rows[f"{w}_peak_bytes"].astype(int).map("{:,}".format)
+        **{f"{w[:4]}. peak (bytes)": rows[f"{w}_peak_bytes"].astype(int).map("{:,}".format)
            for w in ("predicted", "measured")},
         "error (bytes)": rows["peak_error_bytes"].map(_bytes), "error (%)": rows["peak_rel_error"].map(_pct),
         "calibration point": rows["reference"].astype(bool).map(YES)}).reset_index(drop=True)
