@@ -1,17 +1,12 @@
 """The one table catalog: every result table by id, where it lives under ``results/``, the order devices are
 shown in, and the committed reference GPU run a report falls back to where this run measured no GPU.
 
-    catalog.read("korthikanti.table2")                  # results/korthikanti/table2.csv as a DataFrame
     catalog.read("offload.steps", device="cpu")          # results/offload/cpu/steps.csv
     catalog.read_devices("sweeps.segments")              # every device's table (+ the reference GPU's), one frame
-    catalog.read_shown("planner.validate")               # the one device's rows a report shows (GPU first)
-    catalog.path("findings.planner")                     # results/findings/planner.csv
 
-A table that is absent raises ``Missing`` naming the path snakemake makes it at (the analysis turns that into a
-"not measured" finding). ``make gpu`` (remat.gpu_run) copies its tables to
-``results-reference/gpu/<gpu>-<date>/`` (the same relative paths) with ``provenance.json``; the newest such run
-(latest ``-YYYY-MM-DD`` suffix) is the reference: the pipeline's rules pick it the same way
-(workflow/rules/common.smk ``reference_gpu_table``).
+An absent table raises ``Missing`` naming the path snakemake makes it at. ``make gpu`` (remat.gpu_run) copies its
+tables to ``results-reference/gpu/<gpu>-<date>/`` with ``provenance.json``; the newest such run is the reference
+(as workflow/rules/common.smk ``reference_gpu_table`` picks it).
 """
 
 from __future__ import annotations
@@ -58,13 +53,11 @@ DEVICE_TABLES: dict[str, str] = {
 
 SOURCES = {"chen2016": ("chen",), "korthikanti2022": ("korthikanti",), "sweeps": ("sweeps",), "offload": ("offload",),
            "planner": ("planner", "korthikanti/table5.csv"), "index": ("findings",)}
-"""What each report's findings are judged from (folders or files under results/): a table there newer than the
-findings means they are stale."""
+"""What each report's findings are judged from (under results/): a table there newer than them makes them stale."""
 
 
 class Missing(Exception):
-    """An input table is absent: ``target`` is the path snakemake makes it at; ``where``: the device a per-device
-    table would be measured on, as findings say it ("CPU"; "" for a table of one file)."""
+    """An input table is absent: ``target``, the path snakemake makes it at; ``where``, its device ("CPU"; "")."""
 
     def __init__(self, target: str, where: str = ""):
         super().__init__(target)
@@ -72,8 +65,7 @@ class Missing(Exception):
 
 
 def relpath(table: str, device: str | None = None) -> str:
-    """The path of table ``table`` under results/ (``device`` for a per-device table). KeyError names an
-    unknown id; ValueError a per-device table without a device."""
+    """The path of ``table`` under results/ (``device`` for a per-device table: ValueError without one)."""
     if table in TABLES:
         return TABLES[table]
     if device is None:
@@ -92,8 +84,7 @@ def target(table: str, device: str | None = None) -> str:
 
 
 def read(table: str, device: str | None = None, root: str | Path = ".") -> pd.DataFrame:
-    """The table as a DataFrame; Missing(its results/ path) when the file is absent; UsageError naming the file
-    when it is empty or not a CSV (a truncated or corrupt table: remake it)."""
+    """The table as a DataFrame; Missing when the file is absent; UsageError when it is empty or not a CSV."""
     where = path(table, device, root)
     if not where.exists():
         raise Missing(target(table, device), "GPU" if device == GPU_DEVICE else (device or "").upper())
@@ -118,8 +109,7 @@ def read_if(table: str, device: str | None = None, root: str | Path = ".") -> pd
 
 
 def device_paths(table: str, root: str | Path = ".") -> list[Path]:
-    """Every device's file of per-device table ``table`` this run has (in DEVICES order), plus the reference run's
-    GPU table when this run has none."""
+    """This run's files of per-device ``table`` (DEVICES order), plus the reference run's GPU one if it has none."""
     here = [p for d in DEVICES if (p := Path(root) / RESULTS / DEVICE_TABLES[table].format(device=d)).exists()]
     gpu = gpu_of(table, root)
     return here + ([gpu] if gpu is not None and gpu not in here else [])
@@ -134,9 +124,8 @@ def read_devices(table: str, root: str | Path = ".") -> pd.DataFrame:
 
 
 def read_shown(table: str, root: str | Path = ".") -> pd.DataFrame:
-    """The one device's rows of per-device ``table`` a report shows: the GPU's (this run's, else the reference
-    run's) when there are any, else the first device's; attrs["where"] says where (``where``). Missing when no
-    device has it."""
+    """The one device's rows of per-device ``table`` a report shows: the GPU's if any, else the first device's;
+    attrs["where"] says where. Missing when no device has it."""
     frame = read_devices(table, root)
     gpu = (frame["device"] == GPU_DEVICE).any()
     out = frame[frame["device"] == (GPU_DEVICE if gpu else frame["device"].iloc[0])].reset_index(drop=True)
@@ -153,8 +142,7 @@ def shown_or_none(table: str, root: str | Path = ".") -> pd.DataFrame | None:
 
 
 def stale(report: str, root: str | Path = ".") -> Path | None:
-    """A table under the report's SOURCES newer than its findings (they were judged before it changed), or None
-    (also when the findings are not made yet: the page says so itself)."""
+    """A table under the report's SOURCES newer than its findings, or None (also with no findings yet)."""
     made = path(f"findings.{report}", root=root)
     if not made.exists():
         return None
@@ -176,8 +164,7 @@ def latest(root: str | Path = ".") -> Path | None:
 
 
 def gpu_table(rel: str, root: str | Path = ".") -> Path | None:
-    """The GPU table at ``rel`` (a path under results/, e.g. "sweeps/segments/cuda.csv"): this run's when it
-    exists, else the newest reference run's, else None."""
+    """The GPU table at ``rel`` under results/: this run's, else the newest reference run's, else None."""
     here = Path(root) / RESULTS / rel
     if here.exists():
         return here
@@ -191,9 +178,8 @@ def gpu_of(table: str, root: str | Path = ".") -> Path | None:
 
 
 def where(device: str, table: str, rows: pd.DataFrame, root: str | Path = ".") -> str:
-    """Where a device's ``rows`` of ``table`` were measured, as findings say it (findings.WHERE), with the dtype they
-    computed in: "CPU, float32"; "GPU, bfloat16" for this run's; "GPU (<the reference run>), bfloat16" where the
-    committed reference run's table stands in."""
+    """Where a device's ``rows`` of ``table`` were measured (findings.WHERE) with their dtype: "CPU, float32",
+    "GPU, bfloat16", "GPU (<the reference run>), bfloat16"."""
     if device != GPU_DEVICE:
         return device.upper() + dtype_of(rows)
     gpu = gpu_of(table, root)
@@ -201,8 +187,7 @@ def where(device: str, table: str, rows: pd.DataFrame, root: str | Path = ".") -
 
 
 def dtype_of(rows: pd.DataFrame) -> str:
-    """", float32": the dtype(s) ``rows`` computed in (their ``dtype`` column), for a ``where`` label; "" without
-    one."""
+    """", float32": the dtype(s) of ``rows`` for a ``where`` label; "" without a ``dtype`` column."""
     names = list(dict.fromkeys(rows["dtype"].dropna().astype(str))) if "dtype" in rows else []
     return f", {' / '.join(names)}" if names else ""
 
@@ -213,8 +198,7 @@ def is_reference(table: Path | None, root: str | Path = ".") -> bool:
 
 
 def label(table: Path, root: str | Path = ".") -> str:
-    """"NVIDIA H200, 2026-12-01, commit 1a2b3c4d5e6f (results-reference/gpu/nvidia-h200-2026-12-01)" for a
-    reference table; "this run" for one of the current run."""
+    """"NVIDIA H200, 2026-12-01, commit 1a2b3c4d5e6f (results-reference/gpu/…)" for a reference, else "this run"."""
     if not is_reference(table, root):
         return "this run"
     base = (Path(root) / REFERENCE).resolve()

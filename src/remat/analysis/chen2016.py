@@ -36,8 +36,7 @@ def _r2(x, y) -> float:
 
 
 def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """(slope, r²) of the least-squares line through (x, y), from the centred sums (as scipy.stats.linregress;
-    importing scipy.stats costs ~0.9 s in every figure, findings and report job that reads this module)."""
+    """(slope, r²) of the least-squares line, as scipy.stats.linregress (whose import costs ~0.9 s per job)."""
     dx, dy = x - x.mean(), y - y.mean()
     sxx, sxy, syy = float(dx @ dx), float(dx @ dy), float(dy @ dy)
     if sxx == 0:
@@ -46,8 +45,7 @@ def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 
 def depth_fits(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per schedule family of a ``chen.depth`` table: exponent (log–log slope of peak bytes vs L),
-    bytes_per_doubling and r2_log2 (peak bytes ≈ a + b·log2 L), forwards_exponent."""
+    """Per family of ``chen.depth``: exponent, bytes_per_doubling and r2_log2 (of a + b·log2 L), forwards_exponent."""
     rows = []
     for family, part in frame.groupby("family", sort=False):
         per_doubling, r2 = fit_log2_growth(part["layers"], part["peak_bytes"])
@@ -58,9 +56,8 @@ def depth_fits(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def strategy_fits(frame: pd.DataFrame, size: str) -> pd.DataFrame:
-    """Per strategy of a ``chen.resnet``/``chen.lstm`` table (``size``: "depth" or "length"): the log–log exponent
-    of planned bytes, r² of planned bytes ≈ a + b·size (r2_linear) and ≈ a + b·√size (r2_sqrt), planned and
-    live-peak bytes at the largest size, how many times less than no-opt and than sharing, recompute_ratio."""
+    """Per strategy of ``chen.resnet``/``chen.lstm`` (``size``: "depth" or "length"): planned bytes' log–log exponent
+    and r² against size and √size, then at the largest size its bytes, ÷ no-opt, ÷ sharing, recompute_ratio."""
     frame = frame[frame["strategy"] != "budget"]
     largest = frame[frame[size] == frame[size].max()].set_index("strategy")
     rows = []
@@ -86,8 +83,7 @@ def depth_at(frame: pd.DataFrame, size: str, strategy: str, limit_bytes: float) 
 
 
 def decimal_unit(values) -> tuple[str, float]:
-    """("GB", 1e9), ("MB", 1e6), ("kB", 1e3) or ("B", 1): the decimal unit (as the paper prints memory) that
-    shows the smallest positive of ``values`` as ≥ 1 — one unit per net, its tables and findings alike."""
+    """("GB", 1e9) … ("B", 1): the largest decimal unit that shows the smallest positive of ``values`` as ≥ 1."""
     smallest = min((float(v) for v in values if v == v and float(v) > 0), default=0.0)
     return next(((n, s) for n, s in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)) if smallest >= s), ("B", 1.0))
 
@@ -209,8 +205,7 @@ def _chain(t, root) -> list[Finding]:
 
 
 def _net(frame: pd.DataFrame, size: str, net: str) -> tuple:
-    """Fits, the net's decimal unit, and the findings a ResNet and an LSTM share: the sublinear plan's trend and
-    Algorithm 3 against √n and x + y."""
+    """Fits, decimal unit, and the findings a ResNet and an LSTM share (the sublinear trend, Algorithm 3)."""
     fits = strategy_fits(frame, size).set_index("strategy")
     plans, s = fits["planned_bytes"], fits.loc["sublinear"]
     unit = decimal_unit(plans)
@@ -222,8 +217,7 @@ def _net(frame: pd.DataFrame, size: str, net: str) -> tuple:
 
 
 def _reduction(frame: pd.DataFrame, size: str, steps: float, unit: tuple) -> tuple[float, str]:
-    """The sharing plan's planned bytes over the sublinear plan's at ``steps``, and "6.9×, 48.00 GB → 7.00 GB"
-    (NaN, "" where the sweep has no ``steps``: the finding is then not measured)."""
+    """Sharing's planned bytes over sublinear's at ``steps`` and "6.9×, 48.00 GB → 7.00 GB" (NaN, "": none)."""
     at = frame[frame[size] == steps].drop_duplicates("strategy").set_index("strategy")["planned_bytes"]
     if not len(at):
         return math.nan, ""
@@ -310,8 +304,7 @@ PARTS = {"depth": _depth, "chain": _chain, "resnet": _resnet, "lstm": _lstm, "sp
 
 
 def findings(root=".") -> list[Finding]:
-    """Every finding of the chen2016 report from the ``chen.*`` tables under ``root`` (GROUPS names them); a
-    part whose table is absent gives its findings as not measured (naming the snakemake target)."""
+    """Every finding of the chen2016 report (GROUPS); a part whose table is absent gives them not measured."""
     found = []
     for part, make in PARTS.items():
         try:
@@ -331,8 +324,7 @@ def _cols(frame: pd.DataFrame, spec: dict) -> pd.DataFrame:
 
 
 def depth_fits_table(depth: pd.DataFrame) -> pd.DataFrame:
-    """Per schedule of ``chen.depth``: the fits over the sweep (log–log exponents, bytes per doubling of L and the
-    r² of peak ≈ a + b·log₂ L) and the deepest chain's counted peak and forwards beside their closed forms."""
+    """Per schedule: the depth sweep's fits, and the deepest chain's peak and forwards beside their closed forms."""
     fits = depth_fits(depth).set_index("family")
     deep = depth[depth["layers"] == depth["layers"].max()].set_index("family").join(fits)
     return _cols(deep.reset_index(), {
@@ -359,8 +351,7 @@ def net_table(frame: pd.DataFrame, size: str) -> pd.DataFrame:
 
 
 def speed_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """``chen.speed`` (every device): median step and IQR (ms), overhead over none measured and predicted by
-    FLOPs, saved activations (MB = 10⁶ bytes, the selective-checkpoint cache included)."""
+    """``chen.speed`` (every device): step and IQR (ms), overhead measured and by FLOPs, saved MB (10⁶ bytes)."""
     pct = lambda c: lambda f: (f[c] * 100).round(0).astype(int).astype(str) + " %"
     ms = lambda c: lambda f: (f[c] * 1e3).round(1)
     return _cols(frame, {"device": "device", "net": "net", "strategy": "strategy",
@@ -391,7 +382,7 @@ def _read(table: str, root) -> pd.DataFrame:
 
 
 def raw_tables(root=".") -> list[pd.DataFrame]:
-    """Every chen.* table present (the report's provenance list)."""
+    """Every chen.* table present (the provenance list)."""
     found = [catalog.read_if(t, root=root) for t in catalog.TABLES if t.startswith("chen.")]
     if catalog.device_paths("chen.speed", root):
         found.append(_read("speed", root))

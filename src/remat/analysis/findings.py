@@ -1,19 +1,13 @@
-"""Findings: one judged claim each, the contract between the analysis and the reports.
-
-A finding has an id ("table4.selective"), the claim, ours (a number and the text a report prints), the paper's
-value and where the paper prints it, the rule for "reproduced" and why that tolerance, where ours comes from
-(CPU / fake / GPU / predicted), a status and a one-line reason. ``judge`` is the one place a status is decided:
+"""Findings: one judged claim each, the contract between the analysis and the reports. ``judge`` is the one place
+a status is decided:
 
     f = judge("table4.full", "Full recompute: time overhead", ours=38.2, paper=PAPER["table4.full"],
               rule=within_abs(TIME_PP), where="predicted", text="38.2 %")
     write([f, ...], catalog.path("findings.korthikanti2022"));  F = load("korthikanti2022");  F["table4.full"].ours
 
-Statuses: the graded verdicts a replication editor gives (GRADES: reproduced, the rule holds; reproduced with
-minor issues, it misses but holds within ``minor`` times its tolerance, where the rule grants that band; partially
-reproduced, some of a claim's parts hold; not reproduced, none or too far: the reason says by how much), not
-measured (a table is missing; the reason names the snakemake target), not reproducible here (needs hardware this
-run lacks), invalid (the measurement breaks an invariant: shown with its reason, never summarised as data),
-measured (a value the report quotes that no paper value judges).
+Statuses: the GRADES (reproduced; with minor issues: within the rule's ``minor`` band; partially: some parts hold;
+not reproduced), not measured (a table is missing), not reproducible here (needs hardware this run lacks), invalid
+(breaks an invariant: never summarised as data), measured (a quoted value no paper value judges).
 """
 
 from __future__ import annotations
@@ -42,10 +36,8 @@ STATUSES = (*GRADES, NOT_MEASURED, NOT_REPRODUCIBLE, INVALID, MEASURED)
 
 @dataclass(frozen=True)
 class Finding:
-    """One judged claim. ``value``: ours as a number (NaN when ours is not one number); ``ours``: ours as the
-    report prints it. ``paper``/``paper_value``: the paper's value as printed / as a number; ``source``: where
-    the paper prints it. ``rule``: what "reproduced" checks; ``tolerance``: why that tolerance. ``scorecard``:
-    the paper's name when the index's scorecard lists this claim; ``link``: the report section showing it."""
+    """One judged claim: ``ours`` as printed, ``value`` as a number (else NaN), the paper's likewise and its
+    ``source``; ``tolerance``: why the rule's; ``scorecard``/``link``: the paper and section if the index lists it."""
 
     id: str
     claim: str
@@ -65,9 +57,8 @@ class Finding:
 
 @dataclass(frozen=True)
 class Rule:
-    """A rule for "reproduced": ``check(ours, paper) -> (holds, reason when not)``, ``text`` what it checks (for
-    the reader), ``why`` the reason for its tolerance. ``near``: the check of the "minor issues" band (None: no
-    band); ``parts``: ours is the share of the claim's parts that hold (0 < share < 1: partially reproduced)."""
+    """A rule for "reproduced": ``check(ours, paper) -> (holds, reason when not)``; ``near``: the "minor issues"
+    band's check (None: no band); ``parts``: ours is the share of the parts that hold (partially reproduced)."""
 
     text: str
     why: str
@@ -82,8 +73,7 @@ def _num(x: float) -> str:
 
 
 def within_abs(tol: Tolerance, minor: float = 0) -> Rule:
-    """Two-sided: |ours − paper| ≤ tol.value (in the values' unit, e.g. percentage points: tol.unit " pp");
-    ``minor``: a miss within ``minor`` × tol.value is "reproduced with minor issues" (0: no such band)."""
+    """|ours − paper| ≤ tol.value; ``minor``: a miss within ``minor`` × tol.value has minor issues (0: no band)."""
     def check(ours, paper, k=1):
         gap = ours - paper
         return abs(gap) <= k * tol.value, (f"ours {_num(ours)} vs {_num(paper)}: {_num(gap)}{tol.unit} apart, "
@@ -101,9 +91,7 @@ def within_rel(tol: Tolerance, minor: float = 0) -> Rule:
 
 
 def within_abs_or_rel(floor: Tolerance, rel: Tolerance, cap: Tolerance) -> Rule:
-    """Two-sided, scaling with the value: |ours − paper| ≤ min(cap, max(floor, rel · |paper|)) — a small value held
-    to its printed precision (floor, in the values' unit), a mid one to a share of itself (rel, a fraction), none
-    looser than ``cap`` (in the values' unit)."""
+    """|ours − paper| ≤ min(cap, max(floor, rel · |paper|)): a share of the value, at least floor, at most cap."""
     def check(ours, paper):
         tol = min(cap.value, max(floor.value, rel.value * abs(paper)))
         return abs(ours - paper) <= tol, (f"ours {_num(ours)} vs {_num(paper)}: {_num(ours - paper)}{floor.unit} "
@@ -121,8 +109,7 @@ def _banded(text: str, value: float, why: str, check, minor: float) -> Rule:
 
 
 def within_range(lo: float, hi: float, unit: str, why: str) -> Rule:
-    """Two-sided: lo ≤ ours ≤ hi (the paper's value stands for a band, e.g. "5×" printed to one figure:
-    4.5–5.5×)."""
+    """lo ≤ ours ≤ hi (the paper's value stands for a band, e.g. "5×" printed to one figure: 4.5–5.5×)."""
     def check(ours, paper):
         return lo <= ours <= hi, f"ours {_num(ours)}{unit} outside {lo:g}–{hi:g}{unit}"
     return Rule(f"within {lo:g}–{hi:g}{unit}", why, check)
@@ -134,18 +121,14 @@ def exact(text: str, why: str) -> Rule:
 
 
 def holds(text: str, why: str = "") -> Rule:
-    """A rule computed by the analysis itself (a shape, a count): ``ours`` is 1 when it holds, 0 when none of it
-    does, and the share of its parts that hold in between (partially reproduced)."""
+    """A rule the analysis computes: ``ours`` is the share of its parts that hold (1: all)."""
     return Rule(text, why, lambda ours, paper: (ours == 1, "the rule does not hold"), parts=True)
 
 
 def judge(id: str, claim: str, ours: float, paper: PaperValue | None = None, rule: Rule | None = None,
           where: str = "", text: str | None = None, reason: str = "", **extra) -> Finding:
-    """The one judge: a Finding whose status follows ``rule`` applied to ours and the paper's value. Without a
-    rule or a paper value the status is MEASURED (a quoted value, nothing judged); a judged value that is NaN is
-    INVALID. ``text``: ours as printed (default: the number, 3 significant figures). ``reason``: set when the rule
-    fails, to say why in the paper's terms (default: the rule's own). ``extra``: scorecard=, link=, value=
-    overrides."""
+    """The one judge: ``rule`` applied to ours and the paper's value (neither: MEASURED; NaN judged: INVALID).
+    ``text``: ours as printed (default 3 figures); ``reason``: why, when the rule fails (default: the rule's)."""
     value = float(ours)
     shown = text if text is not None else _num(value)
     base = dict(id=id, claim=claim, ours=shown, value=value, where=where, **extra)
@@ -159,8 +142,7 @@ def judge(id: str, claim: str, ours: float, paper: PaperValue | None = None, rul
 
 
 def _grade(rule: Rule, ours: float, paper: float) -> str:
-    """The grade of a claim whose rule does not hold: minor issues (inside the rule's band), partial (some of
-    its parts hold) or not reproduced."""
+    """The grade of a claim whose rule does not hold: minor issues, partial or not reproduced."""
     if rule.near is not None and rule.near(ours, paper)[0]:
         return MINOR
     return PARTIAL if rule.parts and 0 < ours < 1 else DIFFERS
@@ -171,8 +153,7 @@ def _paper(paper: PaperValue, rule: Rule) -> dict:
 
 
 def marked(finding: Finding, status: str, reason: str) -> Finding:
-    """The finding with another status and its reason: INVALID (a gate failed), NOT_REPRODUCIBLE (hardware this
-    run lacks), NOT_MEASURED (a missing table)."""
+    """The finding with another status and its reason."""
     if status not in STATUSES:
         raise ValueError(f"unknown status {status!r}")
     return replace(finding, status=status, reason=reason)
@@ -180,8 +161,7 @@ def marked(finding: Finding, status: str, reason: str) -> Finding:
 
 def not_measured(id: str, claim: str, missing: catalog.Missing, paper: PaperValue | None = None,
                  rule: Rule | None = None, **extra) -> Finding:
-    """The finding of a claim whose table is absent: status NOT_MEASURED, reason the snakemake target, where the
-    table would be measured (``missing.where``) unless ``extra`` says."""
+    """NOT_MEASURED, naming the snakemake target; where: ``missing.where`` unless ``extra`` says."""
     base = _paper(paper, rule) if paper is not None and rule is not None else {}
     return Finding(id=id, claim=claim, ours="—", **base, status=NOT_MEASURED,
                    reason=f"snakemake {missing.target}", **{"where": missing.where, **extra})
@@ -192,15 +172,13 @@ def not_measured(id: str, claim: str, missing: catalog.Missing, paper: PaperValu
 COLUMNS = [f.name for f in fields(Finding)]
 
 WHERE = ("CPU", "GPU", "fake", "predicted", "formula", "paper")
-"""Where ours comes from, the first word of a judged finding's ``where`` (details may follow): measured on this
-machine's CPU or on a GPU, counted under FakeTensorMode, predicted by the time model, a closed form, or computed
-from the paper's own printed numbers."""
+"""The first word of a judged finding's ``where``: measured, counted under FakeTensorMode, predicted by the time
+model, a closed form, or computed from the paper's own printed numbers."""
 
 
 def write(found: list[Finding], out: str | Path) -> None:
-    """The findings as one CSV (one row each, COLUMNS), written atomically. ValueError on a repeated id or a judged
-    finding whose ``where`` does not start with one of WHERE (a finding not measured may leave it empty: the
-    table of one file it waits for is made by no device of its own)."""
+    """The findings as one CSV, written atomically. ValueError on a repeated id or a judged finding whose ``where``
+    does not start with one of WHERE (a finding not measured may leave it empty)."""
     ids = [f.id for f in found]
     if len(set(ids)) != len(ids):
         raise ValueError(f"repeated finding ids: {sorted({i for i in ids if ids.count(i) > 1})}")

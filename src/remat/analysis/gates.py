@@ -17,8 +17,7 @@ from remat.measure.provenance import MIN_WINDOW_S
 from remat.units import signed_percent
 
 MAX_IQR_SHARE = 0.5
-"""A timing whose interquartile range exceeds half its median is noise, not a measurement (the rounds disagree
-by more than the effects the sweeps look for, which are 2–40 % of a step)."""
+"""An IQR over half the median is noise: the rounds disagree by more than the effects sought (2–40 % of a step)."""
 
 
 def noisy(median: float, iqr: float, what: str = "the timing") -> str:
@@ -29,8 +28,7 @@ def noisy(median: float, iqr: float, what: str = "the timing") -> str:
 
 
 def negative_overhead(overhead: float, noise: float, what: str = "recompute") -> str:
-    """Fails when an overhead that can only add work (recomputation) is below zero by more than the noise
-    (both as fractions of the same baseline)."""
+    """Fails when an overhead that can only add work is below zero by more than the noise (both fractions)."""
     if overhead < -noise:
         return (f"{what} overhead {signed_percent(overhead, 1, ' %')} is below zero beyond the noise "
                 f"(±{100 * noise:.1f} %)")
@@ -38,19 +36,15 @@ def negative_overhead(overhead: float, noise: float, what: str = "recompute") ->
 
 
 def apart(a: float, iqr_a: float, b: float, iqr_b: float, what: str = "the same computation") -> str:
-    """Fails when two timings of the same computation (e.g. every mode's forward) differ by more than the
-    larger of their IQRs."""
+    """Fails when two timings of the same computation differ by more than the larger of their IQRs."""
     if abs(a - b) > max(iqr_a, iqr_b):
         return f"{what} timed twice: {a:.4g} vs {b:.4g}, apart beyond their IQR ({max(iqr_a, iqr_b):.2g})"
     return ""
 
 
 def busy(rows: Mapping | pd.Series | pd.DataFrame) -> str:
-    """Fails when a timed row (a dict or Series; a DataFrame: its busiest row) was measured while other processes
-    used more than TIMING_BUSY cores: by its own timing window (``timing_other_cores``, remat.measure.timing); where
-    it records none (or one under MIN_WINDOW_S, too short to tell), the busiest timing window of its table's run
-    (``run_timed_other_cores``, remat.measure.provenance.run_columns), else the whole run (``run_other_cores``).
-    Tables made before any was recorded get no verdict on load ("")."""
+    """Fails when a timed row (a DataFrame: its busiest) ran while other processes used over TIMING_BUSY cores: by
+    its own timing window (unless under MIN_WINDOW_S), else its run's busiest timing window, else the whole run."""
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame([dict(rows)])
     number = lambda col: pd.to_numeric(frame[col], errors="coerce")
     cores = pd.Series(float("nan"), index=frame.index)
@@ -68,10 +62,8 @@ def busy(rows: Mapping | pd.Series | pd.DataFrame) -> str:
 
 
 def emulated(rows: Mapping | pd.Series | pd.DataFrame) -> str:
-    """Fails when a timed row computed in a dtype its device emulates (``dtype_native`` False, recorded where it was
-    measured by remat.precision: e.g. bfloat16 forced on a CPU without a bf16 flag): its times are another
-    machine's, not this one's (on a Zen 3 EPYC a GPT layer's backward came out 8.1× its forward in emulated
-    bfloat16, 1.6× in float32). Tables made before the column was recorded get no verdict on it ("")."""
+    """Fails when a timed row computed in a dtype its device emulates (``dtype_native`` False, remat.precision):
+    its times are another machine's (a Zen 3 GPT layer's backward: 8.1× its forward in emulated bfloat16, 1.6×)."""
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame([dict(rows)])
     if "dtype_native" not in frame:
         return ""
@@ -82,8 +74,7 @@ def emulated(rows: Mapping | pd.Series | pd.DataFrame) -> str:
 
 
 def conditions(rows: Mapping | pd.Series | pd.DataFrame) -> str:
-    """Fails when a timed row was not taken as a timing must be: in a precision its device computes natively
-    (``emulated``), on a quiet machine (``busy``)."""
+    """Fails when a timed row was ``emulated`` or ``busy``."""
     return emulated(rows) or busy(rows)
 
 

@@ -1,10 +1,5 @@
-"""Korthikanti et al. 2022: the ``korthikanti.*`` tables -> the korthikanti2022 report's findings and display
-tables (paper values from ``remat.paper``, tolerances from ``remat.analysis.tolerances``; nothing is measured here).
-
-    found = findings(".")          # every number and verdict the report quotes (time: ``times``)
-    table2_summary(catalog.read("korthikanti.table2"))
-
-Naming: "paper Table N" is the paper's; a column computed from a paper's formula says "formula".
+"""Korthikanti et al. 2022: the ``korthikanti.*`` tables -> the korthikanti2022 report's findings (``findings``;
+time: ``times``) and display tables. "paper Table N" is the paper's; a column from a paper's formula says "formula".
 """
 
 from __future__ import annotations
@@ -41,8 +36,7 @@ QUOTED = ("gpt3-175b", "mt-nlg-530b")
 # --- display tables (tables in, tables out) ---------------------------------------------------------------------
 
 def table2_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Paper Table 2, per model × technique: MiB per layer (2**20 bytes) measured and from the formula, relative
-    error, actual MiB, % of the baseline; the technique the paper does not print is marked "(extension)"."""
+    """Paper Table 2 per model × technique in MiB per layer, the technique the paper does not print "(extension)"."""
     return pd.DataFrame({
         "model": table["model"], "t": table["tp"],
         "technique": table["technique"].where(table["technique"] != EXTENSION, EXTENSION + " (extension)"),
@@ -54,8 +48,7 @@ def table2_summary(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def reconciliation(items: pd.DataFrame, model: str, technique: str, tp: int) -> pd.DataFrame:
-    """One configuration's saved tensors by §4.1 term in MiB (2**20 bytes): measured paper-faithful, the term's
-    formula, actual; then the tensors, and each tensor the paper does not count. Input: ``korthikanti.items``."""
+    """One configuration's saved tensors (``korthikanti.items``) by §4.1 term in MiB, then those the paper ignores."""
     rows = items[(items["model"] == model) & (items["technique"] == technique) & (items["tp"] == tp)]
     terms = rows.dropna(subset=["paper_term"]).groupby("paper_term", sort=False).agg(
         tensors=("name", lambda n: ", ".join(dict.fromkeys(n))), shape=("shape", "first"),
@@ -76,9 +69,7 @@ def reconciliation(items: pd.DataFrame, model: str, technique: str, tp: int) -> 
 
 
 def flops_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per model and t, FLOPs per layer in TFLOP (10¹²) counted: forward, backward, selective recompute; selective
-    recompute in % of the forward, of the model FLOPs and by Eq. 8; full recompute's overhead. Input:
-    ``korthikanti.flops``."""
+    """Per model and t (``korthikanti.flops``): TFLOP per layer counted, recompute overheads in % (Eq. 8 beside)."""
     sel = frame[frame["mode"] == "selective"].reset_index(drop=True)
     full = frame[frame["mode"] == "full"].reset_index(drop=True)
     tera = lambda col: (sel[col] / 1e12).round(3)
@@ -91,9 +82,7 @@ def flops_summary(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def memory_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    """Paper Figure 1 as a table, GiB (2**30 bytes) per GPU of the first pipeline stage: parameters + optimizer
-    state as held and as the paper's even share 18·P/(t·p), activations, total, and whether it fits the GPU
-    preset's memory. Input: a ``korthikanti.memory`` table."""
+    """Paper Figure 1 as a table (``korthikanti.memory``): GiB per first-stage GPU by part, and whether it fits."""
     gpu, capacity = frame["gpu"].iloc[0], int(frame["gpu_memory_bytes"].iloc[0])
     return pd.DataFrame({
         "model": frame["model"], "technique": frame["technique"], "total GiB": frame["total_gib"].round(1),
@@ -111,8 +100,7 @@ EXCESS_PARTS = {"word_embedding": "word emb.", "position_embedding": "position e
 
 
 def model_state_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per model, GiB (2**30 bytes): parameters + optimizer state of one first-stage GPU against the even share
-    18·P/(t·p), and the difference by cause. Input: a ``korthikanti.memory`` table."""
+    """Per model, GiB: a first-stage GPU's model state against the even share 18·P/(t·p), the difference by cause."""
     first = frame.groupby("model", sort=False).first().reset_index()
     out = pd.DataFrame({
         "model": first["model"], "P (10⁹)": (first["params_total"] / 1e9).round(1), "t·p": first["tp"] * first["pp"],
@@ -125,9 +113,7 @@ def model_state_summary(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def utilization_summary(models, gpu: str = PAPER_GPU) -> pd.DataFrame:
-    """Paper Table 5's MFU and HFU recomputed from its iteration times (SP + selective) in % of ``gpu``'s dense
-    peak: MFU from Eq. 7, HFU from Eq. 8 as printed and from the recompute the text describes. Models without a
-    Table 5 row are skipped."""
+    """Paper Table 5's MFU (Eq. 7) and HFU (Eq. 8; the text's recompute) from its printed times, % of ``gpu``'s peak."""
     peak, rows = GPUS[gpu].peak_flops, []
     for model in (m for m in models if m in PAPER_TABLE5_S):
         _, seconds, mfu, hfu = PAPER_TABLE5_S[model]
@@ -142,7 +128,7 @@ def utilization_summary(models, gpu: str = PAPER_GPU) -> pd.DataFrame:
 
 
 def modern_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per variant and module/op: actual MiB (2**20 bytes) saved per layer. Input: a ``korthikanti.modern`` table."""
+    """Per variant and module/op of ``korthikanti.modern``: MiB saved per layer."""
     out = frame.assign(MiB=(frame["bytes"] / MiB).round(2))
     out["module/op"] = out["module"] + out["op"].map(lambda o: f" ({o})" if o else "")
     return out[["variant", "module/op", "tensors", "MiB"]]
@@ -250,8 +236,7 @@ def _memory(memory: pd.DataFrame) -> list[Finding]:
 
 
 def _outside(memory: pd.DataFrame) -> list[Finding]:
-    """§4.3's bound, from the formula at the 22B config (t = 8, SP); the measured share beside it when this run
-    has the 22B model."""
+    """§4.3's bound from the formula at the 22B config (t = 8, SP); the measured share beside it where measured."""
     rows = memory[(memory["model"] == "gpt-22b") & (memory["technique"] == "TP+SP")]
     c, bound = from_name("gpt-22b"), PAPER["korthikanti.outside_share_pct.gpt-22b"]
     share = 100 * float(korthikanti.outside_layer_share(c.seq, c.micro_batch, c.hidden, c.heads, c.vocab, c.layers,
@@ -359,8 +344,7 @@ GROUPS = (  # (finding-id prefixes, the tables they come from, findings from tho
 
 
 def findings(root=".") -> list[Finding]:
-    """Every finding of the korthikanti2022 report (the time findings from ``times.GROUPS``); a missing table gives
-    its findings "not measured", naming the snakemake target. Never raises for a missing table."""
+    """Every finding of the korthikanti2022 report (time: ``times.GROUPS``); a missing table's are not measured."""
     out, claims = [], {**CLAIMS, **times.CLAIMS}
     utilization = ((), (), _utilization)   # from paper Table 5's printed times: no table to miss
     for prefixes, tables, make in (*GROUPS, utilization, *times.GROUPS):

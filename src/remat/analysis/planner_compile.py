@@ -1,11 +1,7 @@
-"""The planner report's comparison with torch.compile's memory budget (remat.experiments.compile_budget, and
-compile_paired's step-by-step timing of the same points): per model and compile budget, compile's measured peak
-and step beside each plan mode's candidate (compile_paired.candidate: the plan planned with the largest budget
-whose measured peak is at or below compile's) with its step over compile's timed in separate processes and paired
-(``comparison``), and the findings that count where remat is at least as fast (``findings``). A ratio is
-t_plan / t_compile − 1 (a fraction). The speed targets are judged on the paired ratios only: separate processes on
-this CPU differ by more than the targets' margins (compile.spread, compile.same). Step times are timings: a run made
-on a busy machine makes them invalid (gates.busy); peaks stand."""
+"""The planner report's comparison with torch.compile's memory budget (remat.experiments.compile_budget and
+compile_paired): per model and compile budget, compile's peak and step beside each plan mode's candidate
+(``comparison``), and the findings. A ratio is t_plan / t_compile − 1; the speed targets are judged on the paired
+ratios only (separate processes differ by more than their margins); a busy run's step times are invalid."""
 
 from __future__ import annotations
 
@@ -19,8 +15,7 @@ from remat.experiments.pairing import PLAIN_AT, candidate
 from remat.units import MiB, percent, signed_percent
 
 EAGER_SLACK = 0.05
-"""The slowdown an eager tensor plan may have over compile at an equal or lower peak (issue [5/6]'s target:
-eager cannot fuse, so it is held to within 5 %, the compiled plan to at least as fast)."""
+"""The slowdown an eager tensor plan (which cannot fuse) may have over compile at an equal or lower peak."""
 PLANS = (("eager tensor", "eager"), ("compiled tensor", "compiled"))
 """Modes compared with compile: (mode, column prefix)."""
 PAIRED = " (paired steps: median over palindromes)"
@@ -52,10 +47,8 @@ SAME_PLAN = ["model", "mode", "predicted_peak_bytes", "kept", "peak_bytes"]
 
 
 def comparison(frame: pd.DataFrame, paired: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per (model, compile budget) measured: compile's peak and step, then per PLANS mode its candidate's peak,
-    its step over compile's from separate processes (``ratio``) and, from ``paired`` where it has the pair without
-    an error and of the same plan budget (a pair made from an older table is not this candidate's), the paired
-    ratio and its quartiles (``paired``, ``lo``, ``hi``); NaN where there is none."""
+    """Per (model, compile budget): compile's peak and step, then per PLANS mode its candidate's peak, ``ratio``
+    (separate processes) and where ``paired`` has it for the same plan budget, ``paired``, ``lo``, ``hi`` (else NaN)."""
     ok, pairs = _ok(frame), _paired_ok(paired)
     rows = []
     for model, g in ok.groupby("model", sort=False):
@@ -106,8 +99,7 @@ def _spread(ok: pd.DataFrame) -> float:
 
 
 def _same(ok: pd.DataFrame) -> float:
-    """The largest (slowest − fastest) / median step among points that measured one plan at several budgets
-    (SAME_PLAN equal): the run's noise, read off repeats of an identical configuration. NaN where none repeats."""
+    """The largest (slowest − fastest) / median step of one plan (SAME_PLAN) measured repeatedly; NaN: none."""
     if not set(SAME_PLAN) <= set(ok.columns):
         return math.nan
     steps = ok[ok["mode"].str.contains("tensor")].dropna(subset=SAME_PLAN).groupby(SAME_PLAN)["step_s"]
@@ -115,8 +107,7 @@ def _same(ok: pd.DataFrame) -> float:
 
 
 def findings(frame: pd.DataFrame, paired: pd.DataFrame | None = None) -> list[Finding]:
-    """Every finding of CLAIMS from the planner-compile rows shown (attrs["where"]) and the planner-paired rows of
-    the same device (None: not made yet; its claims, SPEED, are then not measured)."""
+    """Every finding of CLAIMS from the planner-compile and planner-paired rows (None: SPEED not measured)."""
     at, cmp = frame.attrs.get("where", ""), comparison(frame, paired)
     m = lambda id, value, text=None, where=at: judge(id, CLAIMS[id], value, where=where,  # noqa: E731
                                                      text=str(value) if text is None else text)
@@ -140,8 +131,7 @@ def findings(frame: pd.DataFrame, paired: pd.DataFrame | None = None) -> list[Fi
 
 
 def _speed(cmp: pd.DataFrame, paired: pd.DataFrame | None, device: str) -> list[Finding]:
-    """SPEED's findings from the paired ratios in ``cmp``: a compile budget without a paired ratio (no plan
-    reaches its peak, or its pair failed) counts as a miss. Invalid on a busy paired run."""
+    """SPEED's findings from the paired ratios (a budget without one is a miss); invalid on a busy paired run."""
     if paired is None:
         missing = catalog.Missing(catalog.target("planner.paired", device), device.upper())
         return [not_measured(id, CLAIMS[id], missing) for id in SPEED]
@@ -163,9 +153,7 @@ def _speed(cmp: pd.DataFrame, paired: pd.DataFrame | None, device: str) -> list[
 
 
 def display(frame: pd.DataFrame, paired: pd.DataFrame | None = None) -> pd.DataFrame:
-    """@tbl-compile: per model and compile budget, compile's peak (MiB) and step (ms), then per plan mode its
-    candidate at or below that peak: its peak, its step over compile's from separate processes, and paired with
-    the quartiles in brackets ("—": no plan reaches it, or not paired)."""
+    """@tbl-compile: ``comparison`` shown, the paired ratios with their quartiles in brackets ("—": none)."""
     cmp = comparison(frame, paired)
     mib = lambda x: "—" if x != x else f"{x / MiB:.1f}"
     pct = lambda x: "—" if x != x else signed_percent(x, 1)

@@ -1,7 +1,5 @@
 """The sweeps report's findings: each measurement of the torch GPT sweeps judged against its closed form or the
-paper, per device; ids end in the device ("saved.cpu"). ``findings(".")`` -> ``results/findings/sweeps.csv``.
-A timing that fails a gate (sweeps_tables.validity) is an ``invalid`` finding and enters no summary; a missing
-table gives ``not measured`` findings naming its snakemake target. The tables: ``remat.analysis.sweeps_tables``.
+paper, per device (ids end in it: "saved.cpu"); a timing failing a gate (sweeps_tables.validity) is ``invalid``.
 """
 
 from __future__ import annotations
@@ -59,9 +57,7 @@ CLAIM = {stem: claim for group in CLAIMS.values() for stem, claim in group.items
 
 
 def findings(root=".") -> list[Finding]:
-    """Every claim of the sweeps report per device (catalog order; the reference GPU run's where this run has
-    none), then ``table4-measured`` (the scorecard's). Never raises for a missing table or a point that did
-    not run (its claims are "not measured")."""
+    """Every claim per device (catalog order), then ``table4-measured``; a missing table's or point's not measured."""
     frames = read(root)
     found = devices(pd.concat([f[["device"]] for f in frames.values()])) or [catalog.DEVICES[0]]
     out = []
@@ -81,8 +77,7 @@ def findings(root=".") -> list[Finding]:
 
 
 def stand_in(where: str) -> str:
-    """Where a timing was taken, labelled: a CPU's times stand in for a GPU's ("CPU (a stand-in for a GPU),
-    float32"); any other ``where`` as it is."""
+    """``where`` with a CPU labelled a stand-in for a GPU: "CPU (a stand-in for a GPU), float32"."""
     return where.replace("CPU", "CPU (a stand-in for a GPU)", 1) if where.startswith("CPU") else where
 
 
@@ -214,9 +209,8 @@ BUILDERS = {"segments": _segments, "depth": _depth, "seq-hidden": _seq_hidden, "
 
 
 def _table4(found: list[Finding], devices_found: list[str]) -> Finding:
-    """The scorecard's claim: paper Table 4's overheads measured on one layer, on the GPU where one was timed
-    (this run's or the reference run's), else the CPU stand-in (not reproducible here); its status is the
-    status of the mode farther from the paper."""
+    """The scorecard's claim: Table 4's overheads on one layer, on the GPU where timed (else the CPU stand-in), with
+    the status of the mode farther from the paper."""
     d = catalog.GPU_DEVICE if catalog.GPU_DEVICE in devices_found else devices_found[0]
     modes = [next(f for f in found if f.id == f"timing.{m}.{d}") for m in ("full", "selective")]
     worst = max(modes, key=lambda f: abs(f.value - f.paper_value) if f.value == f.value else np.inf)

@@ -1,6 +1,5 @@
-"""The sweep tables as the sweeps report, its findings and figures use them: every device's table (catalog order),
-the timing gates (``validity``: "" or why a row's timing is invalid — such a row enters no summary), the fits and
-crossovers the findings judge, and the tables the report shows. Only rows with status "ok" enter fits and ratios.
+"""The sweep tables as the sweeps report uses them: every device's table, the timing gates (``validity``), the fits
+and crossovers the findings judge (rows with status "ok" only), and the tables the report shows.
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ SIZE = ["device", "hidden", "seq", "micro_batch", "heads"]
 
 
 def read(root=".") -> dict[str, pd.DataFrame]:
-    """sweep -> every device's table (catalog.device_paths: the reference GPU run's where this run has no GPU
-    table); an empty frame where a sweep has none."""
+    """sweep -> every device's table (catalog.device_paths), an empty frame where it has none."""
     empty = pd.DataFrame(columns=["device", "status"])
     return {s: pd.concat([catalog.read_csv(p) for p in catalog.device_paths(f"sweeps.{s}", root)] or [empty],
                          ignore_index=True) for s in catalog.SWEEPS}
@@ -43,10 +41,8 @@ def checkpoint_bytes(row) -> int:
 # --- timing gates -------------------------------------------------------------------------------------------------
 
 def _reasons(g: pd.DataFrame, base) -> pd.Series:
-    """Per row of one set of timings against the reference row ``base`` (columns label, forward_s,
-    forward_iqr_s, combined_s, combined_iqr_s, time_overhead; seconds): the first failing gate — a noisy
-    timing, a forward (the same computation in every mode) apart from the reference's beyond their IQRs, a
-    recompute overhead below zero beyond the noise — or ""."""
+    """Per row of one set of timings (``_timings``) against the reference row ``base``: the first failing gate
+    (noisy, a forward apart from the reference's, an overhead below zero beyond the noise) or ""."""
     b = g.loc[base]
     found = [next((x for x in (
         gates.noisy(r.combined_s, r.combined_iqr_s, f"{r.label}'s time"),
@@ -63,8 +59,7 @@ TIMED = {"segments": "device", "layer-timing": "device", "time-model": SIZE}
 
 
 def _timings(sweep: str, g: pd.DataFrame) -> pd.DataFrame:
-    """One set of timings (a TIMED group) as ``_reasons`` reads them: a segment point per k (step times, no
-    forward), a layer-timing row per mode, a time-model size's forward and combined phases per mode (sorted)."""
+    """A TIMED group as ``_reasons`` reads it: per k (segments, no forward) or per mode (the others)."""
     if sweep == "segments":
         return g.assign(label=[f"k = {k}" for k in g["k"]], combined_s=g["step_time_s"], forward_s=np.nan,
                         combined_iqr_s=g["step_time_iqr_s"], forward_iqr_s=np.nan)
@@ -78,10 +73,8 @@ def _timings(sweep: str, g: pd.DataFrame) -> pd.DataFrame:
 
 
 def validity(sweep: str, frame: pd.DataFrame) -> pd.Series:
-    """Per row of a sweep table: "" when its timing passes the gates (or it is not timed), else why it is
-    invalid: first timed on a busy machine (gates.busy), then the other gates against the reference (k = 1, mode
-    none). segments: per point (k = 1's failure voids every point); else one reason for a device's modes (a size's
-    phases in time-model)."""
+    """Per row of a sweep table: "" when its timing passes the gates (or it is not timed), else why it is invalid
+    (gates.conditions, then ``_reasons`` against k = 1 or mode none): per point in segments, else per TIMED group."""
     out, good = pd.Series("", index=frame.index, dtype=object), ok(frame)
     if sweep not in TIMED or (sweep == "segments" and "step_time_s" not in good):   # segments run untimed
         return out
@@ -105,9 +98,8 @@ def valid(sweep: str, frame: pd.DataFrame) -> pd.DataFrame:
 # --- fits and crossovers ------------------------------------------------------------------------------------------
 
 def depth_fits(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per device and family of a sweep-depth table: points, L_min..L_max, the log-log exponent of the measured
-    peak activation bytes against L and of the closed-form live peak, and the linear fit peak ≈ c0 + c1·L
-    (``intercept_bytes`` c0: what does not grow with L — head, loss, backward working set; ``bytes_per_layer``)."""
+    """Per device and family of a sweep-depth table: points, L range, log-log exponents of the measured and closed-form
+    peaks against L, and peak ≈ c0 + c1·L (``intercept_bytes``, ``bytes_per_layer``)."""
     good = ok(frame).sort_values("device", key=lambda d: d.map(catalog.DEVICES.index), kind="stable")
     rows = []
     for (device, family), part in good.groupby(["device", "family"], sort=False):
@@ -122,8 +114,7 @@ def depth_fits(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _crossing(x, ratio, reciprocal: bool = False) -> float:
-    """The x where ``ratio`` (sorted by x) first reaches 1, interpolated linearly in x (or in 1/x when
-    ``reciprocal``); NaN if it does not cross inside the range."""
+    """The x where ``ratio`` first reaches 1, interpolated in x (or 1/x: ``reciprocal``); NaN if it does not."""
     x, ratio = np.asarray(x, float), np.asarray(ratio, float) - 1
     u = 1 / x if reciprocal else x
     for i in range(len(x)):
@@ -136,9 +127,8 @@ def _crossing(x, ratio, reciprocal: bool = False) -> float:
 
 
 def crossover(part: pd.DataFrame, axis: str) -> tuple[float, float]:
-    """Where the as²b part of a layer's bytes overtakes the sbh part in one device's sweep-seq-hidden rows
-    (mode none) along ``axis``: "seq" s* (interpolated linearly; closed form 34h/(5a)), "hidden" h*
-    (interpolated in 1/h, the ratio ∝ 1/h; closed form 5as/34). (measured, closed form); NaNs without points."""
+    """(measured, closed form) where a layer's as²b bytes overtake its sbh bytes along ``axis``: "seq" s* (closed form
+    34h/(5a)) or "hidden" h* (5as/34, interpolated in 1/h); NaNs without points."""
     part = ok(part[(part["mode"] == "none") & (part["axis"] == axis)]).sort_values(axis)
     if not len(part):
         return np.nan, np.nan
@@ -154,8 +144,7 @@ def _timing_column(sweep: str, frame: pd.DataFrame) -> pd.Series:
 
 
 def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """paper Table 4's layout per device and mode of a sweep-layer-timing table (ms: median; IQR; overheads
-    against none), with the timing gate's verdict."""
+    """Paper Table 4's layout per device and mode of a sweep-layer-timing table, with the timing gate's verdict."""
     ms = lambda c: (1e3 * frame[c]).round(2).astype(str)
     return pd.DataFrame({
         "device": frame["device"], "mode": frame["mode"], "status": frame["status"],
@@ -169,8 +158,7 @@ def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def time_model_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """``times.validation_display`` of a sweep-time-model table, with the device and "invalid" where the row's
-    size fails a timing gate (the reason is its findings')."""
+    """``times.validation_display`` with the device and "invalid" where the row's size fails a timing gate."""
     invalid = validity("time-model", frame).map(lambda why: "invalid" if why else "")
     return validation_display(frame).assign(device=frame["device"].to_numpy(), timing=invalid.to_numpy())
 
@@ -180,8 +168,7 @@ POINT = {"segments": "k={k}", "depth": "L={layers} {family}", "seq-hidden": "s={
 
 
 def points_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Every point of the segment, depth and sequence/hidden sweeps beside its closed form ("—" where not
-    measured or not timed), with the timing gate's verdict."""
+    """Every point of the memory sweeps beside its closed form ("—": none), with the timing gate's verdict."""
     parts = [pd.DataFrame({
         "device": f["device"], "point": [POINT[s].format(**r) for r in f.to_dict("records")], "status": f["status"],
         "saved / closed form": f["saved_ratio"].round(4), "saved (bytes)": f["saved_bytes"],
@@ -203,8 +190,7 @@ SIZES = {"model": "model", "layers": "layers L", "seq": "sequence s", "micro_bat
 
 
 def sizes_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per sweep and device: the sizes and protocol of the run (the range where the sweep varies one; "—"
-    where its table has no such column)."""
+    """Per sweep and device: the sizes and protocol of the run (a range where it varies; "—" where absent)."""
     def shown(values):
         v = sorted(values, key=str)
         if not v or isinstance(v[0], str):
@@ -216,8 +202,7 @@ def sizes_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def precision_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per device and dtype: the sweeps that computed in it and the reason recorded with it (remat.precision);
-    tables from before the reason was recorded show "—"."""
+    """Per device and dtype: the sweeps that computed in it and the reason recorded (remat.precision; else "—")."""
     rows = pd.concat([f.assign(sweep=s) for s, f in frames.items() if len(f)], ignore_index=True) \
         if any(len(f) for f in frames.values()) else pd.DataFrame(columns=["sweep", "device", "dtype"])
     reason = rows["dtype_reason"] if "dtype_reason" in rows else pd.Series("—", index=rows.index)

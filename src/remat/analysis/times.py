@@ -1,8 +1,5 @@
-"""Time-model tables -> display tables and findings (nothing measured or predicted here): paper Table 4, Figure 8
-and Table 5 beside the roofline model (``korthikanti.table4/figure8/table5``), and the model against this
-machine's measurement (``sweeps.time-model``: ``validation_display``).
-
-    GROUPS                                    # table4.*, figure8*, over-ninety, time.rates: korthikanti2022's
+"""Time-model tables -> display tables and findings (GROUPS: korthikanti2022's): paper Table 4, Figure 8 and Table 5
+beside the roofline (``korthikanti.table4/figure8/table5``), and the model against this machine (``sweeps.time-model``).
 """
 
 from __future__ import annotations
@@ -31,8 +28,7 @@ def _pair(model, paper, digits: int = 2) -> pd.Series:
 
 
 def table4_display(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per experiment: forward, backward and combined ms and the overhead %, each "model / paper Table 4",
-    and the largest relative error of the three phases (%). Input: a ``korthikanti.table4`` table."""
+    """Per experiment: each phase's ms and the overhead %, "model / paper Table 4", and the largest error (%)."""
     errors = pd.concat([(frame[f"{p}_ms"] / frame[f"paper_{p}_ms"] - 1) for p in _PHASES], axis=1)
     worst = errors.abs().idxmax(axis=1)
     return pd.DataFrame({
@@ -43,8 +39,7 @@ def table4_display(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def table4_parts(frame: pd.DataFrame) -> pd.DataFrame:
-    """Where each experiment's predicted time goes, ms: per phase the compute-bound and memory-bound kernels
-    and the collectives ("exposed of total" in backward, where GEMMs hide some). Input: ``korthikanti.table4``."""
+    """Per experiment and phase, ms: compute-bound + memory-bound kernels + collectives (exposed, in backward)."""
     ms = lambda phase, *parts: frame[[f"{phase}_{p}_ms" for p in parts]].round(2).astype(str).agg(" + ".join, axis=1)
     return pd.DataFrame({
         "experiment": frame["experiment"],
@@ -55,8 +50,7 @@ def table4_parts(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def figure8_display(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per model and variant: % of the baseline layer time predicted beside paper Figure 8, and the total's and
-    the recompute share's differences (pp). Input: ``korthikanti.figure8``."""
+    """Per model and variant: % of the baseline layer time beside paper Figure 8, and the differences (pp)."""
     out = pd.DataFrame({"model": frame["model"], "variant": frame["variant"]})
     for name, col in (("forward", "forward_pct"), ("fwd + bwd", "forward_backward_pct"), ("total", "total_pct"),
                       ("recompute", "recompute_pct")):
@@ -68,8 +62,7 @@ def figure8_display(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def table5_display(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per model: predicted iteration seconds (full recompute, SP + selective), their ratio and difference, and
-    the MFU, beside paper Table 5's. Input: a ``korthikanti.table5`` table."""
+    """Per model: predicted iteration seconds, their ratio and difference, and the MFU, beside paper Table 5's."""
     return pd.DataFrame({
         "model": frame["model"], "GPUs": frame["gpus"],
         "full (s)": frame["full_s"].round(2), "paper full (s)": frame["paper_full_s"],
@@ -81,8 +74,7 @@ def table5_display(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def validation_display(frame: pd.DataFrame) -> pd.DataFrame:
-    """This machine: per size, mode and phase, predicted against measured (an IQR where the table records one:
-    forward and combined; backward is their difference). Input: a ``sweeps.time-model`` table."""
+    """``sweeps.time-model``: per size, mode and phase, predicted against measured (IQR where recorded)."""
     out = pd.DataFrame({"h": frame["hidden"], "s": frame["seq"], "b": frame["micro_batch"], "mode": frame["mode"],
                         "phase": frame["phase"], "predicted (ms)": (1e3 * frame["predicted_s"]).round(2),
                         "measured (ms)": (1e3 * frame["measured_s"]).round(2),
@@ -115,7 +107,7 @@ CLAIMS = {  # id -> (claim, link when the index's scorecard lists it)
 
 
 def claimed(claims: dict, id: str, value: float, paper: PaperValue | None = None, rule=None, **kw) -> Finding:
-    """``judge`` with the claim (and, for a scorecard claim, the paper's name and the link) from ``claims``."""
+    """``judge`` with the claim (and a scorecard claim's paper and link) from ``claims``."""
     claim, link = claims[id]
     extra = dict(scorecard=KORTHIKANTI, link=link) if link else {}
     return judge(id, claim, value, paper, rule, **extra, **kw)
@@ -126,8 +118,7 @@ def _printed(value: float, source: str, text: str | None = None) -> PaperValue:
 
 
 TABLE4_RULE = within_abs_or_rel(KORTHIKANTI_TIME_FLOOR_PP, KORTHIKANTI_TIME_REL, KORTHIKANTI_TIME_PP)
-"""Table 4's overheads (−3 … 39 %): a quarter of each, at least its printing precision, at most the paper's own
-disagreement with itself (also the measured Table 4's rule, remat.analysis.sweeps)."""
+"""Table 4's overheads (−3 … 39 %), predicted and measured (remat.analysis.sweeps)."""
 
 
 def _table4_findings(t4: pd.DataFrame) -> list[Finding]:

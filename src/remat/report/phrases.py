@@ -1,8 +1,5 @@
-"""The phrase shapes of the reports: the few sentences whose wording follows the data — a finding's verdict, ours
-against the paper's, counts (all, none, some; one or many), the status counts of a set of claims. The one home of
-sentence building: reports and the scorecard call these on findings (remat.analysis.findings); numbers are
-formatted by remat.units. Each function returns non-empty text (an inline value may not be empty) or raises
-ValueError.
+"""The phrase shapes of the reports, the one home of sentence building: a finding's verdict, ours against the
+paper's, counts, the status counts of a set of claims. Each returns non-empty text or raises ValueError.
 """
 
 from __future__ import annotations
@@ -16,11 +13,8 @@ from remat.analysis.findings import (GRADES, INVALID, MEASURED, NOT_MEASURED, NO
 
 
 def count_of(k: int, n: int, noun: str, verb: tuple[str, str] | None = None) -> str:
-    """``k`` of ``n`` things (``noun`` singular; plural noun + "s") as words that read right in every case: "all 12
-    plans", "none of the 12 plans", "3 of the 12 plans", "both plans", "neither plan", "one of the two plans", "the
-    one plan", "no plan" (n = 1 with k = 0, and n = 0). ``verb`` (singular, plural), e.g. ("is", "are"), is
-    appended in the number the phrase takes: "none of the 12 plans is", "3 of the 12 plans are". Raises ValueError
-    unless 0 ≤ k ≤ n."""
+    """``k`` of ``n`` things as words: "all 12 plans", "none of the 12 plans", "both plans", "the one plan", …;
+    ``verb`` (singular, plural) appended in the phrase's number. ValueError unless 0 ≤ k ≤ n."""
     k, n = int(k), int(n)
     if not 0 <= k <= n:
         raise ValueError(f"count_of: need 0 <= k <= n, got k={k}, n={n}")
@@ -39,8 +33,7 @@ def count_of(k: int, n: int, noun: str, verb: tuple[str, str] | None = None) -> 
 
 
 def count(n: int, noun: str) -> str:
-    """``n`` things with the noun in its number (plural noun + "s"): "1 thread", "4 threads", "0 threads", "1,024
-    bytes" (thousands separated by commas)."""
+    """``n`` things with the noun in its number: "1 thread", "0 threads", "1,024 bytes"."""
     return f"{int(n):,} {noun if int(n) == 1 else noun + 's'}"
 
 
@@ -60,8 +53,7 @@ def capitalized(text: str) -> str:
 # --- shapes over findings ---------------------------------------------------------------------------------------
 
 def verdict(f: Finding) -> str:
-    """The finding's status as a reader sees it: "reproduced"; "not reproduced: <reason>"; "not measured yet
-    (snakemake <target>)"; "not reproducible here: <reason>"; "invalid: <reason>"; "measured"."""
+    """The finding's status as a reader sees it: "reproduced"; "not reproduced: <reason>"; "not measured yet (…)"."""
     if f.status == NOT_MEASURED:
         return f"not measured yet ({f.reason})"
     if f.status in (REPRODUCED, MEASURED) or not f.reason:
@@ -70,16 +62,13 @@ def verdict(f: Finding) -> str:
 
 
 def quoted(f: Finding) -> str:
-    """Ours where it is data (measured, graded, or a labelled stand-in not reproducible here); else the
-    verdict that says why there is no number to quote (invalid, not measured, or not reproducible here with
-    nothing measured: ours "—")."""
+    """Ours where it is data (measured, graded, or a labelled stand-in); else the verdict saying why not."""
     data = f.status in (MEASURED, *GRADES) or (f.status == NOT_REPRODUCIBLE and f.ours not in ("", "—"))
     return f.ours if data else verdict(f)
 
 
 def slot(f: Finding) -> str:
-    """Ours for a number's slot: as ``quoted`` where it is data; an invalid value with its status, "3.3 % (invalid:
-    <reason>)"; "—" where nothing was measured (``missing_note`` says why, once per table)."""
+    """Ours for a number's slot: as ``quoted`` where it is data, "3.3 % (invalid: <reason>)", else "—"."""
     if f.status == INVALID and f.ours not in ("", "—"):
         return f"{f.ours} ({verdict(f)})"
     return f.ours if quoted(f) == f.ours else "—"
@@ -94,15 +83,12 @@ def missing_note(found: Iterable[Finding]) -> str:
 
 
 def outcome(f: Finding) -> str:
-    """Ours and the verdict, without the reference: "0.36×: not reproduced: …"; the verdict alone where ours is no
-    data."""
+    """Ours and the verdict: "0.36×: not reproduced: …"; the verdict alone where ours is no data."""
     return f"{f.ours}: {verdict(f)}" if f.status in GRADES else verdict(f)
 
 
 def judged(f: Finding) -> str:
-    """One sentence shape for a judged claim: ours against the value it is judged by and where that is printed (a
-    paper's table, a closed form, the time model), then the verdict and the rule: "38.2 % against 39 % (Table 4):
-    reproduced (within ±3 pp)."; an invalid or unmeasured finding says so and quotes no number as data."""
+    """A judged claim: "38.2 % against 39 % (Table 4): reproduced (within ±3 pp)."; no number where it is no data."""
     if f.status in (INVALID, NOT_MEASURED, NOT_REPRODUCIBLE):
         return capitalized(verdict(f)) + "."
     versus = f"{f.ours} against {f.paper} ({f.source})" if f.paper else f.ours
@@ -111,8 +97,7 @@ def judged(f: Finding) -> str:
 
 
 def claim_bullets(found: Iterable[Finding]) -> str:
-    """Judged findings as a Markdown list, one line each: "* **claim** (@sec-…): <judged>", cross-referencing the
-    report section the finding links to (its id where it links nowhere)."""
+    """Judged findings as a Markdown list: "* **claim** (@sec-… or its id): <judged>"."""
     return "\n".join(f"* **{f.claim}** ({'@' + f.link.split('#')[1] if '#' in f.link else f.id}): {judged(f)}"
                      for f in found)
 
@@ -122,8 +107,7 @@ _VERBS = {**{s: (f"is {s}", f"are {s}") for s in STATUSES},
 
 
 def status_counts(found: Iterable[Finding], noun: str = "claim") -> str:
-    """"Of the 19 claims, 12 are reproduced, 4 are not reproduced and 3 are not reproducible here."; "All 19 claims are
-    reproduced." where every finding has one status."""
+    """"Of the 19 claims, 12 are reproduced, 4 are not reproduced and 3 are not reproducible here."; "All 19 …"."""
     found = list(found)
     n = {s: sum(f.status == s for f in found) for s in STATUSES}
     present = [s for s in STATUSES if n[s]]
@@ -137,11 +121,8 @@ def status_counts(found: Iterable[Finding], noun: str = "claim") -> str:
 
 
 def gpu_note(paths, what: str = "GPU measurements", root: str | Path = ".", shows_reference: bool = True) -> str:
-    """The callout a GPU-bearing section opens with (Markdown): "" when this run measured on a GPU; the reference run's
-    label when its tables are shown; otherwise a visible note that no GPU result exists yet and how to get one.
-    ``paths``: the GPU tables the section reads (``catalog.gpu_of`` results, None where absent).
-    ``shows_reference``: False for a section that shows this run's device only: a reference run is then named as
-    where those tables are, not as the source of what is shown. ``root``: the project root."""
+    """A GPU section's opening callout for its GPU tables ``paths`` (None: absent): "" for this run's; the reference
+    run's label (``shows_reference`` False: named as where the tables are); else a note on how to get one."""
     found = [p for p in paths if p is not None]
     if found and not any(catalog.is_reference(p, root) for p in found):
         return ""

@@ -1,8 +1,5 @@
-"""The replication scorecard of reports/index.qmd: a view over the findings marked as claims
-(``results/findings/index.csv``, made by ``remat findings index`` from the reports' findings). Nothing is judged
-here: the verdicts at a glance (three lines per paper), then per paper a table with one row per claim: the claim,
-the paper's value and its source, ours and where it comes from, the verdict as a badge (its rule and reason in a
-footnote) and a link to the report section that shows it.
+"""The replication scorecard of reports/index.qmd, a view over ``results/findings/index.csv`` (nothing is judged
+here): the verdicts at a glance, then per paper a table with one row per claim, its verdict as a badge.
 
     print(verdicts_markdown("."))       # Markdown for ``output: asis`` cells (root: the project root)
     print(scorecard_markdown("."))
@@ -74,16 +71,11 @@ def scorecard_markdown(root: str | Path = ".") -> str:
     return "\n".join([*lines, "", *notes]) + "\n"
 
 
-def claim_cells(f: Finding) -> tuple[str, ...]:
-    """One judged finding as a report's own claims table shows it: CLAIM_COLUMNS."""
-    paper = f"{f.paper} ({f.source})" if f.paper else "—"
-    return (f.claim, paper, f.ours, f.where or "—", badge(f.status) + ("" if f.status == REPRODUCED else
-                                                                        f": {f.reason}"), f.rule or "—")
-
-
 def claims_table(found) -> pd.DataFrame:
-    """Judged findings as a table, one row each (CLAIM_COLUMNS)."""
-    return pd.DataFrame([claim_cells(f) for f in found], columns=list(CLAIM_COLUMNS))
+    """Judged findings as a report's own claims table, one row each (CLAIM_COLUMNS)."""
+    return pd.DataFrame([(f.claim, f"{f.paper} ({f.source})" if f.paper else "—", f.ours, f.where or "—",
+                          badge(f.status) + ("" if f.status == REPRODUCED else f": {f.reason}"), f.rule or "—")
+                         for f in found], columns=list(CLAIM_COLUMNS))
 
 
 def _cell(text: str) -> str:
