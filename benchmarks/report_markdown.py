@@ -44,7 +44,7 @@ def main() -> int:
             continue
         before = (args.compare / f"{qmd.stem}.md").read_text(encoding="utf-8")
         same = before == text
-        print(f"{qmd.stem}: {'identical' if same else 'DIFFERS'}")
+        print(f"{qmd.stem}: {'identical' if same else 'NOT_REPRODUCED'}")
         if not same:
             differ.append(qmd.stem)
             sys.stdout.writelines(difflib.unified_diff(before.splitlines(True), text.splitlines(True),

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from remat.analysis import catalog, chen2016 as chen
-from remat.analysis.findings import DIFFERS, INVALID, MINOR, NOT_MEASURED, NOT_REPRODUCIBLE, REPRODUCED
+from remat.analysis.findings import INVALID, MINOR, NOT_MEASURED, NOT_REPRODUCED, NOT_REPRODUCIBLE, REPRODUCED
 from remat.paper import PAPER
 
 
@@ -80,7 +80,7 @@ def test_depth_findings_reproduced_and_differs(tmp_path):
     assert found["sqrt-forwards"].value == pytest.approx(1 - 1 / 16)   # L = 256: 256 − 16 extra of 256
     assert found["recursion-forwards"].value == pytest.approx(0.5)     # forwards / L = 1 + ½·log₂ L
     write(tmp_path, "depth", depth_table(0.8))
-    assert {f.id: f for f in chen.findings(tmp_path)}["sqrt"].status == DIFFERS
+    assert {f.id: f for f in chen.findings(tmp_path)}["sqrt"].status == NOT_REPRODUCED
 
 
 def test_resnet_is_judged_with_weights_gradients_and_momentum(tmp_path):
@@ -116,7 +116,8 @@ def test_speed_statuses(tmp_path):
     assert found["speed"].where == "GPU" and found["backward"].value == pytest.approx(2.1)
     write(tmp_path, "speed", speed_table("cuda", 0.6, drop_cheap=0.5), "cuda")
     found = {f.id: f for f in chen.findings(tmp_path)}
-    assert found["speed"].status == found["drop-cheap"].status == DIFFERS   # 60 % is 30 pp off; 50 % is not little
+    # 60 % is 30 pp off; 50 % is not little
+    assert found["speed"].status == found["drop-cheap"].status == NOT_REPRODUCED
     write(tmp_path, "speed", speed_table("cuda", -0.2), "cuda")                    # recompute made it faster
     speed = {f.id: f for f in chen.findings(tmp_path)}["speed"]
     assert speed.status == INVALID and "below zero" in speed.reason

@@ -10,9 +10,9 @@ from dataclasses import astuple, replace
 import pytest
 
 from remat.analysis import catalog, gates, index
-from remat.analysis.findings import (DIFFERS, INVALID, MEASURED, MINOR, NOT_MEASURED, NOT_REPRODUCIBLE, PARTIAL,
-                                    REPRODUCED, exact, holds, judge, marked, not_measured, read, within_abs,
-                                    within_range, within_rel, write)
+from remat.analysis.findings import (INVALID, MEASURED, MINOR, NOT_MEASURED, NOT_REPRODUCED, NOT_REPRODUCIBLE, PARTIAL,
+                                     REPRODUCED, exact, holds, judge, marked, not_measured, read, within_abs,
+                                     within_range, within_rel, write)
 from remat.analysis.tolerances import Tolerance
 from remat.errors import UsageError
 from remat.paper import CHEN, KORTHIKANTI, PaperValue
@@ -24,12 +24,13 @@ PP3 = Tolerance(3, " pp", "the paper disagrees with itself by about 3 pp")
 
 
 @pytest.mark.parametrize("ours, status", [(39, REPRODUCED), (41.9, REPRODUCED), (36.1, REPRODUCED),
-                                          (42.5, DIFFERS), (35.0, DIFFERS)])
+                                          (42.5, NOT_REPRODUCED), (35.0, NOT_REPRODUCED)])
 def test_within_abs_is_two_sided(ours, status):
     assert judge("t", "c", ours, T4_FULL, within_abs(PP3)).status == status
 
 
-@pytest.mark.parametrize("ours, status", [(7.0, REPRODUCED), (6.9, REPRODUCED), (10.5, DIFFERS), (4.0, DIFFERS)])
+@pytest.mark.parametrize("ours, status", [(7.0, REPRODUCED), (6.9, REPRODUCED), (10.5, NOT_REPRODUCED),
+                                          (4.0, NOT_REPRODUCED)])
 def test_within_rel_judges_a_ratio(ours, status):
     ratio = PaperValue(48 / 7, "abstract", "6.9×")     # Chen: 48 GB -> 7 GB
     assert judge("r", "c", ours, ratio, within_rel(Tolerance(0.1, "", "why"))).status == status
@@ -39,7 +40,7 @@ def test_within_range_and_the_reason_when_it_fails():
     rule = within_range(4.5, 5.5, "×", "5× has one significant figure")
     assert judge("x", "c", 4.9, PaperValue(5, "abstract"), rule).status == REPRODUCED
     failed = judge("x", "c", 6.2, PaperValue(5, "abstract"), rule)
-    assert failed.status == DIFFERS and "6.2" in failed.reason and failed.rule == "within 4.5–5.5×"
+    assert failed.status == NOT_REPRODUCED and "6.2" in failed.reason and failed.rule == "within 4.5–5.5×"
 
 
 def test_judge_without_paper_is_measured_and_nan_is_invalid():
@@ -163,21 +164,21 @@ def test_stale_findings_are_found(tmp_path):
 def test_exact_fails_any_difference():
     rule = exact("every model on the paper's side of the line", "a yes/no per model")
     assert judge("f", "c", 4, PaperValue(4, "Figure 1"), rule).status == REPRODUCED
-    assert judge("f", "c", 3, PaperValue(4, "Figure 1"), rule).status == DIFFERS
+    assert judge("f", "c", 3, PaperValue(4, "Figure 1"), rule).status == NOT_REPRODUCED
 
 
 def test_the_judge_grades_a_miss_within_the_minor_band_and_a_claim_with_some_parts():
     pp3 = within_abs(Tolerance(3, " pp", "why"), minor=2)           # reproduced within 3 pp, minor issues within 6
     paper = PaperValue(39, "Table 4")
     assert [judge("f", "c", v, paper, pp3).status for v in (41.9, 44.9, 33.1, 45.1)] == [REPRODUCED, MINOR, MINOR,
-                                                                                         DIFFERS]
+                                                                                         NOT_REPRODUCED]
     assert pp3.text == "within ±3 pp (minor issues: ±6 pp)"
-    assert judge("f", "c", 44.9, paper, within_abs(Tolerance(3, " pp", "why"))).status == DIFFERS   # no band
+    assert judge("f", "c", 44.9, paper, within_abs(Tolerance(3, " pp", "why"))).status == NOT_REPRODUCED   # no band
     rel = within_rel(Tolerance(0.25, "", "why"), minor=2)           # 6.9 × 1.5 = 10.35: 10.5 is beyond
     assert [judge("f", "c", v, PaperValue(6.9, "abstract"), rel).status for v in (8.6, 10.3, 10.5)] == [
-        REPRODUCED, MINOR, DIFFERS]
+        REPRODUCED, MINOR, NOT_REPRODUCED]
     shape = holds("every model within the band")                   # ours: the share of the models that are
-    assert [judge("f", "c", v, paper, shape).status for v in (1, 0.75, 0)] == [REPRODUCED, PARTIAL, DIFFERS]
+    assert [judge("f", "c", v, paper, shape).status for v in (1, 0.75, 0)] == [REPRODUCED, PARTIAL, NOT_REPRODUCED]
 
 
 def test_claim_bullets_cross_reference_the_section():

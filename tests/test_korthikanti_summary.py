@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from remat.analysis import korthikanti2022 as k, times
-from remat.analysis.findings import DIFFERS, INVALID, MINOR, NOT_MEASURED, NOT_REPRODUCIBLE, REPRODUCED
+from remat.analysis.findings import INVALID, MINOR, NOT_MEASURED, NOT_REPRODUCED, NOT_REPRODUCIBLE, REPRODUCED
 from remat.analysis.findings import within_abs, within_abs_or_rel, within_range, within_rel
 from remat.analysis.tolerances import (KORTHIKANTI_BYTES_REL, KORTHIKANTI_OUTSIDE_BOUND, KORTHIKANTI_QUOTED_FLOPS_PP,
                                        KORTHIKANTI_TIME_FLOOR_PP, KORTHIKANTI_TIME_PP, KORTHIKANTI_TIME_REL)
@@ -56,7 +56,7 @@ def test_table2_findings_per_branch():
     assert found["table2"].status == REPRODUCED and found["table2"].scorecard == "Korthikanti et al. 2022"
     assert found["table2.extension"].ours.startswith("1 of 1 points exact")    # judged apart from the paper's rows
     assert found["table2.gap"].ours.startswith("65,536 bytes")
-    assert {f.id: f for f in k._table2(*_table2(off=0.01))}["table2"].status == DIFFERS
+    assert {f.id: f for f in k._table2(*_table2(off=0.01))}["table2"].status == NOT_REPRODUCED
     assert {f.id: f for f in k._table2(*_table2(uncounted=4096))}["table2.gap"].status == INVALID
 
 
@@ -86,11 +86,11 @@ def test_abstract_mfu_and_appendix_c_from_the_printed_numbers():
     found = {f.id: f for f in k._utilization()}
     assert abs(found["mfu.abstract"].value - mfu(49.05 + 37.83 * (mfu(37.83) / 54.2 - 1))) < 1e-9
     assert found["mfu.abstract"].status == REPRODUCED and round(mfu(37.83), 1) == 56.0     # Table 5's own MFU
-    assert found["appendix-c"].value == 51.4 + 0.7 and found["appendix-c"].status == DIFFERS   # printed 52.3
+    assert found["appendix-c"].value == 51.4 + 0.7 and found["appendix-c"].status == NOT_REPRODUCED   # printed 52.3
 
 
 def test_the_papers_own_figure8_bar_leaves_its_section1_band():
-    assert k._intro(_figure8())[0].status == DIFFERS     # 22B full recompute: 41.0 % against "30–40 %"
+    assert k._intro(_figure8())[0].status == NOT_REPRODUCED     # 22B full recompute: 41.0 % against "30–40 %"
 
 
 def _figure8(present_total=None) -> pd.DataFrame:
@@ -117,7 +117,7 @@ def test_over_ninety_is_judged_two_sided_against_the_papers_bars():
     # ours = the paper's bars: every cut equal to the bars' own (22B 1 − 7.0/41.0 = 83 %, ... 1T 95 %)
     assert times._over_ninety(_figure8()).status == REPRODUCED
     # 530B: 1 − 5/35.6 = 86 % (8.1 pp below its bars' 1 − 2.1/35.6 = 94.1 %); 100 % (5.9 pp above: within 2 × 3 pp)
-    for present, status in ((5.0, DIFFERS), (0.0, MINOR)):
+    for present, status in ((5.0, NOT_REPRODUCED), (0.0, MINOR)):
         off = _figure8()
         off.loc[(off["model"] == "mt-nlg-530b") & (off["variant"] == "present"), "recompute_pct"] = present
         assert times._over_ninety(off).status == status

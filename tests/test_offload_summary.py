@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from remat.analysis import offload
-from remat.analysis.findings import DIFFERS, Findings
+from remat.analysis.findings import NOT_REPRODUCED, Findings
 from remat.errors import UsageError
 from remat.formulas.offload import SIMULATED
 
@@ -33,7 +33,7 @@ def test_bandwidth_findings():
     assert f["bandwidth.h2d"].ours == "10.00 GB/s (pageable)" and f["bandwidth.overlap_ratio"].ours == "0.80×"
     assert f["bandwidth.h2d"].where == "CPU (a stand-in; simulated: host memcpy)"
     wrong = Findings(offload._bandwidth(bandwidth(err_2mib=0.12, overlap=False)))  # 1.12×; no overlapped copies
-    assert wrong["bandwidth.fit_alone"].status == DIFFERS and "2.00 MiB" in wrong["bandwidth.fit_alone"].reason
+    assert wrong["bandwidth.fit_alone"].status == NOT_REPRODUCED and "2.00 MiB" in wrong["bandwidth.fit_alone"].reason
     assert wrong["bandwidth.fit_overlap"].status == wrong["bandwidth.overlap_ratio"].status == "not measured"
 
 
@@ -54,8 +54,8 @@ def test_steps_findings_per_branch():
     assert f["steps.hidden"].status == "not reproducible here"           # a CPU: nothing overlaps
     assert f["steps.runs"].ours == "(s, h) = (64, 64); a = 4, b = 2, L = 4, 1 CPU thread"
     bad = Findings(offload._steps(steps(equal=False, live=8)))
-    assert bad["steps.bitwise"].status == DIFFERS and bad["steps.bitwise"].reason == "not bitwise equal: full"
-    assert bad["steps.pool"].status == DIFFERS
+    assert bad["steps.bitwise"].status == NOT_REPRODUCED and bad["steps.bitwise"].reason == "not bitwise equal: full"
+    assert bad["steps.pool"].status == NOT_REPRODUCED
 
 
 def test_steps_gates_make_noisy_or_negative_overheads_invalid():
@@ -83,7 +83,7 @@ def test_breakeven_findings():
     f = Findings(offload._breakeven(breakeven(), None))
     assert f["breakeven.full"].ours == "5.0 GB/s (0.5× that link)" and f["breakeven.cheaper_full"].ours == "offload"
     assert (f["breakeven.wins_full"].ours, f["breakeven.wins_selective"].ours) == ("1 of 2", "0 of 2")
-    assert f["breakeven.model_offload"].status == DIFFERS              # measured 2 ms ÷ serial model 1 ms = 2×
+    assert f["breakeven.model_offload"].status == NOT_REPRODUCED              # measured 2 ms ÷ serial model 1 ms = 2×
     assert f["breakeven.model_full"].status == "reproduced"              # 3 / 2.9 = 1.03×
     assert f["breakeven.extra_per_copy"].ours == "+100.0 µs"             # (2 − 1) ms / (1 layer · 2 · 5 copies)
     assert f["breakeven.model_hidden"].ours == "100%"                    # overlapped model 0 of serial 1 ms

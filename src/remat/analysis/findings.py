@@ -26,10 +26,10 @@ from remat.io import atomic_path
 from remat.paper import PaperValue
 from remat.units import signed_percent
 
-REPRODUCED, MINOR, PARTIAL, DIFFERS, NOT_MEASURED, NOT_REPRODUCIBLE, INVALID, MEASURED = (
+REPRODUCED, MINOR, PARTIAL, NOT_REPRODUCED, NOT_MEASURED, NOT_REPRODUCIBLE, INVALID, MEASURED = (
     "reproduced", "reproduced with minor issues", "partially reproduced", "not reproduced", "not measured",
     "not reproducible here", "invalid", "measured")
-GRADES = (REPRODUCED, MINOR, PARTIAL, DIFFERS)
+GRADES = (REPRODUCED, MINOR, PARTIAL, NOT_REPRODUCED)
 """What the judge grades a checked claim, best first."""
 STATUSES = (*GRADES, NOT_MEASURED, NOT_REPRODUCIBLE, INVALID, MEASURED)
 
@@ -145,7 +145,7 @@ def _grade(rule: Rule, ours: float, paper: float) -> str:
     """The grade of a claim whose rule does not hold: minor issues, partial or not reproduced."""
     if rule.near is not None and rule.near(ours, paper)[0]:
         return MINOR
-    return PARTIAL if rule.parts and 0 < ours < 1 else DIFFERS
+    return PARTIAL if rule.parts and 0 < ours < 1 else NOT_REPRODUCED
 
 
 def _paper(paper: PaperValue, rule: Rule) -> dict:

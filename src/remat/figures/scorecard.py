@@ -11,10 +11,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from remat.analysis.findings import (DIFFERS, INVALID, MEASURED, MINOR, NOT_MEASURED, NOT_REPRODUCIBLE, PARTIAL,
+from remat.analysis.findings import (INVALID, MEASURED, MINOR, NOT_MEASURED, NOT_REPRODUCED, NOT_REPRODUCIBLE, PARTIAL,
                                      REPRODUCED)
 
-COLOURS = {REPRODUCED: "#1a7f37", MINOR: "#7d8c00", PARTIAL: "#bf8700", DIFFERS: "#cf222e",
+COLOURS = {REPRODUCED: "#1a7f37", MINOR: "#7d8c00", PARTIAL: "#bf8700", NOT_REPRODUCED: "#cf222e",
            NOT_REPRODUCIBLE: "#57606a", INVALID: "#8250df", NOT_MEASURED: "#57606a", MEASURED: "#57606a"}
 """Each status's colour, here and in the index's badges (remat.report.scorecard)."""
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from remat.analysis import catalog
-from remat.analysis.findings import (DIFFERS, INVALID, MEASURED, MINOR, NOT_MEASURED, NOT_REPRODUCIBLE, PARTIAL,
+from remat.analysis.findings import (INVALID, MEASURED, MINOR, NOT_MEASURED, NOT_REPRODUCED, NOT_REPRODUCIBLE, PARTIAL,
                                      REPRODUCED, Finding, load)
 from remat.figures.scorecard import COLOURS
 from remat.report.phrases import join_words, status_counts, verdict
@@ -21,7 +21,7 @@ CLAIM_COLUMNS = ("claim", "paper value (source)", "ours", "where", "status", "re
 HEADER = "| claim | paper (source) | ours (where) | verdict | section |\n|" + "|".join(
     "-" * w for w in (20, 20, 26, 15, 9)) + "|"
 """The scorecard's columns; the dashes give pandoc and Quarto relative widths (claim and values get the room)."""
-BADGE = {REPRODUCED: "✓", MINOR: "≈", PARTIAL: "◐", DIFFERS: "✗", NOT_REPRODUCIBLE: "⊘", INVALID: "⚠",
+BADGE = {REPRODUCED: "✓", MINOR: "≈", PARTIAL: "◐", NOT_REPRODUCED: "✗", NOT_REPRODUCIBLE: "⊘", INVALID: "⚠",
          NOT_MEASURED: "…", MEASURED: "·"}
 """Each status's symbol beside its colour (remat.figures.scorecard.COLOURS): a colour-blind reader has both."""
 
