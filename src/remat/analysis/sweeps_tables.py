@@ -148,12 +148,12 @@ def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
     ms = lambda c: (1e3 * frame[c]).round(2).astype(str)
     return pd.DataFrame({
         "device": frame["device"], "mode": frame["mode"], "status": frame["status"],
-        "forward (ms; IQR)": ms("forward_s") + " (" + ms("forward_iqr_s") + ")", "backward (ms)": ms("backward_s"),
-        "combined (ms; IQR)": ms("combined_s") + " (" + ms("combined_iqr_s") + ")",
-        "time overhead (%)": (100 * frame["time_overhead"]).round(1),
-        "FLOP overhead, counted (%)": (100 * frame["flop_overhead"]).round(2),
-        "FLOP overhead, App. A (%)": (100 * frame["flop_overhead_formula"]).round(2),
-        "time / FLOP overhead (×)": frame["time_per_flop_overhead"].round(2),
+        "forward (IQR)": ms("forward_s") + " (" + ms("forward_iqr_s") + ")", "backward": ms("backward_s"),
+        "combined (IQR)": ms("combined_s") + " (" + ms("combined_iqr_s") + ")",
+        "time ovh. %": (100 * frame["time_overhead"]).round(1),
+        "FLOP ovh. % counted": (100 * frame["flop_overhead"]).round(2),
+        "FLOP ovh. % App. A": (100 * frame["flop_overhead_formula"]).round(2),
+        "time ÷ FLOP ovh.": frame["time_per_flop_overhead"].round(2),
         "timing": _timing_column("layer-timing", frame)}).astype(object).fillna("—")
 
 
@@ -168,17 +168,17 @@ POINT = {"segments": "k={k}", "depth": "L={layers} {family}", "seq-hidden": "s={
 
 
 def points_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Every point of the memory sweeps beside its closed form ("—": none), with the timing gate's verdict."""
+    """Every point of the memory sweeps beside its closed form ("—": none), the timing verdict in its status."""
     parts = [pd.DataFrame({
-        "device": f["device"], "point": [POINT[s].format(**r) for r in f.to_dict("records")], "status": f["status"],
-        "saved / closed form": f["saved_ratio"].round(4), "saved (bytes)": f["saved_bytes"],
-        "peak (bytes)": f["peak_activation_bytes"],
-        "live peak, closed form (bytes)": f["peak_activation_bytes_formula"],
-        "residual (bytes)": f["peak_residual_bytes"],
-        "recompute FLOPs / closed form": (f["flops_recompute"] / f["flops_recompute_formula"]).round(4),
-        "FLOP overhead (%)": (100 * f["flop_overhead"]).round(2),
-        "time / FLOP overhead (×)": f.get("time_per_flop_overhead", pd.Series(np.nan, f.index)).round(2),
-        "timing": _timing_column(s, f)}) for s, f in frames.items() if s in POINT and len(f)]
+        "device": f["device"], "point": [POINT[s].format(**r) for r in f.to_dict("records")],
+        "status": f["status"] + _timing_column(s, f).map(lambda why: f"; timing {why}" if why else ""),
+        "saved ÷ closed form": f["saved_ratio"].round(4), "saved": f["saved_bytes"],
+        "peak": f["peak_activation_bytes"], "live peak, closed form": f["peak_activation_bytes_formula"],
+        "residual": f["peak_residual_bytes"],
+        "FLOPs ÷ closed form": (f["flops_recompute"] / f["flops_recompute_formula"]).round(4),
+        "FLOP ovh. %": (100 * f["flop_overhead"]).round(2),
+        "time ÷ FLOP ovh.": f.get("time_per_flop_overhead", pd.Series(np.nan, f.index)).round(2)})
+        for s, f in frames.items() if s in POINT and len(f)]
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     return out.astype(object).where(out.notna(), "—")
 

@@ -50,38 +50,35 @@ def table4_parts(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def figure8_display(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per model and variant: % of the baseline layer time beside paper Figure 8, and the differences (pp)."""
+    """Per model and variant: % of the baseline layer time, "model / paper Figure 8", and the differences (pp)."""
     out = pd.DataFrame({"model": frame["model"], "variant": frame["variant"]})
     for name, col in (("forward", "forward_pct"), ("fwd + bwd", "forward_backward_pct"), ("total", "total_pct"),
                       ("recompute", "recompute_pct")):
-        out[f"{name} %"] = frame[col].round(1)
-        out[f"paper {name} %"] = frame[f"paper_{col}"]
+        out[f"{name} % (model / paper)"] = _pair(frame[col], frame[f"paper_{col}"], 1)
     out["total Δ pp"] = (frame["total_pct"] - frame["paper_total_pct"]).round(1)
     out["recompute Δ pp"] = (frame["recompute_pct"] - frame["paper_recompute_pct"]).round(1)
     return out
 
 
 def table5_display(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per model: predicted iteration seconds, their ratio and difference, and the MFU, beside paper Table 5's."""
+    """Per model: predicted iteration seconds, their ratio and difference, and the MFU, "model / paper Table 5"."""
     return pd.DataFrame({
         "model": frame["model"], "GPUs": frame["gpus"],
-        "full (s)": frame["full_s"].round(2), "paper full (s)": frame["paper_full_s"],
-        "SP+selective (s)": frame["present_s"].round(2), "paper SP+selective (s)": frame["paper_present_s"],
-        "ratio": frame["ratio"].round(3), "paper ratio": frame["paper_ratio"].round(3),
-        "difference (s)": frame["difference_s"].round(2),
-        "paper difference (s)": frame["paper_difference_s"].round(2),
-        "MFU (%)": frame["mfu_pct"].round(1), "paper MFU (%)": frame["paper_mfu_pct"]})
+        "full s (model / paper)": _pair(frame["full_s"], frame["paper_full_s"]),
+        "SP+selective s (model / paper)": _pair(frame["present_s"], frame["paper_present_s"]),
+        "ratio (model / paper)": _pair(frame["ratio"], frame["paper_ratio"].round(3), 3),
+        "difference s (model / paper)": _pair(frame["difference_s"], frame["paper_difference_s"].round(2)),
+        "MFU % (model / paper)": _pair(frame["mfu_pct"], frame["paper_mfu_pct"], 1)})
 
 
 def validation_display(frame: pd.DataFrame) -> pd.DataFrame:
     """``sweeps.time-model``: per size, mode and phase, predicted against measured (IQR where recorded)."""
     out = pd.DataFrame({"h": frame["hidden"], "s": frame["seq"], "b": frame["micro_batch"], "mode": frame["mode"],
-                        "phase": frame["phase"], "predicted (ms)": (1e3 * frame["predicted_s"]).round(2),
-                        "measured (ms)": (1e3 * frame["measured_s"]).round(2),
-                        "IQR (ms)": (1e3 * frame["measured_iqr_s"]).round(2),
-                        "error (%)": (100 * frame["error"]).round(1),
-                        "overhead predicted (%)": (100 * frame["predicted_overhead"]).round(1),
-                        "overhead measured (%)": (100 * frame["measured_overhead"]).round(1)})
+                        "phase": frame["phase"], "pred. ms": (1e3 * frame["predicted_s"]).round(2),
+                        "meas. ms": (1e3 * frame["measured_s"]).round(2),
+                        "IQR ms": (1e3 * frame["measured_iqr_s"]).round(2), "error %": (100 * frame["error"]).round(1),
+                        "ovh. % pred.": (100 * frame["predicted_overhead"]).round(1),
+                        "ovh. % meas.": (100 * frame["measured_overhead"]).round(1)})
     return out.fillna("")
 
 
