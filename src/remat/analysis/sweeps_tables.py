@@ -183,10 +183,10 @@ def points_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return out.astype(object).where(out.notna(), "—")
 
 
-SIZES = {"model": "model", "layers": "layers L", "seq": "sequence s", "micro_batch": "micro-batch b",
-         "hidden": "hidden h", "heads": "heads a", "vocab": "vocabulary v", "dtype": "dtype", "dropout": "dropout p",
-         "threads": "CPU threads", "warmup": "warm-up calls", "repeats": "timed repeats", "rounds": "rounds"}
-"""The sizes table's columns and headers (sizes in elements, s in tokens)."""
+SIZES = {"model": "model", "layers": "L", "seq": "s", "micro_batch": "b", "hidden": "h", "heads": "a", "vocab": "v",
+         "dtype": "dtype", "dropout": "p", "threads": "threads", "warmup": "warm-up", "repeats": "repeats",
+         "rounds": "rounds"}
+"""The sizes table's columns and headers: the paper's symbols (the caption spells them out)."""
 
 
 def sizes_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -196,9 +196,11 @@ def sizes_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
         if not v or isinstance(v[0], str):
             return ", ".join(v) or "—"
         return f"{v[0]:g}" if len(v) == 1 else f"{min(v):g}–{max(v):g}"
-    return pd.DataFrame([{"sweep": s, "device": d, **{h: shown(f.loc[f["device"] == d, c].dropna().unique()
-                                                                if c in f else []) for c, h in SIZES.items()}}
-                         for s, f in frames.items() for d in devices(f)])
+    t = pd.DataFrame([{"sweep": s, "device": d, **{h: shown(f.loc[f["device"] == d, c].dropna().unique()
+                                                             if c in f else []) for c, h in SIZES.items()}}
+                      for s, f in frames.items() for d in devices(f)], columns=["sweep", "device", *SIZES.values()])
+    protocol = ["warm-up", "repeats", "rounds"]
+    return t.drop(columns=protocol).assign(**{" / ".join(protocol): t[protocol].agg(" / ".join, axis=1)})
 
 
 def precision_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
