@@ -121,7 +121,7 @@ _DEPTH = f"{PAPER['chen.resnet_depth'].value:,.0f}"                             
 _GPU, _STEPS = PAPER["chen.gpu_memory_gb"].text, PAPER["chen.lstm_steps"].text      # "12 GB", "64 steps"
 
 GROUPS = {
-    "depth": {"sqrt": "√L segments: O(√n) memory", "sqrt-forwards": "…for one extra forward pass",
+    "depth": {"sqrt": "√L segments: O(√n) memory", "sqrt-forwards": "√L segments: one extra forward pass",
               "recursion": "Recursion: O(log n) memory", "revolve.growth": "Revolve: memory per doubling of L",
               "recursion-forwards": "Recursion: O(n log n) forwards", "revolve.cost": "Revolve at the deepest L"},
     "chain": {"chain.shape": "The chain of the sweeps", "check": "Schedules with gradients bitwise equal to the plain "
@@ -130,7 +130,7 @@ GROUPS = {
               "revolve.exact": "Revolve: counted = closed form = DP", "graph.check": "Executed plans bitwise equal"},
     "resnet": {"resnet-sqrt": "ResNet, sublinear plan: memory sub-linear in depth", "budget.resnet": "ResNet: "
                "Algorithm 3 against √n and x + y", "resnet": f"{_DEPTH}-layer ResNet: memory reduction of the "
-               "sublinear plan", "resnet-limit": f"Without the plan a {_GPU} GPU trains a ResNet of",
+               "sublinear plan", "resnet-limit": f"Deepest ResNet a {_GPU} GPU trains without the plan",
                "resnet-sharing": "In-place + sharing cut memory", "resnet.size": "The ResNet traced"},
     "lstm": {"lstm-sqrt": "LSTM, sublinear plan: memory sub-linear in length", "budget.lstm": "LSTM: Algorithm 3 "
              "against √n and x + y", "lstm": f"LSTM, {_STEPS}: reduction over the optimized plan",

@@ -49,7 +49,8 @@ def verdicts_markdown(root: str | Path = ".") -> str:
         mine = [f for f in claims if f.scorecard == paper]
         good = [f.claim for f in mine if f.status == REPRODUCED]
         rest = [f"{f.claim} ({BADGE[f.status]} {f.status})" for f in mine if f.status != REPRODUCED]
-        lines += [f"**{paper}.** {status_counts(mine)}", f"✓ Reproduced: {join_words(good) if good else 'none'}.",
+        lines += [f"**{paper}.** {status_counts(mine, 'headline claim')}",
+                  f"✓ Reproduced: {join_words(good) if good else 'none'}.",
                   f"Apart from those: {join_words(rest) if rest else 'none'}."]
     return "\n\n".join(lines)
 
