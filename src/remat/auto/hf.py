@@ -237,7 +237,8 @@ def preset_config(cfg):
         config = GPT2Config(n_embd=cfg.hidden, n_head=cfg.heads, n_layer=cfg.layers, n_inner=cfg.ffn_hidden,
                             vocab_size=cfg.vocab, n_positions=cfg.max_positions, resid_pdrop=cfg.dropout,
                             embd_pdrop=cfg.dropout, attn_pdrop=cfg.dropout, layer_norm_epsilon=cfg.norm_eps,
-                            tie_word_embeddings=cfg.tie_embeddings)
+                            tie_word_embeddings=cfg.tie_embeddings, bos_token_id=None, eos_token_id=None)
+        # GPT-2's 50256 lies outside a preset's vocabulary (transformers warns); a preset has no special tokens
     else:
         config = LlamaConfig(hidden_size=cfg.hidden, num_attention_heads=cfg.heads,
                              num_key_value_heads=cfg.kv_heads, num_hidden_layers=cfg.layers,
