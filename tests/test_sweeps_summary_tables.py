@@ -93,3 +93,8 @@ def test_seq_hidden_findings_judge_the_crossover_and_the_kept_share():
     assert found["crossover.seq.cpu"].value == pytest.approx(34 * 128 / (5 * 4))
     assert found["selective.keep.cpu"].status == fd.REPRODUCED and found["seq-hidden.stats.cpu"].status == fd.REPRODUCED
     assert found["crossover.hidden.cpu"].status == fd.NOT_MEASURED      # no h axis swept
+    odd = sweeps._seq_hidden(pd.DataFrame(rows).assign(gap_bytes=[8] * 7 + [1032]), "cpu", "cpu", {})[2]   # 1 KiB more
+    assert odd.status == fd.NOT_REPRODUCED and "1 of 8 points" in odd.reason and "KiB (selective, s = 512" in odd.reason
+    # a float32 run stores 4 B where Eq. 1 counts 2 B: that item is the run's element size, not an extra tensor
+    wide = pd.DataFrame(rows).assign(gap_bytes=[8] * 7 + [1032], gap_items=[""] * 7 + ["element size (x): 1024"])
+    assert sweeps._seq_hidden(wide, "cpu", "cpu", {})[2].status == fd.REPRODUCED
