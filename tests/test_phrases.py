@@ -40,3 +40,13 @@ def test_count_and_join_words():
 
 def test_capitalized():
     assert w.capitalized("all 3 plans") == "All 3 plans" and w.capitalized("3 of them") == "3 of them"
+
+
+def test_listed_says_a_shared_verdict_once():
+    from remat.analysis.findings import INVALID, Finding
+    busy = [Finding("a", "c", "1.46×", status=INVALID, reason="timed while busy"),
+            Finding("b", "c", "1.50×", status=INVALID, reason="timed while busy")]
+    assert w.listed(*busy) == "1.46× and 1.50× (invalid: timed while busy)"
+    assert w.listed(busy[0], Finding("m", "c", "2.0×")) == "1.46× (invalid: timed while busy) and 2.0×"
+    assert w.listed(Finding("n", "c", "—", status=INVALID, reason="no size passes"), busy[0]) == \
+        "invalid: no size passes"

@@ -95,6 +95,14 @@ def test_validation_peaks_and_times(tmp_path, iqr, status):
     assert list(shown["error (bytes)"]) == ["0", "0", "0", "+9"]
 
 
+def test_errors_table_names_each_model_by_the_sizes_that_differ():
+    rows = validate_rows(0.1)
+    shown = planner.errors_display(pd.DataFrame(rows + [dict(r, hidden=8) for r in rows]))
+    assert list(shown["model"]) == ["h = 4"] * 4 + ["h = 8"] * 4 and "layers" not in shown
+    assert list(shown["chosen by"]) == ["full", "plan", "plan", "megatron-uniform"] * 2
+    assert planner.CLAIMS["paper.uses.offload"] == "Settings whose plan has an offload layer"
+
+
 def table5_rows(off_pp: dict):
     """Paper Table 5 as printed, each model's ratio moved by ``off_pp`` percentage points of throughput gain."""
     return [dict(model=m, gpu="a100-80gb", ratio=full / present + off_pp.get(m, 0) / 100, difference_s=full - present,

@@ -29,6 +29,7 @@ _bytes = lambda n: f"{int(n):+,}".replace("-", MINUS) if int(n) else "0"  # noqa
 OUTSIDE = ("sqrt-segments", "megatron-uniform")
 """Baselines with multi-layer units, outside the per-layer plan space (Megatron uniform with N = 1 is full)."""
 LAYOUT = (("t", "tp"), ("p", "pp"), ("m", "interleave"), ("b", "micro_batch"))
+SIZES = (("L", "layers"), ("h", "hidden"), ("s", "seq"), ("b", "micro_batch"), ("a", "heads"))   # (symbol, column)
 
 CLAIMS = {  # every finding id of the report: its claim
     "paper.settings": "Settings (model, GPU, SP) planned at each GPU's full memory",
@@ -42,7 +43,7 @@ CLAIMS = {  # every finding id of the report: its claim
     "paper.sp.range": "Gain over SP + selective on every layer, across the settings with SP",
     "paper.sp.paper_gpu": "Gain over SP + selective on every layer, same model on the paper's GPU",
     "paper.megatron": "Plans faster than every baseline that Megatron-LM cannot run",
-    **{f"paper.uses.{p}": f"Settings whose plan has a {p} layer" for p in ("selective", "full", "offload")},
+    **{f"paper.uses.{p}": f"Settings whose plan has {a} {p} layer" for a, p in zip("a a an".split(), POLICIES[1:])},
     "paper.sac_limit": "sac_milp time limit per setting", "frontier.sac_limit": "sac_milp time limit per budget",
     **{f"{t}.{k}": f"Budgets where {c}" for t in ("frontier", "validate") for k, c in (
         ("budgets", "the plan fits"), ("beaten", "a baseline is predicted faster than the plan"))},
@@ -257,12 +258,14 @@ def validate_display(v: pd.DataFrame) -> pd.DataFrame:
 
 
 def errors_display(v: pd.DataFrame) -> pd.DataFrame:
-    """@tbl-errors: every distinct plan applied, once per model: its kind (KINDS), who chose it, its peaks."""
-    rows = _applied(v).assign(by=lambda f: f.groupby(["layers", "spec"])["method"].transform(
-        lambda m: ", ".join(dict.fromkeys(m)))).drop_duplicates(["layers", "spec"])
-    rows = rows.sort_values(["layers", "peak_error_bytes", "spec"])
+    """@tbl-errors: every distinct plan applied, once per model (named by the sizes that differ): kind, by, peaks."""
+    sizes, keys = [(k, c) for k, c in SIZES if v[c].nunique() > 1] or SIZES[:1], [c for _, c in SIZES] + ["spec"]
+    rows = _applied(v).assign(by=lambda f: f.groupby(keys)["method"].transform(
+        lambda m: ", ".join(dict.fromkeys(m)))).drop_duplicates(keys)
+    rows = rows.sort_values([c for _, c in sizes] + ["peak_error_bytes", "spec"])
     return pd.DataFrame({
-        "layers": rows["layers"].astype(int), "plan (runtime spec)": rows["spec"].str.replace(",", ", "),
+        "model": [", ".join(f"{k} = {r[c]}" for k, c in sizes) for _, r in rows.iterrows()],
+        "plan (runtime spec)": rows["spec"].str.replace(",", ", "),
         "kind": [plan_kind(p, n) for p, n in zip(rows["spec"], rows["layers"])], "chosen by": rows["by"],
         **{f"{w[:4]}. peak (bytes)": rows[f"{w}_peak_bytes"].astype(int).map("{:,}".format)
            for w in ("predicted", "measured")},
@@ -351,7 +354,7 @@ def tensor_display(frame: pd.DataFrame) -> pd.DataFrame:
                                                                        p[f"measured_peak_bytes_{k}"])]
     return pd.DataFrame({
         "model": p["kind_t"], "budget (MiB)": p["budget_bytes"].map(lambda x: f"{x / MiB:.2f}"),
-        "tensor plan peak (MiB)": both("t"), "per-block plan peak (MiB)": both("b"),
+        "tensor plan peak (MiB), pred. / meas.": both("t"), "per-block plan peak (MiB), pred. / meas.": both("b"),
         "step (ms): tensor / per-block": [f"{a * 1e3:.3f} / {b * 1e3:.3f}" for a, b in
                                          zip(p["predicted_step_time_s_t"], p["predicted_step_time_s_b"])],
         "gain": p["gain"].map(lambda g: signed_percent(g, digits=1)),

@@ -82,6 +82,16 @@ def missing_note(found: Iterable[Finding]) -> str:
                      for r in dict.fromkeys(waiting))
 
 
+def listed(*found: Finding) -> str:
+    """Values in turn and, once, the verdict they share (each its own where they differ): "1.46× and 1.50×
+    (invalid: timed while …)"; the verdict alone where one has no value."""
+    if "—" in map(slot, found):
+        return verdict(next(f for f in found if slot(f) == "—"))
+    why = [verdict(f) if f.status != MEASURED else "" for f in found]
+    each = [f.ours + (f" ({w})" if w and len(set(why)) > 1 else "") for f, w in zip(found, why)]
+    return join_words(each) + (f" ({why[0]})" if why[0] and len(set(why)) == 1 else "")
+
+
 def outcome(f: Finding) -> str:
     """Ours and the verdict: "0.36×: not reproduced: …"; the verdict alone where ours is no data."""
     return f"{f.ours}: {verdict(f)}" if f.status in GRADES else verdict(f)
