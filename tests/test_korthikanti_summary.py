@@ -132,3 +132,8 @@ def test_missing_tables_are_not_measured(tmp_path):
     assert found["figure8"].reason == "snakemake results/korthikanti/figure8.csv"
     assert found["mfu"].status == NOT_REPRODUCIBLE        # from the paper's printed times: no table needed
     assert found["mfu.eq7"].status == REPRODUCED and found["hfu.eq8"].status == REPRODUCED
+
+
+def test_the_mfu_card_shows_the_papers_measured_mfu():
+    card = {f.id: f for f in k._utilization()}["mfu"]   # Table 5 prints MFU 41.5 (22B) … 56.3 % (1T)
+    assert (card.status, card.paper) == (NOT_REPRODUCIBLE, "MFU 41.5–56.3 % (Table 5), 54.2 % (abstract)")
