@@ -213,9 +213,17 @@ def _figure7(t2: pd.DataFrame) -> list[Finding]:
                                                   f"{len(factor)} Table 3 models)"),
             _f("under-twenty", both.max(), PAPER["korthikanti.under_twenty_pct"], bound, text=span_text(both, 2, " %"),
                reason=f"{over}: over the bound, by the paper's own formula (Table 2)")] + [
-        _f(f"saving.{m}", x, PAPER[f"korthikanti.selective_saving_pct.{m}"], within_abs(WHOLE), text=f"{x:.1f} %")
-        for m in QUOTED if (m, "TP+SP") in by.swaplevel().index
-        for x in [100 * (1 - by[("TP+SP+selective", m)] / by[("TP+SP", m)])]]
+        _saving(m, by) for m in QUOTED]
+
+
+def _saving(m: str, by: pd.Series) -> Finding:
+    """§5's quoted saving of selective recompute (with SP) for ``m``; not measured when this run has no ``m``."""
+    paper, rule = PAPER[f"korthikanti.selective_saving_pct.{m}"], within_abs(WHOLE)
+    if (m, "TP+SP") not in by.swaplevel().index:
+        return marked(_f(f"saving.{m}", math.nan, paper, rule, text="—"), NOT_MEASURED,
+                      f"{m} is not among this run's models (config korthikanti.table2.models)")
+    x = 100 * (1 - by[("TP+SP+selective", m)] / by[("TP+SP", m)])
+    return _f(f"saving.{m}", x, paper, rule, text=f"{x:.1f} %")
 
 
 def _memory(memory: pd.DataFrame) -> list[Finding]:
