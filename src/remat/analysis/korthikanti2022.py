@@ -216,12 +216,17 @@ def _figure7(t2: pd.DataFrame) -> list[Finding]:
         _saving(m, by) for m in QUOTED]
 
 
+def _absent(id: str, paper: PaperValue, rule, model: str, table: str) -> Finding:
+    """A quoted claim about ``model`` in a run whose ``table`` leaves that model out: not measured, saying so."""
+    return marked(_f(id, math.nan, paper, rule, text="—"), NOT_MEASURED,
+                  f"{model} is not among this run's models (config korthikanti.{table}.models)")
+
+
 def _saving(m: str, by: pd.Series) -> Finding:
     """§5's quoted saving of selective recompute (with SP) for ``m``; not measured when this run has no ``m``."""
     paper, rule = PAPER[f"korthikanti.selective_saving_pct.{m}"], within_abs(WHOLE)
     if (m, "TP+SP") not in by.swaplevel().index:
-        return marked(_f(f"saving.{m}", math.nan, paper, rule, text="—"), NOT_MEASURED,
-                      f"{m} is not among this run's models (config korthikanti.table2.models)")
+        return _absent(f"saving.{m}", paper, rule, m, "table2")
     x = 100 * (1 - by[("TP+SP+selective", m)] / by[("TP+SP", m)])
     return _f(f"saving.{m}", x, paper, rule, text=f"{x:.1f} %")
 
@@ -274,8 +279,7 @@ def _flops(flops: pd.DataFrame) -> list[Finding]:
         printed = 100 * float(korthikanti.recompute_overhead(c.global_batch, c.seq, c.hidden, c.layers, c.vocab, "eq8"))
         eq8.append(_f(f"flops.eq8.{m}", printed, quote, rule, where="formula", text=f"{printed:.2f} %"))
         if m not in at.index:
-            counted.append(marked(_f(f"flops.selective.{m}", math.nan, quote, rule, text="—"), NOT_MEASURED,
-                                  f"{m} is not among this run's models (config korthikanti.flops.models)"))
+            counted.append(_absent(f"flops.selective.{m}", quote, rule, m, "flops"))
             continue
         share = 100 * at.loc[m, "flops_recompute"] / at.loc[m, "flops_forward"]
         counted.append(_f(f"flops.selective.{m}", share, quote, rule, text=f"{share:.2f} %"))

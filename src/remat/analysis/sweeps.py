@@ -159,13 +159,13 @@ def _seq_hidden(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]
                rule=within_rel(tol.SWEEPS_CROSSOVER_REL))
         out.append(marked(f, NOT_MEASURED, f"no {axis} point crosses (or none ran)") if measured != measured else f)
     good = ok(part)
-    items = good.get("gap_items", pd.Series("", index=good.index)).astype(str).str.split("; ")
-    elem = items.map(lambda it: sum(float(t.rsplit(": ", 1)[1]) for t in it if t.startswith("element size")))
+    items = good.get("gap_items", pd.Series("", index=good.index)).astype(str).map(    # "name: bytes; …" per point
+        lambda text: [(n, float(b)) for n, b in (t.rsplit(": ", 1) for t in text.split("; ") if ": " in t)])
+    elem = items.map(lambda it: sum(b for n, b in it if n.startswith("element size")))
     # like for like: at the paper's element sizes (a float32 run stores 4 B where Eq. 1 counts 2 B / 1 B)
     off = (good["gap_bytes"] - elem - good["extras_per_layer_bytes"])[lambda x: x != 0]   # points whose extras differ
     hi = off.abs().idxmax() if len(off) else None   # the point farthest off, and its largest gap item
-    name, size = max([t.rsplit(": ", 1) for t in str(good.get("gap_items", {}).get(hi, "")).split("; ") if ": " in t],
-                     key=lambda t: abs(float(t[1])), default=("none listed", 0))
+    name, size = max(items[hi] if hi is not None else [], key=lambda t: abs(t[1]), default=("none listed", 0))
     seq = good[good["axis"] == "seq"].pivot_table(index="seq", columns="mode", values="saved_per_layer_bytes")
     keep = (seq["selective"] / seq["none"]).dropna()
     falls = bool(len(keep) > 1 and keep.is_monotonic_decreasing and keep.iloc[-1] < keep.iloc[0])
