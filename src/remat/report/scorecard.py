@@ -64,19 +64,22 @@ def scorecard_markdown(root: str | Path = ".") -> str:
     for paper in dict.fromkeys(f.scorecard for f in claims):
         lines += ["", f"**{paper}**", "", HEADER]
         for f in (f for f in claims if f.scorecard == paper):
-            notes.append(f"[^{len(notes) + 1}]: {_cell(verdict(f))}" + (f" Rule: {f.rule}." if f.rule else ""))
-            paper_cell = f"{f.paper} ({f.source})" if f.paper else "—"
+            notes.append(f"[^{len(notes) + 1}]: {_cell(verdict(f)).rstrip('.')}." + (f" Rule: {f.rule}." if f.rule else ""))
             ours = f.ours if f.where and f.where in f.ours else f"{f.ours} (*{f.where or '—'}*)"
-            cells = (f.claim, paper_cell, ours, f"{badge(f.status)}[^{len(notes)}]")
+            cells = (f.claim, _paper(f), ours, f"{badge(f.status)}[^{len(notes)}]")
             lines.append("| " + " | ".join(_cell(c) for c in cells) + f" | {_link(f.link, Path(root))} |")
     return "\n".join([*lines, "", *notes]) + "\n"
 
 
 def claims_table(found) -> pd.DataFrame:
     """Judged findings as a report's own claims table, one row each (CLAIM_COLUMNS)."""
-    return pd.DataFrame([(f.claim, f"{f.paper} ({f.source})" if f.paper else "—", f.ours, f.where or "—",
+    return pd.DataFrame([(f.claim, _paper(f), f.ours, f.where or "—",
                           badge(f.status) + ("" if f.status == REPRODUCED else f": {f.reason}"), f.rule or "—")
                          for f in found], columns=list(CLAIM_COLUMNS))
+
+
+def _paper(f: Finding) -> str:
+    return f"{f.paper} ({f.source})" if f.paper else "—"
 
 
 def _cell(text: str) -> str:
