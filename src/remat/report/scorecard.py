@@ -64,7 +64,8 @@ def scorecard_markdown(root: str | Path = ".") -> str:
     for paper in dict.fromkeys(f.scorecard for f in claims):
         lines += ["", f"**{paper}**", "", HEADER]
         for f in (f for f in claims if f.scorecard == paper):
-            notes.append(f"[^{len(notes) + 1}]: {_cell(verdict(f)).rstrip('.')}." + (f" Rule: {f.rule}." if f.rule else ""))
+            rule = f" Rule: {f.rule}." if f.rule else ""
+            notes.append(f"[^{len(notes) + 1}]: {_cell(verdict(f)).rstrip('.')}.{rule}")
             ours = f.ours if f.where and f.where in f.ours else f"{f.ours} (*{f.where or '—'}*)"
             cells = (f.claim, _paper(f), ours, f"{badge(f.status)}[^{len(notes)}]")
             lines.append("| " + " | ".join(_cell(c) for c in cells) + f" | {_link(f.link, Path(root))} |")
