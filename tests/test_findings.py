@@ -117,7 +117,7 @@ def test_scorecard_is_a_view_over_the_index_findings(tmp_path):
                     link="chen2016.html#sec-resnet", where="fake")]
     write(claims, catalog.path("findings.index", root=tmp_path))
     text, glance = scorecard_markdown(tmp_path), verdicts_markdown(tmp_path)
-    assert "| Claim A | 6.9× (abstract) | 10.5× (*fake*) | <span" in text and "✗ not reproduced</span>[^1]" in text
+    assert "| Claim A | 6.9× (abstract) | 10.5× (*fake*) | <span" in text and "✗\u00a0not reproduced</span>[^1]" in text
     assert "[^1]: not reproduced: ours 10.5 is +52.2 % off 6.9, beyond ±10 %. Rule: within ±10 %." in text
     assert "chen2016 › resnet (not rendered yet)" in text
     assert glance.startswith("**Chen et al. 2016.** The one headline claim is not reproduced.")

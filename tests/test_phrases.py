@@ -50,3 +50,13 @@ def test_listed_says_a_shared_verdict_once():
     assert w.listed(busy[0], Finding("m", "c", "2.0×")) == "1.46× (invalid: timed while busy) and 2.0×"
     assert w.listed(Finding("n", "c", "—", status=INVALID, reason="no size passes"), busy[0]) == \
         "invalid: no size passes"
+
+
+def test_stated_never_puts_a_dash_or_a_bare_status_in_a_value_slot():
+    from remat.analysis.findings import INVALID, NOT_REPRODUCED, Finding
+    graded = Finding("g", "c", "−25.2 %", status=NOT_REPRODUCED, reason="beyond ±25 %")
+    assert w.stated(graded) == "is −25.2 %"
+    assert w.stated(graded, with_verdict=True) == "is −25.2 %: not reproduced: beyond ±25 %"
+    assert w.stated(Finding("i", "c", "3.3 %", status=INVALID, reason="busy")) == "is 3.3 % (invalid: busy)"
+    assert w.stated(Finding("n", "c", "—", status=INVALID, reason="no size passes")) == \
+        "has no value here; its verdict is invalid: no size passes"

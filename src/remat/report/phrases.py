@@ -92,6 +92,14 @@ def listed(*found: Finding) -> str:
     return join_words(each) + (f" ({why[0]})" if why[0] and len(set(why)) == 1 else "")
 
 
+def stated(f: Finding, with_verdict: bool = False) -> str:
+    """A predicate for "<the quantity> …": "is <slot>" ("is <ours>: <verdict>" for a graded finding with
+    ``with_verdict``); where there is no value, "has no value here; its verdict is <verdict>"."""
+    if slot(f) == "—":
+        return f"has no value here; its verdict is {verdict(f)}"
+    return f"is {outcome(f) if with_verdict and f.status in GRADES else slot(f)}"
+
+
 def outcome(f: Finding) -> str:
     """Ours and the verdict: "0.36×: not reproduced: …"; the verdict alone where ours is no data."""
     return f"{f.ours}: {verdict(f)}" if f.status in GRADES else verdict(f)
