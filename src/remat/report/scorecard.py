@@ -34,9 +34,8 @@ def _claims(root) -> list[Finding] | str:
 
 
 def badge(status: str) -> str:
-    """The status as a coloured badge: symbol and word (HTML inline in Markdown; both engines pass it through)."""
+    """The status as a coloured badge, symbol and word, free to wrap (nowrap widened Quarto's table past the page)."""
     symbol, colour = BADGE[status], COLOURS[status]
-    # no nowrap: "reproduced with minor issues" would widen the column past the page; the symbol keeps its word
     return f'<span style="color:{colour};font-weight:600">{symbol}\u00a0{status}</span>'
 
 
