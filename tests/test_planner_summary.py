@@ -61,10 +61,12 @@ def test_a_baseline_inside_the_plan_space_beating_the_plan_is_invalid(tmp_path, 
     assert (F["frontier.budgets"].value, F["frontier.beaten"].value, F["frontier.beaten"].status) == (2, 1, status)
 
 
-def validate_rows(iqr: float):
+def validate_rows(iqr: float, full_s: float = 3.0):
     """One 2-layer model, two budgets: plans predicted exact (0 bytes off), Megatron uniform (N = 2) 10 % over, the
-    full step a calibration point. Plan slowdowns off by 10 % and 30 %; each plan timed with IQR ``iqr`` s on 1 s."""
+    full step a calibration point. Plan slowdowns off by 10 % and 30 %, timed with IQR ``iqr`` s on 1 s; calibrated
+    layer seconds: none 1, selective 2, full ``full_s`` (under 2: out of the order of their work)."""
     same = dict(device="cpu", model="m", layers=2, seq=8, micro_batch=1, hidden=4, heads=1, points=2, rounds=3,
+                layer_seconds_none=1.0, layer_seconds_selective=2.0, layer_seconds_full=full_s,
                 repeats=5, threads=1, feasible=True, predicted_base_bytes=10, measured_base_bytes=10,
                 predicted_step_time_s=1.0, measured_step_time_s=1.0, measured_step_time_iqr_s=iqr,
                 time_rel_error=0.0, slowdown_rel_error=0.0, reference=False)
@@ -77,9 +79,9 @@ def validate_rows(iqr: float):
             row(200, "plan", "none,none", 150, 0, slowdown_rel_error=-0.3)]
 
 
-@pytest.mark.parametrize("iqr, status", [(0.1, MEASURED), (0.6, INVALID)])
-def test_validation_peaks_and_times(tmp_path, iqr, status):
-    F = found(tmp_path, "planner/validate/cpu.csv", validate_rows(iqr))
+@pytest.mark.parametrize("iqr, full_s, status", [(0.1, 3.0, MEASURED), (0.6, 3.0, INVALID), (0.1, 1.9, INVALID)])
+def test_validation_peaks_and_times(tmp_path, iqr, full_s, status):
+    F = found(tmp_path, "planner/validate/cpu.csv", validate_rows(iqr, full_s))
     counts = {k: F[f"validate.{k}"].value for k in ("plans", "plans.fit", "plans.exact", "baselines",
                                                     "baselines.exact", "references", "under", "budgets", "beaten")}
     assert counts == {"plans": 2, "plans.fit": 2, "plans.exact": 2, "baselines": 1, "baselines.exact": 0,

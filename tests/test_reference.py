@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from remat.analysis import catalog, planner
+from remat.analysis import catalog
 from remat.analysis import sweeps_tables as sweeps_summary
 from remat.report.phrases import gpu_note
 
@@ -67,5 +67,5 @@ def test_summaries_read_the_reference_gpu_table(tmp_path, monkeypatch):
              ["sweeps/depth/cuda.csv", "planner/validate/cuda.csv"])
     frame = sweeps_summary.read()["depth"]
     assert list(frame["device"]) == ["cpu", "cuda"]
-    shown = planner.validation()
+    shown = catalog.read_shown("planner.validate")
     assert list(shown["device"]) == ["cuda"] and shown.attrs["where"].startswith("GPU (NVIDIA H200, 2026-12-01")

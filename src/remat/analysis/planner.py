@@ -1,5 +1,5 @@
 """The planner report's findings (``findings(root)``: every number it quotes, paper Table 5 judged) and the tables
-it shows (``paper_display``, ``validate_display(validation(root))`` …), from the planner tables and predicted
+it shows (``paper_display``, ``validate_display(frame)`` …), from the planner tables and predicted
 Table 5; nothing is re-planned or re-measured. A gain is t_baseline / t_plan − 1 (a fraction). The tensor plans
 (remat.experiments.tensor_plans: per model and budget, a tensor plan and a per-block plan applied and measured)
 are held to remat's own guarantees (the measured peak within the budget and equal to the prediction, or under it
@@ -200,11 +200,6 @@ def plan_kind(spec: str, layers: int) -> str:
     return KINDS[1] if "selective" in plan.policies else KINDS[0]
 
 
-def validation(root=".") -> pd.DataFrame:
-    """The planner-validate rows shown (attrs["where"]): the GPU's (else the reference run's), else the CPU's."""
-    return catalog.read_shown("planner.validate", root)
-
-
 def _applied(v: pd.DataFrame) -> pd.DataFrame:
     return v[v["measured_peak_bytes"].notna()]
 
@@ -227,7 +222,9 @@ def _validate(v: pd.DataFrame) -> list[Finding]:
            _m("validate.baselines.worst", NAN, worst), _m("validate.budgets", n), beaten,
            _m("validate.base_error", int((v["predicted_base_bytes"] - v["measured_base_bytes"]).abs().max()),
               where=at), *(_m(f"validate.{k}", int(first[k])) for k in ("rounds", "repeats", "threads"))]
-    noise = [gates.conditions(plans)] + [gates.noisy(t, q, f"the {s} step") for t, q, s in
+    cal = [first[f"layer_seconds_{p}"] for p in ("none", "selective", "full")]     # in the order of their work
+    noise = [gates.conditions(plans), *(gates.negative_overhead(b / a - 1, 0, "calibrated recompute") for a, b in
+                                        zip(cal, cal[1:]))] + [gates.noisy(t, q, f"the {s} step") for t, q, s in
                                    zip(plans["measured_step_time_s"], plans["measured_step_time_iqr_s"], plans["spec"])]
     for name, rows in (("plans", plans), ("baselines", base)):
         err = rows["peak_rel_error"].abs().max() if len(rows) else NAN
@@ -366,10 +363,11 @@ def tensor_display(frame: pd.DataFrame) -> pd.DataFrame:
 
 def findings(root=".") -> list[Finding]:
     """Every finding (CLAIMS) from the tables under ``root``; an absent table gives "not measured" ones."""
-    out, read = [], lambda table: lambda: catalog.read(table, root=root)
+    out, read = [], lambda table, how=catalog.read: lambda: how(table, root=root)
     groups = (("paper.", _paper, read("planner.paper")), ("frontier.", _frontier, read("planner.frontier")),
-              ("validate.", _validate, lambda: validation(root)), ("table5", _table5, read("korthikanti.table5")),
-              ("tensor.", _tensor, lambda: catalog.read_shown("planner.tensor", root)),
+              ("validate.", _validate, read("planner.validate", catalog.read_shown)), ("table5", _table5,
+                                                                                    read("korthikanti.table5")),
+              ("tensor.", _tensor, read("planner.tensor", catalog.read_shown)),
               ("compile.", lambda frames: planner_compile.findings(*frames), lambda: (
                   catalog.read_shown("planner.compile", root), catalog.shown_or_none("planner.paired", root))))
     for prefix, make, frame in groups:

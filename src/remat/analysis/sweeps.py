@@ -85,16 +85,12 @@ def _f(stem: str, d: str, ours, **kw) -> Finding:
     return judge(f"{stem}.{d}", CLAIM[stem], ours, **kw)
 
 
-def _worst(ratios: pd.Series) -> float:
-    """The ratio farthest from 1."""
-    return float(ratios.loc[(ratios - 1).abs().idxmax()])
-
-
 def _segments(part: pd.DataFrame, d: str, where: str, frames) -> list[Finding]:
     points = pd.concat([ok(frames[s][frames[s]["device"] == d]) for s in ("segments", "depth", "seq-hidden")],
                        ignore_index=True)
-    saved = _worst(pd.concat([points["saved_ratio"], points.get("saved_per_layer_ratio", pd.Series())]).dropna())
-    flops = _worst((points["flops_recompute"] / points["flops_recompute_formula"]).dropna())
+    saved, flops = (float(r.loc[(r - 1).abs().idxmax()]) for r in (      # the ratios farthest from 1
+        pd.concat([points["saved_ratio"], points.get("saved_per_layer_ratio", pd.Series())]).dropna(),
+        (points["flops_recompute"] / points["flops_recompute_formula"]).dropna()))
     good, why = ok(part).set_index("k"), validity("segments", part)
     k_best, k_formula = int(good["peak_activation_bytes"].idxmin()), int(part["k_opt_formula"].iloc[0])
     x, y = checkpoint_bytes(good.iloc[0]), float(good["saved_per_layer_bytes"].iloc[0])

@@ -8,7 +8,8 @@ applied to real (tiny) models and measured.
   of ``none``: step time of the plan and of each baseline per budget (predicted). One row per (model,
   budget, method).
 * ``validate``        (planner-validate): tiny GPT models on ``device``. Calibration (stated in every row):
-  per-policy seconds from whole-model reference steps, and two reference steps — ``none`` and ``full`` —
+  per-policy seconds from whole-model reference steps (timed again with more rounds, ``calibration_rounds``,
+  while noise puts them out of the order of their work), and two reference steps — ``none`` and ``full`` —
   whose measured peaks give the backward workspaces the formulas do not contain. Those two plans are fitted,
   not predicted (``reference`` marks their rows), and the two fitted constants absorb any error that is the
   same for every plan (a missing buffer, say); so the bytes alive before the step (parameters, buffers,
@@ -239,16 +240,15 @@ def interior_budgets(problem: Problem, points: int) -> list[int]:
 # --- validation on the runtime's tiny models ------------------------------------------------------------------
 
 def calibrate_torch(cfg: ModelConfig, device: str = "cpu", repeats: int = 5, rounds: int = 3, threads: int = 1):
-    """(TorchCalibration, reference rows) of the runtime's GPT model on this machine.
+    """(TorchCalibration, reference rows, rounds timed) of the runtime's GPT model on this machine.
 
-    Times: whole-model steps of the all-none, all-selective and all-full plans (``sweep_point.time_plans``); a layer
+    Times: whole-model steps of the all-none, all-selective and all-full plans (``_steps_in_order``); a layer
     under policy X costs T_none/L + (T_X − T_none)/L seconds, so a plan's predicted step is T_none + Σ over
     its layers of (T_X − T_none)/L (the embedding, head and loss ride in T_none). Memory: the measured peaks
     of the none and full steps (bytes) give the two backward workspaces (module docstring). The reference
     rows are ``remat.measure.step.measure`` dicts (their ``base_bytes``: bytes alive before the step)."""
 
-    timed = time_plans(cfg, RECOMPUTE, device, rounds=rounds, repeats=repeats, warmup=1, threads=threads)
-    steps = {spec: t.median_s for spec, t in timed.items()}
+    steps, rounds = _steps_in_order(cfg, device, repeats, rounds, threads)
     L = cfg.layers
     seconds = {p: steps["none"] / L + (steps[p] - steps["none"]) / L for p in RECOMPUTE}
     ref = {p: measure(cfg, p, device, timing=False) for p in ("none", "full")}
@@ -258,7 +258,21 @@ def calibrate_torch(cfg: ModelConfig, device: str = "cpu", repeats: int = 5, rou
     with_head = torch_problem(cfg, 2**62, TorchCalibration(seconds, 0.0, 0, head, stats), RECOMPUTE)
     full = [RECOMPUTE.index("full")] * L
     layer_ws = max(0, ref["full"]["peak_bytes"] - evaluate(with_head, full).peak_bytes)
-    return TorchCalibration(seconds, 0.0, layer_ws, head, stats), ref
+    return TorchCalibration(seconds, 0.0, layer_ws, head, stats), ref, rounds
+
+
+def _steps_in_order(cfg: ModelConfig, device: str, repeats: int, rounds: int, threads: int, attempts: int = 3):
+    """(policy -> median whole-model step seconds, rounds taken) for RECOMPUTE, timed again with twice the rounds
+    (up to ``attempts`` times) while the medians are out of the order of the work each step does (none < selective
+    < full: recomputation only adds work), i.e. while the noise of a busy machine is larger than the recompute.
+    Still out of order after the last attempt: returned as measured (the findings gate the times invalid)."""
+    for attempt in range(attempts):
+        timed = time_plans(cfg, RECOMPUTE, device, rounds=rounds << attempt, repeats=repeats, warmup=1,
+                           threads=threads)
+        steps = {spec: t.median_s for spec, t in timed.items()}
+        if steps["none"] < steps["selective"] < steps["full"]:
+            break
+    return steps, rounds << attempt
 
 
 def _spec(name: str, entry: dict) -> str | None:
@@ -310,7 +324,7 @@ def _share_specs(entries: list[tuple[int, str, dict]], layers: int, first: tuple
 def _validate_model(cfg: ModelConfig, p: ValidateParams) -> list[dict]:
     """Rows of one tiny model: calibrate, plan at ``p.points`` budgets, apply and measure every plan."""
 
-    cal, ref = calibrate_torch(cfg, p.device, p.repeats, p.rounds, p.threads)
+    cal, ref, cal_rounds = calibrate_torch(cfg, p.device, p.repeats, p.rounds, p.threads)
     problem = torch_problem(cfg, 2**62, cal)
     entries = []
     for budget in interior_budgets(problem, p.points):
@@ -333,7 +347,8 @@ def _validate_model(cfg: ModelConfig, p: ValidateParams) -> list[dict]:
             "predicted_base_bytes": base_bytes(cfg, problem, cal.stats_itemsize),
             "measured_base_bytes": ref["none"]["base_bytes"],
             **{f"layer_seconds_{policy}": v for policy, v in cal.layer_seconds.items()},
-            "points": p.points, "repeats": p.repeats, "rounds": p.rounds, "threads": p.threads,
+            "points": p.points, "repeats": p.repeats, "rounds": p.rounds, "calibration_rounds": cal_rounds,
+            "threads": p.threads,
             "time_baselines": p.time_baselines}
     rows = []
     for budget, method, entry in entries:
