@@ -1,0 +1,145 @@
+"""What each pipeline rank holds over a step, read from torch.distributed.pipelining's own schedules.
+
+A schedule is named as torch and torchtitan name it (``NAMES``; ``torch.distributed.pipelining.schedules.
+get_schedule_class`` resolves the name, so a schedule torch adds is one more name here). It is built on stand-in
+stages (no process group, no model: only what its constructor reads) for ``pp`` ranks, ``stages_per_rank`` stages
+each and N micro-batches, and its per-rank action list is read (``pipeline_order``: F, B, and for a split
+backward I then W; DualPipeV's overlapped forward-backward pairs are taken apart, forward first). Following each
+rank's actions, ``timeline`` records what the rank holds at every point (``Event``):
+
+* F(s, m): one more micro-batch of stage s's forward activations held (recorded after the forward, when they all
+  exist);
+* B(s, m): recorded while it runs (the micro-batch still held, stage s's backward transient on top), then freed;
+* I(s, m) (input gradients only): recorded while it runs like B; torch's ``stage_backward_input`` keeps the
+  graph for the weight-gradient step (retain_graph), so the activations stay held, now marked ``split``;
+* W(s, m): recorded while it runs, then the micro-batch is freed.
+
+Micro-batch indices are not used, only counts per stage: torch 2.13's ``Schedule1F1B._get_pipeline_order`` labels
+the last rank's micro-batches one too high (F1…F8 for eight micro-batches; its runtime does not read that list),
+which leaves the counts right. A rank's activation peak for given per-stage bytes is ``Timeline.peak_bytes``: the
+largest, over its events, of Σ_s held_s × stored_s + Σ_s split_s × split_extra_s + the running backward's
+transient. Megatron's schedules are the special case ``in_flight`` states (Korthikanti §4.2.3): under 1F1B rank r
+holds at most min(p − r, N) micro-batches; interleaved with m chunks, 2(p − r − 1) + (m − 1)p + 1 chunk
+micro-batches when N ≥ 2p.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+from remat.errors import UsageError
+
+NAMES = ("GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV")
+"""Schedules by torch's (and torchtitan's) names, in torch 2.13."""
+
+V_SHAPED = ("ZBVZeroBubble", "DualPipeV")
+"""Two stages per rank, in a V: rank r runs stages r and 2p − 1 − r (torch requires exactly two)."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One point of a rank's timeline. ``held``: per local stage (the rank's stages in ascending order), the
+    micro-batches whose forward activations the rank keeps; ``split``: of those, the ones past their input-gradient
+    step (a split backward) waiting for their weight-gradient step; ``backward``: the local stage whose backward
+    (B or I) runs at this point, else None."""
+
+    held: tuple[int, ...]
+    split: tuple[int, ...]
+    backward: int | None
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Every rank's events under one schedule: ``stages[r]`` the global stage indices rank r runs (ascending),
+    ``events[r]`` its events in order."""
+
+    schedule: str
+    pp: int
+    micro_batches: int
+    stages: tuple[tuple[int, ...], ...]
+    events: tuple[tuple[Event, ...], ...]
+
+    def most_held(self, rank: int) -> int:
+        """The most stage micro-batches rank ``rank`` holds at once (all its stages together)."""
+        return max(sum(e.held) for e in self.events[rank])
+
+    def peak_bytes(self, rank: int, stored, transient, split_extra=None) -> int:
+        """Rank ``rank``'s activation peak (int bytes): per local stage, ``stored`` bytes one micro-batch's
+        forward leaves held, ``transient`` bytes its backward adds while it runs, ``split_extra`` bytes a
+        micro-batch past its input-gradient step holds on top of ``stored`` (default 0)."""
+        extra = split_extra or [0] * len(stored)
+        return max(sum(n * b for n, b in zip(e.held, stored)) + sum(n * b for n, b in zip(e.split, extra))
+                   + (transient[e.backward] if e.backward is not None else 0) for e in self.events[rank])
+
+
+def check_name(name: str) -> str:
+    """``name`` in torch's spelling (case-insensitive match). Raises UsageError("--schedule") for an unknown one."""
+    known = {n.lower(): n for n in NAMES}
+    if name.lower() not in known:
+        raise UsageError("--schedule", f"unknown schedule {name!r} (known: {', '.join(NAMES)})")
+    return known[name.lower()]
+
+
+def _schedule(name: str, pp: int, micro_batches: int, stages_per_rank: int):
+    """The torch schedule object on stand-in stages. Raises UsageError("--interleave") for a stage count the
+    schedule does not run, UsageError("--pp") for a pipeline size or micro-batch count torch refuses."""
+    from torch import nn
+    from torch.distributed.pipelining import schedules
+
+    cls = schedules.get_schedule_class(name)
+    single = issubclass(cls, schedules.PipelineScheduleSingle)
+    if single and stages_per_rank != 1:
+        raise UsageError("--interleave", f"{name} runs one stage per rank; drop --interleave (or use "
+                                         f"Interleaved1F1B / LoopedBFS / InterleavedZeroBubble)")
+    if name in V_SHAPED and stages_per_rank != 2:
+        raise UsageError("--interleave", f"{name} runs two stages per rank in a V; give --interleave 2")
+    if not single and stages_per_rank < 2:
+        raise UsageError("--interleave", f"{name} runs several stages per rank; give --interleave 2 or more")
+    if pp < 2:
+        raise UsageError("--pp", f"a pipeline schedule needs 2 or more stages (ranks), got --pp {pp}")
+    n = pp * stages_per_rank
+    stand_in = [SimpleNamespace(stage_index=k * pp, num_stages=n, group_rank=0, group_size=pp, is_first=k == 0,
+                                is_last=k * pp == n - 1, submod=nn.Module()) for k in range(stages_per_rank)]
+    try:
+        return cls(stand_in[0], micro_batches) if single else cls(stand_in, micro_batches)
+    except (ValueError, AssertionError) as err:
+        raise UsageError("--pp", f"{name} with {pp} ranks and {micro_batches} micro-batches: {err}") from err
+
+
+def actions(name: str, pp: int, micro_batches: int, stages_per_rank: int = 1) -> dict[int, list[tuple[int, str]]]:
+    """rank -> its compute actions in order, each (global stage index, "F" | "B" | "I" | "W"), from the torch
+    schedule's ``pipeline_order`` (idle steps and communication left out, overlapped pairs taken apart)."""
+    order = _schedule(check_name(name), pp, micro_batches, stages_per_rank).pipeline_order
+    out = {}
+    for rank, acts in order.items():
+        flat = []
+        for a in acts:
+            for sub in (a.sub_actions or (a,)) if a is not None else ():
+                kind = sub.computation_type.value
+                if kind in ("F", "B", "I", "W"):
+                    flat.append((sub.stage_index, kind))
+        out[rank] = flat
+    return out
+
+
+def timeline(name: str, pp: int, micro_batches: int, stages_per_rank: int = 1) -> Timeline:
+    """Every rank's events (module docstring) under schedule ``name``."""
+    acts = actions(name, pp, micro_batches, stages_per_rank)
+    stages = tuple(tuple(sorted({s for s, _ in acts[r]})) for r in range(pp))
+    events = []
+    for r in range(pp):
+        local = {s: i for i, s in enumerate(stages[r])}
+        held, split, out = [0] * len(local), [0] * len(local), []
+        for stage, kind in acts[r]:
+            i = local[stage]
+            if kind == "F":
+                held[i] += 1
+            out.append(Event(tuple(held), tuple(split), i if kind in ("B", "I") else None))
+            if kind == "I":
+                split[i] += 1
+            elif kind in ("B", "W"):
+                held[i] -= 1
+                split[i] -= kind == "W"
+        events.append(tuple(out))
+    return Timeline(check_name(name), pp, micro_batches, stages, tuple(events))
