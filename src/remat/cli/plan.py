@@ -41,6 +41,10 @@ def _shape_args(p) -> None:
     p.add_argument("--sp", action="store_true", help="sequence parallelism (Korthikanti §4.2.2)")
     p.add_argument("--pp", type=positive_int, help="pipeline-parallel size p (default: the preset's)")
     p.add_argument("--interleave", type=positive_int, help="interleaved stages per GPU m (default: preset's)")
+    p.add_argument("--schedule", help="plan every pipeline rank for this torch.distributed.pipelining schedule "
+                                      "(GPipe, 1F1B, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble, "
+                                      "DualPipeV; torchtitan's names): a plan per rank from what each holds over "
+                                      "the step (needs --pp > 1; md or json)")
     p.add_argument("--layers", type=positive_int, help="override L")
     p.add_argument("--seq", type=positive_int,
                    help="sequence length s (default: the preset's; for a config.json its context length "

@@ -18,7 +18,10 @@ from remat.errors import InfeasibleError, UsageError
 from remat.io import write_text
 from remat.models.hf_config import SUPPORTED, read_json_object
 from remat.models.presets import from_name
+from remat.planner import pipeline_text
+from remat.planner.make import make_settings
 from remat.planner.mckp import SearchTooLarge
+from remat.planner.ranks import default_interleave, plan_pipeline
 from remat.planner.problem import check_dp_zero, check_policies
 from remat.planner.regime import Regime, resolve
 from remat.planner.solve import minimum_budget
@@ -60,6 +63,9 @@ def run_plan(args) -> int:
         raise UsageError("--global-batch", f"{args.global_batch} is not a multiple of --micro-batch × --dp = "
                                            f"{cfg.micro_batch} × {args.dp}: every data-parallel rank runs whole "
                                            "micro-batches")
+    if args.schedule is not None:
+        _emit(args, _schedule_text(args, cfg, gpu_overrides))
+        return 0
     try:
         text = _plan_text(args, cfg, gpu_overrides)
     except SearchTooLarge as exc:  # the exact solver's memory guard: no unproven plan is ever printed
@@ -265,6 +271,28 @@ def _warn_budget_above_gpu(args) -> None:
 def _choices(args) -> tuple[str, ...]:
     """--policies as a tuple (remat.planner.problem.check_policies)."""
     return check_policies([x.strip() for x in args.policies.split(",")], "--policies")
+
+
+def _schedule_text(args, cfg, gpu_overrides) -> str:
+    """--schedule: the per-rank plans (remat.planner.ranks) as Markdown or JSON."""
+    if args.format not in ("md", "json"):
+        raise UsageError("--format", f"per-rank plans are written as md or json ({args.format} applies one setting "
+                                     "to every stage: the md and json name the nearest plan it can express)")
+    if cfg.pp < 2:
+        raise UsageError("--pp", "--schedule plans the ranks of a pipeline: give --pp 2 or more")
+    if args.interleave is None:
+        cfg = dataclasses.replace(cfg, interleave=default_interleave(args.schedule, cfg.interleave))
+    settings = make_settings(
+        cfg, gpu_name=args.gpu, gpu_overrides=gpu_overrides,
+        memory=None if args.memory is None else parse_bytes(args.memory, "--memory"),
+        host_memory=None if args.host_memory is None else parse_bytes(args.host_memory, "--host-memory"),
+        reserve=parse_bytes(args.reserve, "--reserve"), sp=args.sp, dp=args.dp, zero=args.zero, regime=args.regime,
+        weight_bytes=args.weight_bytes, grad_bytes=args.grad_bytes, optimizer_bytes=args.optimizer_bytes,
+        policies=_choices(args), calibrate=args.calibrate)
+    plan = plan_pipeline(cfg, settings, args.schedule)
+    if args.format == "json":
+        return json.dumps(pipeline_text.to_json(plan, cfg.name, args.gpu), indent=2, default=str)
+    return pipeline_text.to_markdown(plan, cfg.name, args.gpu)
 
 
 def _plan_text(args, cfg, gpu_overrides) -> str:

@@ -25,6 +25,17 @@ def make_problem(cfg: ModelConfig, gpu_name: str = "a100-80gb", gpu_overrides: d
     (remat.planner.regime: a Regime, or a name resolved for cfg.dtype with the three bytes per parameter as
     overrides) sets the model state's bytes per parameter and how long gradients live.
     Raises UsageError naming the field for bad input."""
+    return costs.build_problem(cfg, make_settings(
+        cfg, gpu_name, gpu_overrides, memory, host_memory, reserve, sp, dp, zero, weight_bytes, grad_bytes,
+        optimizer_bytes, policies, calibrate, regime))
+
+
+def make_settings(cfg: ModelConfig, gpu_name: str = "a100-80gb", gpu_overrides: dict | None = None,
+                  memory: int | None = None, host_memory: int | None = None, reserve: int | None = None,
+                  sp: bool = False, dp: int = 1, zero: int = 0, weight_bytes: int | None = None,
+                  grad_bytes: int | None = None, optimizer_bytes: int | None = None, policies=POLICIES,
+                  calibrate: bool = False, regime: Regime | str = DEFAULT) -> costs.Settings:
+    """The ``costs.Settings`` of ``make_problem``'s arguments, checked against ``cfg``."""
     device = gpu(gpu_name, **(gpu_overrides or {}))
     policies = check_policies(policies, "--policies")
     if isinstance(regime, str):
@@ -37,4 +48,4 @@ def make_problem(cfg: ModelConfig, gpu_name: str = "a100-80gb", gpu_overrides: d
     costs.check(cfg, settings)                  # before a calibration spends seconds
     if calibrate:
         settings = dataclasses.replace(settings, calibration=layer_seconds(cfg, policies))
-    return costs.build_problem(cfg, settings)
+    return settings

@@ -83,7 +83,8 @@ def check_name(name: str) -> str:
 
 def _schedule(name: str, pp: int, micro_batches: int, stages_per_rank: int):
     """The torch schedule object on stand-in stages. Raises UsageError("--interleave") for a stage count the
-    schedule does not run, UsageError("--pp") for a pipeline size or micro-batch count torch refuses."""
+    schedule does not run, UsageError("--pp" or "--global-batch") for a pipeline size or a micro-batch count
+    torch refuses."""
     from torch import nn
     from torch.distributed.pipelining import schedules
 
@@ -104,7 +105,8 @@ def _schedule(name: str, pp: int, micro_batches: int, stages_per_rank: int):
     try:
         return cls(stand_in[0], micro_batches) if single else cls(stand_in, micro_batches)
     except (ValueError, AssertionError) as err:
-        raise UsageError("--pp", f"{name} with {pp} ranks and {micro_batches} micro-batches: {err}") from err
+        field = "--global-batch" if "microbatch" in str(err).lower() else "--pp"
+        raise UsageError(field, f"{name} with {pp} ranks and {micro_batches} micro-batches: {err}") from err
 
 
 def actions(name: str, pp: int, micro_batches: int, stages_per_rank: int = 1) -> dict[int, list[tuple[int, str]]]:

@@ -1,0 +1,231 @@
+"""Per-rank recompute plans for a pipeline schedule as torch runs it (``plan_pipeline``).
+
+Rank r of schedule S (``remat.planner.schedules.timeline``: what r holds after each of its actions) runs k stages
+(1; ``--interleave`` m for the looped schedules; 2 for the V ones) of L/(p·k) layers each. Per layer, the
+options are the planner's per micro-batch (``costs.per_micro_batch``: stored and backward-transient bytes,
+seconds, recompute FLOPs, host bytes). Outside the layers, per micro-batch (Korthikanti §4.3 at one micro-batch,
+``korthikanti.outside_layer_bytes``): stage 0 keeps the embedding-dropout mask; the last stage the final LayerNorm
+input, the output-projection input and the fp32 logits, and its backward adds the logits' gradient. Fixed bytes
+of rank r: the model state (``layer_costs.sharded_state``) of its parameters — its layers; the word and position
+embeddings where stage 0 runs; the final LayerNorm and the output layer where the last stage runs (Megatron keeps
+a copy of a tied embedding there) — and the workspace reserve. Rank r's peak for a plan is
+
+    fixed_r + max over its events e of  Σ_c held_e(c) · (Σ_{layers of c} stored + outside_c) + transient_{b(e)}
+
+with transient_c the worst chosen transient of stage c's layers (or its outside transient) while c's backward
+runs. Each rank's plan minimises its seconds per micro-batch under that peak ≤ budget (every event a linear
+constraint: a MILP, ``scipy.optimize.milp``, one binary per layer option and one bound per stage transient);
+the uniform plan (one per-layer choice for every stage of every rank, what Megatron's flags and torchtitan's
+config express) is the same MILP over all ranks at once. It is feasible for every rank's own MILP, so the per-rank
+plans are never slower on any rank. Step seconds: (N − 1/k) · max_r t_r + Σ_r t_r / k with t_r rank r's seconds
+per micro-batch — the 1F1B and interleaved bubble, (N + (p − 1)/k) · t for equal ranks (``costs.step_multiplier``);
+a zero-bubble schedule's smaller bubble is not modelled. Not counted yet: what a split backward's weight-gradient
+step keeps besides the activations (the output gradients of the weight ops), the send/receive buffers.
+Closed-form (GPT) models only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from remat.errors import InfeasibleError, UsageError
+from remat.formulas import korthikanti
+from remat.models.presets import ModelConfig
+from remat.planner.costs import micro_batches, per_micro_batch
+from remat.planner.layer_costs import Settings, sharded_state
+from remat.planner.schedules import V_SHAPED, Timeline, check_name, timeline
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    """One rank's plan: ``policies`` per layer of its stages (stage by stage, ascending), its peak and fixed bytes,
+    its seconds per micro-batch, and the most stage micro-batches it holds at once."""
+
+    rank: int
+    stages: tuple[int, ...]
+    policies: tuple[str, ...]
+    peak_bytes: int
+    fixed_bytes: int
+    seconds_per_micro_batch: float
+    most_held: int
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    """Per-rank plans and the uniform plan of one schedule, each with its predicted step seconds."""
+
+    schedule: str
+    pp: int
+    stages_per_rank: int
+    micro_batches: int
+    budget_bytes: int
+    ranks: tuple[RankPlan, ...]
+    uniform: tuple[RankPlan, ...]
+    step_time_s: float
+    uniform_step_time_s: float
+
+
+@dataclass(frozen=True)
+class _Rank:
+    """The data of one rank's MILP: per local stage its outside bytes (stored per micro-batch, transient), the
+    distinct events, fixed bytes and the most micro-batches each stage holds (host bytes of offload)."""
+
+    fixed: int
+    outside: tuple[tuple[int, int], ...]
+    events: tuple
+    most: tuple[int, ...]
+
+
+def stages_per_rank(schedule: str, cfg: ModelConfig) -> int:
+    """Stages each rank runs under ``schedule``: 2 for the V-shaped ones, else ``cfg.interleave``."""
+    return 2 if check_name(schedule) in V_SHAPED else cfg.interleave
+
+
+def default_interleave(schedule: str, preset: int) -> int:
+    """Stages per rank when --interleave is not given: 1 for a one-stage schedule (GPipe, 1F1B), 2 for a V,
+    else the preset's m (at least 2)."""
+    name = check_name(schedule)
+    return 1 if name in ("GPipe", "1F1B") else 2 if name in V_SHAPED else max(2, preset)
+
+
+def _outside(cfg: ModelConfig, st: Settings, stage: int, last: int) -> tuple[int, int]:
+    """(stored bytes per micro-batch, backward transient) outside the layers of stage ``stage`` (module docstring)."""
+    s, b, h, v, t = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.vocab, cfg.tp
+    terms = korthikanti.outside_layer_bytes(s, b, h, v, t, 1, st.sp, held=1)
+    stored = terms.pop("embedding_dropout_mask") if stage == 0 else 0
+    if stage == last:
+        return stored + sum(terms.values()), int(Fraction(4 * s * b * v, t))
+    return stored, 0
+
+
+def _fixed(cfg: ModelConfig, st: Settings, stages: tuple[int, ...], last: int, layers: int) -> int:
+    """Model state of a rank running ``stages`` (``layers`` layers) plus the workspace reserve (bytes)."""
+    h, v, t = cfg.hidden, cfg.vocab, cfg.tp
+    params = layers * korthikanti.params_per_layer(h, t, cfg.ffn_hidden)
+    params += (v * h // t + cfg.max_positions * h) * (0 in stages) + (2 * h + v * h // t) * (last in stages)
+    return sum(sharded_state(params, st).values()) + st.reserve_bytes
+
+
+def _ranks(cfg: ModelConfig, st: Settings, tl: Timeline, per_stage: int) -> list[_Rank]:
+    last = tl.pp * len(tl.stages[0]) - 1
+    out = []
+    for r, stages in enumerate(tl.stages):
+        events = tuple(dict.fromkeys((e.held, e.backward) for e in tl.events[r]))
+        most = tuple(max(e.held[c] for e in tl.events[r]) for c in range(len(stages)))
+        out.append(_Rank(_fixed(cfg, st, stages, last, per_stage * len(stages)),
+                         tuple(_outside(cfg, st, s, last) for s in stages), events, most))
+    return out
+
+
+def _solve(ranks: list[_Rank], blocks: list[list[int]], options: list[dict], per_stage: int, room: list[int],
+           host: int | None) -> np.ndarray | None:
+    """Counts n[k, o] of layers taking option o in each choice block k (``blocks[r][c]``: the block of rank r's
+    local stage c), least Σ seconds, every event of every rank within ``room[r]``; None when none fits.
+    Variables: n (integer, Σ_o n = per_stage per block), z ≥ n / per_stage (binary: option o used in block k),
+    T[r, c] ≥ transient_o · z and ≥ the stage's outside transient (what c's backward adds)."""
+    from scipy.optimize import Bounds, LinearConstraint
+    from scipy.optimize import milp as highs_milp
+
+    from remat.planner.milp import SECONDS, _quiet
+
+    n_blocks, n_opt = 1 + max(k for b in blocks for k in b), len(options)
+    cells = [(r, c) for r, b in enumerate(blocks) for c in range(len(b))]
+    width = 2 * n_blocks * n_opt + len(cells)
+    n_at = lambda k, o: k * n_opt + o                                          # noqa: E731
+    z_at = lambda k, o: n_blocks * n_opt + k * n_opt + o                       # noqa: E731
+    t_at = {cell: 2 * n_blocks * n_opt + i for i, cell in enumerate(cells)}
+    rows, lo, hi = [], [], []
+
+    def row(coefs, low: float, high: float) -> None:
+        vec = np.zeros(width)
+        for i, v in coefs:          # (index, coefficient) pairs; an index may repeat (a block in two stages)
+            vec[i] += v
+        rows.append(vec), lo.append(low), hi.append(high)
+
+    for k in range(n_blocks):
+        row([(n_at(k, o), 1) for o in range(n_opt)], per_stage, per_stage)
+        for o in range(n_opt):
+            row([(n_at(k, o), 1), (z_at(k, o), -per_stage)], -np.inf, 0)
+    for (r, c), t in t_at.items():
+        for o, opt in enumerate(options):
+            row([(z_at(blocks[r][c], o), opt["transient"]), (t, -1)], -np.inf, 0)
+    for r, rank in enumerate(ranks):
+        for held, back in rank.events:
+            coefs = [(n_at(blocks[r][c], o), held[c] * opt["stored"]) for c in range(len(held))
+                     for o, opt in enumerate(options)] + ([(t_at[(r, back)], 1)] if back is not None else [])
+            row(coefs, -np.inf, room[r] - sum(h * out[0] for h, out in zip(held, rank.outside)))
+        if host is not None:
+            row([(n_at(blocks[r][c], o), m * opt["host"]) for c, m in enumerate(rank.most)
+                 for o, opt in enumerate(options)], -np.inf, host)
+    cost = np.zeros(width)
+    for r, b in enumerate(blocks):
+        for k in b:
+            for o, opt in enumerate(options):
+                cost[n_at(k, o)] += opt["time"] * SECONDS
+    lower = np.zeros(width)
+    upper = np.concatenate([np.full(n_blocks * n_opt, per_stage), np.ones(n_blocks * n_opt),
+                            np.full(len(cells), np.inf)])
+    for (r, c), t in t_at.items():
+        lower[t] = ranks[r].outside[c][1]
+    integral = np.concatenate([np.ones(2 * n_blocks * n_opt), np.zeros(len(cells))])
+    with _quiet():
+        res = highs_milp(cost, constraints=LinearConstraint(np.array(rows), lo, hi), bounds=Bounds(lower, upper),
+                         integrality=integral, options={"mip_rel_gap": 0.0})
+    if res.status == 2:
+        return None
+    return np.rint(res.x[:n_blocks * n_opt]).astype(int).reshape(n_blocks, n_opt)
+
+
+def plan_pipeline(cfg: ModelConfig, st: Settings, schedule: str) -> PipelinePlan:
+    """Per-rank plans and the uniform plan of ``cfg`` (p = cfg.pp ranks, N = ``costs.micro_batches``) under
+    ``schedule`` within ``st.budget_bytes`` per GPU (module docstring). Raises UsageError naming the field for
+    bad input, InfeasibleError naming the rank that no plan fits."""
+    name = check_name(schedule)
+    if cfg.arch != "gpt":
+        raise UsageError("--schedule", f"per-rank plans take remat's closed-form GPT models for now; {cfg.name} "
+                                       "is priced by measurement: drop --schedule to plan its first stage")
+    k, p = stages_per_rank(name, cfg), cfg.pp
+    if cfg.layers % (p * k):
+        raise UsageError("--layers", f"{name} splits the layers over {p} × {k} stages: {cfg.layers} layers do not "
+                                     "divide evenly")
+    per_stage, n = cfg.layers // (p * k), micro_batches(cfg, st.dp)
+    tl = timeline(name, p, n, k)
+    costs = per_micro_batch(cfg, st)
+    options = [dict(policy=pol, **costs[pol]) for pol in st.policies if pol in costs]
+    ranks = _ranks(cfg, st, tl, per_stage)
+    room = [st.budget_bytes - rank.fixed for rank in ranks]
+    own = []
+    for r, rank in enumerate(ranks):
+        counts = _solve([rank], [list(range(k))], options, per_stage, [room[r]], st.host_limit_bytes)
+        if counts is None:
+            raise InfeasibleError(f"rank {r} of {name} (p = {p}, N = {n}): no plan fits "
+                                  f"{st.budget_bytes} bytes (its model state and reserve: {rank.fixed})", None)
+        own.append(_rank_plan(r, tl, rank, options, counts))
+    shared = _solve(ranks, [[0] * k for _ in ranks], options, per_stage, room, st.host_limit_bytes)
+    uniform = tuple(_rank_plan(r, tl, rank, options, np.repeat(shared, k, axis=0))
+                    for r, rank in enumerate(ranks)) if shared is not None else ()
+    return PipelinePlan(name, p, k, n, st.budget_bytes, tuple(own), uniform, step_seconds(own, n, k),
+                        step_seconds(uniform, n, k) if uniform else float("nan"))
+
+
+def step_seconds(plans, n: int, k: int) -> float:
+    """(N − 1/k) · max_r t_r + Σ_r t_r / k (module docstring)."""
+    t = [plan.seconds_per_micro_batch for plan in plans]
+    return (n - 1 / k) * max(t) + sum(t) / k
+
+
+def _rank_plan(r: int, tl: Timeline, rank: _Rank, options: list[dict], counts: np.ndarray) -> RankPlan:
+    """Rank r's plan from its per-stage option counts, its peak evaluated exactly in integers."""
+    policies, stored, transient = [], [], []
+    for c, row in enumerate(counts):
+        chosen = [o for o, m in enumerate(row) if m]
+        policies += [options[o]["policy"] for o in chosen for _ in range(row[o])]
+        stored.append(sum(int(m) * options[o]["stored"] for o, m in enumerate(row)) + rank.outside[c][0])
+        transient.append(max([rank.outside[c][1]] + [options[o]["transient"] for o in chosen]))
+    seconds = sum(int(m) * options[o]["time"] for row in counts for o, m in enumerate(row))
+    return RankPlan(r, tl.stages[r], tuple(policies), rank.fixed + tl.peak_bytes(r, stored, transient), rank.fixed,
+                    seconds, tl.most_held(r))

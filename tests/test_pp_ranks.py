@@ -1,0 +1,126 @@
+"""Per-rank plans for a pipeline schedule (remat.planner.ranks): against the first-stage planner (a second method
+for 1F1B's rank 0), a brute force over every per-stage choice, and the by-construction promise (never slower
+than one plan for every rank)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+
+import pytest
+
+from remat.cli import main
+from remat.errors import InfeasibleError, UsageError
+from remat.models.presets import from_name
+from remat.planner import costs
+from remat.planner.make import make_problem, make_settings
+from remat.planner.ranks import _outside, plan_pipeline, step_seconds
+from remat.planner.schedules import timeline
+from remat.planner.solve import solve
+
+GiB = 2**30
+
+
+@pytest.mark.parametrize("gib", [60, 70, 80])
+def test_1f1b_rank_0_is_the_first_stage_plan_of_the_megatron_planner(gib):
+    cfg = dataclasses.replace(from_name("gpt3-175b"), interleave=1)
+    first = solve(make_problem(cfg, "a100-80gb", sp=True, memory=gib * GiB))
+    plan = plan_pipeline(cfg, make_settings(cfg, "a100-80gb", sp=True, memory=gib * GiB), "1F1B")
+    assert plan.ranks[0].peak_bytes == first.peak_bytes
+    assert plan.ranks[0].seconds_per_micro_batch * costs.step_multiplier(cfg) == pytest.approx(first.step_time_s,
+                                                                                                 rel=1e-12)
+    assert sorted(plan.ranks[0].policies) == sorted(first.policies)
+
+
+def _small(layers=8, pp=2, m=2, gb=8):
+    cfg = dataclasses.replace(from_name("gpt3-175b"), layers=layers, pp=pp, interleave=m, global_batch=gb, tp=1,
+                              hidden=1024, heads=8, kv_heads=8, seq=1024, vocab=32000)
+    return cfg
+
+
+def _brute(cfg, st, name, k):
+    """Per rank, the least seconds per micro-batch over every multiset of options per stage whose peak, followed
+    event by event (Timeline.peak_bytes) with the outside bytes of each stage, fits ``st.budget_bytes``."""
+    per_stage, n, last = cfg.layers // (cfg.pp * k), costs.micro_batches(cfg, st.dp), cfg.pp * k - 1
+    tl, opts = timeline(name, cfg.pp, n, k), costs.per_micro_batch(cfg, st)
+    plan = plan_pipeline(cfg, st, name)
+    stage_choices = list(itertools.combinations_with_replacement(sorted(opts), per_stage))
+    best = []
+    for r in range(cfg.pp):
+        out = [_outside(cfg, st, s, last) for s in tl.stages[r]]
+        fits = []
+        for combo in itertools.product(stage_choices, repeat=k):
+            stored = [sum(opts[p]["stored"] for p in c) + out[i][0] for i, c in enumerate(combo)]
+            trans = [max([out[i][1]] + [opts[p]["transient"] for p in c]) for i, c in enumerate(combo)]
+            if plan.ranks[r].fixed_bytes + tl.peak_bytes(r, stored, trans) <= st.budget_bytes:
+                fits.append(sum(opts[p]["time"] for c in combo for p in c))
+        best.append(min(fits) if fits else None)
+    return plan, best
+
+
+@pytest.mark.parametrize("name, m", [("1F1B", 1), ("GPipe", 1), ("Interleaved1F1B", 2), ("ZBVZeroBubble", 2)])
+@pytest.mark.parametrize("share", [0.3, 0.6])
+def test_each_rank_plan_is_the_fastest_that_fits_by_brute_force(name, m, share):
+    cfg = _small(m=m)
+    wide = make_settings(cfg, "a100-80gb", sp=False, memory=10**15)
+    lo = plan_pipeline(cfg, dataclasses.replace(wide, policies=("full",)), name)
+    hi = plan_pipeline(cfg, dataclasses.replace(wide, policies=("none",)), name)
+    budget = int(max(r.peak_bytes for r in lo.ranks) + share * (max(r.peak_bytes for r in hi.ranks)
+                                                               - max(r.peak_bytes for r in lo.ranks)))
+    st = dataclasses.replace(wide, budget_bytes=budget)
+    plan, best = _brute(cfg, st, name, m)
+    for r, rank in enumerate(plan.ranks):
+        assert rank.peak_bytes <= budget
+        assert rank.seconds_per_micro_batch == pytest.approx(best[r], rel=1e-12)
+
+
+@pytest.mark.parametrize("name, m", [("1F1B", 1), ("GPipe", 1), ("Interleaved1F1B", 3), ("LoopedBFS", 2),
+                                     ("InterleavedZeroBubble", 2), ("DualPipeV", 2)])
+def test_per_rank_plans_are_never_slower_than_one_plan_for_every_rank(name, m):
+    cfg = dataclasses.replace(from_name("gpt3-175b"), interleave=m)
+    plan = plan_pipeline(cfg, make_settings(cfg, "a100-80gb", sp=True), name)
+    assert len(plan.ranks) == len(plan.uniform) == cfg.pp
+    for own, one in zip(plan.ranks, plan.uniform):
+        assert own.seconds_per_micro_batch <= one.seconds_per_micro_batch + 1e-15
+        assert own.peak_bytes <= plan.budget_bytes and one.peak_bytes <= plan.budget_bytes
+    assert len({one.policies for one in plan.uniform}) == 1          # one plan: the same on every rank
+    assert plan.step_time_s <= plan.uniform_step_time_s
+
+
+def test_step_seconds_of_equal_ranks_is_the_megatron_bubble():
+    rank = type("R", (), {"seconds_per_micro_batch": 0.5})()
+    assert step_seconds([rank] * 4, 16, 1) == pytest.approx((16 + 3) * 0.5)
+    assert step_seconds([rank] * 4, 16, 2) == pytest.approx((16 + 3 / 2) * 0.5)
+
+
+def test_a_budget_under_a_ranks_model_state_names_the_rank():
+    cfg = dataclasses.replace(from_name("gpt3-175b"), interleave=1)
+    with pytest.raises(InfeasibleError, match="rank 0 of 1F1B"):
+        plan_pipeline(cfg, make_settings(cfg, "a100-80gb", sp=True, memory=40 * GiB), "1F1B")
+    with pytest.raises(UsageError) as err:
+        plan_pipeline(dataclasses.replace(cfg, layers=90), make_settings(cfg, "a100-80gb", sp=True), "1F1B")
+    assert err.value.field == "--layers"
+
+
+def _cli(capsys, *args):
+    code = main(["plan", "--model", "gpt3-175b", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_the_cli_writes_a_plan_per_rank_and_refuses_bad_input_with_one_line(capsys, tmp_path):
+    code, out, err = _cli(capsys, "--sp", "--schedule", "interleaved1f1b", "--format", "json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["schedule"] == "Interleaved1F1B" and plan["stages_per_rank"] == 3 and len(plan["ranks"]) == 8
+    differ = len({tuple(r["policies"]) for r in plan["ranks"]}) > 1
+    assert plan["gain"] >= 0 and plan["apply"]["megatron"]["exact"] is not differ
+    for args, field, want in [(("--schedule", "zigzag"), "--schedule", 2), (("--schedule", "1F1B", "--pp", "1"),
+                                                                             "--pp", 2),
+                              (("--schedule", "1F1B", "--format", "nemo"), "--format", 2),
+                              (("--schedule", "GPipe", "--interleave", "2"), "--interleave", 2),
+                              (("--schedule", "1F1B", "--memory", "40GiB"), "rank 0", 3)]:
+        code, out, err = _cli(capsys, *args, "--out", str(tmp_path / "plan.md"))
+        assert code == want and field in err and out == "", (args, err)
+        assert len(err.strip().splitlines()) == 1 and not (tmp_path / "plan.md").exists()
