@@ -9,7 +9,8 @@ The bugs were planted by a second reviewer (not the tests' author), in the core 
 Chen's closed forms, the numpy engine and its schedules, Chen §3's allocator and Algorithm 3, the exact
 planner, the byte accounting, the time model, recompute's guards, the findings' judge and gates, offload.
 Bugs 1–20 are the audit's count (bug 8 of the first pick behaved exactly like the original and was replaced
-by 8b); A–E probe further. Each is an exact, single-occurrence text replacement; a bug whose text no longer
+by 8b); A–E probe further; F1–F7 (F5b: kind 5's second bug) are the kinds a second auditor planted that
+the fast tier missed. Each is an exact, single-occurrence text replacement; a bug whose text no longer
 occurs is reported as stale (the code moved: update the entry, do not drop it).
 """
 
@@ -61,8 +62,8 @@ BUGS = {
            "        inputs = [(t, version_of(t)) for t, _ in inputs]\n"
            "        if any(version_of(t) != version for t, version in inputs):",
            ("tests/test_recompute_safety.py", "tests/test_policies.py", "tests/test_recompute_reports.py")),
-    "20": ("analysis/findings.py", "return abs(gap) <= tol.value, (f\"ours {_num(ours)} is",
-           "return gap <= tol.value, (f\"ours {_num(ours)} is", ("tests/test_findings.py",)),
+    "20": ("analysis/findings.py", "return abs(gap) <= k * tol.value, (f\"ours {_num(ours)} is",
+           "return gap <= k * tol.value, (f\"ours {_num(ours)} is", ("tests/test_findings.py",)),
     "A": ("analysis/gates.py", "abs(a - b) > max(iqr_a, iqr_b)", "abs(a - b) > iqr_a + iqr_b",
           ("tests/test_findings.py",)),
     "B": ("offload.py", " \\\n                and hit[1]().version == tensor._version:", ":",
@@ -72,6 +73,21 @@ BUGS = {
     "D": ("timemodel/trace.py", '_nbytes(inputs[-1] if kind == "reduce_scatter" else inputs[0])', "_nbytes(inputs[0])",
           ("tests/test_timemodel.py",)),
     "E": ("formulas/revolve.py", "while beta(s, r) < l:", "while beta(s, r) <= l:", CHEN),
+    # F: the seven kinds a second auditor planted that the fast tier missed, each now caught by a fast test
+    "F1": ("auto/tensors.py", "and i not in stream.written and i not in returned)", "and i not in returned)",
+           ("tests/test_inplace_keep.py",)),
+    "F2": ("auto/hf.py", "2 * itemsize * b * s * (heads - groups) * d", "2 * itemsize * b * s * heads * d",
+           ("tests/test_gqa_note.py",)),
+    "F3": ("auto/check.py", 'predicted / row["measured_peak_bytes"] - 1', 'row["measured_peak_bytes"] / predicted - 1',
+           ("tests/test_check_peak_error.py",)),
+    "F4": ("policies/region.py", "nbytes() <= SNAPSHOT_BYTES)", "nbytes() < SNAPSHOT_BYTES)",
+           ("tests/test_snapshot_boundary.py",)),
+    "F5": ("policies/values.py", "x == y or (x != x and y != y) for", "x == y for", ("tests/test_value_check.py",)),
+    "F5b": ("policies/values.py", "if self.at < len(self.sums) and not self.reported:", "if self.at < len(self.sums):",
+            ("tests/test_value_check.py",)),
+    "F6": ("offload.py", "stored.modified or (source is not None and source._version != stored.version),",
+           "stored.modified,", ("tests/test_offload_stale_copy.py",)),
+    "F7": ("planner/measured.py", "dataclasses.replace(st, dp=st.dp // cfg.ep)", "st", ("tests/test_moe.py",)),
 }
 
 
@@ -110,7 +126,7 @@ def main() -> int:
         print(f"bug {bug:>3}  {BUGS[bug][0]:<24s} {outcome}")
     counted = [b for b in outcomes if b[0].isdigit()]
     print(f"caught {sum(outcomes[b].startswith('CAUGHT') for b in counted)} of {len(counted)} (bugs 1–20); "
-          f"probes A–E: {sum(outcomes[b].startswith('CAUGHT') for b in outcomes if not b[0].isdigit())} of "
+          f"probes A–F7: {sum(outcomes[b].startswith('CAUGHT') for b in outcomes if not b[0].isdigit())} of "
           f"{sum(not b[0].isdigit() for b in outcomes)}")
     return 0
 

@@ -70,12 +70,12 @@ def test_csv_round_trip_and_unique_ids(tmp_path):
 
 
 def test_gates_fail_what_breaks_an_invariant():
-    assert gates.noisy(10.0, 6.0) and not gates.noisy(10.0, 4.0)
-    assert gates.negative_overhead(-0.561, 0.05) and not gates.negative_overhead(-0.02, 0.05)
+    assert gates.noisy(10.0, 5.01) and not gates.noisy(10.0, 5.0)          # an IQR of half the median passes
+    assert gates.negative_overhead(-0.051, 0.05) and not gates.negative_overhead(-0.05, 0.05)   # at the noise: passes
     # the same forward timed twice: 64.5 ms vs 236.4 ms with IQRs of a few ms
     assert gates.apart(64.5, 3.0, 236.4, 5.0) and not gates.apart(64.5, 3.0, 66.0, 2.0)
-    # the threshold is the larger IQR, not their sum: 4 apart with IQRs 3 and 2 fails, 2.5 apart passes
-    assert gates.apart(10.0, 3.0, 14.0, 2.0) and not gates.apart(10.0, 3.0, 12.5, 2.0)
+    # the threshold is the larger IQR, not their sum: 3.5 apart with IQRs 3 and 2 fails, 3 apart (at it) passes
+    assert gates.apart(10.0, 3.0, 13.5, 2.0) and not gates.apart(10.0, 3.0, 13.0, 2.0)
     f = gates.gated(judge("t", "c", 2.9), ["", gates.negative_overhead(-0.561, 0.05)])
     assert f.status == INVALID and "below zero" in f.reason
 
@@ -83,12 +83,12 @@ def test_gates_fail_what_breaks_an_invariant():
 def test_a_timing_made_on_a_busy_machine_is_invalid_with_its_reason():
     import pandas as pd
     busy = {"step_time_s": 1.0, "timing_other_cores": 1.3, "run_cores": 2}
-    quiet = {"step_time_s": 1.0, "timing_other_cores": 0.02, "run_cores": 2}
+    quiet = {"step_time_s": 1.0, "timing_other_cores": 0.25, "run_cores": 2}     # at the limit: not over it
     assert gates.busy(busy) == "timed while other processes used 1.30 cores of 2 (over 0.25: a busy machine)"
     assert gates.busy(quiet) == "" and gates.busy({"step_time_s": 1.0}) == ""   # no load recorded: no verdict
     assert gates.busy({**busy, "timing_wall_s": 0.1}) == ""                     # too short a window to tell
-    short = {**busy, "timing_wall_s": 0.1, "run_other_cores": 0.8, "run_wall_s": 30.0}
-    assert "0.80 cores of 2" in gates.busy(short)                               # ... then the whole run tells
+    short = {**busy, "timing_wall_s": 0.1, "run_other_cores": 0.26, "run_wall_s": 30.0}    # just over the limit
+    assert "0.26 cores of 2" in gates.busy(short)                               # ... then the whole run tells
     f = gates.gated(judge("t", "c", 2.9), [gates.busy(busy), gates.noisy(1.0, 0.1)])
     assert f.status == INVALID and f.reason.startswith("timed while other processes used 1.30 cores")
     assert gates.gated(judge("t", "c", 2.9), [gates.busy(quiet)]).status != INVALID

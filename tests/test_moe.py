@@ -20,6 +20,9 @@ from remat.models.llama_parallel import build_llama_layer
 from remat.models.moe import SparseMoE, grouped_mm_loop
 from remat.models.presets import from_name
 from remat.models.tensor_parallel import fake_process_group
+from remat.planner import measured
+from remat.planner.costs import Settings
+from remat.planner.regime import resolve
 from remat.timemodel.gpus import GPUS
 from remat.timemodel.layer import expert_exchange_s
 from test_llama_family_bytes import MIXTRAL_8X7B
@@ -152,6 +155,29 @@ def test_expert_parallelism_divides_the_experts_and_their_state(capsys, tmp_path
     assert doc["memory"]["gradients"] == 4 * weights
     dense = layers * dense_layer + outside
     assert doc["memory"]["optimizer"] == -(-12 * dense // 8) + 12 * layers * experts // 4 * expert // 2
+
+
+def test_expert_state_is_sharded_over_the_ranks_holding_the_same_experts(monkeypatch):
+    """The tiny MoE (h 64, 4 heads and 2 kv groups of d 16, E 4 experts of f 32, 2 layers, v 128, untied) at --ep 2
+    --dp 4, mixed regime (2 B weights, 4 B gradients, 12 B optimizer): each rank holds E/ep = 2 experts, whose state
+    ZeRO shards over dp/ep = 2 ranks (the expert-data-parallel group), the rest over all 4. Parameters by hand: per
+    layer attention 64·64 + 2·64·32 + 64·64 = 12,288, router 64·4, two norms 2·64 (12,672 dense), an expert
+    3·64·32 = 6,144; outside, embedding and head 128·64 each and the final norm 64. So dense 2·12,672 + 16,448 =
+    41,792 and experts 2 layers × 2 × 6,144 = 24,576 on this GPU. The layer's pricing is stubbed: only the
+    parameters are counted (remat.planner.measured._facts, under fake tensors)."""
+    monkeypatch.setattr(measured, "measure_layer", lambda cfg: {**measured._facts(dataclasses.replace(cfg, layers=1)),
+                                                                "stored": None, "recompute_flops": None})
+    for name in ("layer_seconds", "policy_costs", "op_level_transient", "outside", "head_floor", "outside_seconds"):
+        monkeypatch.setattr(measured, name, lambda *args, **kwargs: None)
+    expected = {3: {"weights": 2 * 41792 // 4 + 2 * 24576 // 2,         # 20,896 + 24,576
+                    "gradients": 4 * 41792 // 4 + 4 * 24576 // 2,       # 41,792 + 49,152
+                    "optimizer": 12 * 41792 // 4 + 12 * 24576 // 2},    # 125,376 + 147,456
+                1: {"weights": 2 * 66368, "gradients": 4 * 66368, "optimizer": 12 * 41792 // 4 + 12 * 24576 // 2}}
+    for zero, state in expected.items():
+        st = Settings(gpu=GPUS["a100-80gb"], budget_bytes=80 * 2**30, dp=4, zero=zero, regime=resolve("mixed", 2))
+        got = measured.measured_costs(_tiny(layers=2, ep=2), st)
+        assert got["params"]["on_this_gpu"] == 41792 + 24576
+        assert got["model_state"] == state
 
 
 @pytest.mark.slow
