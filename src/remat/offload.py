@@ -7,7 +7,9 @@ Two parts, one concept (moving saved activations off the device and back during 
 * ``OffloadHooks`` — ``torch.autograd.graph.saved_tensors_hooks`` that, during forward, copy each saved
   activation's storage into the pool on a side stream, and during backward bring a layer's storages back and
   prefetch the next layer's (the previous one in forward order) on that stream. Views of one storage are
-  copied once; storages under ``min_bytes`` and leaf storages (parameters, inputs) stay on the device.
+  copied once; storages under ``min_bytes`` and leaf storages (parameters, inputs) stay on the device, as do
+  tensors with no storage of their own (``torch.func``'s wrapped tensors and zero tangents: kept as autograd keeps
+  them).
   ``torch.autograd.graph.save_on_cpu`` is the synchronous reference it is compared with.
 
 Without CUDA the "device" is the CPU: offload copies into a separate host buffer, labelled
@@ -39,6 +41,13 @@ DEFAULT_MIN_BYTES = 64 * KiB  # storages below this stay on the device (per-copy
 
 
 # --- offload saved-tensor hooks ------------------------------------------------------------------------------------
+
+def storageless(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` has no storage of its own to copy: one of torch.func's wrappers (vmap's BatchedTensor,
+    grad's and jvp's TensorWrapper; reading its storage raises) or a ZeroTensor (forward-mode AD's zero tangent,
+    ``torch.func.jvp``'s; its storage has no data, and copying it crashes the process)."""
+    return torch._C._functorch.is_functorch_wrapped_tensor(tensor) or tensor._is_zerotensor()
+
 
 class _Stored:
     """One device storage moved to the host: its bytes in a pool buffer, and (after a fetch) back on device."""
@@ -159,6 +168,8 @@ class OffloadHooks:
             return
         self._kept_modules.add(module)
         for t in [*module.parameters(), *module.buffers()]:
+            if storageless(t):    # torch.func.functional_call's tensors under vmap: no storage to name
+                continue
             storage = t.untyped_storage()
             ref = self.keep.get(storage._cdata)
             if ref is None or ref.expired():
@@ -214,9 +225,11 @@ class OffloadHooks:
 
     # pack -------------------------------------------------------------------------------------------------------
     def _keep_reason(self, tensor: torch.Tensor) -> str | None:
-        """Why ``tensor`` stays on the device ("leaf", "small", "other"), or None when it is offloaded."""
+        """Why ``tensor`` stays on the device ("leaf", "small", "other", "wrapped"), or None when it is offloaded."""
         if tensor.device != self.device or tensor.layout != torch.strided:
             return "other"
+        if storageless(tensor):
+            return "wrapped"  # torch.func's: kept as autograd keeps it (exact), not counted (no storage to name)
         if type(tensor) not in (torch.Tensor, torch.nn.Parameter) and not is_fake(tensor):
             return "other"  # tensor subclasses (DTensor, ...)
         base = tensor._base if tensor._base is not None else tensor
@@ -231,7 +244,8 @@ class OffloadHooks:
         def pack(tensor: torch.Tensor):
             reason = self._keep_reason(tensor)
             if reason is not None:
-                self._count_kept(tensor.untyped_storage(), reason)
+                if reason != "wrapped":
+                    self._count_kept(tensor.untyped_storage(), reason)
                 return _Kept(tensor, tensor._version, name)
             stored = self._offload(tensor, group, name)
             return _Packed(stored, tensor.dtype, tuple(tensor.size()), tuple(tensor.stride()),

@@ -32,6 +32,7 @@ def fake_model(model: nn.Module, device: str | torch.device = "cpu") -> tuple:
     for p in model.parameters():
         if isinstance(p, FakeTensor):
             return p.fake_mode, model
+    _check_off_meta(model, torch.device(device))
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     memo = {id(g): _clone_generator(g) for m in model.modules() for g in vars(m).values()
             if isinstance(g, torch.Generator)}      # FakeCopyMode cannot copy one; the caller's must not advance
@@ -41,6 +42,20 @@ def fake_model(model: nn.Module, device: str | torch.device = "cpu") -> tuple:
     if hf_checkpointing(copied):
         set_hf_checkpointing(copied, False)
     return mode, copied
+
+
+def _check_off_meta(model: nn.Module, device: torch.device) -> None:
+    """UsageError("example_args") when ``model`` has meta tensors and ``device``, where the inputs are, is the meta
+    device too: nothing says where the step would run (its kernels, what they save), and a fake copy on the meta
+    device is the meta model again."""
+    meta = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.device.type == "meta"]
+    if meta and device.type == "meta":
+        shown = meta[0] + (", …" if len(meta) > 1 else "")
+        raise UsageError("example_args", f"{type(model).__name__} ({shown}) and the example inputs are all on the "
+                                         "meta device, which has no values and is no device a step runs on: "
+                                         "pass the example inputs on the device the model will train on (CPU or "
+                                         "CUDA tensors, fake ones under FakeTensorMode allocate nothing); the meta "
+                                         "parameters become fake tensors there")
 
 
 def _clone_generator(g: torch.Generator) -> torch.Generator:

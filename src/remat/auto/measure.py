@@ -57,8 +57,8 @@ from remat.auto.blocks import Blocks
 from remat.auto.boundaries import head_shared, loose_shared, shared_once, storage_id, tensor_leaves
 from remat.auto.fake import fake_model, values_needed
 from remat.auto.hf import CACHE_OFF, cache_off_in_training, fallback_grouped_mm, unpacked_masks
-from remat.auto.whole_step import (check_inputs, checked_loss, device_of, unique_bytes, weight_shapes, whole_seconds,
-                                   whole_step)
+from remat.auto.whole_step import (check_dense, check_inputs, checked_loss, device_of, unique_bytes, weight_shapes,
+                                   whole_seconds, whole_step)
 from remat.drop_cheap import KeptLog
 from remat.errors import RecomputeError, UsageError
 from remat.formulas import offload as offload_formulas
@@ -137,6 +137,7 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
     Returns ModelCosts (bytes: int; seconds on ``gpu``). Raises UsageError("model") when a block never runs
     in the forward. Any wrapping by remat.auto.apply is lifted while measuring and restored afterwards."""
     loss_fn = checked_loss(loss_fn or default_loss, model)
+    check_dense(model)
     source, state = model, wrap.applied(model)
     wrap.clear(source)
     try:

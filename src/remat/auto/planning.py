@@ -30,13 +30,14 @@ The optimizer step itself (its temporaries) is not part of the peak.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field, replace
 from itertools import groupby, product
 
 from remat.auto.blocks import Blocks
 from remat.auto.measure import KEPT_SETS, ModelCosts
 from remat.auto.tensors import KeptSet
-from remat.errors import InfeasibleError
+from remat.errors import InfeasibleError, UsageError
 from remat.formulas.torch_gpt import itemsize
 from remat.planner.baselines import entry
 from remat.planner.problem import POLICIES, Layer, Option, Plan, Problem, plan_from_policies
@@ -139,6 +140,8 @@ def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimi
             options.append(Option(policy, stored_bytes=c.stored_bytes, transient_bytes=max(0, transient),
                                   time_s=c.time_s, recompute_flops=c.recompute_flops,
                                   offload_bytes=c.offload_bytes, variant=variant))
+        if not options:
+            raise UsageError("choices", _none_left(block, choices))
         layers.append(Layer(i, tuple(options), block.name))
     fixed["held outside the blocks (measured)"] = max(0, held)
     if costs.loose_bytes:
@@ -151,6 +154,18 @@ def build_problem(costs: ModelCosts, budget_bytes: int, choices=POLICIES, optimi
                          "selective": "op-level", "param_count": costs.param_count, "dp": dp, "zero": zero,
                          "unsharded_state": unsharded,
                          **({"regime": regime.describe()} if regime else {}), **(meta or {})})
+
+
+def _none_left(block, choices) -> str:
+    """Why a block has no option: each policy of ``choices`` it refused, with the reason (policies refused for
+    one reason named together), and what to do."""
+    reasons: dict[str, list[str]] = {}
+    for policy in choices:
+        reason = re.sub(r"\. Give (this block|it) policy none or offload$", "", block.refused.get(policy, "not run"))
+        reasons.setdefault(reason, []).append(policy)
+    why = "; ".join(f"{' and '.join(policies)}: {reason}" for reason, policies in reasons.items())
+    return (f"{block.name}: every policy of choices was dropped for this block — {why}. Add none or offload to "
+            "choices (neither recomputes the block)")
 
 
 def shard_state(state: dict, dp: int, zero: int) -> dict:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 
 import torch
+from torch import nn
 from torch.nn.modules.module import register_module_forward_pre_hook
 from torch.utils._pytree import tree_flatten, tree_map_only
 
@@ -60,6 +61,20 @@ def whole_step(model, args, kwargs, blocks, loss_fn) -> dict:
             "param_count": sum(p.numel() for p in model.parameters()),
             "live_last": marks["live_last"], "peak_head": marks["peak_head"], "peak_end": marks["peak_end"],
             "head_grads": unique_bytes(head.values())}
+
+
+def check_dense(model) -> None:
+    """UsageError("model") naming the first trained nn.Embedding / nn.EmbeddingBag with ``sparse=True``: its gradient
+    is a sparse tensor, which has no storage for the memory tracker (torch's MemTracker: "Cannot access storage of
+    SparseTensorImpl") to count."""
+    for name, module in model.named_modules():
+        if isinstance(module, (nn.Embedding, nn.EmbeddingBag)) and module.sparse and module.weight.requires_grad:
+            kind = type(module).__name__
+            raise UsageError("model", f"{name or 'the model'} is nn.{kind}(sparse=True): its weight's gradient is a "
+                                      "sparse tensor, whose bytes the step's memory measurement (torch's MemTracker) "
+                                      "cannot count. Plan with sparse=False (set .sparse = False on it while "
+                                      "planning: the plan then counts a dense gradient there), then apply the plan "
+                                      "to the sparse model")
 
 
 def checked_loss(loss_fn, model):

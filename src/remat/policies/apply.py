@@ -15,7 +15,7 @@ from torch import nn
 
 from remat.errors import UsageError
 from remat.offload import OffloadHooks
-from remat.policies.checkpoint import checkpointed, drop_cheap
+from remat.policies.checkpoint import check_hooks_on, checkpointed, drop_cheap
 from remat.policies.plans import STEP_POLICIES, LayerPolicies, parse_plan
 
 # --- offload (synchronous) -------------------------------------------------------------------------------------
@@ -68,6 +68,7 @@ def _offloaded(fn: Callable, module: nn.Module, stats: OffloadStats, name: str =
     @torch.compiler.disable
     @functools.wraps(fn)
     def run(*args, **kwargs):
+        check_hooks_on(name, "offload")
         device = block_device(module, args, kwargs)
         if stats.hooks is None or stats.hooks.device.type != device.type:
             stats.hooks = OffloadHooks(device, min_bytes=0)
@@ -123,12 +124,14 @@ def apply_plan(model: nn.Module, plan: LayerPolicies | Sequence[str] | str, earl
     Per-layer policies replace the layer's (or, for selective, its attn.core's) ``forward`` on the instance,
     so parameter names, state dicts and module hooks are unchanged. Multi-layer units replace the model's
     ``run_layers`` (the loop over layers; see remat.models.transformer). ``model.remat_offload`` holds the
-    OffloadStats of the offload hooks. Raises UsageError("policy") for a plan that does not fit the model.
+    OffloadStats of the offload hooks. Raises UsageError("policy") for a plan that does not fit the model, or that
+    gives one layer object at several places (shared weights) two policies.
     """
     layers = model.layers
     plan = parse_plan(plan, len(layers))
     if len(plan) != len(layers):
         raise UsageError("policy", f"plan has {len(plan)} entries for {len(layers)} layers")
+    _check_shared(layers, plan)
     clear_plan(model)
     model.remat_offload = getattr(model, "remat_offload", None) or OffloadStats()
     grouped = plan.grouped()
@@ -149,6 +152,21 @@ def apply_plan(model: nn.Module, plan: LayerPolicies | Sequence[str] | str, earl
         model.run_layers = _grouped_runner(model, plan, early_stop)
     model.remat_plan = plan
     return plan
+
+
+def _check_shared(layers: Sequence[nn.Module], plan: LayerPolicies) -> None:
+    """UsageError("policy") when one layer object at several places (shared weights) is given two policies: its
+    forward is replaced once, so every place would run the last one (a layer inside a multi-layer unit runs its
+    own forward, as policy none does)."""
+    units = {i: (start, stop) for start, stop in plan.groups for i in range(start, stop)}
+    own = lambda i: "none" if i in units else plan[i]
+    label = lambda i: f"full (in the unit layers.{units[i][0]}–{units[i][1] - 1})" if i in units else plan[i]
+    first: dict[int, int] = {}
+    for i, layer in enumerate(layers):
+        j = first.setdefault(id(layer), i)
+        if own(j) != own(i):
+            raise UsageError("policy", f"layers.{j} and layers.{i} are one module object (shared weights) given "
+                                       f"{label(j)} and {label(i)}: a shared layer takes one policy")
 
 
 def _grouped_runner(model: nn.Module, plan: LayerPolicies, early_stop: bool) -> Callable:

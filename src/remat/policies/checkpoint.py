@@ -23,6 +23,21 @@ from remat.policies.values import Compare, Record, active_check
 
 # --- the region's contexts (torch.utils.checkpoint context_fn) -----------------------------------------------
 
+def check_hooks_on(name: str, what: str) -> None:
+    """RecomputeError naming the block when torch has switched saved-tensor hooks off (inside torch.func.grad,
+    vjp, jacrev or hessian), which ``what`` ("recompute": a non-reentrant checkpoint; "offload") runs on: torch's
+    own error names no block, and offload's hooks would meet torch.func's wrapped parameters first ("Cannot
+    access storage of TensorWrapper"). Source: torch.autograd.graph.disable_saved_tensors_hooks (whether it is
+    in force read through torch._C._autograd; a torch without that function: no check)."""
+    read = getattr(torch._C._autograd, "_saved_tensors_hooks_get_disabled_error_message", None)
+    if read is not None and read() is not None:
+        done = "move to the host" if what == "offload" else "be dropped and recomputed in backward"
+        raise RecomputeError(name, f"{what} runs on saved-tensor hooks, which torch has switched off here "
+                                   f"(torch.func.grad, vjp, jacrev and hessian do), so the block's saved "
+                                   f"activations cannot {done}. Give this block policy none while it runs "
+                                   "under torch.func, or take the gradients with loss.backward()")
+
+
 class _Stack:
     """Contexts entered as one, in order, re-enterable (a region recomputed twice: ``retain_graph=True``, a
     gradient penalty). ``inner``: entered last, and with ``once`` only the first time — torch's SAC cache is
@@ -76,6 +91,8 @@ def checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = 
         if torch.compiler.is_compiling():   # torch's own region: the traced graph is recomputed as torch plans
             contexts = {} if selective is None else {"context_fn": functools.partial(selective, compiling=True)}
             return checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True, **contexts, **kwargs)
+        if torch.is_grad_enabled():
+            check_hooks_on(name, "recompute")
         inputs = [(t, version_of(t)) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
         try:
             out = checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True,

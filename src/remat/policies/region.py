@@ -12,8 +12,9 @@ RecomputeError naming it; tensors the forward's modules held are swapped back in
 back to their values at its start (a spectral norm's power iteration, an EMA statistic read after its update),
 owned generators to their states, modules to their training flags; ``recomputing()`` is True and the factories
 ``observe_recompute`` registered (FLOP counters, op recorders) are entered. Afterwards everything is put back as
-it was before the recompute, so a buffer updates once per step. An error raised while the region re-runs is
-re-raised as a RecomputeError naming the region.
+it was before the recompute, so a buffer updates once per step. An error raised while the region re-runs (a
+RuntimeError from torch, an IndexError from user code that runs differently there) is re-raised as a
+RecomputeError naming the region, the error its cause (``_PASSED`` excepted).
 """
 
 from __future__ import annotations
@@ -24,15 +25,18 @@ from typing import Callable, Sequence
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import CheckpointError
+from torch.utils.checkpoint import CheckpointError, _StopRecomputationError
 
-from remat.errors import RecomputeError
+from remat.errors import RecomputeError, UsageError
 from remat.units import KiB
 
 SNAPSHOT_BYTES = 256 * KiB
 """Persistent buffers up to this size are copied when a region's forward starts (``_copied``): a buffer the
 forward writes in place without such a copy (BatchNorm's statistics excepted) is refused at recompute."""
 
+_PASSED = (RecomputeError, CheckpointError, UsageError, _StopRecomputationError)
+"""Errors a recompute lets through unwrapped: those naming their cause already (remat's, torch.utils.checkpoint's)
+and the one torch raises to stop a recompute early (``early_stop``)."""
 _state = threading.local()
 _OBSERVERS: list[Callable[[], contextlib.AbstractContextManager]] = []
 
@@ -196,8 +200,9 @@ class Recompute:
         for m, training in self.modes:
             m.__dict__["training"] = training
         _state.depth -= 1
-        if isinstance(error, RuntimeError) and not isinstance(error, (RecomputeError, CheckpointError)):
-            raise RecomputeError(self.name, f"the recompute in backward failed ({error}): the region ran "
+        if isinstance(error, Exception) and not isinstance(error, _PASSED):
+            what = str(error) if type(error) is RuntimeError else f"{type(error).__name__}: {error}"
+            raise RecomputeError(self.name, f"the recompute in backward failed ({what}): the region ran "
                                             "differently than in forward — data-dependent shapes (token routing) "
                                             "or state that is not its inputs. Give it policy none or offload"
                                  ) from error
