@@ -15,7 +15,8 @@ from remat.errors import InfeasibleError, UsageError
 from remat.models.presets import from_name
 from remat.planner import costs
 from remat.planner.make import make_problem, make_settings
-from remat.planner.ranks import _outside, plan_pipeline, step_seconds
+from remat.planner.rank_costs import rank_costs
+from remat.planner.ranks import plan_pipeline, step_seconds
 from remat.planner.schedules import timeline
 from remat.planner.solve import solve
 
@@ -48,7 +49,7 @@ def _brute(cfg, st, name, k):
     stage_choices = list(itertools.combinations_with_replacement(sorted(opts), per_stage))
     best = []
     for r in range(cfg.pp):
-        out = [_outside(cfg, st, s, last) for s in tl.stages[r]]
+        out = [rank_costs(cfg, st).outside(s, last) for s in tl.stages[r]]
         fits = []
         for combo in itertools.product(stage_choices, repeat=k):
             stored = [sum(opts[p]["stored"] for p in c) + out[i][0] for i, c in enumerate(combo)]

@@ -19,6 +19,7 @@ from remat.io import write_text
 from remat.models.hf_config import SUPPORTED, read_json_object
 from remat.models.presets import from_name
 from remat.planner import pipeline_text
+from remat.planner.costs import default_global_batch
 from remat.planner.make import make_settings
 from remat.planner.mckp import SearchTooLarge
 from remat.planner.ranks import default_interleave, plan_pipeline
@@ -282,6 +283,8 @@ def _schedule_text(args, cfg, gpu_overrides) -> str:
         raise UsageError("--pp", "--schedule plans the ranks of a pipeline: give --pp 2 or more")
     if args.interleave is None:
         cfg = dataclasses.replace(cfg, interleave=default_interleave(args.schedule, cfg.interleave))
+    if args.global_batch is None and cfg.source != "preset":       # as plan_model: N = 4·p for a config.json
+        cfg = dataclasses.replace(cfg, global_batch=default_global_batch(cfg, args.dp))
     settings = make_settings(
         cfg, gpu_name=args.gpu, gpu_overrides=gpu_overrides,
         memory=None if args.memory is None else parse_bytes(args.memory, "--memory"),

@@ -2,13 +2,9 @@
 
 Rank r of schedule S (``remat.planner.schedules.timeline``: what r holds after each of its actions) runs k stages
 (1; ``--interleave`` m for the looped schedules; 2 for the V ones) of L/(p·k) layers each. Per layer, the
-options are the planner's per micro-batch (``costs.per_micro_batch``: stored and backward-transient bytes,
-seconds, recompute FLOPs, host bytes). Outside the layers, per micro-batch (Korthikanti §4.3 at one micro-batch,
-``korthikanti.outside_layer_bytes``): stage 0 keeps the embedding-dropout mask; the last stage the final LayerNorm
-input, the output-projection input and the fp32 logits, and its backward adds the logits' gradient. Fixed bytes
-of rank r: the model state (``layer_costs.sharded_state``) of its parameters — its layers; the word and position
-embeddings where stage 0 runs; the final LayerNorm and the output layer where the last stage runs (Megatron keeps
-a copy of a tied embedding there) — and the workspace reserve. Rank r's peak for a plan is
+options per micro-batch, the bytes outside the layers of the first and last stage and each rank's fixed bytes
+(model state of its parameters, the workspace reserve) come from ``remat.planner.rank_costs`` (Korthikanti's
+closed form for GPT models, measured under fake tensors for the others). Rank r's peak for a plan is
 
     fixed_r + max over its events e of  Σ_c held_e(c) · (Σ_{layers of c} stored + outside_c) + transient_{b(e)}
 
@@ -21,23 +17,25 @@ plans are never slower on any rank. Step seconds: (N − 1/k) · max_r t_r + Σ_
 per micro-batch — the 1F1B and interleaved bubble, (N + (p − 1)/k) · t for equal ranks (``costs.step_multiplier``);
 a zero-bubble schedule's smaller bubble is not modelled. Not counted yet: what a split backward's weight-gradient
 step keeps besides the activations (the output gradients of the weight ops), the send/receive buffers.
-Closed-form (GPT) models only.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
 
 from remat.errors import InfeasibleError, UsageError
-from remat.formulas import korthikanti
 from remat.models.presets import ModelConfig
-from remat.planner.costs import micro_batches, per_micro_batch
-from remat.planner.layer_costs import Settings, sharded_state
+from remat.planner.costs import micro_batches
+from remat.planner.layer_costs import Settings
+from remat.planner.rank_costs import RankCosts, rank_costs
 from remat.planner.schedules import V_SHAPED, Timeline, check_name, timeline
+
+
+MIB = float(2**20)
+"""Bytes enter HiGHS in MiB: in bytes (coefficients up to 1e10 beside 0/1 indicators) it returned a plan it called
+optimal that a faster feasible one beat; every plan's peak is then evaluated exactly in integers."""
 
 
 @dataclass(frozen=True)
@@ -92,32 +90,14 @@ def default_interleave(schedule: str, preset: int) -> int:
     return 1 if name in ("GPipe", "1F1B") else 2 if name in V_SHAPED else max(2, preset)
 
 
-def _outside(cfg: ModelConfig, st: Settings, stage: int, last: int) -> tuple[int, int]:
-    """(stored bytes per micro-batch, backward transient) outside the layers of stage ``stage`` (module docstring)."""
-    s, b, h, v, t = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.vocab, cfg.tp
-    terms = korthikanti.outside_layer_bytes(s, b, h, v, t, 1, st.sp, held=1)
-    stored = terms.pop("embedding_dropout_mask") if stage == 0 else 0
-    if stage == last:
-        return stored + sum(terms.values()), int(Fraction(4 * s * b * v, t))
-    return stored, 0
-
-
-def _fixed(cfg: ModelConfig, st: Settings, stages: tuple[int, ...], last: int, layers: int) -> int:
-    """Model state of a rank running ``stages`` (``layers`` layers) plus the workspace reserve (bytes)."""
-    h, v, t = cfg.hidden, cfg.vocab, cfg.tp
-    params = layers * korthikanti.params_per_layer(h, t, cfg.ffn_hidden)
-    params += (v * h // t + cfg.max_positions * h) * (0 in stages) + (2 * h + v * h // t) * (last in stages)
-    return sum(sharded_state(params, st).values()) + st.reserve_bytes
-
-
-def _ranks(cfg: ModelConfig, st: Settings, tl: Timeline, per_stage: int) -> list[_Rank]:
+def _ranks(cfg: ModelConfig, st: Settings, rc: RankCosts, tl: Timeline, per_stage: int) -> list[_Rank]:
     last = tl.pp * len(tl.stages[0]) - 1
     out = []
     for r, stages in enumerate(tl.stages):
         events = tuple(dict.fromkeys((e.held, e.backward) for e in tl.events[r]))
         most = tuple(max(e.held[c] for e in tl.events[r]) for c in range(len(stages)))
-        out.append(_Rank(_fixed(cfg, st, stages, last, per_stage * len(stages)),
-                         tuple(_outside(cfg, st, s, last) for s in stages), events, most))
+        fixed = rc.fixed(st, per_stage * len(stages), 0 in stages, last in stages, cfg.ep)
+        out.append(_Rank(fixed, tuple(rc.outside(s, last) for s in stages), events, most))
     return out
 
 
@@ -152,15 +132,15 @@ def _solve(ranks: list[_Rank], blocks: list[list[int]], options: list[dict], per
             row([(n_at(k, o), 1), (z_at(k, o), -per_stage)], -np.inf, 0)
     for (r, c), t in t_at.items():
         for o, opt in enumerate(options):
-            row([(z_at(blocks[r][c], o), opt["transient"]), (t, -1)], -np.inf, 0)
+            row([(z_at(blocks[r][c], o), opt["transient"] / MIB), (t, -1)], -np.inf, 0)
     for r, rank in enumerate(ranks):
         for held, back in rank.events:
-            coefs = [(n_at(blocks[r][c], o), held[c] * opt["stored"]) for c in range(len(held))
+            coefs = [(n_at(blocks[r][c], o), held[c] * opt["stored"] / MIB) for c in range(len(held))
                      for o, opt in enumerate(options)] + ([(t_at[(r, back)], 1)] if back is not None else [])
-            row(coefs, -np.inf, room[r] - sum(h * out[0] for h, out in zip(held, rank.outside)))
+            row(coefs, -np.inf, (room[r] - sum(h * out[0] for h, out in zip(held, rank.outside))) / MIB)
         if host is not None:
-            row([(n_at(blocks[r][c], o), m * opt["host"]) for c, m in enumerate(rank.most)
-                 for o, opt in enumerate(options)], -np.inf, host)
+            row([(n_at(blocks[r][c], o), m * opt["host"] / MIB) for c, m in enumerate(rank.most)
+                 for o, opt in enumerate(options)], -np.inf, host / MIB)
     cost = np.zeros(width)
     for r, b in enumerate(blocks):
         for k in b:
@@ -170,7 +150,7 @@ def _solve(ranks: list[_Rank], blocks: list[list[int]], options: list[dict], per
     upper = np.concatenate([np.full(n_blocks * n_opt, per_stage), np.ones(n_blocks * n_opt),
                             np.full(len(cells), np.inf)])
     for (r, c), t in t_at.items():
-        lower[t] = ranks[r].outside[c][1]
+        lower[t] = ranks[r].outside[c][1] / MIB
     integral = np.concatenate([np.ones(2 * n_blocks * n_opt), np.zeros(len(cells))])
     with _quiet():
         res = highs_milp(cost, constraints=LinearConstraint(np.array(rows), lo, hi), bounds=Bounds(lower, upper),
@@ -185,31 +165,41 @@ def plan_pipeline(cfg: ModelConfig, st: Settings, schedule: str) -> PipelinePlan
     ``schedule`` within ``st.budget_bytes`` per GPU (module docstring). Raises UsageError naming the field for
     bad input, InfeasibleError naming the rank that no plan fits."""
     name = check_name(schedule)
-    if cfg.arch != "gpt":
-        raise UsageError("--schedule", f"per-rank plans take remat's closed-form GPT models for now; {cfg.name} "
-                                       "is priced by measurement: drop --schedule to plan its first stage")
     k, p = stages_per_rank(name, cfg), cfg.pp
     if cfg.layers % (p * k):
         raise UsageError("--layers", f"{name} splits the layers over {p} × {k} stages: {cfg.layers} layers do not "
                                      "divide evenly")
     per_stage, n = cfg.layers // (p * k), micro_batches(cfg, st.dp)
     tl = timeline(name, p, n, k)
-    costs = per_micro_batch(cfg, st)
-    options = [dict(policy=pol, **costs[pol]) for pol in st.policies if pol in costs]
-    ranks = _ranks(cfg, st, tl, per_stage)
+    rc = rank_costs(cfg, st)
+    options = list(rc.options)
+    ranks = _ranks(cfg, st, rc, tl, per_stage)
     room = [st.budget_bytes - rank.fixed for rank in ranks]
     own = []
     for r, rank in enumerate(ranks):
-        counts = _solve([rank], [list(range(k))], options, per_stage, [room[r]], st.host_limit_bytes)
-        if counts is None:
+        plans = _fitting(tl, [rank], [list(range(k))], options, per_stage, [room[r]], st, [r])
+        if plans is None:
             raise InfeasibleError(f"rank {r} of {name} (p = {p}, N = {n}): no plan fits "
                                   f"{st.budget_bytes} bytes (its model state and reserve: {rank.fixed})", None)
-        own.append(_rank_plan(r, tl, rank, options, counts))
-    shared = _solve(ranks, [[0] * k for _ in ranks], options, per_stage, room, st.host_limit_bytes)
-    uniform = tuple(_rank_plan(r, tl, rank, options, np.repeat(shared, k, axis=0))
-                    for r, rank in enumerate(ranks)) if shared is not None else ()
+        own += plans
+    uniform = _fitting(tl, ranks, [[0] * k for _ in ranks], options, per_stage, room, st, range(p)) or ()
     return PipelinePlan(name, p, k, n, st.budget_bytes, tuple(own), uniform, step_seconds(own, n, k),
                         step_seconds(uniform, n, k) if uniform else float("nan"))
+
+
+def _fitting(tl: Timeline, ranks: list[_Rank], blocks, options, per_stage: int, room: list[int], st: Settings,
+             ranks_at) -> list[RankPlan] | None:
+    """The plans of ``_solve`` for the ranks ``ranks_at`` of ``tl``, each peak checked in integers: a plan HiGHS's
+    tolerance let past the budget (by bytes) is solved again with a KiB less room; None when none fits."""
+    for margin in (0, 1024):
+        counts = _solve(ranks, blocks, options, per_stage, [x - margin for x in room], st.host_limit_bytes)
+        if counts is None:
+            return None
+        plans = [_rank_plan(r, tl, rank, options, counts[blocks[i]]) for i, (r, rank) in enumerate(zip(ranks_at,
+                                                                                                      ranks))]
+        if all(plan.peak_bytes <= st.budget_bytes for plan in plans):
+            return plans
+    raise InfeasibleError(f"{tl.schedule}: HiGHS's plan exceeds the budget in exact arithmetic", None)
 
 
 def step_seconds(plans, n: int, k: int) -> float:
