@@ -18,7 +18,8 @@ from remat.planner.make import make_problem, make_settings
 from remat.planner.rank_costs import rank_costs
 from remat.planner.ranks import plan_pipeline, step_seconds
 from remat.planner.schedules import timeline
-from remat.planner.solve import solve
+from remat.planner.problem import plan_from_policies
+from remat.planner.solve import minimum_budget, solve
 
 GiB = 2**30
 
@@ -26,8 +27,22 @@ GiB = 2**30
 @pytest.mark.parametrize("gib", [60, 70, 80])
 def test_1f1b_rank_0_is_the_first_stage_plan_of_the_megatron_planner(gib):
     cfg = dataclasses.replace(from_name("gpt3-175b"), interleave=1)
-    first = solve(make_problem(cfg, "a100-80gb", sp=True, memory=gib * GiB))
-    plan = plan_pipeline(cfg, make_settings(cfg, "a100-80gb", sp=True, memory=gib * GiB), "1F1B")
+    _same_as_first_stage(cfg, gib * GiB)
+
+
+@pytest.mark.parametrize("share", [0.2, 0.5, 0.8])
+def test_1f1b_rank_0_of_a_measured_llama_is_the_first_stage_plan(share):
+    cfg = dataclasses.replace(from_name("llama-tiny"), layers=4, pp=2, interleave=1, global_batch=8 * 4)
+    wide = make_problem(cfg, "a100-80gb")
+    lo, hi = minimum_budget(wide).peak_bytes, plan_from_policies(wide, ["none"] * 2).peak_bytes
+    _same_as_first_stage(cfg, int(lo + share * (hi - lo)))
+
+
+def _same_as_first_stage(cfg, budget: int) -> None:
+    """Rank 0 of 1F1B holds min(p, N) micro-batches of every layer and stage 0's outside bytes: the first-stage
+    planner's problem (remat.planner.costs), solved by its own exact search."""
+    first = solve(make_problem(cfg, "a100-80gb", sp=cfg.arch == "gpt", memory=budget))
+    plan = plan_pipeline(cfg, make_settings(cfg, "a100-80gb", sp=cfg.arch == "gpt", memory=budget), "1F1B")
     assert plan.ranks[0].peak_bytes == first.peak_bytes
     assert plan.ranks[0].seconds_per_micro_batch * costs.step_multiplier(cfg) == pytest.approx(first.step_time_s,
                                                                                                  rel=1e-12)
@@ -44,12 +59,13 @@ def _brute(cfg, st, name, k):
     """Per rank, the least seconds per micro-batch over every multiset of options per stage whose peak, followed
     event by event (Timeline.peak_bytes) with the outside bytes of each stage, fits ``st.budget_bytes``."""
     per_stage, n, last = cfg.layers // (cfg.pp * k), costs.micro_batches(cfg, st.dp), cfg.pp * k - 1
-    tl, opts = timeline(name, cfg.pp, n, k), costs.per_micro_batch(cfg, st)
+    rc = rank_costs(cfg, st)                    # the inputs (closed form or measured); the search is what is tested
+    tl, opts = timeline(name, cfg.pp, n, k), {o["policy"]: o for o in rc.options}
     plan = plan_pipeline(cfg, st, name)
     stage_choices = list(itertools.combinations_with_replacement(sorted(opts), per_stage))
     best = []
     for r in range(cfg.pp):
-        out = [rank_costs(cfg, st).outside(s, last) for s in tl.stages[r]]
+        out = [rc.outside(s, last) for s in tl.stages[r]]
         fits = []
         for combo in itertools.product(stage_choices, repeat=k):
             stored = [sum(opts[p]["stored"] for p in c) + out[i][0] for i, c in enumerate(combo)]
@@ -60,10 +76,13 @@ def _brute(cfg, st, name, k):
     return plan, best
 
 
-@pytest.mark.parametrize("name, m", [("1F1B", 1), ("GPipe", 1), ("Interleaved1F1B", 2), ("ZBVZeroBubble", 2)])
+@pytest.mark.parametrize("name, m, arch", [("1F1B", 1, "gpt"), ("GPipe", 1, "gpt"), ("Interleaved1F1B", 2, "gpt"),
+                                           ("ZBVZeroBubble", 2, "gpt"), ("Interleaved1F1B", 2, "llama"),
+                                           ("DualPipeV", 2, "llama")])
 @pytest.mark.parametrize("share", [0.3, 0.6])
-def test_each_rank_plan_is_the_fastest_that_fits_by_brute_force(name, m, share):
-    cfg = _small(m=m)
+def test_each_rank_plan_is_the_fastest_that_fits_by_brute_force(name, m, arch, share):
+    cfg = _small(m=m) if arch == "gpt" else dataclasses.replace(from_name("llama-tiny"), layers=8, pp=2,
+                                                                  interleave=m, global_batch=8 * 8)
     wide = make_settings(cfg, "a100-80gb", sp=False, memory=10**15)
     lo = plan_pipeline(cfg, dataclasses.replace(wide, policies=("full",)), name)
     hi = plan_pipeline(cfg, dataclasses.replace(wide, policies=("none",)), name)
