@@ -40,9 +40,11 @@ def test_1f1b_rank_0_of_a_measured_llama_is_the_first_stage_plan(share):
 
 def _same_as_first_stage(cfg, budget: int) -> None:
     """Rank 0 of 1F1B holds min(p, N) micro-batches of every layer and stage 0's outside bytes: the first-stage
-    planner's problem (remat.planner.costs), solved by its own exact search."""
+    planner's problem (remat.planner.costs), solved by its own exact search (the model's tensors only: neither
+    counts torch.distributed.pipelining's receive buffers)."""
     first = solve(make_problem(cfg, "a100-80gb", sp=cfg.arch == "gpt", memory=budget))
-    plan = plan_pipeline(cfg, make_settings(cfg, "a100-80gb", sp=cfg.arch == "gpt", memory=budget), "1F1B")
+    plan = plan_pipeline(cfg, make_settings(cfg, "a100-80gb", sp=cfg.arch == "gpt", memory=budget), "1F1B",
+                         runtime=False)
     assert plan.ranks[0].peak_bytes == first.peak_bytes
     assert plan.ranks[0].seconds_per_micro_batch * costs.step_multiplier(cfg) == pytest.approx(first.step_time_s,
                                                                                                  rel=1e-12)
@@ -65,7 +67,7 @@ def _brute(cfg, st, name, k):
     stage_choices = list(itertools.combinations_with_replacement(sorted(opts), per_stage))
     best = []
     for r in range(cfg.pp):
-        out = [rc.outside(s, last) for s in tl.stages[r]]
+        out = [rc.outside(s, last, runtime=True) for s in tl.stages[r]]
         fits = []
         for combo in itertools.product(stage_choices, repeat=k):
             stored = [sum(opts[p]["stored"] for p in c) + out[i][0] for i, c in enumerate(combo)]

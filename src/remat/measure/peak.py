@@ -25,15 +25,19 @@ class PeakMemory:
     """Context manager measuring the peak bytes allocated on ``device`` ("cpu", "cuda[:i]") inside it.
 
     ``tracked``: modules and tensors that exist before the block (parameters, inputs); the tracker counts
-    them from the start (CUDA counts everything anyway). After exit: ``peak_bytes`` (int bytes) and
+    them from the start (CUDA counts everything anyway). ``follow_modules`` False: MemTracker's module tracker
+    (which labels bytes by module, hooking every module's inputs for backward) stays off — the totals are the
+    same when every module is in ``tracked``; needed where torch's ``autograd.grad(inputs=...)`` meets those
+    hooks on a leaf (torch.distributed.pipelining's stage backward). After exit: ``peak_bytes`` (int bytes) and
     ``method`` (which of the two mechanisms measured it). Source: torch.cuda memory statistics;
     torch.distributed._tools.mem_tracker.MemTracker.
     """
 
-    def __init__(self, device: str | torch.device, *tracked: nn.Module | torch.Tensor):
+    def __init__(self, device: str | torch.device, *tracked: nn.Module | torch.Tensor, follow_modules: bool = True):
         self.device = torch.device(device)
         self.method = CUDA_METHOD if self.device.type == "cuda" else TRACKER_METHOD
         self.tracked = tracked
+        self.follow_modules = follow_modules
         self.peak_bytes: int | None = None
 
     def __enter__(self) -> "PeakMemory":
@@ -42,6 +46,8 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats(self.device)
         else:
             self._tracker = _totals_tracker()
+            if not self.follow_modules:
+                self._tracker._mod_tracker = _Unfollowed()
             self._tracker.track_external(*self.tracked)
             self._tracker.__enter__()
         return self
@@ -116,3 +122,17 @@ def _totals_tracker():
                                        "_track_module_params_and_buffers")):
         return TotalsTracker()
     return probe
+
+
+def _Unfollowed():
+    """A ModTracker that follows nothing: no global module hooks, no gradient hooks on module inputs."""
+    from torch.distributed._tools.mod_tracker import ModTracker
+
+    class Unfollowed(ModTracker):
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *args):
+            return None
+
+    return Unfollowed()

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from remat.formulas import korthikanti
+from remat.formulas.torch_gpt import itemsize
 from remat.models.presets import ModelConfig
 from remat.planner.costs import per_micro_batch
 from remat.planner.layer_costs import Settings, sharded_state
@@ -36,7 +37,9 @@ from remat.planner import measured
 class RankCosts:
     """Per micro-batch: ``options`` [{policy, stored, transient, time, host, …}] of one layer, ``first`` and
     ``last`` (stored, transient) outside the layers of stage 0 and of the last stage. Parameters: per layer (dense
-    part, experts part), stage 0's, the last stage's; ``every_rank`` bytes each rank holds besides (int)."""
+    part, experts part), stage 0's, the last stage's; ``every_rank`` bytes each rank holds besides (int);
+    ``boundary`` the bytes of one activation between stages, ``logits`` of the last stage's output (one TP rank,
+    one micro-batch, in the activation dtype)."""
 
     options: tuple[dict, ...]
     first: tuple[int, int]
@@ -46,14 +49,26 @@ class RankCosts:
     first_params: int
     last_params: int
     every_rank: int = 0
+    boundary: int = 0
+    logits: int = 0
 
-    def outside(self, stage: int, last: int) -> tuple[int, int]:
-        """(stored per micro-batch, backward transient) outside the layers of stage ``stage``."""
+    def outside(self, stage: int, last: int, runtime: bool = False) -> tuple[int, int]:
+        """(stored per micro-batch, backward transient) outside the layers of stage ``stage``; ``runtime``: with
+        what torch.distributed.pipelining keeps besides (``buffers``)."""
         out = [0, 0]
         for held, at in ((self.first, 0), (self.last, last)):
             if stage == at:
                 out = [out[0] + held[0], max(out[1], held[1])]
-        return out[0], out[1]
+        if runtime:      # the stage's output (logits on the last) kept for its backward; a received input is the
+            out[0] += (self.logits if stage == last else self.boundary) - (self.boundary if stage else 0)
+        return out[0], out[1]        # receive buffer itself (``buffers``), already counted there
+
+    def buffers(self, stage: int, last: int, micro_batches: int) -> int:
+        """Receive buffers torch.distributed.pipelining allocates for stage ``stage`` when its first step starts, one
+        per micro-batch and kept: the input activation (every stage but the first) and the output's gradient
+        (every stage but the last), one stage-boundary activation each (``PipelineStage._setup_forward_recv_info``,
+        ``_create_grad_recv_info``)."""
+        return micro_batches * self.boundary * ((stage > 0) + (stage < last))
 
     def fixed(self, st: Settings, layers: int, first: bool, last: bool, ep: int = 1) -> int:
         """Model state of a rank with ``layers`` layers (and stage 0 / the last stage when ``first`` / ``last``),
@@ -77,16 +92,19 @@ def _closed_form(cfg: ModelConfig, st: Settings, options) -> RankCosts:
     mask = terms.pop("embedding_dropout_mask")
     return RankCosts(options, (mask, 0), (sum(terms.values()), int(Fraction(4 * s * b * v, t))),
                      korthikanti.params_per_layer(h, t, cfg.ffn_hidden), 0,
-                     v * h // t + cfg.max_positions * h, 2 * h + v * h // t)
+                     v * h // t + cfg.max_positions * h, 2 * h + v * h // t, 0,
+                     int(Fraction(2 * s * b * h, t if st.sp else 1)), int(Fraction(2 * s * b * v, t)))
 
 
 def _measured(cfg: ModelConfig, st: Settings, options) -> RankCosts:
-    m, t = measured.measure_layer(cfg), cfg.tp
+    m, t, e = measured.measure_layer(cfg), cfg.tp, itemsize(cfg.dtype)
     rank = measured.measure_rank_layer(cfg, t, st.sp) if t > 1 else m
     saved = head_saved_bytes(cfg)
     return RankCosts(options, (measured.outside(cfg, 1)["embedding (measured)"], 0),
                      (saved, max(0, measured.head_floor(cfg) - saved)), rank["layer"] - rank["experts"],
-                     rank["experts"], -(-m["embedding"] // t), m["norm"] + -(-m["head"] // t), m["mask"])
+                     rank["experts"], -(-m["embedding"] // t), m["norm"] + -(-m["head"] // t), m["mask"],
+                     cfg.seq * cfg.micro_batch * cfg.hidden * e // (t if st.sp else 1),
+                     cfg.seq * cfg.micro_batch * -(-cfg.vocab // t) * e)
 
 
 @functools.lru_cache(maxsize=16)

@@ -16,7 +16,10 @@ config express) is the same MILP over all ranks at once. It is feasible for ever
 plans are never slower on any rank. Step seconds: (N − 1/k) · max_r t_r + Σ_r t_r / k with t_r rank r's seconds
 per micro-batch — the 1F1B and interleaved bubble, (N + (p − 1)/k) · t for equal ranks (``costs.step_multiplier``);
 a zero-bubble schedule's smaller bubble is not modelled. Not counted yet: what a split backward's weight-gradient
-step keeps besides the activations (the output gradients of the weight ops), the send/receive buffers.
+step keeps besides the activations (the output gradients of the weight ops), a layer's backward workspace (the
+workspace reserve's). With ``runtime`` (the default) the rank also holds what torch.distributed.pipelining keeps:
+a receive buffer per micro-batch for each stage's input and output gradient, allocated at the first step and kept
+(a received input is the first layer's saved input: not counted twice), and each stage's output until its backward.
 """
 
 from __future__ import annotations
@@ -90,14 +93,15 @@ def default_interleave(schedule: str, preset: int) -> int:
     return 1 if name in ("GPipe", "1F1B") else 2 if name in V_SHAPED else max(2, preset)
 
 
-def _ranks(cfg: ModelConfig, st: Settings, rc: RankCosts, tl: Timeline, per_stage: int) -> list[_Rank]:
+def _ranks(cfg: ModelConfig, st: Settings, rc: RankCosts, tl: Timeline, per_stage: int, runtime: bool) -> list[_Rank]:
     last = tl.pp * len(tl.stages[0]) - 1
     out = []
     for r, stages in enumerate(tl.stages):
         events = tuple(dict.fromkeys((e.held, e.backward) for e in tl.events[r]))
         most = tuple(max(e.held[c] for e in tl.events[r]) for c in range(len(stages)))
         fixed = rc.fixed(st, per_stage * len(stages), 0 in stages, last in stages, cfg.ep)
-        out.append(_Rank(fixed, tuple(rc.outside(s, last) for s in stages), events, most))
+        fixed += sum(rc.buffers(s, last, tl.micro_batches) for s in stages) if runtime else 0
+        out.append(_Rank(fixed, tuple(rc.outside(s, last, runtime) for s in stages), events, most))
     return out
 
 
@@ -160,10 +164,12 @@ def _solve(ranks: list[_Rank], blocks: list[list[int]], options: list[dict], per
     return np.rint(res.x[:n_blocks * n_opt]).astype(int).reshape(n_blocks, n_opt)
 
 
-def plan_pipeline(cfg: ModelConfig, st: Settings, schedule: str) -> PipelinePlan:
+def plan_pipeline(cfg: ModelConfig, st: Settings, schedule: str, runtime: bool = True) -> PipelinePlan:
     """Per-rank plans and the uniform plan of ``cfg`` (p = cfg.pp ranks, N = ``costs.micro_batches``) under
-    ``schedule`` within ``st.budget_bytes`` per GPU (module docstring). Raises UsageError naming the field for
-    bad input, InfeasibleError naming the rank that no plan fits."""
+    ``schedule`` within ``st.budget_bytes`` per GPU (module docstring). ``runtime``: with what torch.distributed.
+    pipelining keeps besides the model's own tensors (``RankCosts.buffers``, the stage outputs); False counts the
+    model's tensors only, as the first-stage planner does. Raises UsageError naming the field for bad input,
+    InfeasibleError naming the rank that no plan fits."""
     name = check_name(schedule)
     k, p = stages_per_rank(name, cfg), cfg.pp
     if cfg.layers % (p * k):
@@ -173,7 +179,7 @@ def plan_pipeline(cfg: ModelConfig, st: Settings, schedule: str) -> PipelinePlan
     tl = timeline(name, p, n, k)
     rc = rank_costs(cfg, st)
     options = list(rc.options)
-    ranks = _ranks(cfg, st, rc, tl, per_stage)
+    ranks = _ranks(cfg, st, rc, tl, per_stage, runtime)
     room = [st.budget_bytes - rank.fixed for rank in ranks]
     own = []
     for r, rank in enumerate(ranks):
