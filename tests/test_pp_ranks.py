@@ -15,7 +15,7 @@ from remat.errors import InfeasibleError, UsageError
 from remat.models.presets import from_name
 from remat.planner import costs
 from remat.planner.make import make_problem, make_settings
-from remat.planner.rank_costs import rank_costs
+from remat.planner.rank_costs import rank_costs, weight_output_bytes
 from remat.planner.ranks import plan_pipeline, step_seconds
 from remat.planner.schedules import timeline
 from remat.planner.problem import plan_from_policies
@@ -72,7 +72,8 @@ def _brute(cfg, st, name, k):
         for combo in itertools.product(stage_choices, repeat=k):
             stored = [sum(opts[p]["stored"] for p in c) + out[i][0] for i, c in enumerate(combo)]
             trans = [max([out[i][1]] + [opts[p]["transient"] for p in c]) for i, c in enumerate(combo)]
-            if plan.ranks[r].fixed_bytes + tl.peak_bytes(r, stored, trans) <= st.budget_bytes:
+            split = [sum(opts[p]["retained"] + rc.weight_grads for p in c) for c in combo]
+            if plan.ranks[r].fixed_bytes + tl.peak_bytes(r, stored, trans, split) <= st.budget_bytes:
                 fits.append(sum(opts[p]["time"] for c in combo for p in c))
         best.append(min(fits) if fits else None)
     return plan, best
@@ -146,3 +147,22 @@ def test_the_cli_writes_a_plan_per_rank_and_refuses_bad_input_with_one_line(caps
         code, out, err = _cli(capsys, *args, "--out", str(tmp_path / "plan.md"))
         assert code == want and field in err and out == "", (args, err)
         assert len(err.strip().splitlines()) == 1 and not (tmp_path / "plan.md").exists()
+
+
+def test_torch_pipelinings_receive_buffers_and_kept_outputs_by_hand():
+    # gpt3-175b at t = 8 with SP, s = 2048, b = 1: a stage-boundary activation is 2·s·b·h/t bytes (fp16, SP)
+    cfg = dataclasses.replace(from_name("gpt3-175b"), interleave=1)
+    st = make_settings(cfg, "a100-80gb", sp=True, memory=10**15)
+    bare, run = (plan_pipeline(cfg, st, "1F1B", runtime=r) for r in (False, True))
+    n, boundary = costs.micro_batches(cfg), 2 * cfg.seq * cfg.micro_batch * cfg.hidden // cfg.tp
+    extra = [b.fixed_bytes for b in run.ranks]
+    base = [b.fixed_bytes for b in bare.ranks]
+    # one buffer per micro-batch for the output's gradient (all but the last stage) and the input (all but the first)
+    assert [e - b for e, b in zip(extra, base)] == [n * boundary] + [2 * n * boundary] * 6 + [n * boundary]
+
+
+def test_a_split_backward_keeps_the_weight_op_output_gradients_of_a_llama_layer_by_hand():
+    cfg = from_name("llama-tiny")
+    h, kv, f, s, b = cfg.hidden, cfg.kv_heads * cfg.hidden // cfg.heads, cfg.ffn_hidden, cfg.seq, cfg.micro_batch
+    # qkv (h + 2kv), proj h, gate and up f each, down h, two RMSNorms h each; float32
+    assert weight_output_bytes(cfg) == s * b * (h + 2 * kv + h + 2 * f + h + 2 * h) * 4

@@ -105,6 +105,22 @@ rule planner_paired:  # not in the default target: about 30 minutes alone on a 2
         "remat experiment planner-paired --params {params.p} --out {output} > {log} 2>&1"
 
 
+rule planner_pipeline:  # not in the default target: p gloo processes per point, about 40 s alone on a 2-core CPU
+    output:
+        "results/planner/pipeline/cpu.csv",
+    params:
+        p=lambda wc: params_json("planner", "pipeline"),
+    threads: ALONE  # p processes at once; peaks only, but each rank's step is timed too
+    log:
+        "logs/planner/pipeline/cpu.log",
+    benchmark:
+        bench("planner_pipeline"),
+    conda:
+        TORCH_ENV
+    shell:
+        "remat experiment planner-pipeline --params {params.p} --out {output} > {log} 2>&1"
+
+
 rule planner_figure:
     input:
         lambda wc: ["results/planner/frontier.csv"] if wc.name == "frontier" else validate_tables(),

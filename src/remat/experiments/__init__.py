@@ -47,6 +47,7 @@ REGISTRY: dict[str, str] = {
     "planner-tensor": "remat.experiments.tensor_plans:tensor_plans",
     "planner-compile": "remat.experiments.compile_budget:compile_budget",
     "planner-paired": "remat.experiments.compile_paired:compile_paired",
+    "planner-pipeline": "remat.experiments.pipeline_ranks:pipeline",
 }
 
 

@@ -6,11 +6,13 @@ adds while it runs) of the first and the last stage, and each rank's fixed bytes
   ``korthikanti.outside_layer_bytes``): stage 0 keeps the embedding-dropout mask; the last stage the final LayerNorm
   input, the output-projection input and the fp32 logits, and its backward adds the logits' gradient (4sbv/t).
   Parameters: ``korthikanti.params_per_layer`` per layer, the word and position embeddings on stage 0, the final
-  LayerNorm and the output layer on the last stage (Megatron keeps a copy of a tied embedding there).
+  LayerNorm and the output layer on the last stage (Megatron keeps a copy of a tied embedding there). A layer's
+  weight-op outputs: QKV 3h/t, projection h, fc1 f/t, fc2 h and the two LayerNorms' h each (2-byte).
 * Other models (Llama, Mistral, Qwen2, Mixtral): measured under fake tensors (``remat.planner.measured``): the layer's
   options, the embedding's saved tensors on stage 0; on the last stage what the final norm, the head and the loss
   save (``head_saved_bytes``) and, while its backward runs, the rest of the head's peak (``measured.head_floor``
-  less those); the sliding-window mask (one buffer every layer reads) on every rank. Parameters as measured (one
+  less those); the sliding-window mask (one buffer every layer reads) on every rank; the outputs of the layer's
+  weight-holding modules (``weight_output_bytes``). Parameters as measured (one
   TP rank's layer; embedding and head vocabulary-parallel), the experts' state sharded over dp/ep (as
   ``measured.measured_costs``).
 
@@ -33,13 +35,20 @@ from remat.planner.layer_costs import Settings, sharded_state
 from remat.planner import measured
 
 
+RECOMPUTED = ("selective", "full")
+"""Policies whose backward recomputes: under a split backward (zero-bubble schedules) the input-gradient step keeps
+the graph for the weight-gradient step (torch's ``stage_backward_input``, retain_graph), so what it recomputed stays
+until then — an option's ``retained`` bytes, the none − stored difference."""
+
+
 @dataclass(frozen=True)
 class RankCosts:
-    """Per micro-batch: ``options`` [{policy, stored, transient, time, host, …}] of one layer, ``first`` and
+    """Per micro-batch: ``options`` [{policy, stored, transient, time, host, retained, …}] of one layer, ``first`` and
     ``last`` (stored, transient) outside the layers of stage 0 and of the last stage. Parameters: per layer (dense
     part, experts part), stage 0's, the last stage's; ``every_rank`` bytes each rank holds besides (int);
     ``boundary`` the bytes of one activation between stages, ``logits`` of the last stage's output (one TP rank,
-    one micro-batch, in the activation dtype)."""
+    one micro-batch, in the activation dtype); ``weight_grads`` the gradients of one layer's weight-op outputs,
+    which a split backward keeps from its input-gradient step to its weight-gradient step (``RECOMPUTED``)."""
 
     options: tuple[dict, ...]
     first: tuple[int, int]
@@ -51,6 +60,7 @@ class RankCosts:
     every_rank: int = 0
     boundary: int = 0
     logits: int = 0
+    weight_grads: int = 0
 
     def outside(self, stage: int, last: int, runtime: bool = False) -> tuple[int, int]:
         """(stored per micro-batch, backward transient) outside the layers of stage ``stage``; ``runtime``: with
@@ -81,8 +91,12 @@ class RankCosts:
 
 def rank_costs(cfg: ModelConfig, st: Settings) -> RankCosts:
     """The per-stage and per-rank inputs of ``cfg`` (module docstring)."""
-    costs = per_micro_batch(cfg, st) if cfg.arch == "gpt" else measured.measured_costs(cfg, st, 1)["per_micro_batch"]
-    options = tuple(dict(policy=p, **costs[p]) for p in st.policies if p in costs)
+    every = dataclasses.replace(st, policies=tuple(dict.fromkeys(("none", *st.policies))))     # none: retained's base
+    costs = per_micro_batch(cfg, every) if cfg.arch == "gpt" else measured.measured_costs(cfg, every,
+                                                                                           1)["per_micro_batch"]
+    none = costs["none"]["stored"]
+    options = tuple(dict(policy=p, **costs[p], retained=max(0, none - costs[p]["stored"]) * (p in RECOMPUTED))
+                    for p in st.policies if p in costs)
     return _closed_form(cfg, st, options) if cfg.arch == "gpt" else _measured(cfg, st, options)
 
 
@@ -93,7 +107,8 @@ def _closed_form(cfg: ModelConfig, st: Settings, options) -> RankCosts:
     return RankCosts(options, (mask, 0), (sum(terms.values()), int(Fraction(4 * s * b * v, t))),
                      korthikanti.params_per_layer(h, t, cfg.ffn_hidden), 0,
                      v * h // t + cfg.max_positions * h, 2 * h + v * h // t, 0,
-                     int(Fraction(2 * s * b * h, t if st.sp else 1)), int(Fraction(2 * s * b * v, t)))
+                     int(Fraction(2 * s * b * h, t if st.sp else 1)), int(Fraction(2 * s * b * v, t)),
+                     int(Fraction(2 * s * b * (4 * h + (3 * h + (cfg.ffn_hidden or 4 * h)) // t + h), 1)))
 
 
 def _measured(cfg: ModelConfig, st: Settings, options) -> RankCosts:
@@ -104,7 +119,7 @@ def _measured(cfg: ModelConfig, st: Settings, options) -> RankCosts:
                      (saved, max(0, measured.head_floor(cfg) - saved)), rank["layer"] - rank["experts"],
                      rank["experts"], -(-m["embedding"] // t), m["norm"] + -(-m["head"] // t), m["mask"],
                      cfg.seq * cfg.micro_batch * cfg.hidden * e // (t if st.sp else 1),
-                     cfg.seq * cfg.micro_batch * -(-cfg.vocab // t) * e)
+                     cfg.seq * cfg.micro_batch * -(-cfg.vocab // t) * e, weight_output_bytes(cfg) // t)
 
 
 @functools.lru_cache(maxsize=16)
@@ -123,3 +138,24 @@ def head_saved_bytes(cfg: ModelConfig) -> int:
         with SavedTensorLog(model) as log:
             lm_loss(model(random_tokens(one)), random_tokens(one))
     return sum(r.nbytes for r in log.activations() if not r.module.startswith(("layers", "embed")))
+
+
+@functools.lru_cache(maxsize=16)
+def weight_output_bytes(cfg: ModelConfig) -> int:
+    """Bytes of the outputs of one layer's modules that hold weights (their gradients are what a weight-gradient
+    step reads), one micro-batch, t = 1: a 1-layer copy of ``cfg`` run under fake tensors with forward hooks."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from remat.models.transformer import build_model, random_tokens
+
+    one = dataclasses.replace(cfg, layers=1, pp=1, interleave=1, tp=1, ep=1)
+    total = []
+    with FakeTensorMode():
+        model = build_model(one)
+        owners = [m for m in model.layers[0].modules() if any(True for _ in m.parameters(recurse=False))]
+        hooks = [m.register_forward_hook(lambda _m, _i, out: total.append(out.numel() * out.element_size()))
+                 for m in owners]
+        model(random_tokens(one))
+        for hook in hooks:
+            hook.remove()
+    return sum(total)

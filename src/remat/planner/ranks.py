@@ -6,17 +6,20 @@ options per micro-batch, the bytes outside the layers of the first and last stag
 (model state of its parameters, the workspace reserve) come from ``remat.planner.rank_costs`` (Korthikanti's
 closed form for GPT models, measured under fake tensors for the others). Rank r's peak for a plan is
 
-    fixed_r + max over its events e of  Σ_c held_e(c) · (Σ_{layers of c} stored + outside_c) + transient_{b(e)}
+    fixed_r + max over its events e of  Σ_c held_e(c) · (Σ_{layers of c} stored + outside_c)
+                                        + Σ_c split_e(c) · Σ_{layers of c} (retained + weight_grads)
+                                        + transient_{b(e)}
 
 with transient_c the worst chosen transient of stage c's layers (or its outside transient) while c's backward
-runs. Each rank's plan minimises its seconds per micro-batch under that peak ≤ budget (every event a linear
+runs, retained what a split backward's input-gradient step recomputed and keeps until the weight-gradient step
+(``rank_costs.RECOMPUTED``) and weight_grads the gradients of the layer's weight-op outputs it keeps for that step.
+Each rank's plan minimises its seconds per micro-batch under that peak ≤ budget (every event a linear
 constraint: a MILP, ``scipy.optimize.milp``, one binary per layer option and one bound per stage transient);
 the uniform plan (one per-layer choice for every stage of every rank, what Megatron's flags and torchtitan's
 config express) is the same MILP over all ranks at once. It is feasible for every rank's own MILP, so the per-rank
 plans are never slower on any rank. Step seconds: (N − 1/k) · max_r t_r + Σ_r t_r / k with t_r rank r's seconds
 per micro-batch — the 1F1B and interleaved bubble, (N + (p − 1)/k) · t for equal ranks (``costs.step_multiplier``);
-a zero-bubble schedule's smaller bubble is not modelled. Not counted yet: what a split backward's weight-gradient
-step keeps besides the activations (the output gradients of the weight ops), a layer's backward workspace (the
+a zero-bubble schedule's smaller bubble is not modelled. Not counted: a layer's backward workspace (the
 workspace reserve's). With ``runtime`` (the default) the rank also holds what torch.distributed.pipelining keeps:
 a receive buffer per micro-batch for each stage's input and output gradient, allocated at the first step and kept
 (a received input is the first layer's saved input: not counted twice), and each stage's output until its backward.
@@ -79,6 +82,7 @@ class _Rank:
     outside: tuple[tuple[int, int], ...]
     events: tuple
     most: tuple[int, ...]
+    split_grads: int = 0
 
 
 def stages_per_rank(schedule: str, cfg: ModelConfig) -> int:
@@ -97,11 +101,11 @@ def _ranks(cfg: ModelConfig, st: Settings, rc: RankCosts, tl: Timeline, per_stag
     last = tl.pp * len(tl.stages[0]) - 1
     out = []
     for r, stages in enumerate(tl.stages):
-        events = tuple(dict.fromkeys((e.held, e.backward) for e in tl.events[r]))
+        events = tuple(dict.fromkeys((e.held, e.split, e.backward) for e in tl.events[r]))
         most = tuple(max(e.held[c] for e in tl.events[r]) for c in range(len(stages)))
         fixed = rc.fixed(st, per_stage * len(stages), 0 in stages, last in stages, cfg.ep)
         fixed += sum(rc.buffers(s, last, tl.micro_batches) for s in stages) if runtime else 0
-        out.append(_Rank(fixed, tuple(rc.outside(s, last, runtime) for s in stages), events, most))
+        out.append(_Rank(fixed, tuple(rc.outside(s, last, runtime) for s in stages), events, most, rc.weight_grads))
     return out
 
 
@@ -138,10 +142,12 @@ def _solve(ranks: list[_Rank], blocks: list[list[int]], options: list[dict], per
         for o, opt in enumerate(options):
             row([(z_at(blocks[r][c], o), opt["transient"] / MIB), (t, -1)], -np.inf, 0)
     for r, rank in enumerate(ranks):
-        for held, back in rank.events:
-            coefs = [(n_at(blocks[r][c], o), held[c] * opt["stored"] / MIB) for c in range(len(held))
-                     for o, opt in enumerate(options)] + ([(t_at[(r, back)], 1)] if back is not None else [])
-            row(coefs, -np.inf, (room[r] - sum(h * out[0] for h, out in zip(held, rank.outside))) / MIB)
+        for held, split, back in rank.events:
+            coefs = [(n_at(blocks[r][c], o), (held[c] * opt["stored"] + split[c] * opt["retained"]) / MIB)
+                     for c in range(len(held)) for o, opt in enumerate(options)]
+            coefs += [(t_at[(r, back)], 1)] if back is not None else []
+            fixed = sum(h * out[0] for h, out in zip(held, rank.outside)) + sum(split) * per_stage * rank.split_grads
+            row(coefs, -np.inf, (room[r] - fixed) / MIB)
         if host is not None:
             row([(n_at(blocks[r][c], o), m * opt["host"] / MIB) for c, m in enumerate(rank.most)
                  for o, opt in enumerate(options)], -np.inf, host / MIB)
@@ -216,12 +222,13 @@ def step_seconds(plans, n: int, k: int) -> float:
 
 def _rank_plan(r: int, tl: Timeline, rank: _Rank, options: list[dict], counts: np.ndarray) -> RankPlan:
     """Rank r's plan from its per-stage option counts, its peak evaluated exactly in integers."""
-    policies, stored, transient = [], [], []
+    policies, stored, transient, retained = [], [], [], []
     for c, row in enumerate(counts):
         chosen = [o for o, m in enumerate(row) if m]
         policies += [options[o]["policy"] for o in chosen for _ in range(row[o])]
         stored.append(sum(int(m) * options[o]["stored"] for o, m in enumerate(row)) + rank.outside[c][0])
         transient.append(max([rank.outside[c][1]] + [options[o]["transient"] for o in chosen]))
+        retained.append(sum(int(m) * (options[o]["retained"] + rank.split_grads) for o, m in enumerate(row)))
     seconds = sum(int(m) * options[o]["time"] for row in counts for o, m in enumerate(row))
-    return RankPlan(r, tl.stages[r], tuple(policies), rank.fixed + tl.peak_bytes(r, stored, transient), rank.fixed,
-                    seconds, tl.most_held(r))
+    return RankPlan(r, tl.stages[r], tuple(policies), rank.fixed + tl.peak_bytes(r, stored, transient, retained),
+                    rank.fixed, seconds, tl.most_held(r))
