@@ -67,13 +67,14 @@ def _brute(cfg, st, name, k):
     stage_choices = list(itertools.combinations_with_replacement(sorted(opts), per_stage))
     best = []
     for r in range(cfg.pp):
-        out = [rc.outside(s, last, runtime=True) for s in tl.stages[r]]
+        out = [rc.outside(s, last, runtime=True, keeps_sends=tl.keeps_sends) for s in tl.stages[r]]
+        sent = [rc.sent(s, last) for s in tl.stages[r]]
         fits = []
         for combo in itertools.product(stage_choices, repeat=k):
             stored = [sum(opts[p]["stored"] for p in c) + out[i][0] for i, c in enumerate(combo)]
             trans = [max([out[i][1]] + [opts[p]["transient"] for p in c]) for i, c in enumerate(combo)]
             split = [sum(opts[p]["retained"] + rc.weight_grads for p in c) for c in combo]
-            if plan.ranks[r].fixed_bytes + tl.peak_bytes(r, stored, trans, split) <= st.budget_bytes:
+            if plan.ranks[r].fixed_bytes + tl.peak_bytes(r, stored, trans, split, sent) <= st.budget_bytes:
                 fits.append(sum(opts[p]["time"] for c in combo for p in c))
         best.append(min(fits) if fits else None)
     return plan, best

@@ -62,16 +62,23 @@ class RankCosts:
     logits: int = 0
     weight_grads: int = 0
 
-    def outside(self, stage: int, last: int, runtime: bool = False) -> tuple[int, int]:
+    def outside(self, stage: int, last: int, runtime: bool = False, keeps_sends: bool = False) -> tuple[int, int]:
         """(stored per micro-batch, backward transient) outside the layers of stage ``stage``; ``runtime``: with
-        what torch.distributed.pipelining keeps besides (``buffers``)."""
+        what torch.distributed.pipelining keeps besides (``buffers``): the stage's output until its backward (the
+        logits on the last stage; the others' counted by ``sent`` where the schedule ``keeps_sends``), less a
+        received input, which is its receive buffer (counted there)."""
         out = [0, 0]
         for held, at in ((self.first, 0), (self.last, last)):
             if stage == at:
                 out = [out[0] + held[0], max(out[1], held[1])]
-        if runtime:      # the stage's output (logits on the last) kept for its backward; a received input is the
-            out[0] += (self.logits if stage == last else self.boundary) - (self.boundary if stage else 0)
-        return out[0], out[1]        # receive buffer itself (``buffers``), already counted there
+        if runtime:
+            output = self.logits if stage == last else 0 if keeps_sends else self.boundary
+            out[0] += output - (self.boundary if stage else 0)
+        return out[0], out[1]
+
+    def sent(self, stage: int, last: int) -> tuple[int, int]:
+        """(bytes of the output stage ``stage`` sends on, of the input gradient it sends back), one micro-batch."""
+        return self.boundary * (stage != last), self.boundary * (stage != 0)
 
     def buffers(self, stage: int, last: int, micro_batches: int) -> int:
         """Receive buffers torch.distributed.pipelining allocates for stage ``stage`` when its first step starts, one

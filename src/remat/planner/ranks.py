@@ -22,7 +22,9 @@ per micro-batch — the 1F1B and interleaved bubble, (N + (p − 1)/k) · t for 
 a zero-bubble schedule's smaller bubble is not modelled. Not counted: a layer's backward workspace (the
 workspace reserve's). With ``runtime`` (the default) the rank also holds what torch.distributed.pipelining keeps:
 a receive buffer per micro-batch for each stage's input and output gradient, allocated at the first step and kept
-(a received input is the first layer's saved input: not counted twice), and each stage's output until its backward.
+(a received input is the first layer's saved input: not counted twice), and each stage's output until its backward
+— or, where the schedule runs on torch's ``_PipelineScheduleRuntime`` (``Timeline.keeps_sends``), every output sent on
+and input gradient sent back, until the step ends.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class _Rank:
     events: tuple
     most: tuple[int, ...]
     split_grads: int = 0
+    sent: tuple | None = None
 
 
 def stages_per_rank(schedule: str, cfg: ModelConfig) -> int:
@@ -101,11 +104,13 @@ def _ranks(cfg: ModelConfig, st: Settings, rc: RankCosts, tl: Timeline, per_stag
     last = tl.pp * len(tl.stages[0]) - 1
     out = []
     for r, stages in enumerate(tl.stages):
-        events = tuple(dict.fromkeys((e.held, e.split, e.backward) for e in tl.events[r]))
+        events = tuple(dict.fromkeys((e.held, e.split, e.backward, e.sent, e.sent_grads) for e in tl.events[r]))
         most = tuple(max(e.held[c] for e in tl.events[r]) for c in range(len(stages)))
         fixed = rc.fixed(st, per_stage * len(stages), 0 in stages, last in stages, cfg.ep)
         fixed += sum(rc.buffers(s, last, tl.micro_batches) for s in stages) if runtime else 0
-        out.append(_Rank(fixed, tuple(rc.outside(s, last, runtime) for s in stages), events, most, rc.weight_grads))
+        kept = runtime and tl.keeps_sends
+        out.append(_Rank(fixed, tuple(rc.outside(s, last, runtime, kept) for s in stages), events, most,
+                         rc.weight_grads, tuple(rc.sent(s, last) for s in stages) if kept else None))
     return out
 
 
@@ -142,11 +147,12 @@ def _solve(ranks: list[_Rank], blocks: list[list[int]], options: list[dict], per
         for o, opt in enumerate(options):
             row([(z_at(blocks[r][c], o), opt["transient"] / MIB), (t, -1)], -np.inf, 0)
     for r, rank in enumerate(ranks):
-        for held, split, back in rank.events:
+        for held, split, back, sent, grads in rank.events:
             coefs = [(n_at(blocks[r][c], o), (held[c] * opt["stored"] + split[c] * opt["retained"]) / MIB)
                      for c in range(len(held)) for o, opt in enumerate(options)]
             coefs += [(t_at[(r, back)], 1)] if back is not None else []
             fixed = sum(h * out[0] for h, out in zip(held, rank.outside)) + sum(split) * per_stage * rank.split_grads
+            fixed += sum(f * b + g * d for f, g, (b, d) in zip(sent, grads, rank.sent)) if rank.sent else 0
             row(coefs, -np.inf, (room[r] - fixed) / MIB)
         if host is not None:
             row([(n_at(blocks[r][c], o), m * opt["host"] / MIB) for c, m in enumerate(rank.most)
@@ -230,5 +236,5 @@ def _rank_plan(r: int, tl: Timeline, rank: _Rank, options: list[dict], counts: n
         transient.append(max([rank.outside[c][1]] + [options[o]["transient"] for o in chosen]))
         retained.append(sum(int(m) * (options[o]["retained"] + rank.split_grads) for o, m in enumerate(row)))
     seconds = sum(int(m) * options[o]["time"] for row in counts for o, m in enumerate(row))
-    return RankPlan(r, tl.stages[r], tuple(policies), rank.fixed + tl.peak_bytes(r, stored, transient, retained),
-                    rank.fixed, seconds, tl.most_held(r))
+    peak = rank.fixed + tl.peak_bytes(r, stored, transient, retained, rank.sent)
+    return RankPlan(r, tl.stages[r], tuple(policies), peak, rank.fixed, seconds, tl.most_held(r))

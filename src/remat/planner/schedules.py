@@ -42,35 +42,49 @@ class Event:
     """One point of a rank's timeline. ``held``: per local stage (the rank's stages in ascending order), the
     micro-batches whose forward activations the rank keeps; ``split``: of those, the ones past their input-gradient
     step (a split backward) waiting for their weight-gradient step; ``backward``: the local stage whose backward
-    (B or I) runs at this point, else None."""
+    (B or I) runs at this point, else None; ``sent``, ``sent_grads``: per local stage, the forwards done so far
+    (this one included) and the backwards done before this one — what a schedule that keeps its sends until the
+    step ends (``Timeline.keeps_sends``) still holds of the outputs it sent on and the input gradients it sent
+    back."""
 
     held: tuple[int, ...]
     split: tuple[int, ...]
     backward: int | None
+    sent: tuple[int, ...] = ()
+    sent_grads: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class Timeline:
     """Every rank's events under one schedule: ``stages[r]`` the global stage indices rank r runs (ascending),
-    ``events[r]`` its events in order."""
+    ``events[r]`` its events in order; ``keeps_sends``: the schedule runs on torch's ``_PipelineScheduleRuntime``,
+    which waits for its sends only when the step ends (``_step_microbatches``: ``send_ops``), so every tensor a rank
+    sent stays alive until then (GPipe and 1F1B wait for each send within the step)."""
 
     schedule: str
     pp: int
     micro_batches: int
     stages: tuple[tuple[int, ...], ...]
     events: tuple[tuple[Event, ...], ...]
+    keeps_sends: bool = False
 
     def most_held(self, rank: int) -> int:
         """The most stage micro-batches rank ``rank`` holds at once (all its stages together)."""
         return max(sum(e.held) for e in self.events[rank])
 
-    def peak_bytes(self, rank: int, stored, transient, split_extra=None) -> int:
+    def peak_bytes(self, rank: int, stored, transient, split_extra=None, sent=None) -> int:
         """Rank ``rank``'s activation peak (int bytes): per local stage, ``stored`` bytes one micro-batch's
         forward leaves held, ``transient`` bytes its backward adds while it runs, ``split_extra`` bytes a
-        micro-batch past its input-gradient step holds on top of ``stored`` (default 0)."""
-        extra = split_extra or [0] * len(stored)
-        return max(sum(n * b for n, b in zip(e.held, stored)) + sum(n * b for n, b in zip(e.split, extra))
-                   + (transient[e.backward] if e.backward is not None else 0) for e in self.events[rank])
+        micro-batch past its input-gradient step holds on top of ``stored`` (default 0), ``sent`` (output bytes,
+        input-gradient bytes) a send keeps alive when the schedule ``keeps_sends`` (default none)."""
+        return max(self.event_bytes(e, stored, transient, split_extra, sent) for e in self.events[rank])
+
+    def event_bytes(self, e: Event, stored, transient, split_extra=None, sent=None) -> int:
+        """``peak_bytes``'s bytes at one event."""
+        out = sum(n * b for n, b in zip(e.held, stored)) + sum(n * b for n, b in zip(e.split, split_extra or ()))
+        if sent is not None and self.keeps_sends:
+            out += sum(n * b for n, (b, _) in zip(e.sent, sent)) + sum(n * g for n, (_, g) in zip(e.sent_grads, sent))
+        return out + (transient[e.backward] if e.backward is not None else 0)
 
 
 def check_name(name: str) -> str:
@@ -132,16 +146,28 @@ def timeline(name: str, pp: int, micro_batches: int, stages_per_rank: int = 1) -
     events = []
     for r in range(pp):
         local = {s: i for i, s in enumerate(stages[r])}
-        held, split, out = [0] * len(local), [0] * len(local), []
+        held, split, sent, back = ([0] * len(local) for _ in range(4))
+        out = []
         for stage, kind in acts[r]:
             i = local[stage]
             if kind == "F":
                 held[i] += 1
-            out.append(Event(tuple(held), tuple(split), i if kind in ("B", "I") else None))
+                sent[i] += 1
+            out.append(Event(tuple(held), tuple(split), i if kind in ("B", "I") else None, tuple(sent), tuple(back)))
+            back[i] += kind in ("B", "I")
             if kind == "I":
                 split[i] += 1
             elif kind in ("B", "W"):
                 held[i] -= 1
                 split[i] -= kind == "W"
         events.append(tuple(out))
-    return Timeline(check_name(name), pp, micro_batches, stages, tuple(events))
+    return Timeline(check_name(name), pp, micro_batches, stages, tuple(events), _keeps_sends(check_name(name)))
+
+
+def _keeps_sends(name: str) -> bool:
+    """Whether torch runs ``name`` on ``_PipelineScheduleRuntime`` (``Timeline.keeps_sends``; False where torch
+    has no such class)."""
+    from torch.distributed.pipelining import schedules
+
+    runtime = getattr(schedules, "_PipelineScheduleRuntime", None)
+    return runtime is not None and issubclass(schedules.get_schedule_class(name), runtime)
