@@ -90,3 +90,15 @@ def test_bad_schedule_input_names_the_field(name, pp, m, field):
 
 def test_names_match_case_insensitively_as_torchtitan_writes_them():
     assert check_name("interleaved1f1b") == "Interleaved1F1B" and check_name("gpipe") == "GPipe"
+
+
+def test_runtime_schedules_keep_what_they_sent_until_the_step_ends():
+    # torch runs the multi-stage schedules on _PipelineScheduleRuntime, which waits for its sends at the end
+    assert [timeline(n, 2, 4, m).keeps_sends for n, m in (("GPipe", 1), ("1F1B", 1), ("Interleaved1F1B", 2),
+                                                           ("ZBVZeroBubble", 2))] == [False, False, True, True]
+    t = timeline("Interleaved1F1B", 2, 4, 2)
+    last = t.events[0][-1]                           # during the last backward: every forward done, one backward left
+    assert last.sent == (4, 4) and sum(last.sent_grads) == 2 * 4 - 1
+    # a sent output of 10 bytes and input gradient of 1 byte per micro-batch, nothing else held: 8 outputs and 7
+    # gradients at that event
+    assert t.event_bytes(last, [0, 0], [0, 0], None, [(10, 1), (10, 1)]) == 8 * 10 + 7 * 1
