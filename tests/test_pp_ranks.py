@@ -16,7 +16,7 @@ from remat.models.presets import from_name
 from remat.planner import costs
 from remat.planner.make import make_problem, make_settings
 from remat.planner.rank_costs import rank_costs, weight_output_bytes
-from remat.planner.ranks import plan_pipeline, step_seconds
+from remat.planner.ranks import evaluate, plan_pipeline, setup, step_seconds
 from remat.planner.schedules import timeline
 from remat.planner.problem import plan_from_policies
 from remat.planner.solve import minimum_budget, solve
@@ -142,7 +142,6 @@ def test_the_cli_writes_a_plan_per_rank_and_refuses_bad_input_with_one_line(caps
     assert plan["gain"] >= 0 and plan["apply"]["megatron"]["exact"] is not differ
     for args, field, want in [(("--schedule", "zigzag"), "--schedule", 2), (("--schedule", "1F1B", "--pp", "1"),
                                                                              "--pp", 2),
-                              (("--schedule", "1F1B", "--format", "nemo"), "--format", 2),
                               (("--schedule", "GPipe", "--interleave", "2"), "--interleave", 2),
                               (("--schedule", "1F1B", "--memory", "40GiB"), "rank 0", 3)]:
         code, out, err = _cli(capsys, *args, "--out", str(tmp_path / "plan.md"))
@@ -167,3 +166,20 @@ def test_a_split_backward_keeps_the_weight_op_output_gradients_of_a_llama_layer_
     h, kv, f, s, b = cfg.hidden, cfg.kv_heads * cfg.hidden // cfg.heads, cfg.ffn_hidden, cfg.seq, cfg.micro_batch
     # qkv (h + 2kv), proj h, gate and up f each, down h, two RMSNorms h each; float32
     assert weight_output_bytes(cfg) == s * b * (h + 2 * kv + h + 2 * f + h + 2 * h) * 4
+
+
+def test_a_trainer_format_gets_the_fastest_single_setting_that_fits_every_rank(capsys):
+    cfg = dataclasses.replace(from_name("gpt3-175b"), interleave=2)
+    st = make_settings(cfg, "a100-80gb", sp=True)
+    su, plan = setup(cfg, st, "Interleaved1F1B"), plan_pipeline(cfg, st, "Interleaved1F1B")
+    best = None
+    for n in range(2, su.per_stage * su.k + 1):     # torchtitan's every-n-th-layer configs, plus none and full
+        policies = tuple("full" if (i + 1) % n == 0 else "none" for i in range(su.per_stage * su.k))
+        ranks = evaluate(su, policies)
+        if all(r.peak_bytes <= st.budget_bytes for r in ranks):
+            step = step_seconds(ranks, su.n, su.k)
+            best = min(best or (step, str(n)), (step, str(n)))
+    code, out, err = _cli(capsys, "--sp", "--interleave", "2", "--schedule", "Interleaved1F1B", "--format",
+                          "torchtitan")
+    assert code == 0, err
+    assert f'selective_ac_option = "{best[1]}"' in out and "rank 7:" in out.splitlines()[2]

@@ -44,7 +44,8 @@ def _shape_args(p) -> None:
     p.add_argument("--schedule", help="plan every pipeline rank for this torch.distributed.pipelining schedule "
                                       "(GPipe, 1F1B, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble, "
                                       "DualPipeV; torchtitan's names): a plan per rank from what each holds over "
-                                      "the step (needs --pp > 1; md or json)")
+                                      "the step (needs --pp > 1); a trainer --format gets the fastest single "
+                                      "setting for every stage that fits")
     p.add_argument("--layers", type=positive_int, help="override L")
     p.add_argument("--seq", type=positive_int,
                    help="sequence length s (default: the preset's; for a config.json its context length "

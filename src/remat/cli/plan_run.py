@@ -276,9 +276,6 @@ def _choices(args) -> tuple[str, ...]:
 
 def _schedule_text(args, cfg, gpu_overrides) -> str:
     """--schedule: the per-rank plans (remat.planner.ranks) as Markdown or JSON."""
-    if args.format not in ("md", "json"):
-        raise UsageError("--format", f"per-rank plans are written as md or json ({args.format} applies one setting "
-                                     "to every stage: the md and json name the nearest plan it can express)")
     if cfg.pp < 2:
         raise UsageError("--pp", "--schedule plans the ranks of a pipeline: give --pp 2 or more")
     if args.interleave is None:
@@ -293,6 +290,8 @@ def _schedule_text(args, cfg, gpu_overrides) -> str:
         weight_bytes=args.weight_bytes, grad_bytes=args.grad_bytes, optimizer_bytes=args.optimizer_bytes,
         policies=_choices(args), calibrate=args.calibrate)
     plan = plan_pipeline(cfg, settings, args.schedule)
+    if args.format not in ("md", "json"):
+        return pipeline_text.trainer_text(cfg, settings, plan, args.format)
     if args.format == "json":
         return json.dumps(pipeline_text.to_json(plan, cfg.name, args.gpu), indent=2, default=str)
     return pipeline_text.to_markdown(plan, cfg.name, args.gpu)

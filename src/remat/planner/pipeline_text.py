@@ -1,4 +1,5 @@
-"""``remat plan --schedule``: per-rank plans (``remat.planner.ranks.PipelinePlan``) as JSON and as Markdown.
+"""``remat plan --schedule``: per-rank plans (``remat.planner.ranks.PipelinePlan``) as JSON, as Markdown, and in a
+trainer's format (``trainer_text``: one setting for every stage, the exact per-rank plans in its header).
 
 JSON keys: title, schedule, pp, stages_per_rank, micro_batches, budget_bytes, step_time_s, uniform_step_time_s,
 gain (uniform step / per-rank step − 1), ranks and uniform [{rank, stages, policies, python_list, peak_bytes,
@@ -8,10 +9,15 @@ not_counted. Markdown: the same, a row per rank.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
-from remat.planner.ranks import PipelinePlan, RankPlan
+from remat.errors import InfeasibleError, UsageError
+from remat.models.presets import ModelConfig
+from remat.planner.layer_costs import Settings
+from remat.planner.ranks import PipelinePlan, RankPlan, evaluate, plan_pipeline, setup, step_seconds
 from remat.planner.render import python_list, runtime_spec
+from remat.planner.trainers import TOOLS, family, render_config, sac_candidate, sac_policies
 from remat.units import format_bytes
 
 NOT_COUNTED = ("what a split backward's weight-gradient step keeps besides the activations (the output "
@@ -89,3 +95,40 @@ def to_markdown(plan: PipelinePlan, model: str, gpu: str) -> str:
                                                                  enumerate(how["remat"]["per_rank"])), "",
               "Not counted yet: " + "; ".join(NOT_COUNTED) + "."]
     return "\n".join(lines) + "\n"
+
+
+def trainer_text(cfg: ModelConfig, st: Settings, plan: PipelinePlan, fmt: str) -> str:
+    """The fastest configuration of trainer format ``fmt`` (``remat.planner.trainers``; one setting for every stage)
+    whose peak fits every rank of ``plan``'s schedule (else the one with the least peak), as the tool reads it; its
+    header says whether it runs the per-rank plans exactly and, where not, names them (for remat.auto.apply).
+    ``sac`` runs the uniform plan over the policies it runs. Raises UsageError("--format") when no configuration
+    uses only the policies offered."""
+    su = setup(cfg, st, plan.schedule)
+    op_level = cfg.arch != "gpt"
+    cands = [_sac_uniform(cfg, st, plan, op_level)] if fmt == "sac" else family(fmt, su.per_stage * su.k, su.p,
+                                                                                   op_level)
+    scored = [(c, ranks, step_seconds(ranks, su.n, su.k)) for c in cands
+              if (ranks := evaluate(su, c.policies)) is not None]
+    if not scored:
+        raise UsageError("--format", f"no {fmt} configuration uses only the policies offered (--policies)")
+    fits = [x for x in scored if all(r.peak_bytes <= plan.budget_bytes for r in x[1])]
+    cand, ranks, step = min(fits, key=lambda x: x[2]) if fits else \
+        min(scored, key=lambda x: max(r.peak_bytes for r in x[1]))
+    exact = all(sorted(r.policies) == sorted(o.policies) for r, o in zip(ranks, plan.ranks))
+    out = {"format": fmt, "tool": TOOLS[fmt], "exact": exact, "config": cand.config,
+           "plan": {"policies": list(cand.policies), "peak_bytes": max(r.peak_bytes for r in ranks),
+                    "step_time_s": step, "feasible": bool(fits)},
+           "optimum": {"policies": list(plan.ranks[0].policies), "peak_bytes": max(r.peak_bytes for r in plan.ranks),
+                       "step_time_s": plan.step_time_s, "feasible": True},
+           "per_block": ["; ".join(f"rank {r.rank}: {runtime_spec(r.policies)}" for r in plan.ranks)]}
+    return render_config(out)
+
+
+def _sac_uniform(cfg: ModelConfig, st: Settings, plan: PipelinePlan, op_level: bool):
+    """The sac module's candidate: the uniform plan over the policies it runs (``trainers.sac_policies``)."""
+    allowed = tuple(q for q in st.policies if q in sac_policies(op_level))
+    try:
+        shared = plan_pipeline(cfg, dataclasses.replace(st, policies=allowed), plan.schedule)
+    except InfeasibleError:
+        return sac_candidate(("full",) * len(plan.ranks[0].policies), op_level)
+    return sac_candidate((shared.uniform or shared.ranks)[0].policies, op_level)

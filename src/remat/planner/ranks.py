@@ -176,12 +176,23 @@ def _solve(ranks: list[_Rank], blocks: list[list[int]], options: list[dict], per
     return np.rint(res.x[:n_blocks * n_opt]).astype(int).reshape(n_blocks, n_opt)
 
 
-def plan_pipeline(cfg: ModelConfig, st: Settings, schedule: str, runtime: bool = True) -> PipelinePlan:
-    """Per-rank plans and the uniform plan of ``cfg`` (p = cfg.pp ranks, N = ``costs.micro_batches``) under
-    ``schedule`` within ``st.budget_bytes`` per GPU (module docstring). ``runtime``: with what torch.distributed.
-    pipelining keeps besides the model's own tensors (``RankCosts.buffers``, the stage outputs); False counts the
-    model's tensors only, as the first-stage planner does. Raises UsageError naming the field for bad input,
-    InfeasibleError naming the rank that no plan fits."""
+@dataclass(frozen=True)
+class Setup:
+    """What a schedule's per-rank plans are made from: the torch name, stages per rank k, ranks p, micro-batches
+    N, layers per stage, the timeline, the layer options and each rank's MILP data."""
+
+    name: str
+    k: int
+    p: int
+    n: int
+    per_stage: int
+    tl: Timeline
+    options: tuple[dict, ...]
+    ranks: tuple[_Rank, ...]
+
+
+def setup(cfg: ModelConfig, st: Settings, schedule: str, runtime: bool = True) -> Setup:
+    """``plan_pipeline``'s inputs. Raises UsageError naming the field for bad input."""
     name = check_name(schedule)
     k, p = stages_per_rank(name, cfg), cfg.pp
     if cfg.layers % (p * k):
@@ -190,19 +201,40 @@ def plan_pipeline(cfg: ModelConfig, st: Settings, schedule: str, runtime: bool =
     per_stage, n = cfg.layers // (p * k), micro_batches(cfg, st.dp)
     tl = timeline(name, p, n, k)
     rc = rank_costs(cfg, st)
-    options = list(rc.options)
-    ranks = _ranks(cfg, st, rc, tl, per_stage, runtime)
+    return Setup(name, k, p, n, per_stage, tl, rc.options, tuple(_ranks(cfg, st, rc, tl, per_stage, runtime)))
+
+
+def plan_pipeline(cfg: ModelConfig, st: Settings, schedule: str, runtime: bool = True) -> PipelinePlan:
+    """Per-rank plans and the uniform plan of ``cfg`` (p = cfg.pp ranks, N = ``costs.micro_batches``) under
+    ``schedule`` within ``st.budget_bytes`` per GPU (module docstring). ``runtime``: with what torch.distributed.
+    pipelining keeps besides the model's own tensors (``RankCosts.buffers``, the stage outputs); False counts the
+    model's tensors only, as the first-stage planner does. Raises UsageError naming the field for bad input,
+    InfeasibleError naming the rank that no plan fits."""
+    su = setup(cfg, st, schedule, runtime)
+    options, ranks, k, p, n = list(su.options), list(su.ranks), su.k, su.p, su.n
     room = [st.budget_bytes - rank.fixed for rank in ranks]
     own = []
     for r, rank in enumerate(ranks):
-        plans = _fitting(tl, [rank], [list(range(k))], options, per_stage, [room[r]], st, [r])
+        plans = _fitting(su.tl, [rank], [list(range(k))], options, su.per_stage, [room[r]], st, [r])
         if plans is None:
-            raise InfeasibleError(f"rank {r} of {name} (p = {p}, N = {n}): no plan fits "
+            raise InfeasibleError(f"rank {r} of {su.name} (p = {p}, N = {n}): no plan fits "
                                   f"{st.budget_bytes} bytes (its model state and reserve: {rank.fixed})", None)
         own += plans
-    uniform = _fitting(tl, ranks, [[0] * k for _ in ranks], options, per_stage, room, st, range(p)) or ()
-    return PipelinePlan(name, p, k, n, st.budget_bytes, tuple(own), uniform, step_seconds(own, n, k),
+    uniform = _fitting(su.tl, ranks, [[0] * k for _ in ranks], options, su.per_stage, room, st, range(p)) or ()
+    return PipelinePlan(su.name, p, k, n, st.budget_bytes, tuple(own), uniform, step_seconds(own, n, k),
                         step_seconds(uniform, n, k) if uniform else float("nan"))
+
+
+def evaluate(su: Setup, policies) -> tuple[RankPlan, ...] | None:
+    """Every rank running the same per-layer ``policies`` (one per layer of a rank's stages, stage by stage), its
+    peak evaluated exactly; None when a policy is not among the options."""
+    names = [o["policy"] for o in su.options]
+    if any(q not in names for q in policies):
+        return None
+    counts = np.zeros((su.k, len(names)), dtype=int)
+    for i, q in enumerate(policies):
+        counts[i // su.per_stage, names.index(q)] += 1
+    return tuple(_rank_plan(r, su.tl, rank, list(su.options), counts) for r, rank in enumerate(su.ranks))
 
 
 def _fitting(tl: Timeline, ranks: list[_Rank], blocks, options, per_stage: int, room: list[int], st: Settings,

@@ -118,19 +118,19 @@ def _torchtitan(L: int, pp: int, op_level: bool) -> list[Candidate]:
     return out
 
 
-def _sac_policies(op_level: bool) -> tuple[str, ...]:
+def sac_policies(op_level: bool) -> tuple[str, ...]:
     """The policies a ``sac`` module runs: selective only where it is op-level (module docstring)."""
     return ("none", "selective", "full") if op_level else ("none", "full")
 
 
-def _sac_candidate(policies, op_level: bool) -> Candidate:
+def sac_candidate(policies, op_level: bool) -> Candidate:
     return Candidate({"policies": list(policies), "selective": "op-level" if op_level else "core_attn"},
                      tuple(policies))
 
 
 def _sac(L: int, pp: int, op_level: bool) -> Iterator[Candidate]:
-    """Lazily (an iterator: 3^L plans): every per-layer plan over ``_sac_policies``."""
-    return (_sac_candidate(p, op_level) for p in itertools.product(_sac_policies(op_level), repeat=L))
+    """Lazily (an iterator: 3^L plans): every per-layer plan over ``sac_policies``."""
+    return (sac_candidate(p, op_level) for p in itertools.product(sac_policies(op_level), repeat=L))
 
 
 FAMILIES = {"hf": _hf, "nemo": _nemo, "torchtitan": _torchtitan, "sac": _sac}
@@ -166,9 +166,9 @@ def _sac_scored(problem: Problem, plan: Plan, op_level: bool) -> list[tuple[Cand
     restricted to the family's options — the family's fastest plan that fits — or, when none fits, its least
     peak (``minimum_budget``). Scored on ``problem`` (peak bytes, step seconds). [] when a layer offers none of
     the family's policies."""
-    allowed = _sac_policies(op_level)
+    allowed = sac_policies(op_level)
     if set(plan.policies) <= set(allowed):
-        return [(_sac_candidate(plan.policies, op_level), plan)]
+        return [(sac_candidate(plan.policies, op_level), plan)]
     layers = tuple(dataclasses.replace(layer, options=tuple(o for o in layer.options if o.policy in allowed))
                    for layer in problem.layers if any(o.policy in allowed for o in layer.options))
     if len(layers) < len(problem.layers):
@@ -179,7 +179,7 @@ def _sac_scored(problem: Problem, plan: Plan, op_level: bool) -> list[tuple[Cand
     except InfeasibleError:
         found = minimum_budget(restricted)   # no offload, so the host limit binds nothing: never None
     chosen = plan_from_policies(problem, found.policies)
-    return [(_sac_candidate(chosen.policies, op_level), chosen)]
+    return [(sac_candidate(chosen.policies, op_level), chosen)]
 
 
 def trainer_config(problem: Problem, plan: Plan, fmt: str) -> dict:
