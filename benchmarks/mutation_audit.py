@@ -10,8 +10,10 @@ Chen's closed forms, the numpy engine and its schedules, Chen §3's allocator an
 planner, the byte accounting, the time model, recompute's guards, the findings' judge and gates, offload.
 Bugs 1–20 are the audit's count (bug 8 of the first pick behaved exactly like the original and was replaced
 by 8b); A–E probe further; F1–F7 (F5b: kind 5's second bug) are the kinds a second auditor planted that
-the fast tier missed. Each is an exact, single-occurrence text replacement; a bug whose text no longer
-occurs is reported as stale (the code moved: update the entry, do not drop it).
+the fast tier missed; G1–G20 a third reviewer's, in the per-rank pipeline planner (schedules, ranks,
+rank_costs, pipeline_text, plan --schedule) and the recompute-safety messages, 16 of them missed by the fast
+tier when planted, each now caught by a fast test. Each is an exact, single-occurrence text replacement; a bug
+whose text no longer occurs is reported as stale (the code moved: update the entry, do not drop it).
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ KORT = "tests/test_formulas_korthikanti.py"
 CHEN = ("tests/test_formulas_chen.py", "tests/test_schedules.py", "tests/test_chain.py")
 PLAN = ("tests/test_planner_solve.py", "tests/test_planner_costs.py", "tests/test_planner_mistral.py")
 GRAPH = ("tests/test_graph_plan.py", "tests/test_chen_graph.py", "tests/test_graph_trace.py")
+PP = ("tests/test_pp_schedules.py", "tests/test_pp_ranks.py")
+SAFE = ("tests/test_clear_errors.py", "tests/test_recompute_safety.py", "tests/test_policies.py",
+        "tests/test_offload.py", "tests/test_auto.py", "tests/test_auto_explain.py")
 BUGS = {
     "1": ("formulas/korthikanti.py", "full / t if (self.tp_split or sp)", "full / t if self.tp_split", (KORT,)),
     "2": ("formulas/korthikanti.py", "attn = ash / t if", "attn = ash if", (KORT,)),
@@ -88,6 +93,32 @@ BUGS = {
     "F6": ("offload.py", "stored.modified or (source is not None and source._version != stored.version),",
            "stored.modified,", ("tests/test_offload_stale_copy.py",)),
     "F7": ("planner/measured.py", "dataclasses.replace(st, dp=st.dp // cfg.ep)", "st", ("tests/test_moe.py",)),
+    # G: a third reviewer's bugs in the per-rank pipeline planner and the recompute-safety changes
+    "G1": ("planner/schedules.py", 'back[i] += kind in ("B", "I")', 'back[i] += kind == "B"', PP),
+    "G2": ("planner/schedules.py", 'split[i] -= kind == "W"', 'split[i] -= kind == "B"', PP),
+    "G3": ("planner/schedules.py", 'i if kind in ("B", "I") else None', 'i if kind == "B" else None', PP),
+    "G4": ("planner/rank_costs.py", "self.boundary * (stage != 0)", "self.boundary * (stage != last)", PP),
+    "G5": ("planner/rank_costs.py", "out[0] += output - (self.boundary if stage else 0)", "out[0] += output", PP),
+    "G6": ("planner/rank_costs.py", "int(Fraction(4 * s * b * v, t))", "int(Fraction(2 * s * b * v, t))", PP),
+    "G7": ("planner/rank_costs.py", 'RECOMPUTED = ("selective", "full")', 'RECOMPUTED = ("full",)', PP),
+    "G8": ("planner/ranks.py", "rc.fixed(st, per_stage * len(stages),", "rc.fixed(st, per_stage,", PP),
+    "G9": ("planner/ranks.py", "plan.peak_bytes <= st.budget_bytes for", "plan.peak_bytes < st.budget_bytes for", PP),
+    "G10": ("planner/ranks.py", "[[0] * k for _ in ranks]", "[list(range(k)) for _ in ranks]", PP),
+    "G11": ("planner/ranks.py", "[x - margin for x in room]", "room", PP),
+    "G12": ("planner/ranks.py", 'm * opt["host"] / MIB', 'opt["host"] / MIB', PP),
+    "G13": ("planner/pipeline_text.py", "{format_bytes(r.peak_bytes)} | {format_bytes(r.fixed_bytes)}",
+            "{format_bytes(r.fixed_bytes)} | {format_bytes(r.peak_bytes)}", PP),
+    "G14": ("cli/plan_run.py", 'args.global_batch is None and cfg.source != "preset"',
+            'args.global_batch is None and cfg.source == "preset"', PP),
+    "G15": ("policies/region.py", "_PASSED = (RecomputeError, CheckpointError, UsageError, _StopRecomputationError)",
+            "_PASSED = (RecomputeError, CheckpointError, UsageError)", SAFE),
+    "G16": ("policies/apply.py", "for i in range(start, stop)}", "for i in range(start, stop - 1)}", SAFE),
+    "G17": ("auto/fake.py", '(", …" if len(meta) > 1 else "")', '(", …" if len(meta) > 2 else "")', SAFE),
+    "G18": ("auto/whole_step.py", "module.sparse and module.weight.requires_grad:", "module.sparse:", SAFE),
+    "G19": ("offload.py", "is_functorch_wrapped_tensor(tensor) or tensor._is_zerotensor()",
+            "is_functorch_wrapped_tensor(tensor)", SAFE),
+    "G20": ("auto/planning.py", r'r"\. Give (this block|it) policy none or offload$"',
+            r'r"\. Give this block policy none or offload$"', SAFE),
 }
 
 

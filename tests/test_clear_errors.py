@@ -239,3 +239,39 @@ def test_apply_plan_runs_a_shared_layer_under_its_one_policy_as_the_plain_model(
     reference = grads(None)
     for plan in ("full", "full,none,full", "offload,full,offload", "segments:2", "drop-cheap"):
         assert _bitwise(grads(plan), reference), plan
+
+
+def test_a_layer_shared_by_the_end_of_a_unit_and_the_layer_after_it_is_refused():
+    torch.manual_seed(0)
+    a, b = _tanh_linear(), _tanh_linear()
+    model = Stack([a, b, b])              # uniform:2 on three layers: the unit layers.0–1, then layers.2 under full
+    with pytest.raises(UsageError, match=r"^policy: layers\.1 and layers\.2 are one module object \(shared weights\) "
+                                         r"given full \(in the unit layers\.0–1\) and full"):
+        apply_plan(model, "uniform:2")
+
+
+# --- e, b, d: the messages' details ---------------------------------------------------------------------------------
+
+def test_a_meta_model_is_named_by_its_first_meta_tensor_and_an_ellipsis_when_there_are_more():
+    for bias, shown in ((True, r"layers\.0\.weight, …"), (False, r"layers\.0\.weight")):
+        with torch.device("meta"):
+            model, x = Stack([nn.Linear(8, 8, bias=bias)]), torch.randn(2, 8)
+        with pytest.raises(UsageError, match=rf"^example_args: Stack \({shown}\) and the example inputs"):
+            auto.explain(model, (x,))
+
+
+def test_a_frozen_sparse_embedding_has_no_gradient_to_count_and_is_planned():
+    model, ids = _stack(stem=nn.Embedding(16, 8, sparse=True)), torch.randint(0, 16, (2, 5))
+    model.stem.weight.requires_grad_(False)
+    assert auto.plan(model, (ids,), budget="1GiB").block_names == ("layers.0", "layers.1", "layers.2")
+
+
+def test_a_failed_recompute_as_the_reason_no_choice_is_left_says_what_to_do_once():
+    model, x = _stack(Picky, n=2), torch.randn(4, 8, requires_grad=True)
+    with pytest.raises(UsageError) as caught:
+        auto.plan(model, (x,), budget="1GiB", choices=("full",))
+    message = str(caught.value)
+    assert message.startswith("choices: layers.0: every policy of choices was dropped for this block — full: the "
+                              "recompute in backward failed (IndexError: list index out of range)")
+    assert message.endswith("or state that is not its inputs. Add none or offload to choices (neither recomputes "
+                            "the block)") and "Give it policy" not in message

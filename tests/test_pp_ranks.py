@@ -143,6 +143,7 @@ def test_the_cli_writes_a_plan_per_rank_and_refuses_bad_input_with_one_line(caps
     for args, field, want in [(("--schedule", "zigzag"), "--schedule", 2), (("--schedule", "1F1B", "--pp", "1"),
                                                                              "--pp", 2),
                               (("--schedule", "GPipe", "--interleave", "2"), "--interleave", 2),
+                              (("--schedule", "ZBVZeroBubble", "--interleave", "3"), "--interleave", 2),
                               (("--schedule", "1F1B", "--memory", "40GiB"), "rank 0", 3)]:
         code, out, err = _cli(capsys, *args, "--out", str(tmp_path / "plan.md"))
         assert code == want and field in err and out == "", (args, err)
@@ -183,3 +184,121 @@ def test_a_trainer_format_gets_the_fastest_single_setting_that_fits_every_rank(c
                           "torchtitan")
     assert code == 0, err
     assert f'selective_ac_option = "{best[1]}"' in out and "rank 7:" in out.splitlines()[2]
+
+
+def test_the_gpt_stage_costs_by_hand():
+    # gpt3-175b at t = 8 with SP, s = 2048, b = 1 (Korthikanti et al. 2022, §4): a layer stores sbh/t·(34 + 5as/h)
+    # bytes without recompute, 34sbh/t with selective (the 5as²b/t of attention dropped), 2sbh/t with full (its input)
+    cfg = dataclasses.replace(from_name("gpt3-175b"), interleave=1)
+    rc = rank_costs(cfg, make_settings(cfg, "a100-80gb", sp=True))
+    s, b, h, v, t, a = cfg.seq, cfg.micro_batch, cfg.hidden, cfg.vocab, cfg.tp, cfg.heads
+    sbh, attn = s * b * h // t, 5 * a * s * s * b // t
+    # a split backward's input-gradient step keeps what the recompute rebuilt (none − stored); none and offload
+    # recompute nothing
+    retained = {o["policy"]: o["retained"] for o in rc.options}
+    assert retained == {"none": 0, "selective": attn, "full": 32 * sbh + attn, "offload": 0}
+    boundary, last = 2 * sbh, cfg.pp - 1                      # one stage-boundary activation, fp16, SP
+    # the output sent on (every stage but the last), the input gradient sent back (every stage but the first)
+    assert [rc.sent(x, last) for x in (0, 3, last)] == [(boundary, 0), (boundary, boundary), (0, boundary)]
+    assert rc.last[1] == 4 * s * b * v // t                   # the last stage's backward: the fp32 logits' gradient
+    # torch's runtime: a stage's output held until its backward (the last stage's: its fp16 logits 2sbv/t; the
+    # others' counted as sends where the schedule keeps them), less the received input (its receive buffer)
+    extra = lambda x, keeps: rc.outside(x, last, True, keeps)[0] - rc.outside(x, last)[0]     # noqa: E731
+    assert [extra(x, False) for x in (0, 3, last)] == [boundary, 0, 2 * s * b * v // t - boundary]
+    assert [extra(x, True) for x in (0, 3, last)] == [0, -boundary, 2 * s * b * v // t - boundary]
+
+
+def test_an_interleaved_rank_holds_the_model_state_of_all_its_stages():
+    # p = 4, 16 layers: 1F1B's rank 1 runs stage 1 (4 layers), interleaved (m = 2) stages 1 and 5 (2 layers each)
+    # — the same 4 layers' parameters, neither the first nor the last stage
+    fixed = []
+    for name, m in (("1F1B", 1), ("Interleaved1F1B", 2)):
+        cfg = _small(layers=16, pp=4, m=m, gb=16)
+        plan = plan_pipeline(cfg, make_settings(cfg, "a100-80gb", sp=False, memory=10**15), name, runtime=False)
+        fixed.append([r.fixed_bytes for r in plan.ranks[1:3]])
+    assert fixed[0] == fixed[1] and fixed[0][0] == fixed[0][1]
+
+
+def test_a_plan_whose_peak_is_the_budget_exactly_fits():
+    cfg = _small(m=1)
+    st = make_settings(cfg, "a100-80gb", sp=False, memory=10**15, policies=("full",))
+    budget = max(r.peak_bytes for r in plan_pipeline(cfg, st, "1F1B").ranks)
+    plan = plan_pipeline(cfg, dataclasses.replace(st, budget_bytes=budget), "1F1B")     # peak ≤ budget
+    assert max(r.peak_bytes for r in plan.ranks) == budget
+
+
+def test_the_uniform_plan_gives_every_stage_of_every_rank_the_same_layer_policies():
+    cfg = _small(layers=16, pp=2, m=2, gb=8)                 # 4 layers per stage, two stages per rank
+    wide = make_settings(cfg, "a100-80gb", sp=False, memory=10**15)
+    lo, hi = (max(r.peak_bytes for r in plan_pipeline(cfg, dataclasses.replace(wide, policies=(q,)),
+                                                      "Interleaved1F1B").ranks) for q in ("full", "none"))
+    for share in (0.25, 0.5, 0.75):
+        plan = plan_pipeline(cfg, dataclasses.replace(wide, budget_bytes=int(lo + share * (hi - lo))),
+                             "Interleaved1F1B")
+        assert len(plan.uniform) == 2           # all-full fits every rank at any of these budgets
+        for rank in plan.uniform:
+            assert sorted(rank.policies[:4]) == sorted(rank.policies[4:]), (share, rank)
+
+
+def test_a_plan_over_the_budget_in_integers_is_solved_again_with_a_kib_less_room(monkeypatch):
+    from remat.planner import ranks as module
+
+    cfg = _small(m=1)
+    st = make_settings(cfg, "a100-80gb", sp=False, memory=10**15)
+    rooms, real_solve, real_plan = [], module._solve, module._rank_plan
+
+    def solve(ranks, blocks, options, per_stage, room, host):
+        rooms.append(list(room))
+        return real_solve(ranks, blocks, options, per_stage, room, host)
+
+    def rank_plan(*args):                       # rank 0's first plan a byte over (HiGHS's tolerance), then exact
+        plan = real_plan(*args)
+        return dataclasses.replace(plan, peak_bytes=st.budget_bytes + 1) if len(rooms) == 1 else plan
+    monkeypatch.setattr(module, "_solve", solve)
+    monkeypatch.setattr(module, "_rank_plan", rank_plan)
+    plan = plan_pipeline(cfg, st, "1F1B")
+    assert rooms[1] == [rooms[0][0] - 1024] and plan.ranks[0].peak_bytes <= st.budget_bytes
+
+
+def test_offload_fits_the_host_memory_of_the_micro_batches_a_rank_holds():
+    # 1F1B, p = 4, N = 8, one layer per stage: rank r holds min(p − r, N) micro-batches at once, each its layer's
+    # offloaded bytes on the host — rank 0 four
+    cfg = _small(layers=4, pp=4, m=1, gb=8)
+    st = make_settings(cfg, "a100-80gb", sp=False, memory=10**15, policies=("offload",))
+    host = rank_costs(cfg, st).options[0]["host"]
+    plan = plan_pipeline(cfg, dataclasses.replace(st, host_limit_bytes=4 * host), "1F1B")
+    assert [r.policies for r in plan.ranks] == [("offload",)] * 4
+    with pytest.raises(InfeasibleError, match="rank 0 of 1F1B"):
+        plan_pipeline(cfg, dataclasses.replace(st, host_limit_bytes=7 * host // 2), "1F1B")
+
+
+def test_the_markdown_row_of_a_rank_by_hand():
+    from remat.planner.pipeline_text import to_markdown
+    from remat.planner.ranks import PipelinePlan, RankPlan
+
+    ranks = (RankPlan(0, (0,), ("full", "none"), 3 * GiB, GiB, 0.5, 2), RankPlan(1, (1,), ("none", "none"),
+                                                                                2 * GiB, GiB, 0.25, 1))
+    text = to_markdown(PipelinePlan("1F1B", 2, 1, 4, 4 * GiB, ranks, (), 2.75, float("nan")), "m", "g")
+    # columns: rank, stages, most held, layers per policy, predicted peak, model state + reserve, s per micro-batch
+    assert "| 0 | 0 | 2 | full 1, none 1 | 3.00 GiB | 1.00 GiB | 0.5 |" in text.splitlines()
+    assert "| 1 | 1 | 1 | none 2 | 2.00 GiB | 1.00 GiB | 0.25 |" in text.splitlines()
+
+
+def test_the_cli_plans_a_presets_own_micro_batches(capsys):
+    # gpt3-175b's preset: global batch 64, micro-batch 1, dp 1 -> N = 64 (the 4·p default is for a config.json)
+    code, out, err = _cli(capsys, "--sp", "--schedule", "1F1B", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["micro_batches"] == 64
+
+
+def test_with_no_single_plan_for_every_rank_the_text_says_so_and_the_json_is_strict():
+    from remat.planner.pipeline_text import to_json, to_markdown
+    from remat.planner.ranks import PipelinePlan, RankPlan
+
+    ranks = (RankPlan(0, (0,), ("full", "full"), 3 * GiB, GiB, 0.5, 2), RankPlan(1, (1,), ("none", "none"),
+                                                                                2 * GiB, GiB, 0.25, 1))
+    plan = PipelinePlan("1F1B", 2, 1, 4, 4 * GiB, ranks, (), 2.75, float("nan"))
+    text = to_markdown(plan, "m", "g")
+    assert "write None" not in text and text.count("no single setting fits every rank") == 2   # megatron, torchtitan
+    out = json.loads(json.dumps(to_json(plan, "m", "g"), allow_nan=False))                   # no NaN in the JSON
+    assert out["gain"] is None and out["uniform_step_time_s"] is None and out["apply"]["megatron"]["write"] is None

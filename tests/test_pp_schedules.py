@@ -43,7 +43,18 @@ def test_every_stage_runs_each_micro_batch_forward_and_backward_once_and_ends_em
             assert count[(s, "F")] == n and count[(s, "B")] + count[(s, "I")] == n
             assert count[(s, "W")] == count[(s, "I")]
         assert sum(t.events[r][-1].held) == 1          # the last action's own micro-batch, then nothing
+        _every_backward_counted(t.events[r], n, len(t.stages[r]))
     assert sorted(s for st in t.stages for s in st) == list(range(p * m))
+
+
+def _every_backward_counted(events, n: int, k: int) -> None:
+    """Each of a rank's k stages runs N backwards (B, or I of a split one): N events with that stage's backward
+    running. At the last action every forward and every other backward has run (sent on and sent back), and at
+    most that action's own micro-batch waits for a weight-gradient step."""
+    assert Counter(e.backward for e in events if e.backward is not None) == {c: n for c in range(k)}
+    last = events[-1]
+    assert sum(last.sent) == n * k and sum(last.sent_grads) + (last.backward is not None) == n * k
+    assert sum(last.split) <= 1
 
 
 def test_v_schedules_put_stages_r_and_2p_minus_1_minus_r_on_rank_r():

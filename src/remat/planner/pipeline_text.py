@@ -2,9 +2,9 @@
 trainer's format (``trainer_text``: one setting for every stage, the exact per-rank plans in its header).
 
 JSON keys: title, schedule, pp, stages_per_rank, micro_batches, budget_bytes, step_time_s, uniform_step_time_s,
-gain (uniform step / per-rank step − 1), ranks and uniform [{rank, stages, policies, python_list, peak_bytes,
-fixed_bytes, seconds_per_micro_batch, most_held}], apply (per format: what it can express and the plan to write),
-not_counted. Markdown: the same, a row per rank.
+gain (uniform step / per-rank step − 1; both null when no single plan fits every rank), ranks and uniform [{rank,
+stages, policies, python_list, peak_bytes, fixed_bytes, seconds_per_micro_batch, most_held}], apply (per format:
+what it can express and the plan to write), not_counted. Markdown: the same, a row per rank.
 """
 
 from __future__ import annotations
@@ -60,9 +60,19 @@ def to_json(plan: PipelinePlan, model: str, gpu: str) -> dict:
     return {"title": title(plan, model, gpu), "schedule": plan.schedule, "pp": plan.pp,
             "stages_per_rank": plan.stages_per_rank, "micro_batches": plan.micro_batches,
             "budget_bytes": plan.budget_bytes, "step_time_s": plan.step_time_s,
-            "uniform_step_time_s": plan.uniform_step_time_s, "gain": gain(plan),
+            "uniform_step_time_s": plan.uniform_step_time_s if plan.uniform else None,
+            "gain": gain(plan) if plan.uniform else None,
             "ranks": [_rank_json(r) for r in plan.ranks], "uniform": [_rank_json(r) for r in plan.uniform],
             "apply": apply(plan), "not_counted": list(NOT_COUNTED)}
+
+
+def _write(how: dict) -> str:
+    """What a one-setting format should write (``apply``), as the end of its Markdown line."""
+    if "write" not in how:
+        return ""
+    if how["write"] is None:
+        return "; no single setting fits every rank: only per-rank plans (remat) run within the budget"
+    return f"; write {how['write']}" + ("" if how["exact"] else " (the uniform plan: nearest it can express)")
 
 
 def _counts(policies) -> str:
@@ -87,10 +97,7 @@ def to_markdown(plan: PipelinePlan, model: str, gpu: str) -> str:
                                             f"are {100 * gain(plan):.2f} % faster.", ""]
     else:
         lines += ["No single plan fits every rank: only per-rank plans run within the budget.", ""]
-    lines += ["## How to apply", ""] + [f"- {fmt}: {v['expresses']}" + (
-        "" if fmt == "remat" else f"; write {v['write']}" + ("" if v["exact"] else " (the uniform plan: nearest "
-                                                                                     "it can express)"))
-        for fmt, v in how.items()]
+    lines += ["## How to apply", ""] + [f"- {fmt}: {v['expresses']}" + _write(v) for fmt, v in how.items()]
     lines += ["", "Per rank, remat.policies specs: " + "; ".join(f"rank {r}: {s}" for r, s in
                                                                  enumerate(how["remat"]["per_rank"])), "",
               "Not counted yet: " + "; ".join(NOT_COUNTED) + "."]

@@ -89,8 +89,13 @@ class _Rank:
 
 
 def stages_per_rank(schedule: str, cfg: ModelConfig) -> int:
-    """Stages each rank runs under ``schedule``: 2 for the V-shaped ones, else ``cfg.interleave``."""
-    return 2 if check_name(schedule) in V_SHAPED else cfg.interleave
+    """Stages each rank runs under ``schedule``: 2 for the V-shaped ones, else ``cfg.interleave``. Raises
+    UsageError("--interleave") for a V-shaped schedule given another count than 2 (1 means unset)."""
+    if check_name(schedule) not in V_SHAPED:
+        return cfg.interleave
+    if cfg.interleave > 2:
+        raise UsageError("--interleave", f"{check_name(schedule)} runs two stages per rank in a V; give --interleave 2")
+    return 2
 
 
 def default_interleave(schedule: str, preset: int) -> int:
