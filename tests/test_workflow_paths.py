@@ -150,7 +150,7 @@ def test_command_line_examples_run_as_written(root, capsys):
     text = (root / "docs" / "cli.md").read_text().split("## The command line\n", 1)[1].split("\n## ", 1)[0]
     block = text.split("Examples:", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     commands = [line.partition("#")[0].strip() for line in block.splitlines() if line.startswith("remat ")]
-    assert len(commands) == 7
+    assert len(commands) == 8
     for command in commands:
         code, out, err = run_cli(capsys, *shlex.split(command)[1:])
         assert code == 0, (command, err[-2000:])
@@ -160,6 +160,8 @@ def test_command_line_examples_run_as_written(root, capsys):
             assert "predicted on a100-80gb (roofline model" in out, (command, out[-300:])
         elif command.startswith("remat memplan"):
             assert out.startswith(("resnet-200", "lstm-16")) and "planned" in out, (command, out[:300])
+        elif "--schedule" in command:
+            assert out.startswith("# Per-rank plan: gpt3-175b"), (command, out[:300])
         else:
             assert out.startswith("# Recompute plan: gpt3-175b"), (command, out[:300])
 
