@@ -201,6 +201,9 @@ def test_the_gpt_stage_costs_by_hand():
     # the output sent on (every stage but the last), the input gradient sent back (every stage but the first)
     assert [rc.sent(x, last) for x in (0, 3, last)] == [(boundary, 0), (boundary, boundary), (0, boundary)]
     assert rc.last[1] == 4 * s * b * v // t                   # the last stage's backward: the fp32 logits' gradient
+    # a split backward keeps each weight op's output gradient (fp16): QKV 3h/t, projection h, fc1 4h/t, fc2 h, and
+    # the two LayerNorms' h each
+    assert rc.weight_grads == 2 * s * b * (3 * h // t + h + 4 * h // t + h + h + h)
     # torch's runtime: a stage's output held until its backward (the last stage's: its fp16 logits 2sbv/t; the
     # others' counted as sends where the schedule keeps them), less the received input (its receive buffer)
     extra = lambda x, keeps: rc.outside(x, last, True, keeps)[0] - rc.outside(x, last)[0]     # noqa: E731

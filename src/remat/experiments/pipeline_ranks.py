@@ -27,8 +27,7 @@ from remat.experiments.params import Count
 from remat.measure.provenance import with_provenance
 from remat.models.presets import ModelConfig, from_name
 from remat.planner.make import make_settings
-from remat.planner.ranks import plan_pipeline
-from remat.planner.schedules import V_SHAPED
+from remat.planner.ranks import default_interleave, plan_pipeline
 
 PRELOAD = ["torch", "torch.distributed", "torch.distributed.pipelining", "torch.utils.checkpoint",
            "remat.policies", "remat.models.transformer", "remat.measure.peak"]
@@ -53,7 +52,7 @@ class PipelineParams:
 
 def config(p: PipelineParams, pp: int, schedule: str) -> ModelConfig:
     """The small Llama of the experiment for ``pp`` ranks under ``schedule`` (stages per rank as it needs)."""
-    m = 2 if schedule in V_SHAPED or schedule not in ("GPipe", "1F1B") else 1
+    m = default_interleave(schedule, 2)
     return dataclasses.replace(from_name("llama-tiny"), layers=p.layers, seq=p.seq, hidden=p.hidden,
                                ffn_hidden=p.hidden * 11 // 4, heads=4, kv_heads=2, vocab=512, max_positions=p.seq,
                                micro_batch=2, pp=pp, interleave=m, global_batch=2 * p.micro_batches)

@@ -270,7 +270,7 @@ def _steps_in_order(cfg: ModelConfig, device: str, repeats: int, rounds: int, th
         timed = time_plans(cfg, RECOMPUTE, device, rounds=rounds << attempt, repeats=repeats, warmup=1,
                            threads=threads)
         steps = {spec: t.median_s for spec, t in timed.items()}
-        if steps["none"] < steps["selective"] < steps["full"]:
+        if all(steps[a] < steps[b] for a, b in zip(RECOMPUTE, RECOMPUTE[1:])):
             break
     return steps, rounds << attempt
 

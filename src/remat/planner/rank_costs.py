@@ -115,7 +115,7 @@ def _closed_form(cfg: ModelConfig, st: Settings, options) -> RankCosts:
                      korthikanti.params_per_layer(h, t, cfg.ffn_hidden), 0,
                      v * h // t + cfg.max_positions * h, 2 * h + v * h // t, 0,
                      int(Fraction(2 * s * b * h, t if st.sp else 1)), int(Fraction(2 * s * b * v, t)),
-                     int(Fraction(2 * s * b * (4 * h + (3 * h + (cfg.ffn_hidden or 4 * h)) // t + h), 1)))
+                     2 * s * b * (4 * h + (3 * h + (cfg.ffn_hidden or 4 * h)) // t))
 
 
 def _measured(cfg: ModelConfig, st: Settings, options) -> RankCosts:

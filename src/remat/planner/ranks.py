@@ -38,7 +38,7 @@ from remat.models.presets import ModelConfig
 from remat.planner.costs import micro_batches
 from remat.planner.layer_costs import Settings
 from remat.planner.rank_costs import RankCosts, rank_costs
-from remat.planner.schedules import V_SHAPED, Timeline, check_name, timeline
+from remat.planner.schedules import V_SHAPED, Timeline, check_name, single_stage, timeline
 
 
 MIB = float(2**20)
@@ -102,7 +102,7 @@ def default_interleave(schedule: str, preset: int) -> int:
     """Stages per rank when --interleave is not given: 1 for a one-stage schedule (GPipe, 1F1B), 2 for a V,
     else the preset's m (at least 2)."""
     name = check_name(schedule)
-    return 1 if name in ("GPipe", "1F1B") else 2 if name in V_SHAPED else max(2, preset)
+    return 1 if single_stage(name) else 2 if name in V_SHAPED else max(2, preset)
 
 
 def _ranks(cfg: ModelConfig, st: Settings, rc: RankCosts, tl: Timeline, per_stage: int, runtime: bool) -> list[_Rank]:

@@ -95,6 +95,13 @@ def check_name(name: str) -> str:
     return known[name.lower()]
 
 
+def single_stage(name: str) -> bool:
+    """Whether torch runs schedule ``name`` with one stage per rank (a ``PipelineScheduleSingle``)."""
+    from torch.distributed.pipelining import schedules
+
+    return issubclass(schedules.get_schedule_class(check_name(name)), schedules.PipelineScheduleSingle)
+
+
 def _schedule(name: str, pp: int, micro_batches: int, stages_per_rank: int):
     """The torch schedule object on stand-in stages. Raises UsageError("--interleave") for a stage count the
     schedule does not run, UsageError("--pp" or "--global-batch") for a pipeline size or a micro-batch count
@@ -102,8 +109,7 @@ def _schedule(name: str, pp: int, micro_batches: int, stages_per_rank: int):
     from torch import nn
     from torch.distributed.pipelining import schedules
 
-    cls = schedules.get_schedule_class(name)
-    single = issubclass(cls, schedules.PipelineScheduleSingle)
+    cls, single = schedules.get_schedule_class(name), single_stage(name)
     if single and stages_per_rank != 1:
         raise UsageError("--interleave", f"{name} runs one stage per rank; drop --interleave (or use "
                                          f"Interleaved1F1B / LoopedBFS / InterleavedZeroBubble)")
