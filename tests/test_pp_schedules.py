@@ -9,7 +9,7 @@ from fractions import Fraction
 import pytest
 
 from remat.errors import UsageError
-from remat.planner.schedules import NAMES, actions, check_name, timeline
+from remat.planner.schedules import NAMES, actions, check_name, step_seconds, timeline
 
 
 @pytest.mark.parametrize("p, n", [(2, 2), (2, 5), (4, 4), (4, 9), (8, 16)])
@@ -113,3 +113,51 @@ def test_runtime_schedules_keep_what_they_sent_until_the_step_ends():
     # a sent output of 10 bytes and input gradient of 1 byte per micro-batch, nothing else held: 8 outputs and 7
     # gradients at that event
     assert t.event_bytes(last, [0, 0], [0, 0], None, [(10, 1), (10, 1)]) == 8 * 10 + 7 * 1
+
+
+@pytest.mark.parametrize("name", ["GPipe", "1F1B"])
+@pytest.mark.parametrize("p, n", [(2, 2), (2, 5), (4, 8), (8, 16)])
+def test_a_one_stage_schedules_step_is_n_plus_p_minus_1_stage_times(name, p, n):
+    # equal stages, f forward and b backward seconds: the bubble is (p − 1)(f + b) (Huang et al. 2019; Narayanan
+    # et al. 2021 §2.2)
+    assert step_seconds(name, p, n, 1, [(1.0, 2.5, 1.0)] * p) == pytest.approx((n + p - 1) * 3.5)
+
+
+@pytest.mark.parametrize("p, m, n", [(2, 2, 4), (4, 2, 8), (4, 3, 12), (8, 2, 16)])
+def test_the_interleaved_step_has_narayanans_bubble(p, m, n):
+    # m chunks of f/m and b/m seconds per rank: (N·m + p − 1) chunk times, i.e. a bubble of (p − 1)/m of a stage's
+    # (Narayanan et al. 2021 §2.2.2)
+    f, b = 1.0, 2.0
+    assert step_seconds("Interleaved1F1B", p, n, m, [(f / m, b / m, b / m / 2)] * (p * m)) == \
+        pytest.approx((n * m + p - 1) * (f + b) / m)
+
+
+def test_the_1f1b_step_by_hand_with_unequal_stages():
+    # p = 2, N = 2; stage 0: f 1, b 2; stage 1: f 3, b 4. Rank 0: F0 [0, 1], F1 [1, 2]; rank 1: F0 [1, 4], B0 [4, 8],
+    # F1 [8, 11], B1 [11, 15]; rank 0: B0 waits for rank 1's B0: [8, 10], B1 for its B1: [15, 17]
+    assert step_seconds("1F1B", 2, 2, 1, [(1.0, 2.0, 1.0), (3.0, 4.0, 2.0)]) == 17.0
+
+
+@pytest.mark.parametrize("name, m", [(n, 1 if n in ("GPipe", "1F1B") else 2) for n in NAMES])
+def test_every_schedules_step_lies_between_its_busiest_rank_and_serial_work(name, m):
+    p, n, seconds = 4, 8, [(0.5, 1.0 + 0.1 * s, 0.5) for s in range(4 * m)]
+    step, stages = step_seconds(name, p, n, m, seconds), timeline(name, p, n, m).stages
+    work = [n * sum(seconds[s][0] + seconds[s][1] for s in stages[r]) for r in range(p)]
+    assert max(work) < step < sum(work)
+
+
+def test_a_split_backward_fills_the_bubble():
+    # f = i = w per chunk (Qi et al. 2024's T_F = T_B = T_W): the zero-bubble schedules finish before the 1F1B-type
+    # ones with the same work per rank, and never before the work itself
+    p, n, chunk = 4, 8, (0.5, 1.0, 0.5)
+    one_f_one_b = step_seconds("Interleaved1F1B", p, n, 2, [chunk] * 8)
+    for name in ("InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV"):
+        assert n * 2 * 1.5 < step_seconds(name, p, n, 2, [chunk] * 8) < one_f_one_b
+
+
+def test_actions_that_wait_on_each_other_are_refused(monkeypatch):
+    from remat.planner import schedules
+
+    monkeypatch.setattr(schedules, "actions", lambda *a: {0: [(0, "B"), (0, "F")], 1: [(1, "F"), (1, "B")]})
+    with pytest.raises(RuntimeError, match="wait on each other"):
+        schedules.step_seconds("1F1B", 2, 1, 1, [(1.0, 1.0, 0.5)] * 2)

@@ -114,7 +114,7 @@ def trainer_text(cfg: ModelConfig, st: Settings, plan: PipelinePlan, fmt: str) -
     op_level = cfg.arch != "gpt"
     cands = [_sac_uniform(cfg, st, plan, op_level)] if fmt == "sac" else family(fmt, su.per_stage * su.k, su.p,
                                                                                    op_level)
-    scored = [(c, ranks, step_seconds(ranks, su.n, su.k)) for c in cands
+    scored = [(c, ranks, step_seconds(su, ranks)) for c in cands
               if (ranks := evaluate(su, c.policies)) is not None]
     if not scored:
         raise UsageError("--format", f"no {fmt} configuration uses only the policies offered (--policies)")

@@ -17,10 +17,15 @@ Each rank's plan minimises its seconds per micro-batch under that peak ≤ budge
 constraint: a MILP, ``scipy.optimize.milp``, one binary per layer option and one bound per stage transient);
 the uniform plan (one per-layer choice for every stage of every rank, what Megatron's flags and torchtitan's
 config express) is the same MILP over all ranks at once. It is feasible for every rank's own MILP, so the per-rank
-plans are never slower on any rank. Step seconds: (N − 1/k) · max_r t_r + Σ_r t_r / k with t_r rank r's seconds
-per micro-batch — the 1F1B and interleaved bubble, (N + (p − 1)/k) · t for equal ranks (``costs.step_multiplier``);
-a zero-bubble schedule's smaller bubble is not modelled. Not counted: a layer's backward workspace (the
-workspace reserve's). With ``runtime`` (the default) the rank also holds what torch.distributed.pipelining keeps:
+plans are never slower on any rank. Step seconds: the schedule's own actions timed (``schedules.step_seconds``,
+bubble included: (N + (p − 1)/k) · t for equal ranks under 1F1B and interleaved, less under a split backward) with
+each stage's forward, backward (its layers' chosen seconds less the forward) and weight-gradient seconds per
+micro-batch: the roofline's forward of a layer and half its gradient work (each GEMM's backward is one product for
+the input's gradient and one for the weight's), scaled to a calibrated ``none`` where one is given. Each rank
+minimises its own seconds per micro-batch, which minimises the step for one stage per rank; with several stages per
+rank the step is evaluated, not searched, and where the uniform plan's step is shorter (the ranks' least sums left
+their stages unbalanced) every rank takes the uniform plan. Not counted: a layer's backward workspace (the workspace reserve's),
+the head's and the embedding's time, the sends' time. With ``runtime`` (the default) the rank also holds what torch.distributed.pipelining keeps:
 a receive buffer per micro-batch for each stage's input and output gradient, allocated at the first step and kept
 (a received input is the first layer's saved input: not counted twice), and each stage's output until its backward
 — or, where the schedule runs on torch's ``_PipelineScheduleRuntime`` (``Timeline.keeps_sends``), every output sent on
@@ -36,8 +41,9 @@ import numpy as np
 from remat.errors import InfeasibleError, UsageError
 from remat.models.presets import ModelConfig
 from remat.planner.costs import micro_batches
-from remat.planner.layer_costs import Settings
+from remat.planner.layer_costs import Settings, layer_seconds
 from remat.planner.rank_costs import RankCosts, rank_costs
+from remat.planner import schedules
 from remat.planner.schedules import V_SHAPED, Timeline, check_name, single_stage, timeline
 
 
@@ -49,7 +55,8 @@ optimal that a faster feasible one beat; every plan's peak is then evaluated exa
 @dataclass(frozen=True)
 class RankPlan:
     """One rank's plan: ``policies`` per layer of its stages (stage by stage, ascending), its peak and fixed bytes,
-    its seconds per micro-batch, and the most stage micro-batches it holds at once."""
+    its seconds per micro-batch (``stage_seconds`` per local stage), and the most stage micro-batches it holds at
+    once."""
 
     rank: int
     stages: tuple[int, ...]
@@ -58,6 +65,7 @@ class RankPlan:
     fixed_bytes: int
     seconds_per_micro_batch: float
     most_held: int
+    stage_seconds: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -184,7 +192,8 @@ def _solve(ranks: list[_Rank], blocks: list[list[int]], options: list[dict], per
 @dataclass(frozen=True)
 class Setup:
     """What a schedule's per-rank plans are made from: the torch name, stages per rank k, ranks p, micro-batches
-    N, layers per stage, the timeline, the layer options and each rank's MILP data."""
+    N, layers per stage, the timeline, the layer options, each rank's MILP data and a layer's (forward,
+    weight-gradient) seconds per micro-batch (``phases``)."""
 
     name: str
     k: int
@@ -194,6 +203,7 @@ class Setup:
     tl: Timeline
     options: tuple[dict, ...]
     ranks: tuple[_Rank, ...]
+    phases: tuple[float, float] = (0.0, 0.0)
 
 
 def setup(cfg: ModelConfig, st: Settings, schedule: str, runtime: bool = True) -> Setup:
@@ -206,7 +216,16 @@ def setup(cfg: ModelConfig, st: Settings, schedule: str, runtime: bool = True) -
     per_stage, n = cfg.layers // (p * k), micro_batches(cfg, st.dp)
     tl = timeline(name, p, n, k)
     rc = rank_costs(cfg, st)
-    return Setup(name, k, p, n, per_stage, tl, rc.options, tuple(_ranks(cfg, st, rc, tl, per_stage, runtime)))
+    return Setup(name, k, p, n, per_stage, tl, rc.options, tuple(_ranks(cfg, st, rc, tl, per_stage, runtime)),
+                 _phases(cfg, st))
+
+
+def _phases(cfg: ModelConfig, st: Settings) -> tuple[float, float]:
+    """(forward, weight-gradient) seconds of one layer and micro-batch (module docstring): the roofline's
+    forward and half its gradient work under ``none``, scaled to a calibrated ``none`` where one is given."""
+    none = layer_seconds(cfg, st)["none"]
+    scale = (st.calibration or {}).get("none", none.combined_s) / none.combined_s
+    return none.forward_s * scale, none.backward.total_s / 2 * scale
 
 
 def plan_pipeline(cfg: ModelConfig, st: Settings, schedule: str, runtime: bool = True) -> PipelinePlan:
@@ -226,8 +245,10 @@ def plan_pipeline(cfg: ModelConfig, st: Settings, schedule: str, runtime: bool =
                                   f"{st.budget_bytes} bytes (its model state and reserve: {rank.fixed})", None)
         own += plans
     uniform = _fitting(su.tl, ranks, [[0] * k for _ in ranks], options, su.per_stage, room, st, range(p)) or ()
-    return PipelinePlan(su.name, p, k, n, st.budget_bytes, tuple(own), uniform, step_seconds(own, n, k),
-                        step_seconds(uniform, n, k) if uniform else float("nan"))
+    step, shared = step_seconds(su, own), step_seconds(su, uniform) if uniform else float("nan")
+    if shared < step:           # several stages per rank: each rank's least sum can leave its stages unbalanced
+        own, step = list(uniform), shared
+    return PipelinePlan(su.name, p, k, n, st.budget_bytes, tuple(own), uniform, step, shared)
 
 
 def evaluate(su: Setup, policies) -> tuple[RankPlan, ...] | None:
@@ -257,10 +278,14 @@ def _fitting(tl: Timeline, ranks: list[_Rank], blocks, options, per_stage: int, 
     raise InfeasibleError(f"{tl.schedule}: HiGHS's plan exceeds the budget in exact arithmetic", None)
 
 
-def step_seconds(plans, n: int, k: int) -> float:
-    """(N − 1/k) · max_r t_r + Σ_r t_r / k (module docstring)."""
-    t = [plan.seconds_per_micro_batch for plan in plans]
-    return (n - 1 / k) * max(t) + sum(t) / k
+def step_seconds(su: Setup, plans) -> float:
+    """One step's seconds with every rank running its plan (module docstring; ``schedules.step_seconds``)."""
+    forward, weight = (su.per_stage * x for x in su.phases)
+    seconds = [(0.0, 0.0, 0.0)] * (su.p * su.k)
+    for plan in plans:
+        for stage, total in zip(su.tl.stages[plan.rank], plan.stage_seconds):
+            seconds[stage] = (forward, total - forward, weight)
+    return schedules.step_seconds(su.name, su.p, su.n, su.k, seconds)
 
 
 def _rank_plan(r: int, tl: Timeline, rank: _Rank, options: list[dict], counts: np.ndarray) -> RankPlan:
@@ -272,6 +297,6 @@ def _rank_plan(r: int, tl: Timeline, rank: _Rank, options: list[dict], counts: n
         stored.append(sum(int(m) * options[o]["stored"] for o, m in enumerate(row)) + rank.outside[c][0])
         transient.append(max([rank.outside[c][1]] + [options[o]["transient"] for o in chosen]))
         retained.append(sum(int(m) * (options[o]["retained"] + rank.split_grads) for o, m in enumerate(row)))
-    seconds = sum(int(m) * options[o]["time"] for row in counts for o, m in enumerate(row))
+    seconds = tuple(sum(int(m) * options[o]["time"] for o, m in enumerate(row)) for row in counts)
     peak = rank.fixed + tl.peak_bytes(r, stored, transient, retained, rank.sent)
-    return RankPlan(r, tl.stages[r], tuple(policies), peak, rank.fixed, seconds, tl.most_held(r))
+    return RankPlan(r, tl.stages[r], tuple(policies), peak, rank.fixed, sum(seconds), tl.most_held(r), seconds)

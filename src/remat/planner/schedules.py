@@ -21,6 +21,13 @@ largest, over its events, of Σ_s held_s × stored_s + Σ_s split_s × split_ext
 transient. Megatron's schedules are the special case ``in_flight`` states (Korthikanti §4.2.3): under 1F1B rank r
 holds at most min(p − r, N) micro-batches; interleaved with m chunks, 2(p − r − 1) + (m − 1)p + 1 chunk
 micro-batches when N ≥ 2p.
+
+The same action lists time a step (``step_seconds``): every rank runs its actions in torch's order, each starting
+when the rank is free and its input exists — F(s, j) once F(s − 1, j) is done, B or I(s, j) once the gradient of
+stage s + 1 for micro-batch j is (B or I there), W(s, j) after I(s, j) — and the step is the last action's end.
+Micro-batch j of a stage is its j-th action of that kind, B and I counted together (each stage runs its
+micro-batches in order). Sends take
+no time. For equal stages this is (N + p − 1)(f + b) under GPipe and 1F1B, the bubble of Narayanan et al. 2021.
 """
 
 from __future__ import annotations
@@ -168,6 +175,36 @@ def timeline(name: str, pp: int, micro_batches: int, stages_per_rank: int = 1) -
                 split[i] -= kind == "W"
         events.append(tuple(out))
     return Timeline(check_name(name), pp, micro_batches, stages, tuple(events), _keeps_sends(check_name(name)))
+
+
+def step_seconds(name: str, pp: int, micro_batches: int, stages_per_rank: int, seconds) -> float:
+    """One step's seconds under schedule ``name`` (module docstring). ``seconds[s]``: stage s's (forward,
+    backward, weight-gradient) seconds per micro-batch, the backward with what it recomputes; a split backward
+    runs I for backward − weight and W for weight. Raises RuntimeError if the action lists cannot all run."""
+    acts = actions(name, pp, micro_batches, stages_per_rank)
+    last = pp * stages_per_rank - 1
+    done: dict[tuple, float] = {}           # (kind, stage, micro-batch) -> end; kind "F", "G" (gradient sent), "W"
+    seen: dict[tuple, int] = {}
+    free, at = [0.0] * pp, [0] * pp
+    while any(at[r] < len(acts[r]) for r in range(pp)):
+        moved = False
+        for r in range(pp):
+            while at[r] < len(acts[r]):
+                stage, kind = acts[r][at[r]]
+                counted = (stage, "B" if kind == "I" else kind)          # a stage's Bs and Is count together
+                j = seen.get(counted, 0)
+                need = {"F": ("F", stage - 1, j) if stage else None, "W": ("G", stage, j)}.get(
+                    kind, ("G", stage + 1, j) if stage < last else ("F", stage, j))
+                if need is not None and need not in done:
+                    break
+                f, b, w = seconds[stage]
+                start = max(free[r], done.get(need, 0.0))
+                free[r] = start + {"F": f, "B": b, "I": b - w, "W": w}[kind]
+                done[("F" if kind == "F" else "W" if kind == "W" else "G", stage, j)] = free[r]
+                seen[counted], at[r], moved = j + 1, at[r] + 1, True
+        if not moved:
+            raise RuntimeError(f"{name}: the ranks' actions wait on each other (p = {pp}, N = {micro_batches})")
+    return max(free)
 
 
 def _keeps_sends(name: str) -> bool:
