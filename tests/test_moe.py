@@ -167,8 +167,10 @@ def test_expert_state_is_sharded_over_the_ranks_holding_the_same_experts(monkeyp
     parameters are counted (remat.planner.measured._facts, under fake tensors)."""
     monkeypatch.setattr(measured, "measure_layer", lambda cfg: {**measured._facts(dataclasses.replace(cfg, layers=1)),
                                                                 "stored": None, "recompute_flops": None})
-    for name in ("layer_seconds", "policy_costs", "op_level_transient", "outside", "head_floor", "outside_seconds"):
+    for name in ("layer_seconds", "op_level_transient", "backward_workspace", "head_floor", "outside_seconds"):
         monkeypatch.setattr(measured, name, lambda *args, **kwargs: None)
+    for name in ("policy_costs", "outside"):
+        monkeypatch.setattr(measured, name, lambda *args, **kwargs: {})
     expected = {3: {"weights": 2 * 41792 // 4 + 2 * 24576 // 2,         # 20,896 + 24,576
                     "gradients": 4 * 41792 // 4 + 4 * 24576 // 2,       # 41,792 + 49,152
                     "optimizer": 12 * 41792 // 4 + 12 * 24576 // 2},    # 125,376 + 147,456

@@ -14,7 +14,8 @@ recompute inside the policies' checkpoints). Nothing here is a formula of the la
   agree for the runtime's layers), its forward and recompute FLOPs half of the two layers'; its backward
   FLOPs the difference between the 2-layer and a 1-layer step under ``none`` (the rest is the head's);
 * bytes outside the layers all step (``outside``): what a 1-layer copy's embedding saves (the token ids), times
-  the micro-batches the first stage holds in flight, and a sliding-window mask;
+  the micro-batches the first stage holds in flight, and a sliding-window mask; the layers' own buffers (the
+  RoPE tables of remat's runtime layer, one pair per layer; a trainer's layer may keep one pair per model);
 * the head (p = 1; the first of p > 1 stages holds none): its peak from the last layer's output through the
   final norm, the head, the loss and their backward, beyond what is live when the layers' backward starts
   (``head_floor``), measured on a 1-layer copy as remat.auto measures any model (remat.auto.whole_step) — the
@@ -40,7 +41,9 @@ tensor, so Megatron's core-attention recompute would free almost nothing.
 Time: the per-op roofline model of the same layer (``remat.timemodel.predict``) and offload through
 ``remat.formulas.offload.exposed_offload_s``, as the GPT path; the rest of the step (embedding, head, loss) by the
 same roofline over every op of a whole step (``outside_seconds``), as remat.auto. Transients: none − stored for full
-(the recompute), measured for selective (``op_level_transient``), 2 × none for offload; the head's floor as above. A t
+(the recompute), measured for selective (``op_level_transient``), 2 × none for offload, each plus the layer's
+backward workspace (``backward_workspace``: gradient temporaries, its parameters' gradients before they are
+accumulated; measured, as remat.auto measures a block's); the head's floor as above. A t
 that does not divide the query heads, the key/value groups or the MLP width is a UsageError("--tp") from
 ``remat.planner.costs``.
 
@@ -88,10 +91,11 @@ def _facts(cfg: ModelConfig) -> dict:
     rest = sum(p.numel() for p in model.parameters()) - embed - sum(count(layer) for layer in model.layers)
     tensors = sum(1 for r in log.activations() if r.module.startswith("layers.0.") or r.module == "layers.0")
     mask = getattr(model.layers[0].attn.core, "window_mask", None)
+    buffers = sum(b.numel() * b.element_size() for b in model.layers[0].buffers() if b is not mask)
     return {"layer": count(model.layers[0]), "experts": expert_params(model.layers[0]), "embedding": embed,
             "norm": count(model.norm),
             "head": rest - count(model.norm), "tensors": tensors,
-            "mask": 0 if mask is None else mask.numel() * mask.element_size()}
+            "mask": 0 if mask is None else mask.numel() * mask.element_size(), "buffers": buffers}
 
 
 @functools.lru_cache(maxsize=16)
@@ -157,6 +161,23 @@ def op_level_transient(cfg: ModelConfig, t: int, sp: bool) -> int:
                 out.backward(torch.ones_like(out))
                 peaks[mode] = mem.peak_so_far() - start
     return max(0, peaks["drop-cheap"] - peaks["none"])
+
+
+@functools.lru_cache(maxsize=16)
+def backward_workspace(cfg: ModelConfig, t: int, sp: bool) -> int:
+    """What a layer's backward allocates beyond what is live when it starts, with nothing recomputed: its gradient
+    temporaries and the gradients of its parameters before they are accumulated (one TP rank, under fake tensors,
+    torch's memory tracker, as ``op_level_transient``). Every policy's backward holds it on top of what it
+    recomputes."""
+    with tp_group(t, 0, "fake") as group, tensor_mode("fake"):
+        container, _ = build(cfg, t, sp, "none", group, "fake")
+        x = layer_input(cfg, t, sp, "fake")
+        with PeakMemory("cpu", container, x) as mem:
+            out = container(x)
+            start = mem.current_bytes()
+            mem.reset_peak()
+            out.backward(torch.ones_like(out))
+            return max(0, mem.peak_so_far() - start)
 
 
 def expert_params(layer) -> int:
@@ -239,6 +260,8 @@ def measured_costs(cfg: ModelConfig, st, held: int = 1) -> dict:
     rank = measure_rank_layer(cfg, t, st.sp) if t > 1 else m
     out = policy_costs(rank["stored"], layer_seconds(cfg, st), rank["recompute_flops"], rank["tensors"], st,
                        {"selective": op_level_transient(cfg, t, st.sp)})
+    workspace = backward_workspace(cfg, t, st.sp)        # every policy's backward holds it besides
+    out = {policy: dict(c, transient=c["transient"] + workspace) for policy, c in out.items()}
     # vocabulary-parallel embedding and head (v/t rows each; a tied head is counted in the embedding), the final
     # norm replicated
     outside_params = -(-m["embedding"] // t) + (m["norm"] + -(-m["head"] // t) if p == 1 else 0)
@@ -250,7 +273,8 @@ def measured_costs(cfg: ModelConfig, st, held: int = 1) -> dict:
     return {
         "per_micro_batch": out,
         "model_state": {part: state[0][part] + state[1][part] for part in state[0]},
-        "outside": outside(cfg, held),
+        "outside": {**outside(cfg, held), **({"the layers' buffers (RoPE tables of remat's runtime layer)":
+                                              n_layers * m["buffers"]} if m["buffers"] else {})},
         "floor_bytes": head_floor(cfg) if p == 1 else 0,
         "head_time_s": outside_seconds(cfg, st.gpu) if p == 1 else 0.0,
         "params": {"per_layer": per_layer, "on_this_gpu": dense + n_layers * experts,

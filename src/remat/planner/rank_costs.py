@@ -11,8 +11,10 @@ adds while it runs) of the first and the last stage, and each rank's fixed bytes
 * Other models (Llama, Mistral, Qwen2, Mixtral): measured under fake tensors (``remat.planner.measured``): the layer's
   options, the embedding's saved tensors on stage 0; on the last stage what the final norm, the head and the loss
   save (``head_saved_bytes``) and, while its backward runs, the rest of the head's peak (``measured.head_floor``
-  less those); the sliding-window mask (one buffer every layer reads) on every rank; the outputs of the layer's
-  weight-holding modules (``weight_output_bytes``). Parameters as measured (one
+  less those); the sliding-window mask (one buffer every layer reads) on every rank and each layer's own buffers
+  (the RoPE tables of remat's runtime layer); the outputs of the layer's weight-holding modules
+  (``weight_output_bytes``); each option's transient with the layer's backward workspace (``measured.
+  backward_workspace``), as the first-stage planner counts it. Parameters as measured (one
   TP rank's layer; embedding and head vocabulary-parallel), the experts' state sharded over dp/ep (as
   ``measured.measured_costs``).
 
@@ -48,7 +50,8 @@ class RankCosts:
     part, experts part), stage 0's, the last stage's; ``every_rank`` bytes each rank holds besides (int);
     ``boundary`` the bytes of one activation between stages, ``logits`` of the last stage's output (one TP rank,
     one micro-batch, in the activation dtype); ``weight_grads`` the gradients of one layer's weight-op outputs,
-    which a split backward keeps from its input-gradient step to its weight-gradient step (``RECOMPUTED``)."""
+    which a split backward keeps from its input-gradient step to its weight-gradient step (``RECOMPUTED``);
+    ``layer_buffers`` one layer's buffers (in ``fixed``)."""
 
     options: tuple[dict, ...]
     first: tuple[int, int]
@@ -61,6 +64,7 @@ class RankCosts:
     boundary: int = 0
     logits: int = 0
     weight_grads: int = 0
+    layer_buffers: int = 0
 
     def outside(self, stage: int, last: int, runtime: bool = False, keeps_sends: bool = False) -> tuple[int, int]:
         """(stored per micro-batch, backward transient) outside the layers of stage ``stage``; ``runtime``: with
@@ -91,9 +95,10 @@ class RankCosts:
         """Model state of a rank with ``layers`` layers (and stage 0 / the last stage when ``first`` / ``last``),
         plus the workspace reserve and ``every_rank``."""
         dense = layers * self.layer_params + self.first_params * first + self.last_params * last
+        buffers = layers * self.layer_buffers
         state = [sharded_state(dense, st), sharded_state(layers * self.expert_params // ep,
                                                          dataclasses.replace(st, dp=max(1, st.dp // ep)))]
-        return sum(state[0].values()) + sum(state[1].values()) + st.reserve_bytes + self.every_rank
+        return sum(state[0].values()) + sum(state[1].values()) + st.reserve_bytes + self.every_rank + buffers
 
 
 def rank_costs(cfg: ModelConfig, st: Settings) -> RankCosts:
@@ -126,7 +131,7 @@ def _measured(cfg: ModelConfig, st: Settings, options) -> RankCosts:
                      (saved, max(0, measured.head_floor(cfg) - saved)), rank["layer"] - rank["experts"],
                      rank["experts"], -(-m["embedding"] // t), m["norm"] + -(-m["head"] // t), m["mask"],
                      cfg.seq * cfg.micro_batch * cfg.hidden * e // (t if st.sp else 1),
-                     cfg.seq * cfg.micro_batch * -(-cfg.vocab // t) * e, weight_output_bytes(cfg) // t)
+                     cfg.seq * cfg.micro_batch * -(-cfg.vocab // t) * e, weight_output_bytes(cfg) // t, m["buffers"])
 
 
 @functools.lru_cache(maxsize=16)

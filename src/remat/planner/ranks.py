@@ -24,9 +24,10 @@ micro-batch: the roofline's forward of a layer and half its gradient work (each 
 the input's gradient and one for the weight's), scaled to a calibrated ``none`` where one is given. Each rank
 minimises its own seconds per micro-batch, which minimises the step for one stage per rank; with several stages per
 rank the step is evaluated, not searched, and where the uniform plan's step is shorter (the ranks' least sums left
-their stages unbalanced) every rank takes the uniform plan. Not counted: a layer's backward workspace (the workspace reserve's),
-the head's and the embedding's time, the sends' time. With ``runtime`` (the default) the rank also holds what torch.distributed.pipelining keeps:
-a receive buffer per micro-batch for each stage's input and output gradient, allocated at the first step and kept
+their stages unbalanced) every rank takes the uniform plan. Not counted: a GPT layer's backward workspace (the
+workspace reserve's; a measured layer's is in its options' transients), the head's and the embedding's time, the
+sends' time. With ``runtime`` (the default) the rank also holds what torch.distributed.pipelining keeps: a receive
+buffer per micro-batch for each stage's input and output gradient, allocated at the first step and kept
 (a received input is the first layer's saved input: not counted twice), and each stage's output until its backward
 — or, where the schedule runs on torch's ``_PipelineScheduleRuntime`` (``Timeline.keeps_sends``), every output sent on
 and input gradient sent back, until the step ends.
