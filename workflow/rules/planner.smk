@@ -10,7 +10,7 @@ rule planner_plans:
     output:
         "results/planner/{name}.csv",
     wildcard_constraints:
-        name="paper|frontier",
+        name="paper|frontier|schedules",
     params:
         p=lambda wc: params_json("planner", wc.name),
     log:

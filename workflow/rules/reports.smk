@@ -9,9 +9,10 @@ REPORT_TABLES = {
     ),
     "sweeps": [t for s in SWEEPS for t in sweep_tables(s)],
     "offload": expand("results/offload/{d}/{t}.csv", d=OFFLOAD_DEVICE, t=["bandwidth", "steps", "breakeven"]),
-    "planner": expand("results/planner/{t}.csv", t=["paper", "frontier"]) + validate_tables()
+    "planner": expand("results/planner/{t}.csv", t=["paper", "frontier", "schedules"]) + validate_tables()
     + ["results/korthikanti/table5.csv", f"results/planner/tensor/{config['device']}.csv"]
     + [t for t in [f"results/planner/{r}/{config['device']}.csv" for r in ("compile", "paired")]
+       + ["results/planner/pipeline/cpu.csv"]
        if Path(t).exists()],  # on request (planner.smk)
 }
 

@@ -34,7 +34,8 @@ TABLES: dict[str, str] = {
                                               "lstm")},
     **{f"korthikanti.{t}": f"korthikanti/{t}.csv" for t in ("table2", "items", "flops", "memory", "modern",
                                                              "table4", "figure8", "table5")},
-    **{f"planner.{t}": f"planner/{t}.csv" for t in ("paper", "frontier")},
+    **{f"planner.{t}": f"planner/{t}.csv" for t in ("paper", "frontier", "schedules")},
+    "planner.pipeline": "planner/pipeline/cpu.csv",     # gloo ranks: on the CPU whatever config.device says
     **{f"findings.{r}": f"findings/{r}.csv" for r in (*REPORTS, "index")},
 }
 """Tables of one file: id -> path under results/."""

@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from remat.analysis import catalog, gates, planner_compile
+from remat.analysis import catalog, gates, planner_compile, planner_pipeline
 from remat.analysis.findings import Finding, judge, not_measured, within_abs
 from remat.analysis.tolerances import MINOR, PLANNER_TABLE5_PP
 from remat.paper import KORTHIKANTI, PAPER_GPU, PAPER_TABLE5_GAIN_PCT, PaperValue
@@ -75,7 +75,7 @@ CLAIMS = {  # every finding id of the report: its claim
     "tensor.gain.where": "Where", "tensor.kept": "Tensor plans in which some block keeps its own op set",
     "tensor.slower": "Budgets where the tensor plan is predicted slower than the per-block plan",
     "tensor.plan_s": "Longest auto.plan call (measure and solve), wall seconds on this machine",
-    **planner_compile.CLAIMS,
+    **planner_compile.CLAIMS, **planner_pipeline.CLAIMS,
 }
 
 
@@ -368,6 +368,8 @@ def findings(root=".") -> list[Finding]:
               ("validate.", _validate, read("planner.validate", catalog.read_shown)), ("table5", _table5,
                                                                                     read("korthikanti.table5")),
               ("tensor.", _tensor, read("planner.tensor", catalog.read_shown)),
+              ("schedules.", planner_pipeline.schedule_findings, read("planner.schedules")),
+              ("pipeline.", planner_pipeline.pipeline_findings, read("planner.pipeline")),
               ("compile.", lambda frames: planner_compile.findings(*frames), lambda: (
                   catalog.read_shown("planner.compile", root), catalog.shown_or_none("planner.paired", root))))
     for prefix, make, frame in groups:

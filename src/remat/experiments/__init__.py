@@ -48,6 +48,7 @@ REGISTRY: dict[str, str] = {
     "planner-compile": "remat.experiments.compile_budget:compile_budget",
     "planner-paired": "remat.experiments.compile_paired:compile_paired",
     "planner-pipeline": "remat.experiments.pipeline_ranks:pipeline",
+    "planner-schedules": "remat.experiments.pipeline_ranks:schedule_gains",
 }
 
 

@@ -10,6 +10,10 @@ over N micro-batches, its peak bytes measured by torch's MemTracker (``remat.mea
 stages' parameters and buffers tracked from the start). The gradients of every parameter are compared with the
 unsplit model's (one process, the same N micro-batches, mean of their losses). One row per (schedule, pp, rank):
 predicted and measured peak, their difference, the rank's plan, the step's wall seconds, the gradient check.
+
+planner-schedules (``schedule_gains``, predicted only): per paper model and schedule, the per-rank plans beside the
+one plan every rank shares at the GPU's full memory, each step timed on the schedule's actions
+(``remat.planner.ranks``); a setting torch or the planner refuses is a row with its reason.
 """
 
 from __future__ import annotations
@@ -23,11 +27,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from remat.errors import InfeasibleError, UsageError
 from remat.experiments.params import Count
 from remat.measure.provenance import with_provenance
 from remat.models.presets import ModelConfig, from_name
 from remat.planner.make import make_settings
 from remat.planner.ranks import default_interleave, plan_pipeline
+from remat.planner.schedules import NAMES
+from remat.timemodel.gpus import check_presets
 
 PRELOAD = ["torch", "torch.distributed", "torch.distributed.pipelining", "torch.utils.checkpoint",
            "remat.policies", "remat.models.transformer", "remat.measure.peak"]
@@ -48,6 +55,44 @@ class PipelineParams:
     """N micro-batches per step (b = 2 each)."""
     timeout_s: Count = 120
     """Per run (all ranks), seconds."""
+
+
+@dataclass
+class SchedulesParams:
+    """planner.schedules: per-rank plans beside one shared plan, every schedule, paper models (predicted)."""
+
+    models: list[str] = field(default_factory=lambda: ["gpt3-175b"])
+    """Presets (their t, p, m, b and global batch: the paper's Table 3 layout)."""
+    gpu: str = "a100-80gb"
+    """GPU preset (remat.timemodel.gpus.GPUS): the budget is its memory."""
+    sp: bool = True
+    schedules: list[str] = field(default_factory=lambda: list(NAMES))
+
+    def __post_init__(self):
+        check_presets("planner.schedules.gpu", [self.gpu])
+
+
+def schedule_gains(p: SchedulesParams) -> pd.DataFrame:
+    """One row per (model, schedule): steps and gain of the per-rank plans over the shared one (module docstring)."""
+    rows = []
+    for name in p.models:
+        for schedule in p.schedules:
+            cfg = from_name(name)
+            cfg = dataclasses.replace(cfg, interleave=default_interleave(schedule, cfg.interleave))
+            keys = {"model": name, "schedule": schedule, "gpu": p.gpu, "sp": p.sp, "pp": cfg.pp,
+                    "stages_per_rank": cfg.interleave, "layers": cfg.layers}
+            try:
+                plan = plan_pipeline(cfg, make_settings(cfg, p.gpu, sp=p.sp), schedule)
+            except (UsageError, InfeasibleError) as exc:
+                rows.append({**keys, "feasible": False, "note": str(exc)})
+                continue
+            rows.append({**keys, "feasible": True, "note": None, "micro_batches": plan.micro_batches,
+                         "budget_bytes": plan.budget_bytes, "step_time_s": plan.step_time_s,
+                         "uniform_step_time_s": plan.uniform_step_time_s,
+                         "peak_bytes": max(r.peak_bytes for r in plan.ranks),
+                         "ranks_own_plan": sum(r.policies != u.policies for r, u in zip(plan.ranks, plan.uniform)),
+                         "plans": " | ".join(",".join(r.policies) for r in plan.ranks)})
+    return with_provenance(rows, "cpu")
 
 
 def config(p: PipelineParams, pp: int, schedule: str) -> ModelConfig:
