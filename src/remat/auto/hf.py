@@ -279,7 +279,7 @@ def build(source, device: str = "fake", layers: int | None = None, seq: int | No
         config.num_hidden_layers = layers
     config.use_cache = False            # training: no key/value cache (HF's gradient checkpointing does the same)
     s, b = seq or context_length(config), micro_batch or 1
-    dtype = _dtype(config)
+    dtype = config_dtype(config)
     mode = contextlib.nullcontext()
     if device == "fake":
         mode = FakeTensorMode(allow_non_fake_inputs=True)
@@ -296,7 +296,9 @@ def build(source, device: str = "fake", layers: int | None = None, seq: int | No
                  s, b, mode)
 
 
-def _dtype(config):
+def config_dtype(config):
+    """The torch dtype a transformers config asks for (``dtype`` / ``torch_dtype``; float32 when absent). Raises
+    UsageError("torch_dtype") for one torch does not have."""
     name = "dtype" if hasattr(config, "dtype") else "torch_dtype"   # transformers 5 warns on reading the old name
     value = getattr(config, name, None) or "float32"
     if isinstance(value, str):

@@ -12,12 +12,13 @@ from pathlib import Path
 
 from remat import auto, planner  # planner.plan_model looked up when called: a test replaces it
 from remat.auto.check import check_small
-from remat.auto.hf import available, build, config_of, context_length, per_layer_mask_terms
+from remat.auto import ranks as auto_ranks
+from remat.auto.hf import available, build, config_dtype, config_of, context_length, per_layer_mask_terms
 from remat.auto.planning import kept_lines, shard_state
 from remat.errors import InfeasibleError, UsageError
 from remat.io import write_text
 from remat.models.hf_config import SUPPORTED, read_json_object
-from remat.models.presets import from_name
+from remat.models.presets import ModelConfig, from_name
 from remat.planner import pipeline_text
 from remat.planner.costs import default_global_batch
 from remat.planner.make import make_settings
@@ -39,6 +40,9 @@ def run_plan(args) -> int:
     if args.check_small and args.format not in ("md", "json"):
         raise UsageError("--check-small", f"its section is Markdown or JSON and would break the {args.format} "
                                           "config: use --format md or json with --check-small")
+    if _use_hf(args) and args.schedule is not None:
+        _emit(args, _schedule_text(args, _hf_geometry(args), {}, hf=True))
+        return 0
     if _use_hf(args):
         _emit(args, _with_check(args, _hf_plan_text(args)))
         return 0
@@ -274,8 +278,28 @@ def _choices(args) -> tuple[str, ...]:
     return check_policies([x.strip() for x in args.policies.split(",")], "--policies")
 
 
-def _schedule_text(args, cfg, gpu_overrides) -> str:
-    """--schedule: the per-rank plans (remat.planner.ranks) as Markdown or JSON."""
+def _hf_geometry(args):
+    """--hf with --schedule: the transformers config's sizes as a ModelConfig (what the per-rank planner reads of
+    a model besides its measured block: L, s, b, h, v, the layout and the dtype). Raises UsageError naming the
+    field for a flag the transformers path cannot honour or a config it cannot read."""
+    for name, (flag, unset) in _HF_UNSUPPORTED.items():
+        if name not in ("pp", "interleave", "global_batch") and not any(
+                getattr(args, name) is v or getattr(args, name) == v for v in unset):
+            raise UsageError(flag, f"not available with a transformers model's per-rank plans; drop {flag}")
+    c = config_of(args.model)
+    heads = c.num_attention_heads
+    return ModelConfig(name=str(args.model), arch="llama", hidden=c.hidden_size, heads=heads,
+                       kv_heads=getattr(c, "num_key_value_heads", None) or heads,
+                       layers=args.layers or c.num_hidden_layers, ffn_hidden=getattr(c, "intermediate_size", None)
+                       or 4 * c.hidden_size, vocab=c.vocab_size, seq=args.seq or context_length(c),
+                       micro_batch=args.micro_batch or 1, dtype=str(config_dtype(c)).removeprefix("torch."),
+                       pp=args.pp or 1, interleave=args.interleave or 1, source=str(args.model),
+                       global_batch=args.global_batch or 1)
+
+
+def _schedule_text(args, cfg, gpu_overrides, hf: bool = False) -> str:
+    """--schedule: the per-rank plans (remat.planner.ranks) as Markdown or JSON; ``hf``: priced from the
+    transformers model's measured block (remat.auto.ranks) instead of remat's own layer."""
     if cfg.pp < 2:
         raise UsageError("--pp", "--schedule plans the ranks of a pipeline: give --pp 2 or more")
     if args.interleave is None:
@@ -289,9 +313,13 @@ def _schedule_text(args, cfg, gpu_overrides) -> str:
         reserve=parse_bytes(args.reserve, "--reserve"), sp=args.sp, dp=args.dp, zero=args.zero, regime=args.regime,
         weight_bytes=args.weight_bytes, grad_bytes=args.grad_bytes, optimizer_bytes=args.optimizer_bytes,
         policies=_choices(args), calibrate=args.calibrate)
-    plan = plan_pipeline(cfg, settings, args.schedule)
+    priced = None
+    if hf:
+        built = build(args.model, "fake", layers=2, seq=cfg.seq, micro_batch=cfg.micro_batch)
+        priced = auto_ranks.priced(built, settings, settings.gpu)
+    plan = plan_pipeline(cfg, settings, args.schedule, priced=priced)
     if args.format not in ("md", "json"):
-        return pipeline_text.trainer_text(cfg, settings, plan, args.format)
+        return pipeline_text.trainer_text(cfg, settings, plan, args.format, priced)
     if args.format == "json":
         return json.dumps(pipeline_text.to_json(plan, cfg.name, args.gpu), indent=2, default=str)
     return pipeline_text.to_markdown(plan, cfg.name, args.gpu)

@@ -20,9 +20,9 @@ from remat.planner.render import python_list, runtime_spec
 from remat.planner.trainers import TOOLS, family, render_config, sac_candidate, sac_policies
 from remat.units import format_bytes
 
-NOT_COUNTED = ("what a split backward's weight-gradient step keeps besides the activations (the output "
-               "gradients of the weight ops)", "the send and receive buffers",
-               "a zero-bubble schedule's smaller bubble (step seconds use the 1F1B / interleaved bubble)")
+NOT_COUNTED = ("the time of the sends between stages (the step prices them at none)",
+               "the embedding's, the head's and the loss's time in the step",
+               "a GPT layer's backward workspace (the workspace reserve's; a measured layer's is counted)")
 
 
 def title(plan: PipelinePlan, model: str, gpu: str) -> str:
@@ -104,13 +104,13 @@ def to_markdown(plan: PipelinePlan, model: str, gpu: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def trainer_text(cfg: ModelConfig, st: Settings, plan: PipelinePlan, fmt: str) -> str:
+def trainer_text(cfg: ModelConfig, st: Settings, plan: PipelinePlan, fmt: str, priced=None) -> str:
     """The fastest configuration of trainer format ``fmt`` (``remat.planner.trainers``; one setting for every stage)
     whose peak fits every rank of ``plan``'s schedule (else the one with the least peak), as the tool reads it; its
     header says whether it runs the per-rank plans exactly and, where not, names them (for remat.auto.apply).
     ``sac`` runs the uniform plan over the policies it runs. Raises UsageError("--format") when no configuration
     uses only the policies offered."""
-    su = setup(cfg, st, plan.schedule)
+    su = setup(cfg, st, plan.schedule, priced=priced)
     op_level = cfg.arch != "gpt"
     cands = [_sac_uniform(cfg, st, plan, op_level)] if fmt == "sac" else family(fmt, su.per_stage * su.k, su.p,
                                                                                    op_level)

@@ -207,8 +207,10 @@ class Setup:
     phases: tuple[float, float] = (0.0, 0.0)
 
 
-def setup(cfg: ModelConfig, st: Settings, schedule: str, runtime: bool = True) -> Setup:
-    """``plan_pipeline``'s inputs. Raises UsageError naming the field for bad input."""
+def setup(cfg: ModelConfig, st: Settings, schedule: str, runtime: bool = True, priced=None) -> Setup:
+    """``plan_pipeline``'s inputs. ``priced``: (RankCosts, phases) measured elsewhere (a transformers model's block,
+    ``remat.auto.ranks``), else ``rank_costs(cfg, st)`` and ``_phases``. Raises UsageError naming the field for bad
+    input."""
     name = check_name(schedule)
     k, p = stages_per_rank(name, cfg), cfg.pp
     if cfg.layers % (p * k):
@@ -216,9 +218,9 @@ def setup(cfg: ModelConfig, st: Settings, schedule: str, runtime: bool = True) -
                                      "divide evenly")
     per_stage, n = cfg.layers // (p * k), micro_batches(cfg, st.dp)
     tl = timeline(name, p, n, k)
-    rc = rank_costs(cfg, st)
+    rc, phases = priced or (rank_costs(cfg, st), _phases(cfg, st))
     return Setup(name, k, p, n, per_stage, tl, rc.options, tuple(_ranks(cfg, st, rc, tl, per_stage, runtime)),
-                 _phases(cfg, st))
+                 phases)
 
 
 def _phases(cfg: ModelConfig, st: Settings) -> tuple[float, float]:
@@ -229,13 +231,13 @@ def _phases(cfg: ModelConfig, st: Settings) -> tuple[float, float]:
     return none.forward_s * scale, none.backward.total_s / 2 * scale
 
 
-def plan_pipeline(cfg: ModelConfig, st: Settings, schedule: str, runtime: bool = True) -> PipelinePlan:
+def plan_pipeline(cfg: ModelConfig, st: Settings, schedule: str, runtime: bool = True, priced=None) -> PipelinePlan:
     """Per-rank plans and the uniform plan of ``cfg`` (p = cfg.pp ranks, N = ``costs.micro_batches``) under
     ``schedule`` within ``st.budget_bytes`` per GPU (module docstring). ``runtime``: with what torch.distributed.
     pipelining keeps besides the model's own tensors (``RankCosts.buffers``, the stage outputs); False counts the
     model's tensors only, as the first-stage planner does. Raises UsageError naming the field for bad input,
-    InfeasibleError naming the rank that no plan fits."""
-    su = setup(cfg, st, schedule, runtime)
+    InfeasibleError naming the rank that no plan fits. ``priced``: as ``setup``'s."""
+    su = setup(cfg, st, schedule, runtime, priced)
     options, ranks, k, p, n = list(su.options), list(su.ranks), su.k, su.p, su.n
     room = [st.budget_bytes - rank.fixed for rank in ranks]
     own = []
