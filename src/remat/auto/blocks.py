@@ -4,9 +4,10 @@
     blocks = find_blocks(model, "model.layers")
     blocks.name, blocks.names, blocks.modules
 
-Found automatically: among the model's nn.ModuleList / nn.Sequential containers, the one holding the most
-modules of a single class (a HuggingFace model's decoder layers; ties go to the container met first in
-``named_modules`` order). Only that one: the other containers of same-class modules (a ResNet's other stages,
+Found automatically: among the model's nn.ModuleList / nn.Sequential containers not nested inside an element of
+another such container of two or more (a mixture's experts inside each layer are not the blocks: the layers on the
+residual path are), the one holding the most modules of a single class (a HuggingFace model's decoder layers; ties
+go to the container met first in ``named_modules`` order). Only that one: the other containers of same-class modules (a ResNet's other stages,
 an encoder-decoder's decoder) are listed in ``Blocks.skipped`` and the plan says they were left out — pass
 ``blocks=`` a list of modules to plan them together. Or given: the qualified name of a container, or a list
 of submodules.
@@ -87,15 +88,14 @@ def _submodule(model: nn.Module, name: str) -> nn.Module:
 
 
 def _longest(model: nn.Module) -> Blocks:
-    best: tuple[int, str, nn.Module] | None = None
-    candidates = []
-    for name, module in model.named_modules():
-        if not isinstance(module, (nn.ModuleList, nn.Sequential)) or len(module) == 0:
-            continue
-        if len({type(m) for m in module}) == 1:
-            candidates.append((len(module), name))
-            if best is None or len(module) > best[0]:
-                best = (len(module), name, module)
+    candidates = [(len(module), name, module) for name, module in model.named_modules()
+                  if isinstance(module, (nn.ModuleList, nn.Sequential)) and len(module)
+                  and len({type(m) for m in module}) == 1]
+    outer = [f"{name}." if name else "" for n, name, _ in candidates if n >= 2]
+    # a container inside an element of another (a mixture's experts inside each layer) is not the blocks
+    on_path = [c for c in candidates if not any(c[1].startswith(o) and c[1] != o[:-1] for o in outer)]
+    best = max(on_path, key=lambda c: c[0], default=None)     # max keeps the first of equal lengths
+    candidates = [(n, name) for n, name, _ in candidates]
     if best is None:
         raise UsageError("blocks", f"{type(model).__name__} has no nn.ModuleList / nn.Sequential of modules of "
                                    "one class; pass blocks= (a container's name or a list of modules)")
