@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from remat.analysis import catalog, chen2016 as chen
-from remat.analysis.findings import INVALID, MINOR, NOT_MEASURED, NOT_REPRODUCED, NOT_REPRODUCIBLE, REPRODUCED
+from remat.analysis.findings import INVALID, MINOR, NOT_MEASURED, NOT_REPRODUCED, NOT_REPRODUCIBLE, REPRODUCED, Findings
 from remat.paper import PAPER
 
 
@@ -41,10 +41,12 @@ def test_range_rule_is_two_sided():
     assert not holds("lstm", 3.9) and not holds("resnet-sharing", 1.9) and not holds("drop-cheap", -1)
 
 
-def write(root, table: str, frame: pd.DataFrame, device: str | None = None):
+def found_with(root, table: str, frame: pd.DataFrame, device: str | None = None) -> Findings:
+    """The chen2016 findings once ``frame`` is table ``chen.<table>`` (of ``device``) under ``root``."""
     path = catalog.path(f"chen.{table}", device, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False)
+    return Findings(chen.findings(root))
 
 
 def depth_table(sqrt_exponent: float) -> pd.DataFrame:
@@ -73,28 +75,24 @@ def resnet_table(after_gb: float) -> pd.DataFrame:
 
 
 def test_depth_findings_reproduced_and_differs(tmp_path):
-    write(tmp_path, "depth", depth_table(0.5))
-    found = {f.id: f for f in chen.findings(tmp_path)}
+    found = found_with(tmp_path, "depth", depth_table(0.5))
     assert found["sqrt"].status == REPRODUCED and found["sqrt"].value == pytest.approx(0.5)
     assert found["recursion"].status == REPRODUCED and found["recursion"].value == pytest.approx(1.0)
     assert found["sqrt-forwards"].value == pytest.approx(1 - 1 / 16)   # L = 256: 256 − 16 extra of 256
     assert found["recursion-forwards"].value == pytest.approx(0.5)     # forwards / L = 1 + ½·log₂ L
-    write(tmp_path, "depth", depth_table(0.8))
-    assert {f.id: f for f in chen.findings(tmp_path)}["sqrt"].status == NOT_REPRODUCED
+    assert found_with(tmp_path, "depth", depth_table(0.8))["sqrt"].status == NOT_REPRODUCED
 
 
 def test_resnet_is_judged_with_weights_gradients_and_momentum(tmp_path):
     """At 1000 layers: feature maps + 3 × 1 GB (weights, gradients, momentum); (60 + 3) / (a + 3) = 48 / 7 for
     a = 63 · 7 / 48 − 3. The 12 GB limit: 60 MB + 3 MB per layer, 12e9 / 63e6 = 190.5 layers (200 maps alone)."""
-    write(tmp_path, "resnet", resnet_table(after_gb=63 * 7 / 48 - 3))
-    found = {f.id: f for f in chen.findings(tmp_path)}
+    found = found_with(tmp_path, "resnet", resnet_table(after_gb=63 * 7 / 48 - 3))
     assert found["resnet"].status == REPRODUCED and found["resnet"].value == pytest.approx(48 / 7)
     assert found["resnet-limit"].status == REPRODUCED and found["resnet-limit"].value == pytest.approx(12e9 / 63e6)
     assert found["resnet-limit"].ours == "190 layers with weights, gradients and momentum (200 with feature maps alone)"
     assert found["resnet-sharing"].status == REPRODUCED                  # 3 × 60 → 60: 3×, the band's edge
     assert found["resnet-sqrt"].status == REPRODUCED                     # slope 0.5: sub-linear
-    write(tmp_path, "resnet", resnet_table(after_gb=4))                  # 63 / 7 = 9×: +31 %
-    resnet = {f.id: f for f in chen.findings(tmp_path)}["resnet"]
+    resnet = found_with(tmp_path, "resnet", resnet_table(after_gb=4))["resnet"]       # 63 / 7 = 9×: +31 %
     assert resnet.status == MINOR and resnet.value == pytest.approx(9)        # 9 / 6.9 = +30 %: within 2 × 25 %
     assert "(10.3×, 62.00 GB → 6.00 GB without momentum; feature maps alone 15.0×, 60.00 GB" in resnet.ours
 
@@ -107,19 +105,15 @@ def speed_table(device: str, sublinear_overhead: float, drop_cheap: float = 0.1)
 
 
 def test_speed_statuses(tmp_path):
-    write(tmp_path, "speed", speed_table("cpu", 0.3, drop_cheap=0.5), "cpu")
-    found = {f.id: f for f in chen.findings(tmp_path)}
+    found = found_with(tmp_path, "speed", speed_table("cpu", 0.3, drop_cheap=0.5), "cpu")
     assert found["speed"].status == NOT_REPRODUCIBLE and "outside 0–15 %" in found["drop-cheap"].reason
-    write(tmp_path, "speed", speed_table("cuda", 0.3), "cuda")
-    found = {f.id: f for f in chen.findings(tmp_path)}
+    found = found_with(tmp_path, "speed", speed_table("cuda", 0.3), "cuda")
     assert found["speed"].status == found["drop-cheap"].status == found["backward"].status == REPRODUCED
     assert found["speed"].where == "GPU" and found["backward"].value == pytest.approx(2.1)
-    write(tmp_path, "speed", speed_table("cuda", 0.6, drop_cheap=0.5), "cuda")
-    found = {f.id: f for f in chen.findings(tmp_path)}
+    found = found_with(tmp_path, "speed", speed_table("cuda", 0.6, drop_cheap=0.5), "cuda")
     # 60 % is 30 pp off; 50 % is not little
     assert found["speed"].status == found["drop-cheap"].status == NOT_REPRODUCED
-    write(tmp_path, "speed", speed_table("cuda", -0.2), "cuda")                    # recompute made it faster
-    speed = {f.id: f for f in chen.findings(tmp_path)}["speed"]
+    speed = found_with(tmp_path, "speed", speed_table("cuda", -0.2), "cuda")["speed"]   # recompute made it faster
     assert speed.status == INVALID and "below zero" in speed.reason
 
 
@@ -127,7 +121,7 @@ def test_missing_tables_give_every_finding_not_measured(tmp_path):
     found = chen.findings(tmp_path)
     assert [f.id for f in found] == [id for part in chen.GROUPS.values() for id in part]
     assert {f.status for f in found} == {NOT_MEASURED}
-    by = {f.id: f for f in found}
+    by = Findings(found)
     assert by["sqrt"].reason == "snakemake results/chen/depth.csv" and by["sqrt"].paper == "O(√n)"
     assert by["speed"].scorecard == "Chen et al. 2016" and by["speed"].link == "chen2016.html#sec-speed"
     assert math.isnan(by["lstm"].value)

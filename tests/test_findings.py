@@ -7,9 +7,10 @@ import math
 import os
 from dataclasses import astuple, replace
 
+import pandas as pd
 import pytest
 
-from remat.analysis import catalog, gates, index
+from remat.analysis import catalog, gates, index, sweeps_tables
 from remat.analysis.findings import (INVALID, MEASURED, MINOR, NOT_MEASURED, NOT_REPRODUCED, NOT_REPRODUCIBLE, PARTIAL,
                                      REPRODUCED, exact, holds, judge, marked, not_measured, read, within_abs,
                                      within_range, within_rel, write)
@@ -23,17 +24,23 @@ T4_FULL = PaperValue(39, "Table 4", "39 %")      # paper Table 4: full recompute
 PP3 = Tolerance(3, " pp", "the paper disagrees with itself by about 3 pp")
 
 
-@pytest.mark.parametrize("ours, status", [(39, REPRODUCED), (41.9, REPRODUCED), (36.1, REPRODUCED),
-                                          (42.5, NOT_REPRODUCED), (35.0, NOT_REPRODUCED)])
-def test_within_abs_is_two_sided(ours, status):
-    assert judge("t", "c", ours, T4_FULL, within_abs(PP3)).status == status
-
-
-@pytest.mark.parametrize("ours, status", [(7.0, REPRODUCED), (6.9, REPRODUCED), (10.5, NOT_REPRODUCED),
-                                          (4.0, NOT_REPRODUCED)])
-def test_within_rel_judges_a_ratio(ours, status):
-    ratio = PaperValue(48 / 7, "abstract", "6.9×")     # Chen: 48 GB -> 7 GB
-    assert judge("r", "c", ours, ratio, within_rel(Tolerance(0.1, "", "why"))).status == status
+@pytest.mark.parametrize("rule, paper, statuses", [   # ours -> the status each rule gives it
+    (within_abs(PP3), T4_FULL, {39: REPRODUCED, 41.9: REPRODUCED, 36.1: REPRODUCED, 42.5: NOT_REPRODUCED,
+                                35.0: NOT_REPRODUCED}),                                       # two-sided
+    (within_rel(Tolerance(0.1, "", "why")), PaperValue(48 / 7, "abstract", "6.9×"),          # Chen: 48 GB -> 7 GB
+     {7.0: REPRODUCED, 6.9: REPRODUCED, 10.5: NOT_REPRODUCED, 4.0: NOT_REPRODUCED}),
+    (exact("every model on the paper's side of the line", "a yes/no per model"), PaperValue(4, "Figure 1"),
+     {4: REPRODUCED, 3: NOT_REPRODUCED}),                                                       # any difference fails
+    (within_abs(Tolerance(3, " pp", "why"), minor=2), PaperValue(39, "Table 4"),   # minor issues within 2 × 3 pp
+     {41.9: REPRODUCED, 44.9: MINOR, 33.1: MINOR, 45.1: NOT_REPRODUCED}),
+    (within_abs(Tolerance(3, " pp", "why")), PaperValue(39, "Table 4"), {44.9: NOT_REPRODUCED}),   # no band
+    (within_rel(Tolerance(0.25, "", "why"), minor=2), PaperValue(6.9, "abstract"),   # 6.9 × 1.5 = 10.35: 10.5 beyond
+     {8.6: REPRODUCED, 10.3: MINOR, 10.5: NOT_REPRODUCED}),
+    (holds("every model within the band"), PaperValue(39, "Table 4"),   # ours: the share of the models that are
+     {1: REPRODUCED, 0.75: PARTIAL, 0: NOT_REPRODUCED}),
+])
+def test_each_rule_grades_ours_against_the_papers_value(rule, paper, statuses):
+    assert {ours: judge("t", "c", ours, paper, rule).status for ours in statuses} == statuses
 
 
 def test_within_range_and_the_reason_when_it_fails():
@@ -81,7 +88,6 @@ def test_gates_fail_what_breaks_an_invariant():
 
 
 def test_a_timing_made_on_a_busy_machine_is_invalid_with_its_reason():
-    import pandas as pd
     busy = {"step_time_s": 1.0, "timing_other_cores": 1.3, "run_cores": 2}
     quiet = {"step_time_s": 1.0, "timing_other_cores": 0.25, "run_cores": 2}     # at the limit: not over it
     assert gates.busy(busy) == "timed while other processes used 1.30 cores of 2 (over 0.25: a busy machine)"
@@ -98,9 +104,6 @@ def test_a_timing_made_on_a_busy_machine_is_invalid_with_its_reason():
 
 
 def test_busy_rows_leave_the_sweep_summaries():
-    import pandas as pd
-
-    from remat.analysis import sweeps_tables
     rows = pd.DataFrame({"status": "ok", "device": "cpu", "k": [1, 2, 3], "step_time_s": [1.0, 1.1, 1.2],
                          "step_time_iqr_s": 0.01, "time_overhead": [0.0, 0.1, 0.2],
                          "timing_other_cores": [0.01, 0.9, 0.02], "run_cores": 2})
@@ -161,24 +164,8 @@ def test_stale_findings_are_found(tmp_path):
     assert catalog.stale("chen2016", tmp_path) == table
 
 
-def test_exact_fails_any_difference():
-    rule = exact("every model on the paper's side of the line", "a yes/no per model")
-    assert judge("f", "c", 4, PaperValue(4, "Figure 1"), rule).status == REPRODUCED
-    assert judge("f", "c", 3, PaperValue(4, "Figure 1"), rule).status == NOT_REPRODUCED
-
-
-def test_the_judge_grades_a_miss_within_the_minor_band_and_a_claim_with_some_parts():
-    pp3 = within_abs(Tolerance(3, " pp", "why"), minor=2)           # reproduced within 3 pp, minor issues within 6
-    paper = PaperValue(39, "Table 4")
-    assert [judge("f", "c", v, paper, pp3).status for v in (41.9, 44.9, 33.1, 45.1)] == [REPRODUCED, MINOR, MINOR,
-                                                                                         NOT_REPRODUCED]
-    assert pp3.text == "within ±3 pp (minor issues: ±6 pp)"
-    assert judge("f", "c", 44.9, paper, within_abs(Tolerance(3, " pp", "why"))).status == NOT_REPRODUCED   # no band
-    rel = within_rel(Tolerance(0.25, "", "why"), minor=2)           # 6.9 × 1.5 = 10.35: 10.5 is beyond
-    assert [judge("f", "c", v, PaperValue(6.9, "abstract"), rel).status for v in (8.6, 10.3, 10.5)] == [
-        REPRODUCED, MINOR, NOT_REPRODUCED]
-    shape = holds("every model within the band")                   # ours: the share of the models that are
-    assert [judge("f", "c", v, paper, shape).status for v in (1, 0.75, 0)] == [REPRODUCED, PARTIAL, NOT_REPRODUCED]
+def test_a_minor_band_is_named_in_the_rule():
+    assert within_abs(Tolerance(3, " pp", "why"), minor=2).text == "within ±3 pp (minor issues: ±6 pp)"
 
 
 def test_claim_bullets_cross_reference_the_section():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from remat.analysis.findings import INVALID, NOT_REPRODUCED, Finding
 from remat.report import phrases as w
 
 
@@ -43,7 +44,6 @@ def test_capitalized():
 
 
 def test_listed_says_a_shared_verdict_once():
-    from remat.analysis.findings import INVALID, Finding
     busy = [Finding("a", "c", "1.46×", status=INVALID, reason="timed while busy"),
             Finding("b", "c", "1.50×", status=INVALID, reason="timed while busy")]
     assert w.listed(*busy) == "1.46× and 1.50× (invalid: timed while busy)"
@@ -53,7 +53,6 @@ def test_listed_says_a_shared_verdict_once():
 
 
 def test_stated_never_puts_a_dash_or_a_bare_status_in_a_value_slot():
-    from remat.analysis.findings import INVALID, NOT_REPRODUCED, Finding
     graded = Finding("g", "c", "−25.2 %", status=NOT_REPRODUCED, reason="beyond ±25 %")
     assert w.stated(graded) == "is −25.2 %"
     assert w.stated(graded, with_verdict=True) == "is −25.2 %: not reproduced: beyond ±25 %"

@@ -12,6 +12,7 @@ tables to ``results-reference/gpu/<gpu>-<date>/`` with ``provenance.json``; the 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -65,6 +66,14 @@ class Missing(Exception):
         self.target, self.where = target, where
 
 
+def unless_missing(make: Callable[[], object], instead: Callable[[Missing], object]):
+    """``make()``, or ``instead(the Missing)`` where a table it reads is absent."""
+    try:
+        return make()
+    except Missing as missing:
+        return instead(missing)
+
+
 def relpath(table: str, device: str | None = None) -> str:
     """The path of ``table`` under results/ (``device`` for a per-device table: ValueError without one)."""
     if table in TABLES:
@@ -103,10 +112,7 @@ def read_csv(where: Path) -> pd.DataFrame:
 
 def read_if(table: str, device: str | None = None, root: str | Path = ".") -> pd.DataFrame | None:
     """The table, or None when it is absent."""
-    try:
-        return read(table, device, root)
-    except Missing:
-        return None
+    return unless_missing(lambda: read(table, device, root), lambda _: None)
 
 
 def device_paths(table: str, root: str | Path = ".") -> list[Path]:
@@ -136,10 +142,7 @@ def read_shown(table: str, root: str | Path = ".") -> pd.DataFrame:
 
 def shown_or_none(table: str, root: str | Path = ".") -> pd.DataFrame | None:
     """``read_shown``, or None where no device has the table (a rule outside the default target)."""
-    try:
-        return read_shown(table, root)
-    except Missing:
-        return None
+    return unless_missing(lambda: read_shown(table, root), lambda _: None)
 
 
 def stale(report: str, root: str | Path = ".") -> Path | None:
@@ -147,13 +150,9 @@ def stale(report: str, root: str | Path = ".") -> Path | None:
     made = path(f"findings.{report}", root=root)
     if not made.exists():
         return None
-    for source in SOURCES[report]:
-        base = Path(root) / RESULTS / source
-        tables = [base] if base.suffix else sorted(base.rglob("*.csv"))
-        newer = [t for t in tables if t.exists() and t != made and t.stat().st_mtime > made.stat().st_mtime]
-        if newer:
-            return newer[0]
-    return None
+    bases = [Path(root) / RESULTS / source for source in SOURCES[report]]   # a file, or a folder of tables
+    tables = [t for base in bases for t in ([base] if base.suffix else sorted(base.rglob("*.csv")))]
+    return next((t for t in tables if t.exists() and t != made and t.stat().st_mtime > made.stat().st_mtime), None)
 
 
 # --- the committed reference GPU run --------------------------------------------------------------------------

@@ -28,15 +28,12 @@ def fit_loglog_exponent(x, y) -> float:
 
 def fit_log2_growth(x, y) -> tuple[float, float]:
     """Least-squares y ≈ a + b·log2 x. Returns (b, r²); b in y's units per doubling."""
-    return _line(np.log2(np.asarray(x, float)), np.asarray(y, float))
+    return _line(np.log2(np.asarray(x, float)), y)
 
 
-def _r2(x, y) -> float:
-    return _line(np.asarray(x, float), np.asarray(y, float))[1]
-
-
-def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+def _line(x, y) -> tuple[float, float]:
     """(slope, r²) of the least-squares line, as scipy.stats.linregress (whose import costs ~0.9 s per job)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
     dx, dy = x - x.mean(), y - y.mean()
     sxx, sxy, syy = float(dx @ dx), float(dx @ dy), float(dy @ dy)
     if sxx == 0:
@@ -64,8 +61,8 @@ def strategy_fits(frame: pd.DataFrame, size: str) -> pd.DataFrame:
     for strategy, part in frame.groupby("strategy", sort=False):
         at = largest.loc[strategy]
         rows.append({"strategy": strategy, "exponent": fit_loglog_exponent(part[size], part["planned_bytes"]),
-                     "r2_linear": _r2(part[size], part["planned_bytes"]),
-                     "r2_sqrt": _r2(np.sqrt(part[size].astype(float)), part["planned_bytes"]),
+                     "r2_linear": _line(part[size], part["planned_bytes"])[1],
+                     "r2_sqrt": _line(np.sqrt(part[size].astype(float)), part["planned_bytes"])[1],
                      "planned_bytes": int(at["planned_bytes"]), "live_peak_bytes": int(at["live_peak_bytes"]),
                      "vs_no_opt": largest.loc["no-opt", "planned_bytes"] / at["planned_bytes"],
                      "vs_sharing": largest.loc["sharing", "planned_bytes"] / at["planned_bytes"],
@@ -305,14 +302,10 @@ PARTS = {"depth": _depth, "chain": _chain, "resnet": _resnet, "lstm": _lstm, "sp
 
 def findings(root=".") -> list[Finding]:
     """Every finding of the chen2016 report (GROUPS); a part whose table is absent gives them not measured."""
-    found = []
-    for part, make in PARTS.items():
-        try:
-            found += make(lambda table: _read(table, root), root)
-        except catalog.Missing as missing:
-            where = {"resnet": "fake", "lstm": "fake", "speed": ""}.get(part, "CPU")
-            found += [_f(id, math.nan, "", where, missing=missing) for id in GROUPS[part]]
-    return found
+    where = {"resnet": "fake", "lstm": "fake", "speed": ""}
+    return [f for part, make in PARTS.items() for f in catalog.unless_missing(
+        lambda: make(lambda table: _read(table, root), root),
+        lambda missing: [_f(id, math.nan, "", where.get(part, "CPU"), missing=missing) for id in GROUPS[part]])]
 
 
 # --- the tables the report shows --------------------------------------------------------------------------------
@@ -367,13 +360,8 @@ TABLES = {"depth": depth_fits_table, "revolve": revolve_table, "resnet": lambda 
 
 def tables(root=".") -> dict[str, pd.DataFrame]:
     """The report's display tables by name; a missing table shows as one row naming its snakemake target."""
-    shown = {}
-    for name, show in TABLES.items():
-        try:
-            shown[name] = show(_read(name, root))
-        except catalog.Missing as missing:
-            shown[name] = pd.DataFrame({"not measured yet": [f"`snakemake {missing.target}`"]})
-    return shown
+    waiting = lambda missing: pd.DataFrame({"not measured yet": [f"`snakemake {missing.target}`"]})
+    return {name: catalog.unless_missing(lambda: show(_read(name, root)), waiting) for name, show in TABLES.items()}
 
 
 def _read(table: str, root) -> pd.DataFrame:
@@ -384,6 +372,5 @@ def _read(table: str, root) -> pd.DataFrame:
 def raw_tables(root=".") -> list[pd.DataFrame]:
     """Every chen.* table present (the provenance list)."""
     found = [catalog.read_if(t, root=root) for t in catalog.TABLES if t.startswith("chen.")]
-    if catalog.device_paths("chen.speed", root):
-        found.append(_read("speed", root))
+    found.append(catalog.unless_missing(lambda: _read("speed", root), lambda _: None))   # every device's
     return [f for f in found if f is not None]

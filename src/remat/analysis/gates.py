@@ -65,12 +65,10 @@ def emulated(rows: Mapping | pd.Series | pd.DataFrame) -> str:
     """Fails when a timed row computed in a dtype its device emulates (``dtype_native`` False, remat.precision):
     its times are another machine's (a Zen 3 GPT layer's backward: 8.1× its forward in emulated bfloat16, 1.6×)."""
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame([dict(rows)])
-    if "dtype_native" not in frame:
-        return ""
-    bad = frame[frame["dtype_native"].astype(str).str.lower() == "false"]
-    if bad.empty:
-        return ""
-    return f"timed in {bad['dtype'].iloc[0] if 'dtype' in bad else 'a dtype'}, which this device emulates"
+    native = frame.get("dtype_native", pd.Series("", index=frame.index))   # no column: nothing emulated
+    bad = frame[native.astype(str).str.lower() == "false"]
+    return (f"timed in {bad['dtype'].iloc[0] if 'dtype' in bad else 'a dtype'}, which this device emulates"
+            if len(bad) else "")
 
 
 def conditions(rows: Mapping | pd.Series | pd.DataFrame) -> str:

@@ -19,12 +19,9 @@ CLAIMS_OF = {"chen2016": CHEN, "korthikanti2022": KORTHIKANTI, "sweeps": KORTHIK
 def findings(root: str | Path = ".") -> list[Finding]:
     """The scorecard's claims in the reports' order (chen2016, korthikanti2022, sweeps, offload, planner), each
     id prefixed with its report ("chen2016.resnet")."""
-    out = []
-    for report, paper in CLAIMS_OF.items():
-        try:
-            out += [replace(f, id=f"{report}.{f.id}") for f in load(report, root).values() if f.scorecard]
-        except catalog.Missing as missing:
-            out.append(Finding(id=f"{report}.missing", claim=f"The {paper} claims the {report} report judges",
-                               ours="—", status=NOT_MEASURED, reason=f"snakemake {missing.target}", scorecard=paper,
-                               link=f"{report}.html"))
+    out = [f for report, paper in CLAIMS_OF.items() for f in catalog.unless_missing(
+        lambda: [replace(f, id=f"{report}.{f.id}") for f in load(report, root).values() if f.scorecard],
+        lambda missing: [Finding(id=f"{report}.missing", claim=f"The {paper} claims the {report} report judges",
+                                 ours="—", status=NOT_MEASURED, reason=f"snakemake {missing.target}",
+                                 scorecard=paper, link=f"{report}.html")])]
     return sorted(out, key=lambda f: f.scorecard != CHEN)   # Chen's first, each paper's in the reports' order

@@ -5,7 +5,6 @@ time: ``times``) and display tables. "paper Table N" is the paper's; a column fr
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import replace
 
 import pandas as pd
@@ -37,13 +36,12 @@ QUOTED = ("gpt3-175b", "mt-nlg-530b")
 
 def table2_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Paper Table 2 per model × technique in MiB per layer, the technique the paper does not print "(extension)"."""
+    mib = lambda col: (table[col] / MiB).round(2)
     return pd.DataFrame({
         "model": table["model"], "t": table["tp"],
         "technique": table["technique"].where(table["technique"] != EXTENSION, EXTENSION + " (extension)"),
-        "measured MiB": (table["bytes_measured"] / MiB).round(2),
-        "formula (paper Table 2) MiB": (table["bytes_formula"] / MiB).round(2),
-        "rel. error": table["rel_error"].map(lambda e: f"{e:+.2e}"),
-        "actual MiB": (table["bytes_actual"] / MiB).round(2),
+        "measured MiB": mib("bytes_measured"), "formula (paper Table 2) MiB": mib("bytes_formula"),
+        "rel. error": table["rel_error"].map(lambda e: f"{e:+.2e}"), "actual MiB": mib("bytes_actual"),
         "% of baseline": table["percent_of_baseline"].round(1)})
 
 
@@ -51,27 +49,24 @@ def reconciliation(items: pd.DataFrame, model: str, technique: str, tp: int) -> 
     """One configuration's saved tensors (``korthikanti.items``) by §4.1 term in MiB, then those the paper ignores."""
     rows = items[(items["model"] == model) & (items["technique"] == technique) & (items["tp"] == tp)]
     terms = rows.dropna(subset=["paper_term"]).groupby("paper_term", sort=False).agg(
-        tensors=("name", lambda n: ", ".join(dict.fromkeys(n))), shape=("shape", "first"),
-        dtype=("saved_dtype", "first"), actual=("bytes", "sum"), measured=("paper_bytes", "sum"),
-        formula=("term_formula_bytes", "first")).reset_index()
+        name=("name", lambda n: ", ".join(dict.fromkeys(n))), shape=("shape", "first"),
+        saved_dtype=("saved_dtype", "first"), bytes=("bytes", "sum"), paper_bytes=("paper_bytes", "sum"),
+        term_formula_bytes=("term_formula_bytes", "first")).reset_index()
     labels = {t.name: t.label for t in korthikanti.TERMS} | {
         korthikanti.FULL_RECOMPUTE_TERM: "layer input (checkpoint)"}
-    terms.insert(0, "term", terms.pop("paper_term").map(lambda n: labels.get(n, n)))
-    apart = rows[rows["paper_term"].isna()]
-    frame = pd.concat([terms, pd.DataFrame({
-        "term": "not counted: " + apart["note"].str.split(":").str[0], "tensors": apart["name"],
-        "shape": apart["shape"], "dtype": apart["saved_dtype"], "actual": apart["bytes"], "measured": 0,
-        "formula": 0})], ignore_index=True)
+    apart = rows[rows["paper_term"].isna()]   # each a row of its own, none of it counted
+    frame = pd.concat([terms.assign(paper_term=terms["paper_term"].map(lambda n: labels.get(n, n))), apart.assign(
+        paper_term="not counted: " + apart["note"].str.split(":").str[0], paper_bytes=0, term_formula_bytes=0)],
+        ignore_index=True)
     mib = lambda b: f"{b / MiB:.2g}" if 0 < b < 0.01 * MiB else f"{b / MiB:,.2f}".rstrip("0").rstrip(".")
-    return pd.DataFrame({"§4.1 term": frame["term"], **{f"{c} MiB": frame[c].map(mib) for c in (
-        "measured", "formula", "actual")}, "saved by (module/op)": frame["tensors"], "shape": frame["shape"],
-        "dtype": frame["dtype"]})
+    return pd.DataFrame({"§4.1 term": frame["paper_term"], **{f"{c} MiB": frame[col].map(mib) for c, col in (
+        ("measured", "paper_bytes"), ("formula", "term_formula_bytes"), ("actual", "bytes"))},
+        "saved by (module/op)": frame["name"], "shape": frame["shape"], "dtype": frame["saved_dtype"]})
 
 
 def flops_summary(frame: pd.DataFrame) -> pd.DataFrame:
     """Per model and t (``korthikanti.flops``): TFLOP per layer counted, recompute overheads in % (Eq. 8 beside)."""
-    sel = frame[frame["mode"] == "selective"].reset_index(drop=True)
-    full = frame[frame["mode"] == "full"].reset_index(drop=True)
+    sel, full = (frame[frame["mode"] == m].reset_index(drop=True) for m in ("selective", "full"))
     tera = lambda col: (sel[col] / 1e12).round(3)
     return pd.DataFrame({
         "model": sel["model"], "t": sel["tp"], "forward": tera("flops_forward"), "backward": tera("flops_backward"),
@@ -84,13 +79,12 @@ def flops_summary(frame: pd.DataFrame) -> pd.DataFrame:
 def memory_summary(frame: pd.DataFrame) -> pd.DataFrame:
     """Paper Figure 1 as a table (``korthikanti.memory``): GiB per first-stage GPU by part, and whether it fits."""
     gpu, capacity = frame["gpu"].iloc[0], int(frame["gpu_memory_bytes"].iloc[0])
+    gib = lambda col, digits=1: (frame[col] / GiB).round(digits)
     return pd.DataFrame({
         "model": frame["model"], "technique": frame["technique"], "total GiB": frame["total_gib"].round(1),
         f"fits {gpu} ({capacity / GiB:.0f} GiB)": frame["fits_gpu"].astype(bool).map({True: "yes", False: "no"}),
-        "model state GiB": (frame["model_state_bytes"] / GiB).round(1),
-        "18·P/(t·p) GiB": (frame["model_state_even_bytes"] / GiB).round(1),
-        "layers' activations GiB": (frame["activations_layers"] / GiB).round(1),
-        "outside GiB": (frame["activations_outside"] / GiB).round(2)})
+        "model state GiB": gib("model_state_bytes"), "18·P/(t·p) GiB": gib("model_state_even_bytes"),
+        "layers' activations GiB": gib("activations_layers"), "outside GiB": gib("activations_outside", 2)})
 
 
 EXCESS_PARTS = {"word_embedding": "word emb.", "position_embedding": "position emb.",
@@ -102,14 +96,12 @@ EXCESS_PARTS = {"word_embedding": "word emb.", "position_embedding": "position e
 def model_state_summary(frame: pd.DataFrame) -> pd.DataFrame:
     """Per model, GiB: a first-stage GPU's model state against the even share 18·P/(t·p), the difference by cause."""
     first = frame.groupby("model", sort=False).first().reset_index()
-    out = pd.DataFrame({
+    gib = lambda col, digits=2: (first[col] / GiB).round(digits)
+    return pd.DataFrame({
         "model": first["model"], "P (10⁹)": (first["params_total"] / 1e9).round(1), "t·p": first["tp"] * first["pp"],
-        "18·P/(t·p) GiB": (first["model_state_even_bytes"] / GiB).round(2),
-        "first stage GiB": (first["model_state_bytes"] / GiB).round(2),
-        "difference GiB": ((first["model_state_bytes"] - first["model_state_even_bytes"]) / GiB).round(2)})
-    for part, label in EXCESS_PARTS.items():
-        out[label] = (first[f"excess_{part}_bytes"] / GiB).round(3) + 0.0  # + 0.0: no "-0.0"
-    return out
+        "18·P/(t·p) GiB": gib("model_state_even_bytes"), "first stage GiB": gib("model_state_bytes"),
+        "difference GiB": ((first["model_state_bytes"] - first["model_state_even_bytes"]) / GiB).round(2),
+        **{label: gib(f"excess_{part}_bytes", 3) + 0.0 for part, label in EXCESS_PARTS.items()}})   # + 0.0: no "-0.0"
 
 
 def utilization_summary(models, gpu: str = PAPER_GPU) -> pd.DataFrame:
@@ -200,7 +192,7 @@ def _figure7(t2: pd.DataFrame) -> list[Finding]:
     text = "; ".join(f"{label} {span_text(rows.loc[rows['technique'] == t, 'percent_of_baseline'], 0, ' %')}"
                      for t, label in labels.items())
     factor = 100 / rows.loc[rows["technique"] == "TP+SP+selective", "percent_of_baseline"]
-    median, five = statistics.median(factor), PAPER["korthikanti.memory_reduction"]
+    median, five = factor.median(), PAPER["korthikanti.memory_reduction"]
     rule = within_range(five.value - KORTHIKANTI_FIVE_X.value, five.value + KORTHIKANTI_FIVE_X.value, "×",
                         KORTHIKANTI_FIVE_X.why)
     by, both = rows.set_index(["technique", "model"])["bytes_measured"], 100 / factor
@@ -359,13 +351,10 @@ GROUPS = (  # (finding-id prefixes, the tables they come from, findings from tho
 
 def findings(root=".") -> list[Finding]:
     """Every finding of the korthikanti2022 report (time: ``times.GROUPS``); a missing table's are not measured."""
-    out, claims = [], {**CLAIMS, **times.CLAIMS}
+    claims = {**CLAIMS, **times.CLAIMS}
     utilization = ((), (), _utilization)   # from paper Table 5's printed times: no table to miss
-    for prefixes, tables, make in (*GROUPS, utilization, *times.GROUPS):
-        try:
-            out += make(*[catalog.read(t, root=root) for t in tables])
-        except catalog.Missing as missing:
-            out += [not_measured(i, claim, missing, where="predicted" if i in times.CLAIMS else "",
-                                 **(dict(scorecard=KORTHIKANTI, link=link) if link else {}))
-                    for i, (claim, link) in claims.items() if i.split(".")[0] in prefixes]
-    return out
+    return [f for prefixes, tables, make in (*GROUPS, utilization, *times.GROUPS) for f in catalog.unless_missing(
+        lambda: make(*[catalog.read(t, root=root) for t in tables]),
+        lambda missing: [not_measured(i, claim, missing, where="predicted" if i in times.CLAIMS else "",
+                                      **(dict(scorecard=KORTHIKANTI, link=link) if link else {}))
+                         for i, (claim, link) in claims.items() if i.split(".")[0] in prefixes])]

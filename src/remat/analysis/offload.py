@@ -67,13 +67,11 @@ def findings(root=".", device: str | None = None) -> list[Finding]:
     """Every finding of the offload report (CLAIM), from ``results/offload/<device>/`` under ``root`` (device
     None: ``report_device()``). A missing table makes its findings "not measured" (no exception)."""
     device = device or report_device()
-    steps, found = catalog.read_if("offload.steps", device, root), []
-    for part, make in (("bandwidth", _bandwidth), ("steps", _steps), ("breakeven", lambda t: _breakeven(t, steps))):
-        try:
-            found += make(catalog.read(f"offload.{part}", device, root))
-        except catalog.Missing as missing:
-            found += [not_measured(i, c, missing, link=_link(i)) for i, c in CLAIM.items() if i.startswith(part)]
-    return found
+    steps = catalog.read_if("offload.steps", device, root)
+    parts = {"bandwidth": _bandwidth, "steps": _steps, "breakeven": lambda t: _breakeven(t, steps)}
+    return [f for part, make in parts.items() for f in catalog.unless_missing(
+        lambda: make(catalog.read(f"offload.{part}", device, root)),
+        lambda missing: [not_measured(i, c, missing, link=_link(i)) for i, c in CLAIM.items() if i.startswith(part)])]
 
 
 def _link(id: str) -> str:

@@ -37,9 +37,8 @@ CLAIMS = {  # sweep -> {id stem: claim}: the ids every device gets (the report q
                  "segments.optimum": "Segments k with the lowest measured peak, against the closed form's",
                  "segments.k-star": "Continuous optimum k* = √(L·y/x) (x: one checkpoint, y: one kept layer)",
                  "segments.time-per-flop": "Step-time overhead per FLOP overhead, median over the valid timed k"},
-    "depth": {"depth.exponent.none": "Exponent a of peak ∝ L^a, no recompute",
-              "depth.exponent.sqrt": "Exponent a of peak ∝ L^a, ⌈√L⌉ segments",
-              "depth.exponent.full": "Exponent a of peak ∝ L^a, per-layer full recompute",
+    "depth": {**{f"depth.exponent.{f}": f"Exponent a of peak ∝ L^a, {how}" for f, how in (
+                  ("none", "no recompute"), ("sqrt", "⌈√L⌉ segments"), ("full", "per-layer full recompute"))},
               "depth.slope.none": "Peak growth per layer c1, no recompute, against one kept layer",
               "depth.slope.full": "Peak growth per layer c1, full recompute, against one checkpoint",
               "depth.sqrt-share": "Peak with ⌈√L⌉ segments over peak without recompute, deepest L",

@@ -145,14 +145,12 @@ def _timing_column(sweep: str, frame: pd.DataFrame) -> pd.Series:
 
 def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Paper Table 4's layout per device and mode of a sweep-layer-timing table, with the timing gate's verdict."""
-    ms = lambda c: (1e3 * frame[c]).round(2).astype(str)
+    ms, pct = (lambda c: (1e3 * frame[c]).round(2).astype(str)), (lambda c, digits=2: (100 * frame[c]).round(digits))
     return pd.DataFrame({
         "device": frame["device"], "mode": frame["mode"], "status": frame["status"],
         "forward (IQR)": ms("forward_s") + " (" + ms("forward_iqr_s") + ")", "backward": ms("backward_s"),
-        "combined (IQR)": ms("combined_s") + " (" + ms("combined_iqr_s") + ")",
-        "time ovh. %": (100 * frame["time_overhead"]).round(1),
-        "FLOP ovh. % counted": (100 * frame["flop_overhead"]).round(2),
-        "FLOP ovh. % App. A": (100 * frame["flop_overhead_formula"]).round(2),
+        "combined (IQR)": ms("combined_s") + " (" + ms("combined_iqr_s") + ")", "time ovh. %": pct("time_overhead", 1),
+        "FLOP ovh. % counted": pct("flop_overhead"), "FLOP ovh. % App. A": pct("flop_overhead_formula"),
         "time ÷ FLOP ovh.": frame["time_per_flop_overhead"].round(2),
         "timing": _timing_column("layer-timing", frame)}).astype(object).fillna("—")
 
@@ -207,8 +205,7 @@ def precision_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per device and dtype: the sweeps that computed in it and the reason recorded (remat.precision; else "—")."""
     rows = pd.concat([f.assign(sweep=s) for s, f in frames.items() if len(f)], ignore_index=True) \
         if any(len(f) for f in frames.values()) else pd.DataFrame(columns=["sweep", "device", "dtype"])
-    reason = rows["dtype_reason"] if "dtype_reason" in rows else pd.Series("—", index=rows.index)
-    rows = rows.assign(reason=reason.fillna("—"))
+    rows = rows.assign(reason=rows.get("dtype_reason", pd.Series("—", index=rows.index)).fillna("—"))
     return pd.DataFrame([{"device": d, "dtype": t, "sweeps": ", ".join(dict.fromkeys(g["sweep"])), "why": why}
                          for (d, t, why), g in rows.groupby(["device", "dtype", "reason"], sort=False)])
 

@@ -51,13 +51,12 @@ def table4_parts(frame: pd.DataFrame) -> pd.DataFrame:
 
 def figure8_display(frame: pd.DataFrame) -> pd.DataFrame:
     """Per model and variant: % of the baseline layer time, "model / paper Figure 8", and the differences (pp)."""
-    out = pd.DataFrame({"model": frame["model"], "variant": frame["variant"]})
-    for name, col in (("forward", "forward_pct"), ("fwd + bwd", "forward_backward_pct"), ("total", "total_pct"),
-                      ("recompute", "recompute_pct")):
-        out[f"{name} % (model / paper)"] = _pair(frame[col], frame[f"paper_{col}"], 1)
-    out["total Δ pp"] = (frame["total_pct"] - frame["paper_total_pct"]).round(1)
-    out["recompute Δ pp"] = (frame["recompute_pct"] - frame["paper_recompute_pct"]).round(1)
-    return out
+    parts = {"forward": "forward", "fwd + bwd": "forward_backward", "total": "total", "recompute": "recompute"}
+    return pd.DataFrame({"model": frame["model"], "variant": frame["variant"],
+                         **{f"{n} % (model / paper)": _pair(frame[f"{c}_pct"], frame[f"paper_{c}_pct"], 1)
+                            for n, c in parts.items()},
+                         **{f"{c} Δ pp": (frame[f"{c}_pct"] - frame[f"paper_{c}_pct"]).round(1)
+                            for c in ("total", "recompute")}})
 
 
 def table5_display(frame: pd.DataFrame) -> pd.DataFrame:
@@ -73,13 +72,12 @@ def table5_display(frame: pd.DataFrame) -> pd.DataFrame:
 
 def validation_display(frame: pd.DataFrame) -> pd.DataFrame:
     """``sweeps.time-model``: per size, mode and phase, predicted against measured (IQR where recorded)."""
-    out = pd.DataFrame({"h": frame["hidden"], "s": frame["seq"], "b": frame["micro_batch"], "mode": frame["mode"],
-                        "phase": frame["phase"], "pred. ms": (1e3 * frame["predicted_s"]).round(2),
-                        "meas. ms": (1e3 * frame["measured_s"]).round(2),
-                        "IQR ms": (1e3 * frame["measured_iqr_s"]).round(2), "error %": (100 * frame["error"]).round(1),
-                        "ovh. % pred.": (100 * frame["predicted_overhead"]).round(1),
-                        "ovh. % meas.": (100 * frame["measured_overhead"]).round(1)})
-    return out.fillna("")
+    ms, pct = (lambda col: (1e3 * frame[col]).round(2)), (lambda col: (100 * frame[col]).round(1))
+    return pd.DataFrame({
+        "h": frame["hidden"], "s": frame["seq"], "b": frame["micro_batch"], "mode": frame["mode"],
+        "phase": frame["phase"], "pred. ms": ms("predicted_s"), "meas. ms": ms("measured_s"),
+        "IQR ms": ms("measured_iqr_s"), "error %": pct("error"), "ovh. % pred.": pct("predicted_overhead"),
+        "ovh. % meas.": pct("measured_overhead")}).fillna("")
 
 
 # --- findings: paper Table 4 and Figure 8 predicted, the abstract's "over 90 %" --------------------------------
@@ -210,11 +208,7 @@ GROUPS = (  # (finding-id prefixes, the tables they come from, findings from tho
 
 def model_checks(root=".") -> list[Finding]:
     """The roofline's direct checks here: sweeps' worst error, offload's measured ÷ model (full, selective)."""
-    out = []
     checks = {"sweeps": ["time-model.error."], "offload": ["breakeven.model_full", "breakeven.model_selective"]}
-    for report, ids in checks.items():
-        try:
-            out += [next(f for f in load(report, root).values() if f.id.startswith(i)) for i in ids]
-        except catalog.Missing as missing:
-            out += [not_measured(i.rstrip("."), f"The time model's check in {report}", missing) for i in ids]
-    return out
+    return [f for report, ids in checks.items() for f in catalog.unless_missing(
+        lambda: [next(f for f in load(report, root).values() if f.id.startswith(i)) for i in ids],
+        lambda missing: [not_measured(i.rstrip("."), f"The time model's check in {report}", missing) for i in ids])]

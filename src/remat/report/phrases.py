@@ -19,17 +19,14 @@ def count_of(k: int, n: int, noun: str, verb: tuple[str, str] | None = None) -> 
     if not 0 <= k <= n:
         raise ValueError(f"count_of: need 0 <= k <= n, got k={k}, n={n}")
     if n <= 1:
-        phrase, many = (f"the one {noun}" if k else f"no {noun}"), False
+        phrase = f"the one {noun}" if k else f"no {noun}"
     elif n == 2:
-        phrase, many = {0: (f"neither {noun}", False), 1: (f"one of the two {noun}s", False),
-                        2: (f"both {noun}s", True)}[k]
-    elif k == n:
-        phrase, many = f"all {n} {noun}s", True
-    elif k == 0:
-        phrase, many = f"none of the {n} {noun}s", False
+        phrase = (f"neither {noun}", f"one of the two {noun}s", f"both {noun}s")[k]
+    elif k in (0, n):
+        phrase = f"all {n} {noun}s" if k else f"none of the {n} {noun}s"
     else:
-        phrase, many = f"{k} of the {n} {noun}s", k > 1
-    return phrase if verb is None else f"{phrase} {verb[1] if many else verb[0]}"
+        phrase = f"{k} of the {n} {noun}s"
+    return phrase if verb is None else f"{phrase} {verb[k > 1]}"   # plural from two things on
 
 
 def count(n: int, noun: str) -> str:

@@ -27,10 +27,8 @@ BADGE = {REPRODUCED: "✓", MINOR: "≈", PARTIAL: "◐", NOT_REPRODUCED: "✗",
 
 
 def _claims(root) -> list[Finding] | str:
-    try:
-        return list(load("index", root).values())
-    except catalog.Missing as missing:
-        return f"The scorecard is not made yet: `snakemake {missing.target}`.\n"
+    return catalog.unless_missing(lambda: list(load("index", root).values()),
+                                  lambda missing: f"The scorecard is not made yet: `snakemake {missing.target}`.\n")
 
 
 def badge(status: str) -> str:
