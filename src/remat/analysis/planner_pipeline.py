@@ -17,9 +17,7 @@ TOLERANCE, TOLERANCE_TEXT = (0.01, 8 * MiB), "max(1 %, 8 MiB)"
 """A rank's measured peak within max(1 % of it, 8 MiB) of the prediction."""
 
 CLAIMS = {
-    "schedules.settings": "Model, GPU and memory of the per-rank plans", "schedules.planned": "Schedules planned",
     "schedules.refused": "Schedules refused, with the reason",
-    "schedules.own": "Schedules whose ranks take plans of their own",
     "schedules.gain": "Largest predicted gain of per-rank plans over one plan for every rank",
     "schedules.gain.where": "Where", "schedules.slower": "Schedules whose per-rank plans are predicted slower",
     "pipeline.runs": "Schedules and pipeline sizes run on gloo ranks", "pipeline.ranks": "Ranks measured",
@@ -41,20 +39,15 @@ def _gains(frame: pd.DataFrame) -> pd.Series:
 def schedule_findings(frame: pd.DataFrame) -> list[Finding]:
     ok, refused = frame[frame["feasible"].astype(bool)], frame[~frame["feasible"].astype(bool)]
     gains = _gains(ok)
-    best = ok.loc[gains.idxmax()] if gains.notna().any() else None
-    slower = int((gains < -1e-12).sum())
-    first = frame.iloc[0]
+    best, slower = ok.loc[gains.idxmax()] if gains.notna().any() else None, int((gains < -1e-12).sum())
     gain = _m("schedules.gain", math.nan if best is None else gains.max(),
               "—" if best is None else percent(gains.max(), 1))
-    return [
-        _m("schedules.settings", math.nan, f"{'; '.join(dict.fromkeys(frame['model']))} on {first['gpu']} "
-                                           f"({'with' if first['sp'] else 'without'} SP)"),
-        _m("schedules.planned", len(ok)), _m("schedules.own", int((ok["ranks_own_plan"] > 0).sum())),
-        _m("schedules.refused", len(refused), "; ".join(f"{s}: {n}" for s, n in zip(refused["schedule"],
-                                                                                   refused["note"])) or "none"),
-        gates.gated(gain, [f"the per-rank plans are predicted slower at {slower}" if slower else ""]),
-        _m("schedules.gain.where", math.nan, "—" if best is None else f"{best['model']}, {best['schedule']}"),
-        _m("schedules.slower", slower)]
+    where = "—" if best is None else f"{best['schedule']}, {best['model']} on {best['gpu']}" + (
+        " with SP" if best["sp"] else "")
+    return [gates.gated(gain, [f"the per-rank plans are predicted slower at {slower}" if slower else ""]),
+            _m("schedules.gain.where", math.nan, where), _m("schedules.slower", slower),
+            _m("schedules.refused", len(refused), "; ".join(f"{s}: {n}" for s, n in zip(refused["schedule"],
+                                                                                       refused["note"])) or "none")]
 
 
 def _mib(n: float) -> str:
