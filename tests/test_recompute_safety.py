@@ -376,6 +376,30 @@ def test_data_dependent_shapes_that_differ_at_recompute_give_a_clear_error():
             m(x).sum().backward()
 
 
+class Starved(nn.Module):
+    """Runs in forward; its recompute (every second call) fails to allocate, as a GPU at its peak would."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear, self.calls = nn.Linear(8, 8), 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls % 2 == 0:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return torch.relu(self.linear(x))
+
+
+@pytest.mark.parametrize("policy", ["full", "selective"])
+def test_running_out_of_memory_in_a_recompute_says_so_not_that_it_ran_differently(policy):
+    m = _model(Starved, n=1)
+    auto.apply(m, policy)
+    with pytest.raises(RecomputeError, match=r"^layers\.0: the recompute in backward ran out of memory .*none or "
+                                             "offload") as err:
+        m(torch.randn(4, 8, requires_grad=True)).sum().backward()
+    assert "differently" not in str(err.value)
+
+
 # --- 6. a plan made with blocks=[...] ------------------------------------------------------------------------------
 
 class UNetish(nn.Module):

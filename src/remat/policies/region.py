@@ -27,6 +27,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import CheckpointError, _StopRecomputationError
 
+from remat.device import is_out_of_memory
 from remat.errors import RecomputeError, UsageError
 from remat.units import KiB
 
@@ -202,6 +203,11 @@ class Recompute:
         _state.depth -= 1
         if isinstance(error, Exception) and not isinstance(error, _PASSED):
             what = str(error) if type(error) is RuntimeError else f"{type(error).__name__}: {error}"
+            if is_out_of_memory(error):
+                raise RecomputeError(self.name, f"the recompute in backward ran out of memory ({what}): it "
+                                                "rebuilds the region's activations at the peak of backward. Give it "
+                                                "policy none or offload, or plan with a smaller budget (remat.auto."
+                                                "plan) so the recompute fits") from error
             raise RecomputeError(self.name, f"the recompute in backward failed ({what}): the region ran "
                                             "differently than in forward — data-dependent shapes (token routing) "
                                             "or state that is not its inputs. Give it policy none or offload"
