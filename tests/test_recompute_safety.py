@@ -15,6 +15,7 @@ from torch import nn
 from torch.utils.checkpoint import CheckpointError
 
 from remat import auto
+from remat.device import is_out_of_memory
 from remat.errors import RecomputeError, UsageError
 from remat.planner.problem import plan_from_policies
 from remat.policies import ValueCheck
@@ -398,6 +399,7 @@ def test_running_out_of_memory_in_a_recompute_says_so_not_that_it_ran_differentl
                                              "offload") as err:
         m(torch.randn(4, 8, requires_grad=True)).sum().backward()
     assert "differently" not in str(err.value)
+    assert is_out_of_memory(err.value) and not is_out_of_memory(ValueError("shapes differ"))   # a sweep's "oom"
 
 
 # --- 6. a plan made with blocks=[...] ------------------------------------------------------------------------------

@@ -48,13 +48,17 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def is_out_of_memory(exc: BaseException) -> bool:
+def is_out_of_memory(exc: BaseException | None) -> bool:
     """An allocation failure: host MemoryError, torch.OutOfMemoryError (CUDA), or the CPU allocator's
-    RuntimeError ("DefaultCPUAllocator: can't allocate memory" / "... out of memory")."""
+    RuntimeError ("DefaultCPUAllocator: can't allocate memory" / "... out of memory"); or an error raised from one
+    (a recompute's, which remat.policies re-raises naming its region)."""
+    if exc is None:
+        return False
     if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
         return True
     text = str(exc).lower()
-    return isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text)
+    plain = isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text)
+    return plain or is_out_of_memory(exc.__cause__)
 
 
 def release_memory(device: str | torch.device) -> None:
