@@ -321,3 +321,11 @@ def test_with_no_single_plan_for_every_rank_the_text_says_so_and_the_json_is_str
     assert "write None" not in text and text.count("no single setting fits every rank") == 2   # megatron, torchtitan
     out = json.loads(json.dumps(to_json(plan, "m", "g"), allow_nan=False))                   # no NaN in the JSON
     assert out["gain"] is None and out["uniform_step_time_s"] is None and out["apply"]["megatron"]["write"] is None
+
+
+def test_the_weight_op_outputs_of_a_mixture_layer_by_hand():
+    # s·b = 16 tokens, h 64: the norms 16·64 each, qkv 16·(64 + 2·2·16) = 16·128, proj 16·64, the router's weights
+    # 16·2 (its int64 expert indices carry no gradient), the experts' combined output 16·64; float32
+    cfg = from_name("llama-tiny", hidden=64, heads=4, kv_heads=2, ffn_hidden=32, experts=4, top_k=2, seq=16,
+                    micro_batch=1, vocab=128, layers=1)
+    assert weight_output_bytes(cfg) == 4 * 16 * (64 + 128 + 64 + 64 + 2 + 64)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from remat.auto.blocks import find_blocks
 from remat.auto.measure import default_loss, measure_model
 from remat.measure.saved import SavedTensorLog
-from remat.planner.rank_costs import RECOMPUTED, RankCosts
+from remat.planner.rank_costs import RECOMPUTED, RankCosts, weight_outputs
 
 
 def priced(built, st, gpu) -> tuple[RankCosts, tuple[float, float]]:
@@ -52,16 +52,8 @@ def _saved_outside(model, found, kwargs, embedding) -> tuple[int, int, int]:
     modules' outputs) over one forward and loss."""
     names = {id(m): n for n, m in model.named_modules()}
     embed, blocks = names[id(embedding)], found.name
-    owners = [m for m in found.modules[0].modules() if any(True for _ in m.parameters(recurse=False))]
-    outputs = []
-    hooks = [m.register_forward_hook(lambda _m, _i, out: outputs.append(out.numel() * out.element_size()))
-             for m in owners]
-    try:
-        with SavedTensorLog(model) as log:
-            default_loss(model(**kwargs))
-    finally:
-        for hook in hooks:
-            hook.remove()
+    with weight_outputs(found.modules[0]) as outputs, SavedTensorLog(model) as log:
+        default_loss(model(**kwargs))
     records = log.activations()
     first = sum(r.nbytes for r in records if r.module == embed or r.module.startswith(embed + "."))
     inside = lambda r: r.module == blocks or r.module.startswith(blocks + ".")         # noqa: E731

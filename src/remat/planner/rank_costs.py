@@ -24,6 +24,7 @@ workspace reserve (+ the mask buffer).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 from dataclasses import dataclass
@@ -155,19 +156,32 @@ def head_saved_bytes(cfg: ModelConfig) -> int:
 @functools.lru_cache(maxsize=16)
 def weight_output_bytes(cfg: ModelConfig) -> int:
     """Bytes of the outputs of one layer's modules that hold weights (their gradients are what a weight-gradient
-    step reads), one micro-batch, t = 1: a 1-layer copy of ``cfg`` run under fake tensors with forward hooks."""
+    step reads), one micro-batch, t = 1: a 1-layer copy of ``cfg`` run under fake tensors (``weight_outputs``)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from remat.models.transformer import build_model, random_tokens
 
     one = dataclasses.replace(cfg, layers=1, pp=1, interleave=1, tp=1, ep=1)
-    total = []
     with FakeTensorMode():
         model = build_model(one)
-        owners = [m for m in model.layers[0].modules() if any(True for _ in m.parameters(recurse=False))]
-        hooks = [m.register_forward_hook(lambda _m, _i, out: total.append(out.numel() * out.element_size()))
-                 for m in owners]
-        model(random_tokens(one))
+        with weight_outputs(model.layers[0]) as total:
+            model(random_tokens(one))
+    return sum(total)
+
+
+@contextlib.contextmanager
+def weight_outputs(layer):
+    """A list that collects, while the block runs, the bytes of the floating-point outputs of ``layer``'s modules
+    that hold weights (forward hooks; a module may return a tuple: a router's weights and indices)."""
+    from torch.utils._pytree import tree_leaves
+
+    total: list[int] = []
+    owners = [m for m in layer.modules() if any(True for _ in m.parameters(recurse=False))]
+    hooks = [m.register_forward_hook(lambda _m, _i, out: total.extend(
+        t.numel() * t.element_size() for t in tree_leaves(out) if hasattr(t, "is_floating_point")
+        and t.is_floating_point())) for m in owners]
+    try:
+        yield total
+    finally:
         for hook in hooks:
             hook.remove()
-    return sum(total)
