@@ -7,10 +7,10 @@
 Found automatically: among the model's nn.ModuleList / nn.Sequential containers not nested inside an element of
 another such container of two or more (a mixture's experts inside each layer are not the blocks: the layers on the
 residual path are), the one holding the most modules of a single class (a HuggingFace model's decoder layers; ties
-go to the container met first in ``named_modules`` order). Only that one: the other containers of same-class modules (a ResNet's other stages,
-an encoder-decoder's decoder) are listed in ``Blocks.skipped`` and the plan says they were left out — pass
-``blocks=`` a list of modules to plan them together. Or given: the qualified name of a container, or a list
-of submodules.
+go to the container met first in ``named_modules`` order). Only that one: the other containers of same-class
+modules (a ResNet's other stages, an encoder-decoder's decoder) are listed in ``Blocks.skipped`` and the plan says
+they were left out — pass ``blocks=`` a list of modules to plan them together. Or given: the qualified name of a
+container, or a list of submodules.
 """
 
 from __future__ import annotations
