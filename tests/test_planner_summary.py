@@ -11,9 +11,9 @@ from remat.analysis.findings import INVALID, MEASURED, MINOR, NOT_MEASURED, NOT_
 from remat.paper import PAPER_TABLE5_S
 
 
-def found(root, rel: str = "", rows=()) -> Findings:
-    """The planner findings under ``root``, once ``rows`` are written to results/``rel``."""
-    if rel:
+def found(root, tables: dict | None = None) -> Findings:
+    """The planner findings under ``root``, once each of ``tables`` (rel -> rows) is written to results/``rel``."""
+    for rel, rows in (tables or {}).items():
         (root / "results" / rel).parent.mkdir(parents=True, exist_ok=True)
         pd.DataFrame(rows).to_csv(root / "results" / rel, index=False)
     return Findings(planner.findings(root))
@@ -33,11 +33,10 @@ def paper_rows():
 
 
 def test_paper_gains_megatron_and_the_papers_setting(tmp_path):
-    F = found(tmp_path, "planner/paper.csv", paper_rows())
-    values = {k: F[f"paper.{k}"].value for k in ("settings", "uniform.faster", "uniform.ties", "best.faster",
-                                                 "best.ties", "best.slower", "megatron", "sp")}
-    assert values == {"settings": 2, "uniform.faster": 1, "uniform.ties": 1, "best.faster": 1, "best.ties": 1,
-                      "best.slower": 0, "megatron": 1, "sp": 0.0}
+    F = found(tmp_path, {"planner/paper.csv": paper_rows()})
+    values = {"settings": 2, "uniform.faster": 1, "uniform.ties": 1, "best.faster": 1, "best.ties": 1,
+              "best.slower": 0, "megatron": 1, "sp": 0.0}
+    assert {k: F[f"paper.{k}"].value for k in values} == values
     assert F["paper.no_sp"].ours == "20.00%" and F["paper.best.largest"].ours == "10.00%"
     assert (F["paper.no_sp.setting"].ours, F["paper.no_sp.against"].ours) == ("m on g", "full")
     shown = planner.paper_display(pd.read_csv(tmp_path / "results/planner/paper.csv"))
@@ -57,7 +56,7 @@ def frontier_rows(inside_faster: bool):
 
 @pytest.mark.parametrize("inside_faster, status", [(False, MEASURED), (True, INVALID)])
 def test_a_baseline_inside_the_plan_space_beating_the_plan_is_invalid(tmp_path, inside_faster, status):
-    F = found(tmp_path, "planner/frontier.csv", frontier_rows(inside_faster))
+    F = found(tmp_path, {"planner/frontier.csv": frontier_rows(inside_faster)})
     assert (F["frontier.budgets"].value, F["frontier.beaten"].value, F["frontier.beaten"].status) == (2, 1, status)
 
 
@@ -81,11 +80,10 @@ def validate_rows(iqr: float, full_s: float = 3.0):
 
 @pytest.mark.parametrize("iqr, full_s, status", [(0.1, 3.0, MEASURED), (0.6, 3.0, INVALID), (0.1, 1.9, INVALID)])
 def test_validation_peaks_and_times(tmp_path, iqr, full_s, status):
-    F = found(tmp_path, "planner/validate/cpu.csv", validate_rows(iqr, full_s))
-    counts = {k: F[f"validate.{k}"].value for k in ("plans", "plans.fit", "plans.exact", "baselines",
-                                                    "baselines.exact", "references", "under", "budgets", "beaten")}
-    assert counts == {"plans": 2, "plans.fit": 2, "plans.exact": 2, "baselines": 1, "baselines.exact": 0,
-                      "references": 1, "under": 0, "budgets": 2, "beaten": 0}
+    F = found(tmp_path, {"planner/validate/cpu.csv": validate_rows(iqr, full_s)})
+    counts = {"plans": 2, "plans.fit": 2, "plans.exact": 2, "baselines": 1, "baselines.exact": 0, "references": 1,
+              "under": 0, "budgets": 2, "beaten": 0}
+    assert {k: F[f"validate.{k}"].value for k in counts} == counts
     assert (F["validate.baselines.error"].ours, F["validate.baselines.worst"].ours) == ("10.00%",
                                                                                       "megatron-uniform")
     assert (F["validate.slowdown"].ours, F["validate.slowdown.worst"].ours) == ("20.0%", "30.0%")
@@ -116,7 +114,7 @@ def table5_rows(off_pp: dict):
                                             ({"gpt-22b": 3.2}, MINOR), ({"gpt-1t": -5.9}, MINOR),
                                             ({"gpt-22b": 6.2}, NOT_REPRODUCED), ({"gpt-1t": -6.2}, NOT_REPRODUCED)])
 def test_table5_within_3_pp_for_every_model(tmp_path, off_pp, status):
-    f = found(tmp_path, "korthikanti/table5.csv", table5_rows(off_pp))["table5"]
+    f = found(tmp_path, {"korthikanti/table5.csv": table5_rows(off_pp)})["table5"]
     assert (f.status, f.paper, f.scorecard, f.link) == (status, "29–32 %", "Korthikanti et al. 2022",
                                                         "planner.html#sec-table5")
     assert f.rule == "every model within ±3 pp (minor issues: ±6 pp)"
@@ -154,17 +152,17 @@ def tensor_rows():
 
 
 def test_tensor_plan_findings_and_table(tmp_path):
-    F = found(tmp_path, "planner/tensor/cpu.csv", tensor_rows())
-    values = {k: F[f"tensor.{k}"].value for k in ("models", "skipped", "points", "plans", "fit", "exact", "error",
-                                                   "bitwise", "monotone", "kept", "slower", "plan_s", "offloading",
-                                                   "offload.within")}
-    assert values == {"models": 1, "skipped": 1, "points": 2, "plans": 4, "fit": 3, "exact": 2, "error": 10,
-                      "bitwise": 3, "monotone": 1, "kept": 1, "slower": 0, "plan_s": 1.5, "offloading": 2,
-                      "offload.within": 1}
+    F = found(tmp_path, {"planner/tensor/cpu.csv": tensor_rows()})
+    values = {"models": 1, "skipped": 1, "points": 2, "plans": 4, "fit": 3, "exact": 2, "error": 10, "bitwise": 3,
+              "monotone": 1, "kept": 1, "slower": 0, "plan_s": 1.5, "offloading": 2, "offload.within": 1}
+    assert {k: F[f"tensor.{k}"].value for k in values} == values
     assert (F["tensor.gain"].ours, F["tensor.gain.where"].ours) == ("25.0%", "a, budget 0.0 MiB")
     assert F["tensor.skipped"].ours == "b: needs transformers" and F["tensor.device"].where == "CPU"
     shown = planner.tensor_display(catalog.read_shown("planner.tensor", tmp_path))
     assert list(shown["gain"]) == ["0.0%", "+25.0%"] and list(shown["bitwise"]) == ["NO", "yes"]
+
+
+COMPILE, PAIRED = "planner/compile/cpu.csv", "planner/paired/cpu.csv"
 
 
 def compile_rows(busy: float = 0.0):
@@ -204,15 +202,12 @@ def paired_rows(busy: float = 0.0):
 
 
 def test_compile_comparison_counts_each_budget_at_an_equal_or_lower_peak(tmp_path):
-    found(tmp_path, "planner/compile/cpu.csv", compile_rows())
-    F = found(tmp_path, "planner/paired/cpu.csv", paired_rows())
-    assert (F["compile.compiled"].ours, F["compile.eager"].ours) == ("1 of 3", "2 of 3")
-    assert (F["compile.compiled.worst"].ours, F["compile.plain"].ours) == ("+1.8%", "transformer +2.0 %")
-    assert (F["compile.resolution"].ours, F["compile.unresolved"].ours) == ("3.0%", "1 of 5")
+    F = found(tmp_path, {COMPILE: compile_rows(), PAIRED: paired_rows()})
+    ours = {"compiled": "1 of 3", "eager": "2 of 3", "compiled.worst": "+1.8%", "plain": "transformer +2.0 %",
+            "resolution": "3.0%", "unresolved": "1 of 5", "spread": "18%", "same": "26%", "monotone": "0 of 1",
+            "lower": "1 of 1", "failed": "2: compiled tensor (RuntimeError: boom)"}
+    assert {k: F[f"compile.{k}"].ours for k in ours} == ours
     assert (F["compile.monotone"].value, F["compile.lower"].value, F["compile.budgets"].value) == (0, 1, 3)
-    assert (F["compile.spread"].ours, F["compile.same"].ours) == ("18%", "26%")
-    assert (F["compile.monotone"].ours, F["compile.lower"].ours) == ("0 of 1", "1 of 1")
-    assert F["compile.failed"].ours == "2: compiled tensor (RuntimeError: boom)"
     assert F["compile.compiled"].status == MEASURED and F["compile.device"].where == "CPU"
     shown = planner_compile.display(*(catalog.read_shown(t, tmp_path) for t in ("planner.compile", "planner.paired")))
     assert list(shown["eager tensor vs compile, separate"]) == ["+4.0%", "+9.1%", "−20.0%"]
@@ -223,23 +218,21 @@ def test_compile_comparison_counts_each_budget_at_an_equal_or_lower_peak(tmp_pat
 
 
 def test_a_pair_of_another_plan_is_not_this_candidates(tmp_path):
-    found(tmp_path, "planner/compile/cpu.csv", compile_rows())
     rows = paired_rows()
     rows[0]["budget_bytes"] = 60        # paired from an older table: b = 1.0's compiled candidate is now 100
-    F = found(tmp_path, "planner/paired/cpu.csv", rows)
+    F = found(tmp_path, {COMPILE: compile_rows(), PAIRED: rows})
     assert F["compile.compiled"].ours == "0 of 3"
 
 
 def test_compile_speed_is_judged_on_pairs_only(tmp_path):
-    F = found(tmp_path, "planner/compile/cpu.csv", compile_rows())
+    F = found(tmp_path, {COMPILE: compile_rows()})
     assert {F[k].status for k in planner_compile.SPEED} == {NOT_MEASURED}
     assert F["compile.compiled"].reason == "snakemake results/planner/paired/cpu.csv"
     assert F["compile.lower"].status == MEASURED
 
 
 def test_compile_times_on_a_busy_machine_are_invalid_peaks_stand(tmp_path):
-    found(tmp_path, "planner/compile/cpu.csv", compile_rows(busy=1.5))
-    F = found(tmp_path, "planner/paired/cpu.csv", paired_rows(busy=1.5))
+    F = found(tmp_path, {COMPILE: compile_rows(busy=1.5), PAIRED: paired_rows(busy=1.5)})
     assert {F[f"compile.{k}"].status for k in ("compiled", "eager", "compiled.worst", "plain", "resolution")} == {
         INVALID}
     assert F["compile.lower"].status == MEASURED

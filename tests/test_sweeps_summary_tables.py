@@ -56,8 +56,7 @@ def test_gate_segments_per_point():
     ("cuda", {"none": (236.4, 795.6), "selective": (230.0, 800.0), "full": (64.5, 349.3)}, fd.INVALID),
 ])
 def test_timing_findings_per_branch(device, ms, status):
-    part = _lt(device, ms)
-    found = sweeps._timing(part, device, device, {})
+    found = sweeps._timing(_lt(device, ms), device, device, {})
     by = {f.id: f.status for f in found}
     assert by[f"timing.selective.{device}"] == status
     assert by[f"timing.flops.full.{device}"] == fd.REPRODUCED   # 33.3 % against 33 % ± 0.5 pp

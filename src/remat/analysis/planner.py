@@ -227,7 +227,7 @@ def _validate(v: pd.DataFrame) -> list[Finding]:
                                         zip(cal, cal[1:]))] + [gates.noisy(t, q, f"the {s} step") for t, q, s in
                                    zip(plans["measured_step_time_s"], plans["measured_step_time_iqr_s"], plans["spec"])]
     for name, rows in (("plans", plans), ("baselines", base)):
-        err = rows["peak_rel_error"].abs().max() if len(rows) else NAN
+        err = rows["peak_rel_error"].abs().max()   # NaN: none
         out += [_m(f"validate.{name}", len(rows), where=at), _m(f"validate.{name}.error", err, percent(err, 2), at),
                 _m(f"validate.{name}.fit", int((rows["measured_peak_bytes"] <= rows["budget_bytes"]).sum()), where=at),
                 _m(f"validate.{name}.exact", int((rows["peak_error_bytes"] == 0).sum()), where=at)]
@@ -241,13 +241,13 @@ def _validate(v: pd.DataFrame) -> list[Finding]:
 def validate_display(v: pd.DataFrame) -> pd.DataFrame:
     """@tbl-validate: the plan at each budget, predicted beside measured (peak MiB, slowdown, step s)."""
     p = _applied(v)[lambda f: f["method"] == "plan"]
-    mib = lambda col: p[col].map(lambda x: f"{x / MiB:.2f}")
+    mib = lambda x: f"{x / MiB:.2f}"
     both = lambda name, col, fmt: {f"{w[:4]}. {name}": p[col.format(w)].map(fmt) for w in ("predicted", "measured")}
     return pd.DataFrame({
-        "layers": p["layers"].astype(int), "budget (MiB)": mib("budget_bytes"),
+        "layers": p["layers"].astype(int), "budget (MiB)": p["budget_bytes"].map(mib),
         "plan (layers per policy)": [policy_counts({q: s.split(",").count(q) for q in POLICIES}) if "," in s
                                      else f"all {s}" for s in p["spec"]],
-        **both("peak (MiB)", "{}_peak_bytes", lambda x: f"{x / MiB:.2f}"),
+        **both("peak (MiB)", "{}_peak_bytes", mib),
         "peak error (bytes)": p["peak_error_bytes"].map(_bytes),
         "calibration point": p["reference"].astype(bool).map(YES),
         **both("slowdown (× none)", "{}_slowdown", "{:.3f}".format),
@@ -318,21 +318,19 @@ def _tensor(frame: pd.DataFrame) -> list[Finding]:
     done, skipped, pairs = frame[frame["skipped"].isna()], frame[frame["skipped"].notna()], _pairs(frame)
     best = pairs.loc[pairs["gain"].idxmax()] if len(pairs) else None
     tensor = done[done["granularity"] == "tensor"]
-    error = (done["measured_peak_bytes"] - done["predicted_peak_bytes"]).abs().max()
     moving, under = done["offloaded_bytes"] > 0, done["predicted_peak_bytes"] - done["measured_peak_bytes"]
-    within = (under >= 0) & (under <= done["max_block_offload_bytes"])   # the neighbour's unused allowance
+    within = under.between(0, done["max_block_offload_bytes"])   # the neighbour's unused allowance
     where = "—" if best is None else f"{best['model']}, budget {best['budget_bytes'] / MiB:.1f} MiB"
     return [
         _m("tensor.device", NAN, str(done["device"].iloc[0]).upper() if len(done) else "—", at),
         _m("tensor.models", done["model"].nunique(), "; ".join(dict.fromkeys(done["model"]))),
-        _m("tensor.skipped", len(skipped), "; ".join(f"{m}: {s}" for m, s in zip(skipped["model"],
-                                                                               skipped["skipped"])) or "none"),
+        _m("tensor.skipped", len(skipped), "; ".join(skipped["model"] + ": " + skipped["skipped"]) or "none"),
         _m("tensor.points", int(done["point"].max() + 1) if len(done) else 0),
         _m("tensor.plans", len(done), where=at),
         _m("tensor.fit", int((done["measured_peak_bytes"] <= done["budget_bytes"]).sum()), where=at),
         _m("tensor.exact", int((under == 0).sum()), where=at), _m("tensor.offloading", int(moving.sum())),
         _m("tensor.offload.within", int((within & moving).sum()), where=at),
-        _m("tensor.error", error, f"{int(error):,}", at),
+        _m("tensor.error", under.abs().max(), f"{int(under.abs().max()):,}", at),
         _m("tensor.bitwise", int(done["grads_bitwise"].astype(bool).sum()), where=at),
         _m("tensor.monotone", sum(_monotone(g) for _, g in tensor.groupby("model")), where="predicted"),
         _m("tensor.gain", NAN if best is None else best["gain"], "—" if best is None else percent(best["gain"], 1),
@@ -363,20 +361,15 @@ def tensor_display(frame: pd.DataFrame) -> pd.DataFrame:
 
 def findings(root=".") -> list[Finding]:
     """Every finding (CLAIMS) from the tables under ``root``; an absent table gives "not measured" ones."""
-    out, read = [], lambda table, how=catalog.read: lambda: how(table, root=root)
-    groups = (("paper.", _paper, read("planner.paper")), ("frontier.", _frontier, read("planner.frontier")),
-              ("validate.", _validate, read("planner.validate", catalog.read_shown)), ("table5", _table5,
-                                                                                    read("korthikanti.table5")),
-              ("tensor.", _tensor, read("planner.tensor", catalog.read_shown)),
-              ("schedules.", planner_pipeline.schedule_findings, read("planner.schedules")),
-              ("pipeline.", planner_pipeline.pipeline_findings, read("planner.pipeline")),
-              ("compile.", lambda frames: planner_compile.findings(*frames), lambda: (
-                  catalog.read_shown("planner.compile", root), catalog.shown_or_none("planner.paired", root))))
-    for prefix, make, frame in groups:
-        try:
-            out += make(frame())
-        except catalog.Missing as missing:
-            paper = PaperValue(PAPER_GAIN.max(), "Korthikanti Table 5", span_text(PAPER_GAIN, 0, " %"))
-            out += [not_measured(i, c, missing, **(dict(paper=paper, **_T5) if i == "table5" else {}))
-                    for i, c in CLAIMS.items() if i.startswith(prefix)]
-    return out
+    groups = {"paper.": (_paper, "planner.paper"), "frontier.": (_frontier, "planner.frontier"),
+              "validate.": (_validate, "planner.validate"), "table5": (_table5, "korthikanti.table5"),
+              "tensor.": (_tensor, "planner.tensor"),
+              "schedules.": (planner_pipeline.schedule_findings, "planner.schedules"),
+              "pipeline.": (planner_pipeline.pipeline_findings, "planner.pipeline"),
+              "compile.": (lambda c: planner_compile.findings(c, catalog.shown_or_none("planner.paired", root)),
+                           "planner.compile")}
+    paper = PaperValue(PAPER_GAIN.max(), "Korthikanti Table 5", span_text(PAPER_GAIN, 0, " %"))   # table5, not measured
+    return [f for prefix, (make, table) in groups.items() for f in catalog.unless_missing(   # per device: as shown
+        lambda: make((catalog.read_shown if table in catalog.DEVICE_TABLES else catalog.read)(table, root=root)),
+        lambda missing: [not_measured(i, c, missing, **(dict(paper=paper, **_T5) if i == "table5" else {}))
+                         for i, c in CLAIMS.items() if i.startswith(prefix)])]

@@ -49,18 +49,18 @@ SAME_PLAN = ["model", "mode", "predicted_peak_bytes", "kept", "peak_bytes"]
 def comparison(frame: pd.DataFrame, paired: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per (model, compile budget): compile's peak and step, then per PLANS mode its candidate's peak, ``ratio``
     (separate processes) and where ``paired`` has it for the same plan budget, ``paired``, ``lo``, ``hi`` (else NaN)."""
-    ok, pairs = _ok(frame), _paired_ok(paired)
+    pairs = {(r["model"], float(r["compile_budget"]), r["mode"], r.get("budget_bytes")): r   # the pairs without
+             for r in (_ok(paired).to_dict("records") if paired is not None else [])}   # an error, by plan budget
     rows = []
-    for model, g in ok.groupby("model", sort=False):
+    for model, g in _ok(frame).groupby("model", sort=False):
         for _, c in g[g["mode"] == "compile"].iterrows():
             row = {"model": model, "kind": c["kind"], "budget": c["compile_budget"], "peak": c["peak_bytes"],
                    "step": c["step_s"]}
             for mode, key in PLANS:
                 best = candidate(g, mode, c["peak_bytes"])
-                pair = pairs.get((model, float(c["compile_budget"]), mode), {})
-                pair = pair if best is not None and pair.get("budget_bytes") == best["budget_bytes"] else {}
-                row[f"{key}_peak"] = math.nan if best is None else best["peak_bytes"]
-                row[f"{key}_ratio"] = math.nan if best is None else best["step_s"] / c["step_s"] - 1
+                peak, step, budget = [math.nan] * 3 if best is None else best[["peak_bytes", "step_s", "budget_bytes"]]
+                pair = pairs.get((model, float(c["compile_budget"]), mode, budget), {})   # this candidate's pair
+                row |= {f"{key}_peak": peak, f"{key}_ratio": step / c["step_s"] - 1}
                 for col, name in (("paired", "ratio"), ("lo", "ratio_lo"), ("hi", "ratio_hi")):
                     row[f"{key}_{col}"] = pair.get(name, math.nan)
             rows.append(row)
@@ -73,29 +73,10 @@ def _ok(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["error"].isna()] if "error" in frame else frame
 
 
-def _paired_ok(paired: pd.DataFrame | None) -> dict:
-    """(model, compile budget, mode) -> the paired row, for the rows without an error."""
-    if paired is None:
-        return {}
-    return {(r["model"], float(r["compile_budget"]), r["mode"]): r.to_dict() for _, r in _ok(paired).iterrows()}
-
-
-def _monotone(g: pd.DataFrame) -> bool:
-    peaks = g[g["mode"] == "compile"].sort_values("compile_budget")["peak_bytes"].to_numpy()
-    return bool((peaks[1:] >= peaks[:-1]).all())
-
-
-def _plain(paired_ok: pd.DataFrame) -> dict[str, float]:
-    """Per model kind: the step in eager without a plan over compile's at budget 1.0, paired."""
-    plain = paired_ok[paired_ok["mode"] == "eager"]
-    return dict(zip(plain["kind"], plain["ratio"]))
-
-
 def _spread(ok: pd.DataFrame) -> float:
     """The largest (slowest − fastest round) / step_s of one point (``round_ms``: its rounds' medians, in ms)."""
-    rounds = ok["round_ms"].dropna().astype(str).map(lambda text: [float(x) for x in text.split()])
-    return max(((max(r) - min(r)) / (1e3 * t) for r, t in zip(rounds, ok.loc[rounds.index, "step_s"])),
-               default=math.nan)
+    rounds = ok["round_ms"].dropna().astype(str).str.split(expand=True).astype(float)   # a column per round
+    return ((rounds.max(axis=1) - rounds.min(axis=1)) / (1e3 * ok.loc[rounds.index, "step_s"])).max()
 
 
 def _same(ok: pd.DataFrame) -> float:
@@ -111,13 +92,12 @@ def findings(frame: pd.DataFrame, paired: pd.DataFrame | None = None) -> list[Fi
     at, cmp = frame.attrs.get("where", ""), comparison(frame, paired)
     m = lambda id, value, text=None, where=at: judge(id, CLAIMS[id], value, where=where,  # noqa: E731
                                                      text=str(value) if text is None else text)
-    failed = frame[frame["error"].notna()] if "error" in frame else frame.iloc[:0]
-    bad = pd.concat([failed] + ([paired[paired["error"].notna()]] if paired is not None else []))
-    ok = frame.drop(failed.index)
-    models = [g for _, g in ok.groupby("model", sort=False)]
-    monotone = sum(_monotone(g) for g in models)
-    lower = sum(g[g["mode"] != "compile"]["peak_bytes"].min() < g[g["mode"] == "compile"]["peak_bytes"].min()
-                for g in models)
+    ok = _ok(frame)
+    bad = pd.concat([t.drop(_ok(t).index) for t in (frame, paired) if t is not None])   # the failed points and pairs
+    models = [(g[g["mode"] == "compile"].sort_values("compile_budget"), g[g["mode"] != "compile"])
+              for _, g in ok.groupby("model", sort=False)]   # per model: compile's points by budget, the plans'
+    monotone = sum(c["peak_bytes"].is_monotonic_increasing for c, _ in models)
+    lower = sum(plans["peak_bytes"].min() < c["peak_bytes"].min() for c, plans in models)
     return [
         m("compile.device", math.nan, str(frame["device"].iloc[0]).upper()),
         m("compile.models", frame["model"].nunique(), "; ".join(dict.fromkeys(frame["model"])), ""),
@@ -143,7 +123,8 @@ def _speed(cmp: pd.DataFrame, paired: pd.DataFrame | None, device: str) -> list[
     unresolved, pairs = sum(int(h.sum()) for h in held), sum(int(cmp[f"{k}_paired"].notna().sum()) for k in lines)
     worst = cmp["compiled_paired"].max()
     ok = _ok(paired)
-    width, plain = (ok["ratio_hi"] - ok["ratio_lo"]).max(), _plain(ok)
+    eager = ok[ok["mode"] == "eager"]   # per model kind: the step in eager without a plan over compile's at budget 1.0
+    width, plain = (ok["ratio_hi"] - ok["ratio_lo"]).max(), dict(zip(eager["kind"], eager["ratio"]))   # paired
     return [*(m(f"compile.{k}", int(h.sum()), f"{int(h.sum())} of {len(h)}") for k, h in hits.items()),
             m("compile.compiled.worst", worst, signed_percent(worst, 1)),
             m("compile.plain", max(plain.values(), default=math.nan),
@@ -156,7 +137,7 @@ def display(frame: pd.DataFrame, paired: pd.DataFrame | None = None) -> pd.DataF
     """@tbl-compile: ``comparison`` shown, the paired ratios with their quartiles in brackets ("—": none)."""
     cmp = comparison(frame, paired)
     mib = lambda x: "—" if x != x else f"{x / MiB:.1f}"
-    pct = lambda x: "—" if x != x else signed_percent(x, 1)
+    pct = lambda x: signed_percent(x, 1)   # "—" for NaN
     out = {"model": cmp["kind"], "compile budget": cmp["budget"].map("{:.1f}".format),
            "compile peak (MiB)": cmp["peak"].map(mib), "compile step (ms)": cmp["step"].map(lambda s: f"{s * 1e3:.1f}")}
     for mode, key in PLANS:
