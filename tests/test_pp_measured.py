@@ -1,8 +1,8 @@
 """Per-rank plans run on real gloo ranks (remat.experiments.pipeline_ranks): torch.distributed.pipelining's
 schedules on this CPU, each rank its own plan. Gradients equal the unsplit model's bit for bit; the peak each rank
-reaches is the prediction's within what this machine measured when the accounting was written (2 ranks, s = 128,
-h = 128, b = 2, N = 8, float32: 1F1B 0.7–1.0 MB over the prediction, GPipe 2.2–2.7 MB under it; the stage modules'
-RoPE tables and bytes torch's schedule keeps beside the counted ones are not in the accounting)."""
+reaches is the prediction's within what this machine measured when the accounting was last changed (2 ranks,
+s = 128, h = 128, b = 2, N = 8, float32; the layers' backward workspace and RoPE tables counted: 1F1B within 0.17 MB
+either way, GPipe 3.3–3.9 MB over-predicted, not yet explained), and within its budget."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def test_each_rank_trains_exactly_as_the_unsplit_model(table):
 @pytest.mark.slow
 def test_each_ranks_peak_is_its_prediction_within_what_was_measured(table):
     err = table.set_index("schedule")["peak_error_bytes"]
-    assert err["1F1B"].between(-1.5 * MB, 0).all()            # under-predicted: bytes outside the accounting
-    assert err["GPipe"].between(0, 3.5 * MB).all()             # over-predicted, not yet explained
+    assert err["1F1B"].between(-0.5 * MB, 0.5 * MB).all()
+    assert err["GPipe"].between(0, 4.5 * MB).all()             # over-predicted, not yet explained
+    assert (table["measured_peak_bytes"] <= table["budget_bytes"]).all()
     assert (table["measured_peak_bytes"] > 0).all() and set(table["peak_method"]) == {"torch.distributed._tools."
                                                                                       "mem_tracker.MemTracker"}
