@@ -145,39 +145,33 @@ def measure_rank_layer(cfg: ModelConfig, t: int, sp: bool) -> dict:
 def op_level_transient(cfg: ModelConfig, t: int, sp: bool) -> int:
     """The backward transient of the planner's selective for a fused-attention layer (op-level: drop-cheap,
     ``layer_costs.runtime_mode``) on one rank: the peak of the layer's backward under drop-cheap beyond the peak of
-    the same backward with nothing recomputed, both measured under fake tensors (torch's memory tracker). Not
-    none − stored, as for the GPT layer: op-level keeps every matmul output, also ones a plain backward does not
-    need (under SP the partial sums before each reduce-scatter), so it can store more than none and still
-    recompute the norms and pointwise ops."""
-    peaks = {}
-    for mode in ("none", "drop-cheap"):
-        with tp_group(t, 0, "fake") as group, tensor_mode("fake"):
-            container, _ = build(cfg, t, sp, mode, group, "fake")
-            x = layer_input(cfg, t, sp, "fake")
-            with PeakMemory("cpu", container, x) as mem:
-                out = container(x)
-                start = mem.current_bytes()
-                mem.reset_peak()
-                out.backward(torch.ones_like(out))
-                peaks[mode] = mem.peak_so_far() - start
-    return max(0, peaks["drop-cheap"] - peaks["none"])
+    the same backward with nothing recomputed (``_backward_peak``). Not none − stored, as for the GPT layer:
+    op-level keeps every matmul output, also ones a plain backward does not need (under SP the partial sums before
+    each reduce-scatter), so it can store more than none and still recompute the norms and pointwise ops."""
+    return max(0, _backward_peak(cfg, t, sp, "drop-cheap") - _backward_peak(cfg, t, sp, "none"))
 
 
 @functools.lru_cache(maxsize=16)
 def backward_workspace(cfg: ModelConfig, t: int, sp: bool) -> int:
     """What a layer's backward allocates beyond what is live when it starts, with nothing recomputed: its gradient
-    temporaries and the gradients of its parameters before they are accumulated (one TP rank, under fake tensors,
-    torch's memory tracker, as ``op_level_transient``). Every policy's backward holds it on top of what it
-    recomputes."""
+    temporaries and the gradients of its parameters before they are accumulated (``_backward_peak`` of none).
+    Every policy's backward holds it on top of what it recomputes."""
+    return max(0, _backward_peak(cfg, t, sp, "none"))
+
+
+@functools.lru_cache(maxsize=32)
+def _backward_peak(cfg: ModelConfig, t: int, sp: bool, mode: str) -> int:
+    """The peak of one rank's layer backward under ``mode`` beyond the bytes live when it starts, under fake tensors
+    (torch's memory tracker)."""
     with tp_group(t, 0, "fake") as group, tensor_mode("fake"):
-        container, _ = build(cfg, t, sp, "none", group, "fake")
+        container, _ = build(cfg, t, sp, mode, group, "fake")
         x = layer_input(cfg, t, sp, "fake")
         with PeakMemory("cpu", container, x) as mem:
             out = container(x)
             start = mem.current_bytes()
             mem.reset_peak()
             out.backward(torch.ones_like(out))
-            return max(0, mem.peak_so_far() - start)
+            return mem.peak_so_far() - start
 
 
 def expert_params(layer) -> int:
