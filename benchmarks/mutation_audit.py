@@ -12,8 +12,11 @@ Bugs 1–20 are the audit's count (bug 8 of the first pick behaved exactly like 
 by 8b); A–E probe further; F1–F7 (F5b: kind 5's second bug) are the kinds a second auditor planted that
 the fast tier missed; G1–G20 a third reviewer's, in the per-rank pipeline planner (schedules, ranks,
 rank_costs, pipeline_text, plan --schedule) and the recompute-safety messages, 16 of them missed by the fast
-tier when planted, each now caught by a fast test. Each is an exact, single-occurrence text replacement; a bug
-whose text no longer occurs is reported as stale (the code moved: update the entry, do not drop it).
+tier when planted, each now caught by a fast test; H1–H24 a fourth reviewer's, in the per-rank planner's stage
+costs and trainer formats, the gloo-rank experiment, the calibration's re-timing and the validate findings, the
+dtype gates and the recompute-safety code, some of them missed by the fast tier when planted (the count is in that stop's note), each now caught by
+a fast test (tests/test_audit_h_*.py). Each is an exact, single-occurrence text replacement; a bug whose text no
+longer occurs is reported as stale (the code moved: update the entry, do not drop it).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ GRAPH = ("tests/test_graph_plan.py", "tests/test_chen_graph.py", "tests/test_gra
 PP = ("tests/test_pp_schedules.py", "tests/test_pp_ranks.py")
 SAFE = ("tests/test_clear_errors.py", "tests/test_recompute_safety.py", "tests/test_policies.py",
         "tests/test_offload.py", "tests/test_auto.py", "tests/test_auto_explain.py")
+AH = "tests/test_audit_h_"   # the H series' own tests: test_audit_h_<topic>.py
 BUGS = {
     "1": ("formulas/korthikanti.py", "full / t if (self.tp_split or sp)", "full / t if self.tp_split", (KORT,)),
     "2": ("formulas/korthikanti.py", "attn = ash / t if", "attn = ash if", (KORT,)),
@@ -119,6 +123,51 @@ BUGS = {
             "is_functorch_wrapped_tensor(tensor)", SAFE),
     "G20": ("auto/planning.py", r'r"\. Give (this block|it) policy none or offload$"',
             r'r"\. Give this block policy none or offload$"', SAFE),
+    # H: a fourth reviewer's bugs (per-rank planner, gloo-rank experiment, calibration, findings, dtype, safety)
+    "H1": ("planner/rank_costs.py", "2 * h + v * h // t, 0,", "v * h // t, 0,", (AH + "rank_costs.py",)),
+    "H2": ("planner/rank_costs.py", "int(Fraction(2 * s * b * h, t if st.sp else 1))",
+           "int(Fraction(2 * s * b * h, t))", (AH + "rank_costs.py",)),
+    "H3": ("planner/rank_costs.py", 'not r.module.startswith(("layers", "embed"))', 'not r.module.startswith("layers")',
+           (AH + "rank_costs.py",)),
+    "H4": ("planner/pipeline_text.py", "min(scored, key=lambda x: max(r.peak_bytes for r in x[1]))",
+           "min(scored, key=lambda x: min(r.peak_bytes for r in x[1]))", (AH + "rank_costs.py",)),
+    "H5": ("planner/pipeline_text.py", "all(r.peak_bytes <= plan.budget_bytes for r in x[1])",
+           "all(r.peak_bytes < plan.budget_bytes for r in x[1])", (AH + "rank_costs.py",)),
+    "H6": ("experiments/pipeline_ranks.py", 'frame["predicted_peak_bytes"] / frame["measured_peak_bytes"] - 1',
+           'frame["measured_peak_bytes"] / frame["predicted_peak_bytes"] - 1', (AH + "pipeline_experiment.py",)),
+    "H7": ("experiments/pipeline_ranks.py", "peaks = [max(r.peak_bytes for r in", "peaks = [min(r.peak_bytes for r in",
+           (AH + "pipeline_experiment.py",)),
+    "H8": ("experiments/pipeline_ranks.py", "global_batch=2 * p.micro_batches", "global_batch=p.micro_batches",
+           (AH + "pipeline_experiment.py",)),
+    "H9": ("experiments/pipeline_rank.py", "(lm_loss(model(x.t()), y.t()) / n).backward()",
+           "lm_loss(model(x.t()), y.t()).backward()", (AH + "pipeline_experiment.py",)),
+    "H10": ("experiments/pipeline_rank.py", "if index == n - 1 else (None, None)", "if index == n else (None, None)",
+            (AH + "pipeline_experiment.py",)),
+    "H11": ("experiments/planner.py", "if all(steps[a] < steps[b] for a, b in",
+            "if all(steps[a] <= steps[b] for a, b in", (AH + "calibration.py",)),
+    "H12": ("experiments/planner.py", '(steps[p] - steps["none"]) / L for p in RECOMPUTE}',
+            '(steps[p] - steps["none"]) for p in RECOMPUTE}', (AH + "calibration.py",)),
+    "H13": ("experiments/planner.py", 'if entry["k"] > 1 else "none"', 'if entry["k"] >= 1 else "none"',
+            (AH + "calibration.py",)),
+    "H14": ("analysis/planner.py", '(v["predicted_base_bytes"] - v["measured_base_bytes"]).abs().max()',
+            '(v["predicted_base_bytes"] - v["measured_base_bytes"]).max()', (AH + "findings.py",)),
+    "H15": ("analysis/planner.py", 'int((rows["measured_peak_bytes"] <= rows["budget_bytes"]).sum())',
+            'int((rows["measured_peak_bytes"] < rows["budget_bytes"]).sum())', (AH + "findings.py",)),
+    "H16": ("precision.py", 'return has and dtype == "bfloat16", evidence', "return has, evidence",
+            (AH + "findings.py",)),
+    "H17": ("analysis/gates.py", '.str.lower() == "false"]', '.str.lower() != "true"]', (AH + "findings.py",)),
+    "H18": ("analysis/catalog.py", 'rows["dtype"].dropna().astype(str)', 'rows["dtype"].astype(str)',
+            (AH + "findings.py",)),
+    "H19": ("auto/fake.py", "nn.Parameter(new, t.requires_grad)", "nn.Parameter(new)", (AH + "safety.py",)),
+    "H20": ("auto/whole_step.py", "for p in m.parameters(recurse=False) if p.requires_grad}",
+            "for p in m.parameters(recurse=False)}", (AH + "safety.py",)),
+    "H21": ("offload.py", "return _Kept(tensor, tensor._version, name)", "return _Kept(tensor, 0, name)",
+            (AH + "safety.py",)),
+    "H22": ("auto/planning.py", "(exc.minimum_bytes or 0) < (error.minimum_bytes or 0)",
+            "(exc.minimum_bytes or 0) > (error.minimum_bytes or 0)", (AH + "safety.py",)),
+    "H23": ("policies/apply.py", 'name=f"layers.{i}–{starts[i] - 1}")(x)', 'name=f"layers.{i}–{starts[i]}")(x)',
+            (AH + "safety.py",)),
+    "H24": ("policies/region.py", "(version != now or id(t) in self.stats)", "version != now", (AH + "safety.py",)),
 }
 
 
