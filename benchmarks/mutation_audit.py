@@ -14,9 +14,10 @@ the fast tier missed; G1–G20 a third reviewer's, in the per-rank pipeline plan
 rank_costs, pipeline_text, plan --schedule) and the recompute-safety messages, 16 of them missed by the fast
 tier when planted, each now caught by a fast test; H1–H24 a fourth reviewer's, in the per-rank planner's stage
 costs and trainer formats, the gloo-rank experiment, the calibration's re-timing and the validate findings, the
-dtype gates and the recompute-safety code, some of them missed by the fast tier when planted (the count is in that stop's note), each now caught by
-a fast test (tests/test_audit_h_*.py). Each is an exact, single-occurrence text replacement; a bug whose text no
-longer occurs is reported as stale (the code moved: update the entry, do not drop it).
+dtype gates and the recompute-safety code, some missed by the fast tier when planted (counted in that stop's
+note), each now caught by a fast test (tests/test_audit_h_*.py). Each is an exact, single-occurrence text
+replacement; a bug whose text no longer occurs is reported as stale (the code moved: update the entry, do not drop
+it).
 """
 
 from __future__ import annotations
