@@ -54,7 +54,10 @@ The traps (``Trap.code``), each with one sentence and what to do:
                        the next step, outside autograd (remat.auto.preserve);
 * ``recompute-differs`` a block remat checkpoints recomputed other values than its forward (remat.policies.
                        ValueCheck: a checksum of every op's outputs compared): it reads state that is not its
-                       inputs, and its gradients are not the unmodified model's.
+                       inputs, and its gradients are not the unmodified model's;
+* ``side-effects``     a block that recomputes has forward code whose effects are not values: a hook on one of
+                       its modules, an attribute its forward changes (a counter); both run twice per step
+                       unless guarded with ``remat.policies.recomputing()`` (remat.auto.preserve).
 
 Works with real tensors and under FakeTensorMode (when the parameters are fake, their mode is entered).
 
@@ -79,14 +82,14 @@ from remat.auto.fake import keyword_inputs, values_needed
 from remat.auto.measure import default_loss, fake_model, input_device
 from remat.auto.preserve import ModelState
 from remat.auto.traps import (CALLER_KEEPS, CALLER_SHARE, KEEPS_ALL, LAST_SEGMENT, NO_SAVING, PER_CHILD,
-                              REENTRANT_NO_GRAD, RECOMPUTE_DIFFERS, STASHED, TRAPS)
+                              REENTRANT_NO_GRAD, RECOMPUTE_DIFFERS, SIDE_EFFECTS, STASHED, TRAPS)
 from remat.auto.whole_step import checked_loss
 from remat.auto.wrap import applied
 from remat.errors import UsageError
 from remat.policies import ValueCheck
 
 __all__ = ["explain", "Explanation", "Trap", "TRAPS", "NO_SAVING", "LAST_SEGMENT", "REENTRANT_NO_GRAD", "PER_CHILD",
-           "CALLER_KEEPS", "KEEPS_ALL", "CALLER_SHARE", "STASHED", "RECOMPUTE_DIFFERS"]
+           "CALLER_KEEPS", "KEEPS_ALL", "CALLER_SHARE", "STASHED", "RECOMPUTE_DIFFERS", "SIDE_EFFECTS"]
 
 
 def explain(model: nn.Module, example_args=(), example_kwargs: dict | None = None, result=None,

@@ -61,7 +61,7 @@ def explanation_of(step, log, kept, live: dict, got: list, backward_ran: bool) -
         "backward_ran": backward_ran,
     }
     traps = find_traps(rows, step.steps, step.model, policies, live, saved_total + cache_total, backward_ran,
-                       step.stashed, step.check.mismatches if step.check is not None else ())
+                       step.stashed, step.check.mismatches if step.check is not None else (), step.effects)
     return Explanation(rows, traps, totals, step.found.name, _device_of(step.model))
 
 

@@ -59,6 +59,7 @@ class Step:
         self.model, self.found, self.result, self.loss_fn = model, found, result, loss_fn
         self.state, self.check = state, check    # remat.auto.preserve.ModelState, remat.policies.ValueCheck
         self.stashed: list = []
+        self.effects: list = []                  # remat.auto.preserve.SideEffect
         self.steps = [BlockStep() for _ in found.modules]
         self.phase = "off"
         self.stack: list[int] = []        # block indices of the running modules
@@ -175,11 +176,14 @@ class Step:
                     self.steps[i].kept_storages.setdefault(storage, nbytes)
             live = self._live(alive, log, kept, loss, output, inputs)
             grads = grad_state(self.found.modules)
+            scalars = self.state.scalars(self.found.modules) if self.state is not None else {}
             self.phase, self.last_block = "backward", None
             with BackwardOps(self):
                 if loss.requires_grad:
                     loss.backward()
             self.phase = "off"
+            if self.state is not None:
+                self.effects = self.state.side_effects(self.found.names, self.found.modules, scalars)
         finally:
             self.phase = "off"
             for h in handles:

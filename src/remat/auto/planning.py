@@ -244,6 +244,12 @@ def _notes(blocks: Blocks, costs: ModelCosts) -> tuple[str, ...]:
     for group in blocks.shared():
         notes.append(f"{', '.join(blocks.names[i] for i in group)} are one module object (shared weights): "
                      "one policy")
+    hooked = [f"{name}.{sub}" for name, block in zip(blocks.names, blocks.modules)
+              for sub, m in block.named_modules() if sub and (m._forward_hooks or m._forward_pre_hooks)]
+    if hooked:
+        more = f" and {len(hooked) - 3} more" if len(hooked) > 3 else ""
+        notes.append(f"forward hooks on {', '.join(hooked[:3])}{more} run again when their block recomputes (full, "
+                     "selective): skip side effects while remat.policies.recomputing() is True")
     return tuple(notes) + tuple(costs.notes)
 
 

@@ -37,6 +37,16 @@ class Stashed:
     storages: frozenset = frozenset()
 
 
+@dataclass(frozen=True)
+class SideEffect:
+    """Forward code of a block that runs again when the block recomputes: a hook on one of its modules, or a
+    plain attribute (a counter, a flag) its forward changed. ``what``: the qualified name and which."""
+
+    block: str
+    what: str
+
+
+_SCALARS = (bool, int, float, str)
 _INTERNAL = frozenset(vars(nn.Module()))   # _parameters, _buffers, _modules, hook dicts, training, ...
 
 
@@ -67,6 +77,7 @@ class ModelState:
             found = {k: v for k, v in vars(module).items() if k not in _INTERNAL}
             self.attributes[id(module)] = (module, {k: (v, _shallow(v)) for k, v in found.items()})
         self.versions = [(name, p, version_of(p)) for name, p in self.model.named_parameters()]
+        self.hooks = {id(m): len(m._forward_hooks) + len(m._forward_pre_hooks) for m in self.model.modules()}
         self.rng = torch.random.fork_rng(devices=self._cuda_devices())
         self.rng.__enter__()
         return self
@@ -89,6 +100,29 @@ class ModelState:
                     if mine:
                         found.append(Stashed(name, f"{name}.{sub + '.' if sub else ''}{attr}",
                                              sum(mine.values()), frozenset(mine)))
+        return found
+
+    @staticmethod
+    def scalars(modules) -> dict:
+        """The plain scalar attributes (bool, int, float, str) of ``modules`` and everything below them:
+        (module id, name) -> value; taken before backward, compared after it by ``side_effects``."""
+        return {(id(m), attr): value for block in modules for m in block.modules()
+                for attr, value in vars(m).items() if isinstance(value, _SCALARS) and attr not in _INTERNAL}
+
+    def side_effects(self, names, modules, before_backward: dict) -> list[SideEffect]:
+        """What each block's forward does besides computing (``names``/``modules``: the blocks), read after
+        backward: hooks the user registered on its modules below the block (a recompute calls them again; the
+        block's own hooks run around its forward once) and plain attributes the recompute changed since
+        ``before_backward`` (``scalars``): a counter a guard (``remat.policies.recomputing()``) does not skip."""
+        found = []
+        for name, block in zip(names, modules):
+            for sub, module in block.named_modules():
+                where = f"{name}.{sub}" if sub else name
+                if sub and self.hooks.get(id(module)):
+                    found.append(SideEffect(name, f"{where} (forward hook)"))
+                found += [SideEffect(name, f"{where}.{attr} (changed again by the recompute)")
+                          for attr, value in vars(module).items()
+                          if before_backward.get((id(module), attr), value) != value]
         return found
 
     def __exit__(self, *exc):

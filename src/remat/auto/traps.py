@@ -1,6 +1,6 @@
 """The known traps remat.auto.explain names (``Trap.code``: no-saving, last-segment, reentrant-no-grad,
-per-child, caller-keeps, stashed, recompute-differs; what each means: remat.auto.diagnose), each found from the
-per-block rows of one step, with one sentence holding the measured numbers and what to do.
+per-child, caller-keeps, stashed, recompute-differs, side-effects; what each means: remat.auto.diagnose), each
+found from the per-block rows of one step, with one sentence holding the measured numbers and what to do.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ PER_CHILD = "per-child"
 CALLER_KEEPS = "caller-keeps"
 STASHED = "stashed"
 RECOMPUTE_DIFFERS = "recompute-differs"
-TRAPS = (NO_SAVING, LAST_SEGMENT, REENTRANT_NO_GRAD, PER_CHILD, CALLER_KEEPS, STASHED, RECOMPUTE_DIFFERS)
+SIDE_EFFECTS = "side-effects"
+TRAPS = (NO_SAVING, LAST_SEGMENT, REENTRANT_NO_GRAD, PER_CHILD, CALLER_KEEPS, STASHED, RECOMPUTE_DIFFERS, SIDE_EFFECTS)
 
 KEEPS_ALL = 0.9
 """A checkpointed block keeping at least this fraction of its plain bytes saved (about) nothing."""
@@ -26,7 +27,7 @@ a caller keeping tensors (below it: allocator-level noise such as RNG state copi
 
 
 def find_traps(rows: list[dict], steps: list, model: nn.Module, policies: list, live: dict, saved: int,
-               backward_ran: bool, stashed=(), mismatches=()) -> list[Trap]:
+               backward_ran: bool, stashed=(), mismatches=(), effects=()) -> list[Trap]:
     """The traps seen in one step, in the order: reentrant-no-grad, no-saving (keeps all or idle, then switched
     on but not run), last-segment, per-child, caller-keeps.
 
@@ -34,14 +35,16 @@ def find_traps(rows: list[dict], steps: list, model: nn.Module, policies: list, 
     policies: the checkpointing declared per block; live: bytes live at backward start and what explains them;
     saved: bytes autograd and the SAC caches kept (int bytes); backward_ran: whether the loss required grad;
     stashed: remat.auto.preserve.Stashed tensors the blocks keep on themselves; mismatches: remat.policies.
-    Mismatch, recomputes that gave other values."""
+    Mismatch, recomputes that gave other values; effects: remat.auto.preserve.SideEffect, forward code a
+    recompute runs again (named for the blocks that recompute)."""
     checkpointed = [r for r in rows if r["region"] in ("block", "segment")]
     lost = [r for r, st in zip(rows, steps)
             if st.reentrant and st.calls and not st.inputs_require_grad and r["got_grads"] is False]
     skip = {r["index"] for r in lost}
     found = [_reentrant_no_grad(lost), _keeps_all(checkpointed, skip, backward_ran), _not_run(rows, skip),
              _last_segment(rows, steps, policies, checkpointed, _segments_spec(model)), _per_child(rows),
-             _caller_keeps(live, saved), _stashed(stashed), _recompute_differs(mismatches)]
+             _caller_keeps(live, saved), _stashed(stashed), _recompute_differs(mismatches),
+             _side_effects(effects, set(names_of(checkpointed)))]
     return [trap for trap in found if trap is not None]
 
 
@@ -190,3 +193,17 @@ def _recompute_differs(mismatches) -> Trap | None:
         f"forward; {first.region}: {first} — its gradients differ from the unmodified model's."),
         "make the block depend only on its inputs (pass the state as an argument), or give it policy none or "
         "offload.")
+
+
+def _side_effects(effects, recomputed: set) -> Trap | None:
+    """Hooks and changed attributes in blocks that recompute: they run twice per step."""
+    effects = [e for e in effects if e.block in recomputed]
+    if not effects:
+        return None
+    listed = ", ".join(e.what for e in effects[:4]) + (f" and {len(effects) - 4} more" if len(effects) > 4 else "")
+    return Trap(SIDE_EFFECTS, tuple(dict.fromkeys(e.block for e in effects)), (
+        f"forward code with side effects runs again when these blocks recompute in backward: {listed} — a "
+        "counter advances twice per step, a hook fires twice (values the recompute reads are checked; these are "
+        "not)."),
+        "skip them while remat.policies.recomputing() is True (or torch.utils.checkpoint's recompute), or give "
+        "the block policy none or offload.")

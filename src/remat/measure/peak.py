@@ -17,6 +17,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from remat.policies.values import recompute_check
+
 CUDA_METHOD = "torch.cuda.max_memory_allocated"
 TRACKER_METHOD = "torch.distributed._tools.mem_tracker.MemTracker"
 
@@ -41,6 +43,8 @@ class PeakMemory:
         self.peak_bytes: int | None = None
 
     def __enter__(self) -> "PeakMemory":
+        self._unchecked = recompute_check("off")      # the value check's checksums are not the model's bytes
+        self._unchecked.__enter__()
         if self.method == CUDA_METHOD:
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -59,6 +63,7 @@ class PeakMemory:
         else:
             self._tracker.__exit__(*exc)
             self.peak_bytes = self._total(self._tracker.get_tracker_snapshot("peak"))
+        self._unchecked.__exit__(*exc)
 
     def peak_so_far(self) -> int:
         """The peak bytes since entry or the last ``reset_peak`` (int), inside the block."""

@@ -28,6 +28,7 @@ from torch.utils.benchmark import Measurement
 from torch.utils.benchmark.utils.common import TaskSpec
 
 from remat.measure.provenance import Load, load_since, record_timed, snapshot
+from remat.policies.values import recompute_check
 
 MIN_REPEATS = 5
 UNMEASURED = Load(math.nan, math.nan, math.nan, math.nan, math.nan)
@@ -78,7 +79,7 @@ def time_steps(steps: Mapping[str, Callable[[], object]], device: str | torch.de
     names = list(steps)
     samples: dict[str, list[float]] = {name: [] for name in names}
     start = snapshot()
-    with intra_op_threads(threads if device.type == "cpu" else None):
+    with intra_op_threads(threads if device.type == "cpu" else None), recompute_check("off"):
         for r in range(rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 if setup is not None:

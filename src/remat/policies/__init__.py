@@ -37,20 +37,23 @@ checkpoint, buffers a region mutated in forward (BatchNorm running statistics) a
 recompute, so they update once per step, and ``recomputing()`` lets forward code skip Python side effects
 while torch re-runs it. Or it refuses with one RecomputeError (remat.errors) naming the region: parameters or
 buffers changed between forward and backward, an in-place write into an output selective keeps, a saved tensor
-written after offload saved it, a recompute that fails (data-dependent shapes). ``ValueCheck`` (remat.policies.
-values) compares every recomputed op's values with the forward's. A region recomputes as often as backward
+written after offload saved it, a recompute that fails (data-dependent shapes), a recompute whose values differ
+from its forward's: each region's first forwards and every 100th are checked by default (remat.policies.values:
+``set_recompute_check``, ``ValueCheck`` for every op of every step); ``recompute_context`` re-enters a context
+of the forward (fp8_autocast) around its recompute. A region recomputes as often as backward
 asks (``retain_graph``, double backward); under torch.compile it is torch's own checkpoint.
 """
 
 from remat.policies.apply import OffloadStats, apply_plan, apply_step_plan, clear_plan
 from remat.policies.apply import _offloaded  # noqa: F401  (remat.auto.wrap's offload wrapper)
 from remat.policies.checkpoint import checkpointed, drop_cheap, unwrap, wrap
-from remat.policies.region import observe_recompute, recomputing
-from remat.policies.values import Mismatch, ValueCheck
+from remat.policies.region import observe_recompute, recompute_context, recomputing
+from remat.policies.values import Mismatch, ValueCheck, recompute_check, set_recompute_check
 from remat.policies.plans import (POLICIES, RUNTIME_POLICIES, SHORTHANDS, STEP_POLICIES, LayerPolicies, Policy,
                                   parse_plan)
 
 __all__ = ["POLICIES", "RUNTIME_POLICIES", "SHORTHANDS", "STEP_POLICIES", "LayerPolicies", "Mismatch", "OffloadStats",
            "Policy", "ValueCheck",
            "apply_plan", "apply_step_plan", "checkpointed", "clear_plan", "drop_cheap", "observe_recompute",
-           "parse_plan", "recomputing", "unwrap", "wrap"]
+           "parse_plan", "recompute_check", "recompute_context", "recomputing", "set_recompute_check", "unwrap",
+           "wrap"]

@@ -19,7 +19,7 @@ from torch.utils.checkpoint import checkpoint
 from remat.drop_cheap import contexts as drop_cheap_contexts
 from remat.errors import RecomputeError
 from remat.policies.region import ForwardWatch, Recompute, running_stat_tensors, version_of
-from remat.policies.values import Compare, Record, active_check
+from remat.policies.values import Compare, Record, check_for
 
 # --- the region's contexts (torch.utils.checkpoint context_fn) -----------------------------------------------
 
@@ -58,10 +58,11 @@ class _Stack:
         return self.stack.__exit__(*exc)
 
 
-def _contexts(modules: Sequence[nn.Module], selective, name: str) -> tuple:
-    """(forward, recompute) contexts of one region: ours (watch, recompute), a ValueCheck's modes when one is
-    active (remat.policies.values), then the selective pair innermost."""
-    watch, check, sums = ForwardWatch(modules), active_check(), []
+def _contexts(modules: Sequence[nn.Module], selective, name: str, forwards: int | None = 0) -> tuple:
+    """(forward, recompute) contexts of one region: ours (watch, recompute), the value check's modes when this
+    forward, the region's ``forwards``-th (None: no graph recorded, nothing to recompute), is checked
+    (remat.policies.values.check_for), then the selective pair innermost."""
+    watch, check, sums = ForwardWatch(modules), check_for(forwards), []
     forward, recompute = [watch], [Recompute(watch, name)]
     if check is not None:     # BatchNorm's statistics update again in the recompute, by design (region.py)
         stats = {t.untyped_storage()._cdata for t in running_stat_tensors([m for r in modules for m in r.modules()])}
@@ -86,17 +87,22 @@ def checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = 
     context but the selective pair): the compiled graph replays buffer updates once and checks nothing here.
     Source: torch.utils.checkpoint.checkpoint(use_reentrant=False, context_fn=...).
     """
+    forwards = [0]     # forwards that record a graph: the value check samples them (remat.policies.values)
+
     @functools.wraps(fn)
     def run(*args, **kwargs):
         if torch.compiler.is_compiling():   # torch's own region: the traced graph is recomputed as torch plans
             contexts = {} if selective is None else {"context_fn": functools.partial(selective, compiling=True)}
             return checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True, **contexts, **kwargs)
-        if torch.is_grad_enabled():
+        grad = torch.is_grad_enabled()
+        if grad:
             check_hooks_on(name, "recompute")
+            forwards[0] += 1
         inputs = [(t, version_of(t)) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
         try:
             out = checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True,
-                             context_fn=functools.partial(_contexts, modules, selective, name),
+                             context_fn=functools.partial(_contexts, modules, selective, name,
+                                                          forwards[0] - 1 if grad else None),
                              early_stop=early_stop, **kwargs)
         except RecomputeError as error:   # raised in forward by the region's guard: name the region
             if error.block or not name:

@@ -40,6 +40,7 @@ _PASSED = (RecomputeError, CheckpointError, UsageError, _StopRecomputationError)
 and the one torch raises to stop a recompute early (``early_stop``)."""
 _state = threading.local()
 _OBSERVERS: list[Callable[[], contextlib.AbstractContextManager]] = []
+_REPLAYS: list[Callable[[], contextlib.AbstractContextManager]] = []
 
 
 def recomputing() -> bool:
@@ -60,6 +61,21 @@ def observe_recompute(factory: Callable[[], contextlib.AbstractContextManager]):
         yield
     finally:
         _OBSERVERS.remove(factory)
+
+
+@contextlib.contextmanager
+def recompute_context(capture: Callable[[], contextlib.AbstractContextManager]):
+    """While active, every checkpointed region calls ``capture()`` when its forward runs and enters the context it
+    returns around that region's recompute in backward, so a context active in forward is active again when
+    backward re-runs it (TransformerEngine's checkpoint does this for fp8_autocast; Megatron-LM #7538 is what
+    happens without it). For example ``recompute_context(lambda: fp8_autocast(enabled=fp8_enabled()))``.
+    Entered anew for each recompute of the region (``retain_graph``): return a context that can be re-entered
+    when a region is recomputed twice. torch.autocast needs nothing: torch.utils.checkpoint replays it."""
+    _REPLAYS.append(capture)
+    try:
+        yield
+    finally:
+        _REPLAYS.remove(capture)
 
 
 def version_of(t: torch.Tensor) -> int:
@@ -117,6 +133,7 @@ class ForwardWatch:
         self.training = [(m, m.training) for m in self.all]
         self.generators = [(g, g.get_state()) for m in self.all for g in vars(m).values()
                            if type(g) is torch.Generator]
+        self.replays = [capture() for capture in _REPLAYS]
 
     def __exit__(self, *exc):
         """``held``: per slot (module, table, key, the tensor the recompute must see, its version now);
@@ -168,6 +185,8 @@ class Recompute:
         self.stack = contextlib.ExitStack()
         for factory in self.factories:
             self.stack.enter_context(factory())
+        for context in watch.replays:
+            self.stack.enter_context(context)
 
     def _check(self) -> None:
         watch = self.watch
@@ -209,6 +228,7 @@ class Recompute:
                                                 "policy none or offload, or plan with a smaller budget (remat.auto."
                                                 "plan) so the recompute fits") from error
             raise RecomputeError(self.name, f"the recompute in backward failed ({what}): the region ran "
-                                            "differently than in forward — data-dependent shapes (token routing) "
-                                            "or state that is not its inputs. Give it policy none or offload"
-                                 ) from error
+                                            "differently than in forward — data-dependent shapes (token routing), "
+                                            "state that is not its inputs, or a context of the forward that "
+                                            "backward lacks (fp8_autocast: remat.policies.recompute_context "
+                                            "re-enters it). Give it policy none or offload") from error

@@ -1,23 +1,34 @@
 """A value check of recompute: every op a checkpointed region re-runs in backward must give the values it gave
 in forward, or the gradients differ from the unmodified model's.
 
-    with remat.policies.ValueCheck() as check:       # strict: raise RecomputeError at the first difference
+    set_recompute_check("sample")                    # the default: a region's first FIRST forwards, every EVERY-th
+    with remat.policies.ValueCheck() as check:       # every region, every step; strict: raise RecomputeError
         loss = model(x).sum()
         loss.backward()
     check.mismatches                                 # strict=False (remat.auto.explain): the differences seen
 
 Why: torch.utils.checkpoint's ``determinism_check`` compares shapes and dtypes only, so a block that reads
-state that is not its inputs (an attribute a forward hook sets and clears, a counter, a global) recomputes
-other values silently. While a ValueCheck is active, each region remat checkpoints (remat.policies.checkpointed)
-records a checksum of every op's outputs in forward and compares in its recompute. The modes sit outside a
-selective-checkpoint cache, so ops the cache serves are not re-run and not compared: the recompute's ops are
-matched in order to the forward's ops of the same name. Checksums are float64 sums of the values and of their
-absolute values (views and ops with uninitialised outputs, ``empty*``, are skipped); fake tensors have no values and are
-not checked. It costs a sum per op: a diagnostic, not for every step.
+state that is not its inputs (an attribute a forward hook sets and clears, a counter, FP8 scaling state kept in
+plain tensors, random numbers from numpy or a generator it does not own, a context such as fp8_autocast active
+in forward and not in backward) recomputes other values silently. While checked, a region remat checkpoints
+(remat.policies.checkpointed) records a checksum of every op's outputs in forward and compares in its
+recompute. The modes sit outside a selective-checkpoint cache, so ops the cache serves are not re-run and not
+compared: the recompute's ops are matched in order to the forward's ops of the same name. Checksums are float64
+sums of the values and of their absolute values, kept on the device and compared once when the recompute ends
+(no synchronisation per op); views and ops with uninitialised outputs (``empty*``) are skipped; fake tensors
+have no values and are not checked. On the CPU the values must be equal; on an accelerator, where a forward
+kernel may accumulate in another order each run (atomics), within RTOL of the absolute sum.
+
+The default (``sample``) checks a region's first FIRST forwards that record a graph and every EVERY-th after:
+a recompute that differs does so every step, so the first steps show it, and the check's cost (a reduction per
+op in forward and recompute) is paid on a few steps only (benchmarks/value_check_cost.py). ``every``: every
+step; ``off``: never. remat's own measurements (remat.measure) switch it off: its scalars and time are not the
+model's.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -25,9 +36,13 @@ from torch._subclasses.fake_tensor import is_fake
 from torch.utils._pytree import tree_flatten
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from remat.errors import RecomputeError
+from remat.errors import RecomputeError, UsageError
 
 _ACTIVE: list["ValueCheck"] = []
+MODES = ("sample", "every", "off")
+FIRST, EVERY = 2, 100
+RTOL = 1e-6
+_mode = ["sample"]
 _UNINITIALISED = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided")
 
 
@@ -44,7 +59,10 @@ class Mismatch:
     def __str__(self) -> str:
         return (f"recomputing aten.{self.op} (op {self.index + 1} of its forward) gave other values than the "
                 f"forward (checksum {self.forward[0]:.6g} vs {self.recompute[0]:.6g}): the region reads state "
-                "that is not its inputs (an attribute a hook sets, a counter, a global)")
+                "that is not its inputs (an attribute a hook sets, a counter, FP8 scaling state in plain tensors, "
+                "random numbers from numpy or a generator it does not own) or runs under a context in forward that "
+                "backward lacks (fp8_autocast). Keep such state in buffers (register_buffer), re-enter the context "
+                "in recompute (remat.policies.recompute_context), or give this block policy none or offload")
 
 
 class ValueCheck:
@@ -68,18 +86,51 @@ class ValueCheck:
         self.mismatches.append(mismatch)
 
 
-def active_check() -> "ValueCheck | None":
-    """The innermost active ValueCheck, or None."""
-    return _ACTIVE[-1] if _ACTIVE else None
+def set_recompute_check(mode: str) -> str:
+    """How checkpointed regions are checked when no ValueCheck is active (module docstring): "sample" (the
+    default), "every" or "off". Returns the mode it replaces; UsageError("mode") for another value."""
+    if mode not in MODES:
+        raise UsageError("mode", f"must be one of {', '.join(MODES)}, got {mode!r}")
+    previous, _mode[0] = _mode[0], mode
+    return previous
 
 
-def _checksum(out) -> tuple | None:
+@contextlib.contextmanager
+def recompute_check(mode: str):
+    """``set_recompute_check(mode)`` for the duration of the block."""
+    previous = set_recompute_check(mode)
+    try:
+        yield
+    finally:
+        set_recompute_check(previous)
+
+
+def check_for(forwards: int | None) -> "ValueCheck | None":
+    """The check a region's forward number ``forwards`` (0 first; None: a forward without grad, never
+    recomputed) runs under: the innermost active ValueCheck, else a strict one when the mode samples it, else
+    None."""
+    if forwards is None:
+        return None
+    if _ACTIVE:
+        return _ACTIVE[-1]
+    mode = _mode[0]
+    if mode == "every" or (mode == "sample" and (forwards < FIRST or forwards % EVERY == 0)):
+        return ValueCheck()
+    return None
+
+
+def _checksum(out) -> torch.Tensor | None:
+    """[sum, sum of absolute values] of ``out``'s tensors in float64 on their device (no copy of floating ones)."""
     tensors = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
     if not tensors or any(is_fake(t) or t.device.type == "meta" for t in tensors):
         return None
     with torch.no_grad():
-        values = [t.detach().to(torch.float64) for t in tensors]
-        return (sum(float(v.sum()) for v in values), sum(float(v.abs().sum()) for v in values))
+        sums = []
+        for t in tensors:
+            t = t.detach() if t.is_floating_point() else torch.view_as_real(t) if t.is_complex() else t.to(
+                torch.float64)
+            sums.append(torch.stack([t.sum(dtype=torch.float64), torch.linalg.vector_norm(t, 1, dtype=torch.float64)]))
+        return sums[0] if len(sums) == 1 else torch.stack(sums).sum(0)
 
 
 def _skipped(func, out, stats: frozenset) -> bool:
@@ -92,8 +143,17 @@ def _skipped(func, out, stats: frozenset) -> bool:
                                for t in tree_flatten(out)[0])
 
 
-def _same(a: tuple, b: tuple) -> bool:
-    return all(x == y or (x != x and y != y) for x, y in zip(a, b))   # NaN == NaN here
+def _first_difference(forward: list, recompute: list) -> int | None:
+    """Index into the pairs of the first whose checksums differ (NaN equals NaN; a tolerance off the CPU, module
+    docstring), None when all agree; one synchronisation."""
+    if not forward:
+        return None
+    f = torch.stack([a.to(forward[0].device) for a in forward])
+    r = torch.stack([b.to(forward[0].device) for b in recompute])
+    rtol = 0.0 if f.device.type == "cpu" else RTOL
+    same = (f == r) | ((f - r).abs() <= rtol * f[:, 1:].abs()) | (f.isnan() & r.isnan())   # ±inf equal too
+    bad = (~same.all(1)).nonzero()
+    return int(bad[0, 0]) if len(bad) else None
 
 
 class Record(TorchDispatchMode):
@@ -112,15 +172,16 @@ class Record(TorchDispatchMode):
 
 
 class Compare(TorchDispatchMode):
-    """Recompute: each op matched to the forward's next op of the same name; the first difference is reported
-    to ``check`` (a ValueCheck) under ``region``; ``stats`` as Record's."""
+    """Recompute: each op matched to the forward's next op of the same name, its checksum kept; when the
+    recompute ends the first difference is reported to ``check`` (a ValueCheck) under ``region``; ``stats`` as
+    Record's."""
 
     def __init__(self, sums: list, check: ValueCheck, region: str, stats=frozenset()):
         super().__init__()
         self.sums, self.check, self.region, self.stats = sums, check, region, frozenset(stats)
 
     def __enter__(self):
-        self.at, self.reported = 0, False
+        self.at, self.pairs = 0, []          # (index into sums, the recompute's checksum)
         return super().__enter__()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -130,11 +191,17 @@ class Compare(TorchDispatchMode):
         name = func.overloadpacket.__name__
         while self.at < len(self.sums) and self.sums[self.at][0] != name:
             self.at += 1
-        if self.at < len(self.sums) and not self.reported:
-            expected = self.sums[self.at][1]
-            got = None if expected is None else _checksum(out)
-            if expected is not None and got is not None and not _same(got, expected):
-                self.reported = True
-                self.check.found(Mismatch(self.region, name, self.at, expected, got))
+        if self.at < len(self.sums) and self.sums[self.at][1] is not None:
+            got = _checksum(out)
+            if got is not None:
+                self.pairs.append((self.at, got))
         self.at += 1
         return out
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)
+        first = _first_difference([self.sums[i][1] for i, _ in self.pairs], [got for _, got in self.pairs])
+        if first is not None:
+            index, got = self.pairs[first]
+            name, expected = self.sums[index]
+            self.check.found(Mismatch(self.region, name, index, tuple(expected.tolist()), tuple(got.tolist())))
