@@ -129,5 +129,8 @@ def test_llama3_70b_at_tp8_sp_plans_the_bytes_counted_by_hand(capsys, tmp_path):
     h, f, v = 8192, 28672, 128256
     per_layer = (h * (h + 2 * 8 * 128) + h * h + 3 * h * f) // 8 + 2 * h
     assert out["memory"]["weights"] == 2 * (20 * per_layer + v * h // 8)
-    # the first stage holds no head: outside the layers only the token ids, 4 micro-batches in flight
-    assert out["settings"]["outside_terms"] == {"embedding (measured)": 4 * 8 * 8192}
+    # the first stage holds no head: outside the layers the token ids, 4 micro-batches in flight, and the RoPE
+    # tables remat's runtime layer keeps per layer: cos and sin [8192 positions, d = 128] in bf16, 20 layers
+    assert out["settings"]["outside_terms"] == {"embedding (measured)": 4 * 8 * 8192,
+                                                "the layers' buffers (RoPE tables of remat's runtime layer)":
+                                                    20 * 2 * 8192 * 128 * 2}

@@ -51,18 +51,19 @@ def smallest_budget_by_hand(problem, shards: int) -> int:
     every layer full (L stored float32 inputs, s·h·4 bytes each, plus one layer's recompute, none − full), or
     the first k = ⌊host limit / none⌋ layers offloaded (nothing stored; while the first runs its backward it holds
     its own activations and the prefetched next layer's, 2 · none) and the rest full, which peaks at 2 · none
-    when (L − k) · full + (none − full) stays below it."""
+    when (L − k) · full + (none − full) stays below it. Every layer's backward also holds its gradient
+    temporaries, w: none's transient (what a backward with nothing to recompute allocates), on top of both."""
     by = {o.policy: o for o in problem.layers[0].options}
-    none, full = by["none"].stored_bytes, by["full"].stored_bytes
-    assert PARAMS == 7_241_732_096 and full == S * H * 4
-    assert by["full"].transient_bytes == none - full and by["offload"].transient_bytes == 2 * none
+    none, full, w = by["none"].stored_bytes, by["full"].stored_bytes, by["none"].transient_bytes
+    assert PARAMS == 7_241_732_096 and full == S * H * 4 and w > 0
+    assert by["full"].transient_bytes == none - full + w and by["offload"].transient_bytes == 2 * none + w
     state = {"weights": 4 * PARAMS // shards, "gradients": 4 * PARAMS // shards, "optimizer": 8 * PARAMS // shards}
     assert {k: problem.fixed_parts[k] for k in state} == state
     outside = problem.fixed_parts["outside layers (measured)"] + problem.fixed_parts["workspace reserve"]
     assert problem.fixed_parts["workspace reserve"] == 2 * 2**30
-    all_full = LAYERS * full + none - full
+    all_full = LAYERS * full + none - full + w
     k = min(LAYERS, problem.host_limit_bytes // none)
-    offload_front = 2 * none if (LAYERS - k) * full + none - full <= 2 * none else all_full
+    offload_front = 2 * none + w if (LAYERS - k) * full + none - full <= 2 * none else all_full
     return sum(state.values()) + outside + min(all_full, offload_front)
 
 

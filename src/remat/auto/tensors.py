@@ -21,8 +21,10 @@ Per op (``OpRecord``):
 * ``candidate`` — it may be kept: it allocates (nbytes > 0), moves data (seconds > 0), has FLOPs when priced at
   fused rates (a compiled plan keeps GEMM, attention and convolution outputs only: ``KeptSet._stream``), no
   later op of the forward writes its output in place (SAC keeps by reference; the recompute would read the
-  written values), and the block does not return it (the block's output is live anyway, as the next block's
-  input: keeping it would spare one op's recompute and count its bytes twice).
+  written values), the block does not return it (the block's output is live anyway, as the next block's
+  input: keeping it would spare one op's recompute and count its bytes twice), and it is not a ``_to_copy``
+  (torch's cache finds what it keeps by the op and its count of that op's calls, and autocast's cached weight
+  casts, made in some forwards and not others, shift the count of ``_to_copy`` calls).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from remat.drop_cheap import record_kept
 from remat.errors import RecomputeError
 from remat.formulas.offload import exposed_offload_s
 from remat.measure.peak import PeakMemory
+from remat.policies.values import parameter_cast
 from remat.timemodel.roofline import op_seconds
 from remat.timemodel.trace import priced
 
@@ -137,12 +140,15 @@ class Variant(NamedTuple):
     offload: frozenset = frozenset()
 
 
-def counted(func) -> bool:
-    """Whether ``func`` has an index in a block's stream: every op torch's selective checkpoint asks about
-    (not ``SAC_IGNORED_OPS``) except views. A view allocates nothing, so it is never kept; and autograd replays an
-    in-place write into a view differently on fake and real tensors (a ``view`` where eager runs a ``detach``),
-    so counting views would shift the indices between the planned stream and the applied one."""
-    return func not in SAC_IGNORED_OPS and not func.is_view
+def counted(func, args=()) -> bool:
+    """Whether ``func`` (called on ``args``) has an index in a block's stream: every op torch's selective
+    checkpoint asks about (not ``SAC_IGNORED_OPS``) except views and autocast's casts of parameters. A view
+    allocates nothing, so it is never kept; and autograd replays an in-place write into a view differently on fake
+    and real tensors (a ``view`` where eager runs a ``detach``), so counting views would shift the indices between
+    the planned stream and the applied one. autocast caches its cast of a parameter for the rest of its region, so
+    whether a block's forward casts its weights depends on what ran before it in that region (a second micro-batch
+    casts none): counting them would shift the indices too, and never keeping them loses nothing."""
+    return func not in SAC_IGNORED_OPS and not func.is_view and not parameter_cast(func, args)
 
 
 class _Stream(TorchDispatchMode):
@@ -162,7 +168,7 @@ class _Stream(TorchDispatchMode):
         if func._schema.is_mutable:
             self._writes(func, args, kwargs)
         out = func(*args, **kwargs)
-        if not counted(func):
+        if not counted(func, args):
             return out
         index, fresh = len(self.rows), []
         for t in _tensors(out):
@@ -196,7 +202,7 @@ class _Live(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if counted(func):
+        if counted(func, args):
             self.live.append(self.mem.current_bytes() - self.start)
         return out
 
@@ -219,7 +225,7 @@ def block_ops(module, inputs, rates, amp, device) -> BlockOps:
             out = module(*args, **kwargs)
         del out
     ops = tuple(OpRecord(i, name, nbytes, seconds, flops, nbytes > 0 and seconds > 0 and (flops > 0 or not rates.fused)
-                         and i not in stream.written and i not in returned)
+                         and i not in stream.written and i not in returned and name != "_to_copy")
                 for i, (name, nbytes, seconds, flops) in enumerate(stream.rows))
     if len(live.live) != len(ops):
         raise RecomputeError("", f"the block ran {len(live.live)} ops in one forward and {len(ops)} in another: "
@@ -258,7 +264,7 @@ class KeptSet:
         streams = {compiling: self._stream(compiling) for compiling in (False, True)}
 
         def decide(ctx, func, *args, **kwargs) -> CheckpointPolicy:
-            if not counted(func):
+            if not counted(func, args):
                 return CheckpointPolicy.PREFER_RECOMPUTE
             name = func.overloadpacket.__name__
             indices, names = streams[torch.compiler.is_compiling()]
@@ -293,8 +299,8 @@ class KeptSet:
         """The plan as torch reads it: per op of the stream, its name and CheckpointPolicy's name (an offloaded
         op: MUST_CPU_OFFLOAD, a policy torch 2.13 names but its eager cache treats as recompute; remat.auto.apply
         offloads it: remat.auto.tensor_offload).
-        A policy_fn applying it counts the forward's ops as ``counted`` does — not ``SAC_IGNORED_OPS``, not views
-        (answer PREFER_RECOMPUTE for those)."""
+        A policy_fn applying it counts the forward's ops as ``counted`` does — not ``SAC_IGNORED_OPS``, not views,
+        not ``_to_copy`` of an ``nn.Parameter`` (autocast's weight casts); it answers PREFER_RECOMPUTE for those."""
         def policy(i: int) -> str:
             return ("MUST_CPU_OFFLOAD" if i in self.offload else "MUST_SAVE" if i in self.keep
                     else "PREFER_RECOMPUTE")

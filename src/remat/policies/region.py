@@ -1,7 +1,10 @@
 """What a checkpointed region's recompute must see: the state its forward saw. The forward and recompute contexts
 that remat.policies.checkpointed hands torch.utils.checkpoint (``context_fn``).
 
-Forward (``ForwardWatch``), when the region starts: the values of its small persistent buffers (``_copied``),
+Forward (``ForwardWatch``), when the region starts: autocast's cache of weight casts emptied (the recompute runs
+in an autocast region of its own, which casts every weight again; a forward served from the cache — a second
+micro-batch in one region — would run fewer ops, and torch's selective cache finds what it kept by counting
+them); the values of its small persistent buffers (``_copied``),
 the states of the ``torch.Generator`` objects its modules own, each module's training flag, the
 versions of its parameters and buffers; when it ends: which buffers it wrote, and which tensors its modules hold
 (``torch.func.functional_call`` swaps them in only for the forward).
@@ -116,6 +119,12 @@ def _name(regions: Sequence[nn.Module], module: nn.Module, key: str) -> str:
     return key
 
 
+def _autocasting() -> bool:
+    """Whether autocast is on for the CPU or the accelerator torch would use."""
+    accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+    return torch.is_autocast_enabled("cpu") or (accelerator is not None and torch.is_autocast_enabled(accelerator.type))
+
+
 class ForwardWatch:
     """Forward context of one region (module docstring)."""
 
@@ -123,6 +132,8 @@ class ForwardWatch:
         self.modules = modules
 
     def __enter__(self):
+        if _autocasting():
+            torch.clear_autocast_cache()
         self.all = [m for region in self.modules for m in region.modules()]
         self.stats = _running_stats(self.all)
         self.slots = [(m, table, key) for m in self.all for table in (m._parameters, m._buffers)

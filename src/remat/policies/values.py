@@ -44,6 +44,7 @@ FIRST, EVERY = 2, 100
 RTOL = 1e-6
 _mode = ["sample"]
 _UNINITIALISED = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided")
+_COLLECTIVES = ("c10d", "_c10d_functional", "_c10d_functional_autograd")
 
 
 @dataclass(frozen=True)
@@ -133,11 +134,21 @@ def _checksum(out) -> torch.Tensor | None:
         return sums[0] if len(sums) == 1 else torch.stack(sums).sum(0)
 
 
-def _skipped(func, out, stats: frozenset) -> bool:
+def parameter_cast(func, args) -> bool:
+    """Whether ``func`` on ``args`` is a ``_to_copy`` of an ``nn.Parameter``: autocast's cast of a weight, which it
+    caches for the rest of its region, so a block's forward makes it or not depending on what ran before it there
+    (a second micro-batch in the region makes none; a recompute, in a region of its own, makes them again)."""
+    return func is torch.ops.aten._to_copy.default and bool(args) and isinstance(args[0], torch.nn.Parameter)
+
+
+def _skipped(func, out, stats: frozenset, args=()) -> bool:
     """Views (``detach``, ``view``: no new values; a selective-checkpoint cache detaches what it keeps), ops
-    with uninitialised outputs (``empty*``) and ops writing a storage of ``stats`` (BatchNorm's running
-    statistics, which the recompute updates again and no training forward reads) are not compared."""
-    if func.is_view or func.overloadpacket.__name__ in _UNINITIALISED:
+    with uninitialised outputs (``empty*``), collectives (``c10d``: their output may still be in flight when they
+    return; the ops that read it are compared), autocast's casts of parameters (``parameter_cast``) and ops
+    writing a storage of ``stats`` (BatchNorm's running statistics, which the recompute updates again and no
+    training forward reads) are not compared."""
+    if (func.is_view or func.overloadpacket.__name__ in _UNINITIALISED or func.namespace in _COLLECTIVES
+            or parameter_cast(func, args)):
         return True
     return bool(stats) and any(isinstance(t, torch.Tensor) and t.untyped_storage()._cdata in stats
                                for t in tree_flatten(out)[0])
@@ -166,7 +177,7 @@ class Record(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if not _skipped(func, out, self.stats):
+        if not _skipped(func, out, self.stats, args):
             self.sums.append((func.overloadpacket.__name__, _checksum(out)))
         return out
 
@@ -186,7 +197,7 @@ class Compare(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if _skipped(func, out, self.stats):
+        if _skipped(func, out, self.stats, args):
             return out
         name = func.overloadpacket.__name__
         while self.at < len(self.sums) and self.sums[self.at][0] != name:
