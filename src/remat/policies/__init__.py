@@ -46,14 +46,16 @@ asks (``retain_graph``, double backward); under torch.compile it is torch's own 
 
 from remat.policies.apply import OffloadStats, apply_plan, apply_step_plan, clear_plan
 from remat.policies.apply import _offloaded  # noqa: F401  (remat.auto.wrap's offload wrapper)
-from remat.policies.checkpoint import checkpointed, drop_cheap, unwrap, wrap
+from remat.policies.checkpoint import SUPPORTED_TORCH, check_torch, checkpointed, drop_cheap, unwrap, wrap
 from remat.policies.region import observe_recompute, recompute_context, recomputing
 from remat.policies.values import Mismatch, ValueCheck, recompute_check, set_recompute_check
 from remat.policies.plans import (POLICIES, RUNTIME_POLICIES, SHORTHANDS, STEP_POLICIES, LayerPolicies, Policy,
                                   parse_plan)
 
-__all__ = ["POLICIES", "RUNTIME_POLICIES", "SHORTHANDS", "STEP_POLICIES", "LayerPolicies", "Mismatch", "OffloadStats",
-           "Policy", "ValueCheck",
+check_torch()
+
+__all__ = ["SUPPORTED_TORCH", "POLICIES", "RUNTIME_POLICIES", "SHORTHANDS", "STEP_POLICIES", "LayerPolicies",
+           "Mismatch", "OffloadStats", "Policy", "ValueCheck", "check_torch",
            "apply_plan", "apply_step_plan", "checkpointed", "clear_plan", "drop_cheap", "observe_recompute",
            "parse_plan", "recompute_check", "recompute_context", "recomputing", "set_recompute_check", "unwrap",
            "wrap"]

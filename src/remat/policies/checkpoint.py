@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
+import warnings
 from typing import Callable, Sequence
 
 import torch
@@ -74,6 +76,37 @@ def _contexts(modules: Sequence[nn.Module], selective, name: str, forwards: int 
     return _Stack(forward, sac_forward), _Stack(recompute, sac_recompute, once=True)
 
 
+SUPPORTED_TORCH = ((2, 11), (2, 13))
+"""The torch releases remat runs on, first and last: 2.13 on the CPU (the pinned build, every test), 2.11 on the
+GPU nodes (``make gpu``). Outside it a warning (``check_torch``); the one change known in the next release is
+pinned below (``legacy_sac_hooks``)."""
+
+
+def check_torch(version: str | None = None) -> str | None:
+    """A warning's text when torch ``version`` (default: the installed one) is outside SUPPORTED_TORCH, else None;
+    warns once per process when called without a version (remat.policies's import)."""
+    release = tuple(int(part) for part in (version or torch.__version__).split("+")[0].split(".")[:2])
+    first, last = SUPPORTED_TORCH
+    if first <= release <= last:
+        return None
+    text = (f"remat supports torch {first[0]}.{first[1]}–{last[0]}.{last[1]}; this is torch "
+            f"{version or torch.__version__}: recompute is checked as there, but the memory accounting assumes what "
+            "those releases keep")
+    if version is None:
+        warnings.warn(text, stacklevel=3)
+    return text
+
+
+def legacy_sac_hooks(run=checkpoint) -> dict:
+    """Keyword arguments that keep torch's selective-checkpoint cache out of surrounding saved-tensor hooks where
+    ``run`` (torch.utils.checkpoint.checkpoint) can route it through them: torch 2.14's
+    ``respect_saved_tensors_hooks`` (pytorch #190581, #191236: a default that will flip). remat's accounting counts
+    what the cache keeps apart from what autograd saves (remat.drop_cheap.KeptLog) and offloads only what its own
+    hooks see, as torch 2.11–2.13 do; {} where ``run`` has no such argument."""
+    return {"respect_saved_tensors_hooks": False} if "respect_saved_tensors_hooks" in inspect.signature(
+        run).parameters else {}
+
+
 def checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = False,
                  selective: Callable[..., tuple] | None = None, name: str = "") -> Callable:
     """``fn`` run under non-reentrant torch.utils.checkpoint with the recompute context above.
@@ -92,7 +125,8 @@ def checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = 
     @functools.wraps(fn)
     def run(*args, **kwargs):
         if torch.compiler.is_compiling():   # torch's own region: the traced graph is recomputed as torch plans
-            contexts = {} if selective is None else {"context_fn": functools.partial(selective, compiling=True)}
+            contexts = {} if selective is None else {"context_fn": functools.partial(selective, compiling=True),
+                                                     **legacy_sac_hooks()}
             return checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True, **contexts, **kwargs)
         grad = torch.is_grad_enabled()
         if grad:
@@ -103,7 +137,7 @@ def checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = 
             out = checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True,
                              context_fn=functools.partial(_contexts, modules, selective, name,
                                                           forwards[0] - 1 if grad else None),
-                             early_stop=early_stop, **kwargs)
+                             early_stop=early_stop, **({} if selective is None else legacy_sac_hooks()), **kwargs)
         except RecomputeError as error:   # raised in forward by the region's guard: name the region
             if error.block or not name:
                 raise
