@@ -78,8 +78,8 @@ from torch.utils._pytree import tree_map
 from remat.auto.blocks import Blocks, find_blocks
 from remat.auto.explain_step import Step
 from remat.auto.explanation import Explanation, Trap
-from remat.auto.fake import keyword_inputs, values_needed
-from remat.auto.measure import default_loss, fake_model, input_device
+from remat.auto.fake import fake_model, input_device, keyword_inputs, values_needed
+from remat.auto.measure import default_loss
 from remat.auto.preserve import ModelState
 from remat.auto.traps import (CALLER_KEEPS, CALLER_SHARE, KEEPS_ALL, LAST_SEGMENT, NO_SAVING, PER_CHILD,
                               REENTRANT_NO_GRAD, RECOMPUTE_DIFFERS, SIDE_EFFECTS, STASHED, TRAPS)

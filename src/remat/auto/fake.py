@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_flatten, tree_map
 from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException, FakeCopyMode,
                                            FakeTensor, FakeTensorMode)
 
@@ -82,18 +83,54 @@ def _off_meta(model: nn.Module, mode: FakeTensorMode, device: torch.device) -> N
                     table[name] = fake(t)
 
 
+class ValuesNeeded(UsageError):
+    """An op needs tensor values that a fake tensor lacks (``values_needed``); ``op`` names it."""
+
+    def __init__(self, op):
+        self.op = op
+        super().__init__("model", f"{op} needs tensor values (its output shape or value depends on them) and remat "
+                                  "measures the step under FakeTensorMode, where there are none: pass real example "
+                                  "inputs (a small batch: remat then measures on them), or give it static shapes "
+                                  "(torch.where or a mask multiply instead of indexing)")
+
+
 @contextmanager
 def values_needed():
     """An op whose output shape or value depends on tensor values (``nonzero``, boolean-mask indexing,
     ``unique``, ``.item()`` …) raises torch's DynamicOutputShapeException / DataDependentOutputException under
-    FakeTensorMode, where no values exist: turned into one UsageError("model") naming the op and what to do."""
+    FakeTensorMode, where no values exist: turned into one ValuesNeeded (a UsageError("model")) naming the op."""
     try:
         yield
     except (DynamicOutputShapeException, DataDependentOutputException) as exc:
-        op = getattr(exc, "func", None) or str(exc)
-        raise UsageError("model", f"{op} needs tensor values (its output shape or value depends on them) and remat "
-                                  "measures the step under FakeTensorMode, where there are none: give it static "
-                                  "shapes (torch.where or a mask multiply instead of indexing)") from None
+        raise ValuesNeeded(getattr(exc, "func", None) or str(exc)) from None
+
+
+@contextmanager
+def twin(model: nn.Module, args, kwargs, real: bool = False):
+    """(model', args', kwargs') to measure on, the caller's model untouched: ``fake_model``'s fake copy with the
+    inputs made fake, under its mode; or with ``real``, a real copy on the real inputs (for a model whose ops need
+    values: what it measures is what this batch's values make it do). HuggingFace's own checkpointing off."""
+    if not real:
+        mode, copied = fake_model(model, input_device(args, kwargs))
+        with mode:
+            yield copied, *tree_map(lambda x: mode.from_tensor(x) if isinstance(x, torch.Tensor) and not isinstance(
+                x, FakeTensor) else x, (args, kwargs))
+        return
+    copied = copy.deepcopy(model)
+    if hf_checkpointing(copied):
+        set_hf_checkpointing(copied, False)
+    yield copied, args, kwargs
+
+
+def input_device(args, kwargs) -> torch.device:
+    """Where the example inputs are (cpu when none is a tensor)."""
+    return next((t.device for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)),
+                torch.device("cpu"))
+
+
+def is_real(x) -> bool:
+    """A tensor with values: not fake, not on the meta device."""
+    return isinstance(x, torch.Tensor) and not isinstance(x, FakeTensor) and x.device.type != "meta"
 
 
 _PASSED = (UsageError, RecomputeError, InfeasibleError, DynamicOutputShapeException, DataDependentOutputException)

@@ -49,13 +49,12 @@ from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
-from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._pytree import tree_flatten, tree_map
 
 from remat.auto import tensors, wrap
 from remat.auto.blocks import Blocks
 from remat.auto.boundaries import head_shared, loose_shared, shared_once, storage_id, tensor_leaves
-from remat.auto.fake import fake_model, values_needed
+from remat.auto.fake import ValuesNeeded, is_real, twin, values_needed
 from remat.auto.hf import CACHE_OFF, cache_off_in_training, fallback_grouped_mm, unpacked_masks
 from remat.auto.whole_step import (check_dense, check_inputs, checked_loss, device_of, unique_bytes, weight_shapes,
                                    whole_seconds, whole_step)
@@ -134,20 +133,41 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
 
     ``granularity`` "tensor": each block also gets its selective kept sets (``tensor_variants``). ``compiled``:
     priced at fused rates (remat.timemodel.roofline: byte-priced ops read their inputs once, as under torch.compile).
-    Returns ModelCosts (bytes: int; seconds on ``gpu``). Raises UsageError("model") when a block never runs
-    in the forward. Any wrapping by remat.auto.apply is lifted while measuring and restored afterwards."""
+    A model whose ops need tensor values (token routing by ``nonzero``, ``.item()``) is measured on a real copy
+    with the real example inputs instead, and the costs say so in their notes; with fake or meta inputs or
+    parameters it is one ValuesNeeded (UsageError("model")). Returns ModelCosts (bytes: int; seconds on ``gpu``). Raises
+    UsageError("model") when a block never runs in the forward. Any wrapping by remat.auto.apply is lifted while
+    measuring and restored afterwards."""
     loss_fn = checked_loss(loss_fn or default_loss, model)
     check_dense(model)
-    source, state = model, wrap.applied(model)
-    wrap.clear(source)
+    state = wrap.applied(model)
+    wrap.clear(model)
+    measure = functools.partial(_measure, model, args, kwargs, blocks, gpu, loss_fn, policies, granularity, compiled)
     try:
-        mode, model = fake_model(source, input_device(args, kwargs))
+        try:
+            return measure(real=False)
+        except ValuesNeeded as needed:
+            values = [t for t in (*tree_flatten((args, kwargs))[0], *model.parameters()) if isinstance(t, torch.Tensor)]
+            if not all(is_real(t) for t in values):
+                raise
+            costs = measure(real=True)
+            return replace(costs, notes=(*costs.notes, f"measured on a real copy with the example inputs, as "
+                                         f"{needed.op} needs tensor values: the bytes and times are those of "
+                                         "this batch's values (its routing); another batch may keep more"))
+    finally:
+        if state is not None:
+            wrap.apply(model, state[1], list(state[0].modules))
+
+
+def _measure(source, args, kwargs, blocks: Blocks, gpu, loss_fn, policies, granularity, compiled,
+             real: bool) -> ModelCosts:
+    """``measure_model`` on a fake twin of ``source``, or with ``real`` a real one (remat.auto.fake.twin)."""
+    with twin(source, args, kwargs, real) as (model, args, kwargs):
         cache_off = cache_off_in_training(model, warn=False)     # as remat.auto.apply runs it
         notes = (CACHE_OFF,) if cache_off is not None and model.training \
             and kwargs.get("use_cache", model.config.use_cache) else ()
         blocks = Blocks(blocks.name, blocks.names, tuple(model.get_submodule(n) for n in blocks.names))
-        with mode, unpacked_masks(), fallback_grouped_mm(), values_needed():
-            args, kwargs = tree_map(lambda x: mode.from_tensor(x) if _real(x) else x, (args, kwargs))
+        with unpacked_masks(), fallback_grouped_mm(), values_needed():
             whole = whole_step(model, args, kwargs, blocks, loss_fn)
             check_inputs(blocks, whole["inputs"])
             dtype = _dtype(model)
@@ -162,18 +182,15 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
             block_costs = shared_once(block_costs, whole["links"])
             outside_s = whole_seconds(model, args, kwargs, loss_fn, rates) - sum(
                 b.costs["none"].time_s for b in block_costs)
-    finally:
-        if state is not None:
-            wrap.apply(source, state[1], list(state[0].modules))
-    headed = head_shared(block_costs, whole["links"])
-    loose = loose_shared(block_costs, whole["links"], [tensor_leaves(c[:2]) for c in whole["inputs"]])
-    held = whole["live_last"] - whole["params"] - headed - sum(b.costs["none"].stored_bytes for b in block_costs)
-    return ModelCosts(
-        blocks=tuple(block_costs), params_bytes=whole["params"], trainable_bytes=_grad_bytes(model),
-        param_count=whole["param_count"], held_bytes=held, loose_bytes=loose,
-        floor_bytes=max(0, whole["peak_head"] - whole["live_last"]) + headed,
-        end_bytes=0 if whole["peak_end"] is None else whole["peak_end"] - whole["params"] - held,
-        outside_time_s=max(0.0, outside_s), dtype=dtype, notes=notes, head_grad_bytes=whole["head_grads"])
+        headed = head_shared(block_costs, whole["links"])
+        loose = loose_shared(block_costs, whole["links"], [tensor_leaves(c[:2]) for c in whole["inputs"]])
+        held = whole["live_last"] - whole["params"] - headed - sum(b.costs["none"].stored_bytes for b in block_costs)
+        return ModelCosts(
+            blocks=tuple(block_costs), params_bytes=whole["params"], trainable_bytes=_grad_bytes(model),
+            param_count=whole["param_count"], held_bytes=held, loose_bytes=loose,
+            floor_bytes=max(0, whole["peak_head"] - whole["live_last"]) + headed,
+            end_bytes=0 if whole["peak_end"] is None else whole["peak_end"] - whole["params"] - held,
+            outside_time_s=max(0.0, outside_s), dtype=dtype, notes=notes, head_grad_bytes=whole["head_grads"])
 
 
 def default_loss(output) -> torch.Tensor:
@@ -353,16 +370,6 @@ def _signature(module, captured) -> tuple:
     leaves, spec = tree_flatten(captured)
     return (type(module), tuple((tuple(p.shape), str(p.dtype), p.requires_grad) for p in module.parameters()),
             str(spec), tuple(describe(x) for x in leaves))
-
-
-def input_device(args, kwargs) -> torch.device:
-    """Where the example inputs are (cpu when none is a tensor)."""
-    return next((t.device for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)),
-                torch.device("cpu"))
-
-
-def _real(x) -> bool:
-    return isinstance(x, torch.Tensor) and not isinstance(x, FakeTensor)
 
 
 def _grad_bytes(module) -> int:
