@@ -19,7 +19,8 @@ from torch.utils.checkpoint import (CheckpointPolicy, checkpoint, checkpoint_seq
                                     create_selective_checkpoint_contexts)
 
 from remat import auto
-from remat.auto.diagnose import (CALLER_KEEPS, LAST_SEGMENT, NO_SAVING, PER_CHILD, REENTRANT_NO_GRAD, explain)
+from remat.auto.diagnose import (CALLER_KEEPS, LAST_SEGMENT, NO_SAVING, PER_CHILD, REENTRANT_NO_GRAD, SIDE_EFFECTS,
+                                 explain)
 from remat.errors import UsageError
 from remat.measure.saved import SavedTensorLog
 
@@ -266,7 +267,10 @@ def test_trap_caller_keeps_hook_held_activations():
     for block in model.layers:
         block.mlp.up.register_forward_hook(lambda mod, args, out: kept.append(out))
     e = explain(model, (ids(),))
-    assert e.codes() == [CALLER_KEEPS]
+    # the hook holds activations (caller-keeps), and under full it runs again when each block recomputes
+    assert e.codes() == [CALLER_KEEPS, SIDE_EFFECTS]
+    assert e.traps[-1].blocks == tuple(f"layers.{i}" for i in range(L)) and "layers.0.mlp.up (forward hook)" in \
+        e.traps[-1].message
     held = e.totals["excess_by_holder"]
     assert sum(held.values()) >= L * B * S * 4 * H * 4                  # every block's MLP hidden, fp32
 

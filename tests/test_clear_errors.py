@@ -273,5 +273,6 @@ def test_a_failed_recompute_as_the_reason_no_choice_is_left_says_what_to_do_once
     message = str(caught.value)
     assert message.startswith("choices: layers.0: every policy of choices was dropped for this block — full: the "
                               "recompute in backward failed (IndexError: list index out of range)")
-    assert message.endswith("or state that is not its inputs. Add none or offload to choices (neither recomputes "
+    assert message.endswith("a context of the forward that backward lacks (fp8_autocast: remat.policies."
+                            "recompute_context re-enters it). Add none or offload to choices (neither recomputes "
                             "the block)") and "Give it policy" not in message

@@ -17,6 +17,7 @@ from torch import nn
 import remat.auto as auto_module
 from remat import auto
 from remat.auto import measure
+from remat.auto.fake import fake_model
 from remat.auto.planning import block_rows, kept_lines
 from remat.auto.tensors import KeptSet
 from remat.auto.whole_step import whole_step
@@ -95,7 +96,7 @@ def test_offloaded_splits_are_priced_by_the_transfer_formula():
     offloaded split hides its copies entirely."""
     torch.manual_seed(0)
     net, x = BlockNet(TransformerBlock), torch.randn(2, 64, 64)
-    mode, model = measure.fake_model(net)
+    mode, model = fake_model(net)
     blocks = auto.find_blocks(model)
     rates = Rates.of(gpu("h100-80gb"), 1, "float32")
     tags = set()

@@ -17,6 +17,7 @@ from conftest import run_cli
 
 from remat import auto
 from remat.auto import measure, tensors
+from remat.auto.fake import fake_model
 from remat.auto.blocks import Blocks
 from remat.auto.tensors import KeptSet
 from remat.auto.whole_step import whole_step
@@ -55,7 +56,7 @@ def test_frontier_is_the_brute_force_pareto_front():
 
 
 def _block_setup(net, x):
-    mode, model = measure.fake_model(net)
+    mode, model = fake_model(net)
     names = tuple(f"blocks.{i}" for i in range(len(net.blocks)))
     blocks = Blocks("blocks", names, tuple(model.get_submodule(n) for n in names))
     with mode:

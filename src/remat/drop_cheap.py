@@ -62,6 +62,12 @@ def record_kept(func, ctx) -> None:
         log.record(func, ctx.op_output)
 
 
+KEPT_WATCHERS: list = []
+"""Callables told, in forward, of each op output a guarded cache keeps (the innermost only): the recompute serves it
+from the cache and runs no op for it (remat.policies.values.Record drops it from what the recompute is matched
+against)."""
+
+
 class _Guarded:
     """``decide`` (default ``policy``; any policy_fn that calls ``record_kept`` for what it keeps) for one
     checkpointed region, refusing an in-place write into a kept output.
@@ -83,6 +89,8 @@ class _Guarded:
             self._check_writes(func, args, kwargs)
         decision = self.decide(ctx, func, *args, **kwargs)
         if decision == CheckpointPolicy.MUST_SAVE:
+            if not ctx.is_recompute and KEPT_WATCHERS:
+                KEPT_WATCHERS[-1](ctx.op_output)
             for t in tree_flatten(ctx.op_output)[0]:
                 if isinstance(t, torch.Tensor):
                     self.kept[t.untyped_storage()._cdata] = func.overloadpacket.__name__

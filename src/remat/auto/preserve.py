@@ -121,8 +121,8 @@ class ModelState:
                 if sub and self.hooks.get(id(module)):
                     found.append(SideEffect(name, f"{where} (forward hook)"))
                 found += [SideEffect(name, f"{where}.{attr} (changed again by the recompute)")
-                          for attr, value in vars(module).items()
-                          if before_backward.get((id(module), attr), value) != value]
+                          for attr, value in vars(module).items() if (id(module), attr) in before_backward
+                          and before_backward[id(module), attr] != value]
         return found
 
     def __exit__(self, *exc):

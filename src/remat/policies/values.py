@@ -34,8 +34,9 @@ from dataclasses import dataclass
 import torch
 from torch._subclasses.fake_tensor import is_fake
 from torch.utils._pytree import tree_flatten
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
+from remat.drop_cheap import KEPT_WATCHERS
 from remat.errors import RecomputeError, UsageError
 
 _ACTIVE: list["ValueCheck"] = []
@@ -43,7 +44,8 @@ MODES = ("sample", "every", "off")
 FIRST, EVERY = 2, 100
 RTOL = 1e-6
 _mode = ["sample"]
-_UNINITIALISED = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided")
+_NO_VALUES = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",   # uninitialised outputs
+              "set_")   # points a tensor at a storage (offload's fetch), whose values may still be in flight
 _COLLECTIVES = ("c10d", "_c10d_functional", "_c10d_functional_autograd")
 
 
@@ -125,7 +127,7 @@ def _checksum(out) -> torch.Tensor | None:
     tensors = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
     if not tensors or any(is_fake(t) or t.device.type == "meta" for t in tensors):
         return None
-    with torch.no_grad():
+    with torch.no_grad(), _disable_current_modes():   # no measuring mode outside sees the check's own ops
         sums = []
         for t in tensors:
             t = t.detach() if t.is_floating_point() else torch.view_as_real(t) if t.is_complex() else t.to(
@@ -143,11 +145,11 @@ def parameter_cast(func, args) -> bool:
 
 def _skipped(func, out, stats: frozenset, args=()) -> bool:
     """Views (``detach``, ``view``: no new values; a selective-checkpoint cache detaches what it keeps), ops
-    with uninitialised outputs (``empty*``), collectives (``c10d``: their output may still be in flight when they
+    with uninitialised outputs (``empty*``) or another's storage (``set_``), collectives (``c10d``: their output may still be in flight when they
     return; the ops that read it are compared), autocast's casts of parameters (``parameter_cast``) and ops
     writing a storage of ``stats`` (BatchNorm's running statistics, which the recompute updates again and no
     training forward reads) are not compared."""
-    if (func.is_view or func.overloadpacket.__name__ in _UNINITIALISED or func.namespace in _COLLECTIVES
+    if (func.is_view or func.overloadpacket.__name__ in _NO_VALUES or func.namespace in _COLLECTIVES
             or parameter_cast(func, args)):
         return True
     return bool(stats) and any(isinstance(t, torch.Tensor) and t.untyped_storage()._cdata in stats
@@ -159,6 +161,11 @@ def _first_difference(forward: list, recompute: list) -> int | None:
     docstring), None when all agree; one synchronisation."""
     if not forward:
         return None
+    with _disable_current_modes():
+        return _first_of(forward, recompute)
+
+
+def _first_of(forward: list, recompute: list) -> int | None:
     f = torch.stack([a.to(forward[0].device) for a in forward])
     r = torch.stack([b.to(forward[0].device) for b in recompute])
     rtol = 0.0 if f.device.type == "cpu" else RTOL
@@ -168,18 +175,35 @@ def _first_difference(forward: list, recompute: list) -> int | None:
 
 
 class Record(TorchDispatchMode):
-    """Forward: (op name, checksum) of every op the region runs, in order, into ``sums``; ``stats``: storages
-    of running statistics (``_skipped``)."""
+    """Forward: (op name, checksum) of every op the region runs, in order, into ``sums``, less those the
+    selective-checkpoint cache keeps (remat.drop_cheap.KEPT_WATCHERS: the recompute does not run them); ``stats``:
+    storages of running statistics (``_skipped``)."""
 
     def __init__(self, sums: list, stats=frozenset()):
         super().__init__()
-        self.sums, self.stats = sums, frozenset(stats)
+        self.sums, self.stats, self.last, self.count = sums, frozenset(stats), set(), 0
+
+    def __enter__(self):
+        KEPT_WATCHERS.append(self.cached)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        KEPT_WATCHERS.remove(self.cached)
+        return super().__exit__(*exc)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if not _skipped(func, out, self.stats, args):
-            self.sums.append((func.overloadpacket.__name__, _checksum(out)))
+            self.sums.append((func.overloadpacket.__name__, _checksum(out), self.count))   # its place in forward
+            self.last, self.count = {id(t) for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)}, self.count + 1
         return out
+
+    def cached(self, output) -> None:
+        """The cache keeps ``output``: the op just recorded, when it made it, is not matched in the recompute."""
+        ids = {id(t) for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor)}
+        if ids and ids == self.last:
+            self.sums.pop()
+            self.last = set()
 
 
 class Compare(TorchDispatchMode):
@@ -214,5 +238,5 @@ class Compare(TorchDispatchMode):
         first = _first_difference([self.sums[i][1] for i, _ in self.pairs], [got for _, got in self.pairs])
         if first is not None:
             index, got = self.pairs[first]
-            name, expected = self.sums[index]
-            self.check.found(Mismatch(self.region, name, index, tuple(expected.tolist()), tuple(got.tolist())))
+            name, expected, place = self.sums[index]
+            self.check.found(Mismatch(self.region, name, place, tuple(expected.tolist()), tuple(got.tolist())))
