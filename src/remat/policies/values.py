@@ -12,12 +12,14 @@ state that is not its inputs (an attribute a forward hook sets and clears, a cou
 plain tensors, random numbers from numpy or a generator it does not own, a context such as fp8_autocast active
 in forward and not in backward) recomputes other values silently. While checked, a region remat checkpoints
 (remat.policies.checkpointed) records a checksum of every op's outputs in forward and compares in its
-recompute. The modes sit outside a selective-checkpoint cache, so ops the cache serves are not re-run and not
-compared: the recompute's ops are matched in order to the forward's ops of the same name. Checksums are float64
-sums of the values and of their absolute values, kept on the device and compared once when the recompute ends
-(no synchronisation per op); views and ops with uninitialised outputs (``empty*``) are skipped; fake tensors
-have no values and are not checked. On the CPU the values must be equal; on an accelerator, where a forward
-kernel may accumulate in another order each run (atomics), within RTOL of the absolute sum.
+recompute. The modes sit outside a selective-checkpoint cache: the ops whose outputs it keeps are dropped from
+the forward's record when it keeps them (remat.drop_cheap.KEPT_WATCHERS), as the recompute serves them without
+running them, and the recompute's ops are matched in order to the forward's remaining ops of the same name.
+Checksums are float64 sums of the values and of their absolute values, kept on the device and compared once
+when the recompute ends (no synchronisation per op), computed with every dispatch mode off (a measuring mode
+outside never sees them); what is skipped: ``_skipped``; fake tensors have no values and are not checked. On
+the CPU the values must be equal; on an accelerator, where a forward kernel may accumulate in another order
+each run (atomics), within RTOL of the absolute sum.
 
 The default (``sample``) checks a region's first FIRST forwards that record a graph and every EVERY-th after:
 a recompute that differs does so every step, so the first steps show it, and the check's cost (a reduction per
@@ -144,11 +146,11 @@ def parameter_cast(func, args) -> bool:
 
 
 def _skipped(func, out, stats: frozenset, args=()) -> bool:
-    """Views (``detach``, ``view``: no new values; a selective-checkpoint cache detaches what it keeps), ops
-    with uninitialised outputs (``empty*``) or another's storage (``set_``), collectives (``c10d``: their output may still be in flight when they
-    return; the ops that read it are compared), autocast's casts of parameters (``parameter_cast``) and ops
-    writing a storage of ``stats`` (BatchNorm's running statistics, which the recompute updates again and no
-    training forward reads) are not compared."""
+    """Not compared: views (``detach``, ``view``: no new values; a selective-checkpoint cache detaches what it
+    keeps); ops with uninitialised outputs (``empty*``) or another's storage (``set_``); collectives (``c10d``:
+    their output may still be in flight when they return; the ops that read it are compared); autocast's casts of
+    parameters (``parameter_cast``); ops writing a storage of ``stats`` (BatchNorm's running statistics, which
+    the recompute updates again and no training forward reads)."""
     if (func.is_view or func.overloadpacket.__name__ in _NO_VALUES or func.namespace in _COLLECTIVES
             or parameter_cast(func, args)):
         return True
