@@ -56,6 +56,9 @@ def apply(model: nn.Module, plan, blocks: str | Sequence[nn.Module] | None = Non
     list whose length differs from the blocks, or two policies for one shared module; UsageError("blocks") when
     an AutoPlan's blocks are not this model's; UsageError("model") when
     HuggingFace gradient checkpointing is on (it would checkpoint the blocks a second time).
+    A block that recomputes other values than its forward (state outside its inputs, a context of the forward)
+    raises one RecomputeError on its first steps (remat.policies.values: ``set_recompute_check``,
+    ``recompute_context``; ``recomputing()`` for side effects).
     """
     if hf_checkpointing(model):
         raise UsageError("model", f"{_HF_TWICE} before auto.apply")
