@@ -22,7 +22,7 @@ import torch
 from remat.models.presets import from_name
 from remat.models.transformer import build_model, lm_loss, random_tokens
 from remat.policies import apply_plan, recompute_check
-from remat.policies.values import EVERY, FIRST, check_for
+from remat.policies.values import EVERY, FIRST, Tally, check_for
 
 
 def step_s(model, tokens, mode: str, n: int) -> float:
@@ -52,7 +52,7 @@ def main() -> None:
         for mode, out in ((("off", plain), ("every", checked)) if r % 2 == 0 else (("every", checked), ("off", plain))):
             out.append(step_s(model, tokens, mode, 2))
     p, c = statistics.median(plain), statistics.median(checked)
-    sampled = sum(check_for(n) is not None for n in range(args.steps))
+    sampled = sum(check_for(Tally(forwards=n, checked=min(n - 1, FIRST))) is not None for n in range(1, args.steps + 1))
     print(f"{cfg.name} L={cfg.layers} s={cfg.seq} b=1 float32, every layer full; CPU {platform.processor() or '?'} "
           f"({os.cpu_count()} cores), load {os.getloadavg()[0]:.2f}")
     print(f"step unchecked {p * 1e3:.1f} ms, checked {c * 1e3:.1f} ms: a checked step costs {100 * (c / p - 1):+.1f} %")

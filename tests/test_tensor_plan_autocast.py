@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 from torch import nn
 
 from remat import auto
+from remat.errors import RecomputeError
 
 
 class Block(nn.Module):
@@ -54,3 +56,15 @@ def test_a_tensor_plan_made_under_autocast_trains_under_it_bitwise():
     m = copy.deepcopy(model)
     auto.apply(m, result)
     assert all(torch.equal(a, b) for a, b in zip(_grads(m, xs), reference)), planned
+
+
+def test_a_tensor_plan_made_without_autocast_and_trained_under_it_says_so():
+    model = Stack()
+    x = torch.randn(64, 16)
+    result = auto.plan(model, (x,), granularity="tensor", budget="100KiB")
+    assert any(result.kept_sets)
+    auto.apply(model, result)
+    with pytest.raises(RecomputeError, match=r"^layers\.\d: .*aten\._to_copy.*plan it under the autocast it trains "
+                                             r"with"):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            model(x)

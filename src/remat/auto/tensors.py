@@ -290,7 +290,9 @@ class KeptSet:
         planned = self.names[i] if i < len(self.names) else "the end of the block"
         why = ("under torch.compile the traced ops differ from eager's (decompositions): apply this tensor plan in "
                "eager, or a per-block plan under compile" if torch.compiler.is_compiling() else
-               "it runs other ops than were planned (control flow on values or shapes); plan it again for these "
+               "it casts where the plan does not, or the reverse: a plan made outside torch.autocast and trained "
+               "under it (or the reverse); plan it under the autocast it trains with" if "_to_copy" in (name, planned)
+               else "it runs other ops than were planned (control flow on values or shapes); plan it again for these "
                "inputs")
         raise RecomputeError(self.block, f"the block ran aten.{name} as op {i}, where the tensor plan has {planned}: "
                                          f"{why}")

@@ -21,7 +21,7 @@ from torch.utils.checkpoint import checkpoint
 from remat.drop_cheap import contexts as drop_cheap_contexts
 from remat.errors import RecomputeError
 from remat.policies.region import ForwardWatch, Recompute, running_stat_tensors, version_of
-from remat.policies.values import Compare, Record, check_for
+from remat.policies.values import Compare, Record, Tally, check_for
 
 # --- the region's contexts (torch.utils.checkpoint context_fn) -----------------------------------------------
 
@@ -60,16 +60,16 @@ class _Stack:
         return self.stack.__exit__(*exc)
 
 
-def _contexts(modules: Sequence[nn.Module], selective, name: str, forwards: int | None = 0) -> tuple:
+def _contexts(modules: Sequence[nn.Module], selective, name: str, tally: Tally | None = None) -> tuple:
     """(forward, recompute) contexts of one region: ours (watch, recompute), the value check's modes when this
-    forward, the region's ``forwards``-th (None: no graph recorded, nothing to recompute), is checked
+    forward (``tally``: the region's counts; None: no graph recorded, nothing to recompute) is checked
     (remat.policies.values.check_for), then the selective pair innermost."""
-    watch, check, sums = ForwardWatch(modules), check_for(forwards), []
+    watch, check, sums = ForwardWatch(modules), check_for(tally), []
     forward, recompute = [watch], [Recompute(watch, name)]
     if check is not None:     # BatchNorm's statistics update again in the recompute, by design (region.py)
         stats = {t.untyped_storage()._cdata for t in running_stat_tensors([m for r in modules for m in r.modules()])}
         forward.append(Record(sums, stats))
-        recompute.append(Compare(sums, check, name, stats))
+        recompute.append(Compare(sums, check, name, stats, tally))
     if selective is None:
         return _Stack(forward), _Stack(recompute)
     sac_forward, sac_recompute = selective()
@@ -120,7 +120,7 @@ def checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = 
     context but the selective pair): the compiled graph replays buffer updates once and checks nothing here.
     Source: torch.utils.checkpoint.checkpoint(use_reentrant=False, context_fn=...).
     """
-    forwards = [0]     # forwards that record a graph: the value check samples them (remat.policies.values)
+    tally = Tally()     # forwards that record a graph, recomputes checked: the value check samples by them
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
@@ -131,12 +131,12 @@ def checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = 
         grad = torch.is_grad_enabled()
         if grad:
             check_hooks_on(name, "recompute")
-            forwards[0] += 1
+            tally.forwards += 1
         inputs = [(t, version_of(t)) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
         try:
             out = checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True,
                              context_fn=functools.partial(_contexts, modules, selective, name,
-                                                          forwards[0] - 1 if grad else None),
+                                                          tally if grad else None),
                              early_stop=early_stop, **({} if selective is None else legacy_sac_hooks()), **kwargs)
         except RecomputeError as error:   # raised in forward by the region's guard: name the region
             if error.block or not name:

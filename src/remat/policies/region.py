@@ -4,8 +4,8 @@ that remat.policies.checkpointed hands torch.utils.checkpoint (``context_fn``).
 Forward (``ForwardWatch``), when the region starts: autocast's cache of weight casts emptied (the recompute runs
 in an autocast region of its own, which casts every weight again; a forward served from the cache — a second
 micro-batch in one region — would run fewer ops, and torch's selective cache finds what it kept by counting
-them); the values of its small persistent buffers (``_copied``),
-the states of the ``torch.Generator`` objects its modules own, each module's training flag, the
+them); the values of its small persistent buffers (``_copied``), the states of the ``torch.Generator`` objects
+its modules own and of Python's ``random`` and numpy's global generator, each module's training flag, the
 versions of its parameters and buffers; when it ends: which buffers it wrote, and which tensors its modules hold
 (``torch.func.functional_call`` swaps them in only for the forward).
 
@@ -13,22 +13,26 @@ Recompute (``Recompute``), before the region re-runs: a parameter or buffer writ
 (an optimizer step before backward) or during it (``nn.Embedding(max_norm=...)``) is refused with a
 RecomputeError naming it; tensors the forward's modules held are swapped back in; buffers the forward wrote go
 back to their values at its start (a spectral norm's power iteration, an EMA statistic read after its update),
-owned generators to their states, modules to their training flags; ``recomputing()`` is True and the factories
-``observe_recompute`` registered (FLOP counters, op recorders) are entered. Afterwards everything is put back as
-it was before the recompute, so a buffer updates once per step. An error raised while the region re-runs (a
-RuntimeError from torch, an IndexError from user code that runs differently there) is re-raised as a
-RecomputeError naming the region, the error its cause (``_PASSED`` excepted).
+owned generators, ``random`` and numpy's generator to their states (the recompute draws what the forward drew),
+modules to their training flags; ``recomputing()`` is True, the factories ``observe_recompute`` registered (FLOP
+counters, op recorders) and the contexts ``recompute_context`` captured are entered. Afterwards everything is
+put back as it was before the recompute, so a buffer updates once per step and the program's later random draws
+are as if no recompute ran. An error raised while the region re-runs (a RuntimeError from torch, an IndexError
+from user code that runs differently there) is re-raised as a RecomputeError naming the region, the error its
+cause (``_PASSED`` excepted).
 """
 
 from __future__ import annotations
 
 import contextlib
+import random
 import threading
 from typing import Callable, Sequence
 
+import numpy as np
 import torch
 from torch import nn
-from torch.utils.checkpoint import CheckpointError, _StopRecomputationError
+from torch.utils.checkpoint import _StopRecomputationError
 
 from remat.device import is_out_of_memory
 from remat.errors import RecomputeError, UsageError
@@ -38,9 +42,9 @@ SNAPSHOT_BYTES = 256 * KiB
 """Persistent buffers up to this size are copied when a region's forward starts (``_copied``): a buffer the
 forward writes in place without such a copy (BatchNorm's statistics excepted) is refused at recompute."""
 
-_PASSED = (RecomputeError, CheckpointError, UsageError, _StopRecomputationError)
-"""Errors a recompute lets through unwrapped: those naming their cause already (remat's, torch.utils.checkpoint's)
-and the one torch raises to stop a recompute early (``early_stop``)."""
+_PASSED = (RecomputeError, UsageError, _StopRecomputationError)
+"""Errors a recompute lets through unwrapped: remat's own (naming the region already) and the one torch raises to
+stop a recompute early (``early_stop``); torch.utils.checkpoint's CheckpointError is wrapped (it names no region)."""
 _state = threading.local()
 _OBSERVERS: list[Callable[[], contextlib.AbstractContextManager]] = []
 _REPLAYS: list[Callable[[], contextlib.AbstractContextManager]] = []
@@ -119,6 +123,17 @@ def _name(regions: Sequence[nn.Module], module: nn.Module, key: str) -> str:
     return key
 
 
+def _host_rng() -> tuple:
+    """The states of Python's ``random`` and numpy's global generator: a recompute draws what its forward drew, and
+    the program's later draws are as if it had not run (torch's own generators: preserve_rng_state)."""
+    return random.getstate(), np.random.get_state()
+
+
+def _set_host_rng(state: tuple) -> None:
+    random.setstate(state[0])
+    np.random.set_state(state[1])
+
+
 def _autocasting() -> bool:
     """Whether autocast is on for the CPU or the accelerator torch would use."""
     accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
@@ -144,6 +159,7 @@ class ForwardWatch:
         self.training = [(m, m.training) for m in self.all]
         self.generators = [(g, g.get_state()) for m in self.all for g in vars(m).values()
                            if type(g) is torch.Generator]
+        self.host_rng = _host_rng()
         self.replays = [capture() for capture in _REPLAYS]
 
     def __exit__(self, *exc):
@@ -175,6 +191,7 @@ class Recompute:
 
     def __enter__(self):
         self._check()
+        self.stack = self._replayed()
         _state.depth = getattr(_state, "depth", 0) + 1
         watch = self.watch
         self.slots = []                              # torch.func.functional_call's tensors, as in forward
@@ -190,14 +207,30 @@ class Recompute:
         self.generators = [(g, g.get_state()) for g, _ in watch.generators]
         for g, state in watch.generators:
             g.set_state(state)
+        self.host_rng = _host_rng()
+        _set_host_rng(watch.host_rng)
         self.modes = [(m, m.training) for m, training in watch.training if m.training != training]
         for m, _ in self.modes:                      # model.eval() before backward: recompute as forward ran
             m.__dict__["training"] = not m.training
-        self.stack = contextlib.ExitStack()
         for factory in self.factories:
             self.stack.enter_context(factory())
-        for context in watch.replays:
-            self.stack.enter_context(context)
+
+    def _replayed(self) -> contextlib.ExitStack:
+        """The contexts ``recompute_context`` captured in forward, entered (first, so that one which cannot be
+        entered changes nothing); one that was entered before (a second recompute of the region) and cannot be
+        again is a RecomputeError saying so."""
+        stack = contextlib.ExitStack()
+        try:
+            for context in self.watch.replays:
+                stack.enter_context(context)
+        except Exception as error:
+            stack.close()
+            raise RecomputeError(self.name, f"the context recompute_context captured in forward could not be "
+                                            f"entered for this recompute ({type(error).__name__}: {error}): the "
+                                            "region is recomputed again (retain_graph, a gradient penalty) and a "
+                                            "@contextmanager context enters once. Return a context that can be "
+                                            "entered again (a class with __enter__ and __exit__)") from error
+        return stack
 
     def _check(self) -> None:
         watch = self.watch
@@ -228,11 +261,13 @@ class Recompute:
             table[key] = t
         for g, state in self.generators:
             g.set_state(state)
+        _set_host_rng(self.host_rng)
         for m, training in self.modes:
             m.__dict__["training"] = training
         _state.depth -= 1
         if isinstance(error, Exception) and not isinstance(error, _PASSED):
-            what = str(error) if type(error) is RuntimeError else f"{type(error).__name__}: {error}"
+            first = (str(error).strip().splitlines() or [""])[0]      # the whole message stays the cause's
+            what = first if type(error) is RuntimeError else f"{type(error).__name__}: {first}"
             if is_out_of_memory(error):
                 raise RecomputeError(self.name, f"the recompute in backward ran out of memory ({what}): it "
                                                 "rebuilds the region's activations at the peak of backward. Give it "

@@ -15,13 +15,15 @@ in forward and not in backward) recomputes other values silently. While checked,
 recompute. The modes sit outside a selective-checkpoint cache: the ops whose outputs it keeps are dropped from
 the forward's record when it keeps them (remat.drop_cheap.KEPT_WATCHERS), as the recompute serves them without
 running them, and the recompute's ops are matched in order to the forward's remaining ops of the same name.
-Checksums are float64 sums of the values and of their absolute values, kept on the device and compared once
+Checksums are float64 sums of the values, of their absolute values and over strided subsets of their positions
+(``STRIDES``: a permutation keeps the first two), kept on the device and compared once
 when the recompute ends (no synchronisation per op), computed with every dispatch mode off (a measuring mode
 outside never sees them); what is skipped: ``_skipped``; fake tensors have no values and are not checked. On
 the CPU the values must be equal; on an accelerator, where a forward kernel may accumulate in another order
 each run (atomics), within RTOL of the absolute sum.
 
-The default (``sample``) checks a region's first FIRST forwards that record a graph and every EVERY-th after:
+The default (``sample``) checks a region's forwards until FIRST of its recomputes were compared, and every
+EVERY-th forward after:
 a recompute that differs does so every step, so the first steps show it, and the check's cost (a reduction per
 op in forward and recompute) is paid on a few steps only (benchmarks/value_check_cost.py). ``every``: every
 step; ``off``: never. remat's own measurements (remat.measure) switch it off: its scalars and time are not the
@@ -110,22 +112,37 @@ def recompute_check(mode: str):
         set_recompute_check(previous)
 
 
-def check_for(forwards: int | None) -> "ValueCheck | None":
-    """The check a region's forward number ``forwards`` (0 first; None: a forward without grad, never
-    recomputed) runs under: the innermost active ValueCheck, else a strict one when the mode samples it, else
-    None."""
-    if forwards is None:
+@dataclass
+class Tally:
+    """One region's count of forwards that recorded a graph and of recomputes the check compared."""
+
+    forwards: int = 0
+    checked: int = 0
+
+
+def check_for(tally: Tally | None) -> "ValueCheck | None":
+    """The check a region's latest forward (``tally``; None: a forward without grad, never recomputed) runs
+    under: the innermost active ValueCheck, else a strict one when the mode samples it — until FIRST of the
+    region's recomputes were compared (a forward no backward follows, as a validation pass, does not use one up),
+    and every EVERY-th forward after — else None."""
+    if tally is None:
         return None
     if _ACTIVE:
         return _ACTIVE[-1]
     mode = _mode[0]
-    if mode == "every" or (mode == "sample" and (forwards < FIRST or forwards % EVERY == 0)):
+    if mode == "every" or (mode == "sample" and (tally.checked < FIRST or (tally.forwards - 1) % EVERY == 0)):
         return ValueCheck()
     return None
 
 
+STRIDES = ((2, 0), (3, 1), (7, 2), (31, 5))
+"""(stride, offset) of the partial sums a checksum adds for a contiguous tensor: values moved to other places (a
+roll by a shift numpy picked, a flip) keep the sum and the absolute sum but move between these subsets."""
+
+
 def _checksum(out) -> torch.Tensor | None:
-    """[sum, sum of absolute values] of ``out``'s tensors in float64 on their device (no copy of floating ones)."""
+    """[sum, sum of absolute values, the sums over the positions of each of STRIDES] of ``out``'s tensors, in
+    float64 on their device (strided views: no copy of a floating tensor)."""
     tensors = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
     if not tensors or any(is_fake(t) or t.device.type == "meta" for t in tensors):
         return None
@@ -134,7 +151,11 @@ def _checksum(out) -> torch.Tensor | None:
         for t in tensors:
             t = t.detach() if t.is_floating_point() else torch.view_as_real(t) if t.is_complex() else t.to(
                 torch.float64)
-            sums.append(torch.stack([t.sum(dtype=torch.float64), torch.linalg.vector_norm(t, 1, dtype=torch.float64)]))
+            flat = t.reshape(-1) if t.is_contiguous() else None
+            parts = [t.sum(dtype=torch.float64), torch.linalg.vector_norm(t, 1, dtype=torch.float64)]
+            parts += [flat[offset::stride].sum(dtype=torch.float64) if flat is not None else parts[0]
+                      for stride, offset in STRIDES]
+            sums.append(torch.stack(parts))
         return sums[0] if len(sums) == 1 else torch.stack(sums).sum(0)
 
 
@@ -171,7 +192,7 @@ def _first_of(forward: list, recompute: list) -> int | None:
     f = torch.stack([a.to(forward[0].device) for a in forward])
     r = torch.stack([b.to(forward[0].device) for b in recompute])
     rtol = 0.0 if f.device.type == "cpu" else RTOL
-    same = (f == r) | ((f - r).abs() <= rtol * f[:, 1:].abs()) | (f.isnan() & r.isnan())   # ±inf equal too
+    same = (f == r) | ((f - r).abs() <= rtol * f[:, 1:2].abs()) | (f.isnan() & r.isnan())   # ±inf equal too
     bad = (~same.all(1)).nonzero()
     return int(bad[0, 0]) if len(bad) else None
 
@@ -213,9 +234,10 @@ class Compare(TorchDispatchMode):
     recompute ends the first difference is reported to ``check`` (a ValueCheck) under ``region``; ``stats`` as
     Record's."""
 
-    def __init__(self, sums: list, check: ValueCheck, region: str, stats=frozenset()):
+    def __init__(self, sums: list, check: ValueCheck, region: str, stats=frozenset(), tally: Tally | None = None):
         super().__init__()
         self.sums, self.check, self.region, self.stats = sums, check, region, frozenset(stats)
+        self.tally = tally if tally is not None else Tally()
 
     def __enter__(self):
         self.at, self.pairs = 0, []          # (index into sums, the recompute's checksum)
@@ -237,6 +259,7 @@ class Compare(TorchDispatchMode):
 
     def __exit__(self, *exc):
         super().__exit__(*exc)
+        self.tally.checked += 1
         first = _first_difference([self.sums[i][1] for i, _ in self.pairs], [got for _, got in self.pairs])
         if first is not None:
             index, got = self.pairs[first]
