@@ -33,6 +33,13 @@ def step_s(model, tokens, mode: str, n: int) -> float:
         return (time.perf_counter() - start) / n
 
 
+def _cpu() -> str:
+    for line in open("/proc/cpuinfo", encoding="utf-8") if os.path.exists("/proc/cpuinfo") else ():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "?"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="gpt2-124m")
@@ -53,7 +60,7 @@ def main() -> None:
             out.append(step_s(model, tokens, mode, 2))
     p, c = statistics.median(plain), statistics.median(checked)
     sampled = sum(check_for(Tally(forwards=n, checked=min(n - 1, FIRST))) is not None for n in range(1, args.steps + 1))
-    print(f"{cfg.name} L={cfg.layers} s={cfg.seq} b=1 float32, every layer full; CPU {platform.processor() or '?'} "
+    print(f"{cfg.name} L={cfg.layers} s={cfg.seq} b=1 float32, every layer full; CPU {_cpu()} "
           f"({os.cpu_count()} cores), load {os.getloadavg()[0]:.2f}")
     print(f"step unchecked {p * 1e3:.1f} ms, checked {c * 1e3:.1f} ms: a checked step costs {100 * (c / p - 1):+.1f} %")
     print(f"default sampling (first {FIRST}, every {EVERY}th) checks {sampled} of {args.steps} steps: "
