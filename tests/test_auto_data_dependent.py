@@ -53,6 +53,7 @@ def _plan(budget):
     return auto.plan(Stack(), (X,), budget=budget, optimizer_state_bytes=0)
 
 
+@pytest.mark.slow          # a real copy measured block by block: 10-40 s each on 2 cores
 def test_a_routed_model_is_measured_on_its_real_inputs_and_says_so():
     none, full = _plan("1GiB"), None
     assert none.policies == ("none",) * 4
@@ -61,6 +62,7 @@ def test_a_routed_model_is_measured_on_its_real_inputs_and_says_so():
     assert full.plan.peak_bytes < none.plan.peak_bytes       # recompute saves here: there is something to plan
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("share", [0.2, 0.6])
 def test_its_plan_fits_the_budget_on_that_batch_and_trains_bitwise(share):
     low = auto.plan(Stack(), (X,), budget="1GiB", choices=("full",), optimizer_state_bytes=0).plan.peak_bytes
