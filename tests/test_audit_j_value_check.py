@@ -152,9 +152,9 @@ class Swapping(nn.Module):
 @pytest.mark.parametrize("policy", ["full", "selective"])
 def test_values_moved_beyond_the_first_positions_are_refused(policy):
     # the forward swaps the last two rows (flat positions 48-63), the recompute does not: the sum and the absolute
-    # sum agree, and so does the sum over every second position (a row is 8 long); the positions 1, 4, 7, … (stride
-    # 3) take columns 1, 4, 7 of row 6 and 2, 5 of row 7, so that partial sum differs. One mismatch per region, at
-    # the index op (the addmm before it agrees)
+    # sum agree, and so does the stride-31 sum from position 5 (positions 5 and 36: rows 0 and 4); the stride-7 sum
+    # from position 2 reads positions 51 and 58 there, column 3 of row 6 and column 2 of row 7, so it differs. One
+    # mismatch per region, at the index op (the addmm before it agrees)
     torch.manual_seed(0)
     m = Swapping()
     auto.apply(m, policy)
