@@ -21,6 +21,7 @@ from remat.planner.make import make_settings
 from remat.planner.ranks import evaluate, plan_pipeline, setup
 from remat.timemodel.gpus import gpu
 from remat.timemodel.roofline import Rates
+from stack import Stack
 
 
 class Residual(nn.Module):
@@ -102,20 +103,8 @@ class Routed(nn.Module):
         return x + out
 
 
-class Stack(nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.layers = nn.ModuleList(Routed() for _ in range(2))
-
-    def forward(self, x):
-        for layer in self.layers:
-            x = layer(x)
-        return x
-
-
 def test_measuring_on_a_real_copy_leaves_the_callers_model_as_it_was():
-    model, x = Stack(), torch.randn(32, 16, generator=torch.Generator().manual_seed(1))
+    model, x = Stack(Routed, 2), torch.randn(32, 16, generator=torch.Generator().manual_seed(1))
     state = {k: v.clone() for k, v in model.state_dict().items()}
     result = auto.plan(model, (x,), budget="1GiB", choices=("none",), optimizer_state_bytes=0)
     assert any("measured on a real copy" in n for n in result.notes)

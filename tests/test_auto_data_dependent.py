@@ -15,6 +15,7 @@ from torch import nn
 from remat import auto
 from remat.errors import UsageError
 from remat.measure.peak import PeakMemory
+from stack import Stack
 
 
 class Routed(nn.Module):
@@ -34,23 +35,11 @@ class Routed(nn.Module):
         return x + out
 
 
-class Stack(nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.layers = nn.ModuleList(Routed() for _ in range(4))
-
-    def forward(self, x):
-        for layer in self.layers:
-            x = layer(x)
-        return x
-
-
 X = torch.randn(256, 16, generator=torch.Generator().manual_seed(1))
 
 
 def _plan(budget):
-    return auto.plan(Stack(), (X,), budget=budget, optimizer_state_bytes=0)
+    return auto.plan(Stack(Routed, 4), (X,), budget=budget, optimizer_state_bytes=0)
 
 
 @pytest.mark.slow          # a real copy measured block by block: 10-40 s each on 2 cores
@@ -58,21 +47,21 @@ def test_a_routed_model_is_measured_on_its_real_inputs_and_says_so():
     none, full = _plan("1GiB"), None
     assert none.policies == ("none",) * 4
     assert any("measured on a real copy" in n and "aten.nonzero" in n for n in none.notes)
-    full = auto.plan(Stack(), (X,), budget="1GiB", choices=("full",), optimizer_state_bytes=0)
+    full = auto.plan(Stack(Routed, 4), (X,), budget="1GiB", choices=("full",), optimizer_state_bytes=0)
     assert full.plan.peak_bytes < none.plan.peak_bytes       # recompute saves here: there is something to plan
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("share", [0.2, 0.6])
 def test_its_plan_fits_the_budget_on_that_batch_and_trains_bitwise(share):
-    low = auto.plan(Stack(), (X,), budget="1GiB", choices=("full",), optimizer_state_bytes=0).plan.peak_bytes
+    low = auto.plan(Stack(Routed, 4), (X,), budget="1GiB", choices=("full",), optimizer_state_bytes=0).plan.peak_bytes
     high = _plan("1GiB").plan.peak_bytes
     budget = int(low + share * (high - low))
     result = _plan(budget)
     assert len(set(result.policies)) > 1                     # a mix
-    reference = Stack()
+    reference = Stack(Routed, 4)
     reference(X).sum().backward()
-    model = Stack()
+    model = Stack(Routed, 4)
     auto.apply(model, result)
     with PeakMemory("cpu", model, X) as mem:
         model(X).sum().backward()
@@ -85,8 +74,8 @@ def test_its_plan_fits_the_budget_on_that_batch_and_trains_bitwise(share):
 
 def test_without_values_it_is_one_error_naming_the_op_and_the_ways_out():
     with torch.device("meta"):
-        meta = Stack()
+        meta = Stack(Routed, 4)
     with pytest.raises(UsageError, match=r"aten\.nonzero.* needs tensor values.*pass real example inputs") as exc:
         auto.plan(meta, (X,), budget="1GiB")
     assert exc.value.field == "model"
-    assert copy.deepcopy(Stack())(X).shape == X.shape            # the model itself runs eagerly
+    assert copy.deepcopy(Stack(Routed, 4))(X).shape == X.shape            # the model itself runs eagerly

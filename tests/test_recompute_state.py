@@ -23,20 +23,9 @@ from remat.errors import RecomputeError, UsageError
 from remat.measure.peak import PeakMemory
 from remat.policies import ValueCheck, recompute_check, recompute_context, recomputing, set_recompute_check
 from remat.policies.values import EVERY, FIRST, Tally, check_for
+from stack import Stack
 
 NAMED = r"^layers\.\d: recomputing aten\.\w+ \(op \d+ of its forward\) gave other values .*register_buffer"
-
-
-class Stack(nn.Module):
-    def __init__(self, make, n: int = 3):
-        super().__init__()
-        torch.manual_seed(0)
-        self.layers = nn.ModuleList(make() for _ in range(n))
-
-    def forward(self, x):
-        for layer in self.layers:
-            x = layer(x)
-        return x
 
 
 def _step(model, x, policy=None, around=contextlib.nullcontext, forward=contextlib.nullcontext):

@@ -13,6 +13,7 @@ from torch import nn
 
 from remat import auto
 from remat.errors import RecomputeError
+from stack import Stack
 
 
 class Block(nn.Module):
@@ -22,18 +23,6 @@ class Block(nn.Module):
 
     def forward(self, x):
         return x + self.b(nn.functional.gelu(self.a(x)))
-
-
-class Stack(nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.layers = nn.ModuleList(Block() for _ in range(4))
-
-    def forward(self, x):
-        for layer in self.layers:
-            x = layer(x)
-        return x
 
 
 def _grads(model, xs):
@@ -46,7 +35,7 @@ def _grads(model, xs):
 
 
 def test_a_tensor_plan_made_under_autocast_trains_under_it_bitwise():
-    model = Stack()
+    model = Stack(Block, 4)
     xs = [torch.randn(64, 16, generator=torch.Generator().manual_seed(i)) for i in range(2)]
     reference = _grads(copy.deepcopy(model), xs)
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -59,7 +48,7 @@ def test_a_tensor_plan_made_under_autocast_trains_under_it_bitwise():
 
 
 def test_a_tensor_plan_made_without_autocast_and_trained_under_it_says_so():
-    model = Stack()
+    model = Stack(Block, 4)
     x = torch.randn(64, 16)
     result = auto.plan(model, (x,), granularity="tensor", budget="100KiB")
     assert any(result.kept_sets)
