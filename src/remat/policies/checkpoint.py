@@ -97,12 +97,13 @@ def check_torch(version: str | None = None) -> str | None:
     return text
 
 
+@functools.cache
 def legacy_sac_hooks(run=checkpoint) -> dict:
     """Keyword arguments that keep torch's selective-checkpoint cache out of surrounding saved-tensor hooks where
     ``run`` (torch.utils.checkpoint.checkpoint) can route it through them: torch 2.14's
     ``respect_saved_tensors_hooks`` (pytorch #190581, #191236: a default that will flip). remat's accounting counts
     what the cache keeps apart from what autograd saves (remat.drop_cheap.KeptLog) and offloads only what its own
-    hooks see, as torch 2.11–2.13 do; {} where ``run`` has no such argument."""
+    hooks see, as torch 2.11–2.13 do; {} where ``run`` has no such argument. Read once per ``run``."""
     return {"respect_saved_tensors_hooks": False} if "respect_saved_tensors_hooks" in inspect.signature(
         run).parameters else {}
 

@@ -185,17 +185,12 @@ def _first_difference(forward: list, recompute: list) -> int | None:
     docstring), None when all agree; one synchronisation."""
     if not forward:
         return None
-    with _disable_current_modes():
-        return _first_of(forward, recompute)
-
-
-def _first_of(forward: list, recompute: list) -> int | None:
-    f = torch.stack([a.to(forward[0].device) for a in forward])
-    r = torch.stack([b.to(forward[0].device) for b in recompute])
-    rtol = 0.0 if f.device.type == "cpu" else RTOL
-    same = (f == r) | ((f - r).abs() <= rtol * f[:, 1:2].abs()) | (f.isnan() & r.isnan())   # ±inf equal too
-    bad = (~same.all(1)).nonzero()
-    return int(bad[0, 0]) if len(bad) else None
+    with _disable_current_modes():                    # as _checksum: no measuring mode sees these ops
+        f, r = torch.stack(forward), torch.stack(recompute)
+        rtol = 0.0 if f.device.type == "cpu" else RTOL
+        same = (f == r) | ((f - r).abs() <= rtol * f[:, 1:2].abs()) | (f.isnan() & r.isnan())   # ±inf equal too
+        bad = (~same.all(1)).nonzero()
+        return int(bad[0, 0]) if len(bad) else None
 
 
 class Record(TorchDispatchMode):
