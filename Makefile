@@ -9,13 +9,14 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-NOT_IMPORTED := (py312_intrinsics\.py|/tests?/.*|/site-packages/pip/.*|/transformers/models/(?!(auto|llama|mistral|mixtral|qwen2|gemma|gpt2|bert|t5)/|__init__).*)$$
+# Python writes each module's bytecode the first time a job imports it, into .venv and src/ (ignored by git), and
+# every later job reads it: only what the pipeline and the tests import is ever compiled (a shell that sets
+# PYTHONDONTWRITEBYTECODE would otherwise make every job compile torch anew, ~2 s each).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: all extended test test-e2e pipeline clean gpu gpu-smoke
 
 all: $(STAMP)
-	@# remat's own sources byte-compiled once (where PYTHONDONTWRITEBYTECODE is set every job would compile them anew)
-	$(BIN)/python -m compileall -q -j 0 src > /dev/null
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores all
 
 extended: $(STAMP)
@@ -31,12 +32,8 @@ test-e2e: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev,hf]'
-	@# byte-compile on every core (pip compiles one file at a time: ~15 s more on 2 cores), leaving out what no job
-	@# imports (~5,800 of ~15,400 files, 10 s on 2 cores): packages' test folders, pip, transformers' model families
-	@# other than those remat builds; and torch's one test file in Python 3.12 syntax (pip skips it silently)
-	$(BIN)/python -m compileall -q -j 0 -x '$(NOT_IMPORTED)' $(VENV)/lib > /dev/null
+	@# --no-compile: pip would byte-compile all ~15,400 files one at a time; jobs compile what they import (above)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile -e '.[dev,hf]'
 	touch $@
 
 # The GPU half in one command (remat.gpu_run): on a GPU node with Python, torch (CUDA), numpy, pandas, scipy,
