@@ -99,6 +99,26 @@ def test_instrumentation_does_not_change_the_peak():
         assert measure(cfg, plan, "fake")["peak_bytes"] == plain.peak_bytes
 
 
+@pytest.mark.parametrize("plan", ["none", "selective", "full", "offload", "segments:2"])
+def test_following_modules_labels_bytes_without_changing_the_totals(plan):
+    # the module tracker (off by default: it only labels) as the second method: same peak and live bytes
+    cfg = from_name("gpt-tiny", layers=3, seq=32)
+    seen = []
+    for follow in (True, False):
+        torch.manual_seed(0)
+        model = build_model(cfg, "cpu")
+        apply_plan(model, plan)
+        tokens, targets = random_tokens(cfg, "cpu"), random_tokens(cfg, "cpu")
+        lm_loss(model(tokens), targets).backward()                       # gradients exist before the block
+        with PeakMemory("cpu", model, tokens, targets, follow_modules=follow) as mem:
+            before = mem.current_bytes()
+            loss = lm_loss(model(tokens), targets)
+            during = mem.current_bytes()
+            loss.backward()
+        seen.append((before, during, mem.peak_bytes))
+    assert seen[0] == seen[1] and seen[0][1] > seen[0][0]
+
+
 def test_keep_grads_adds_exactly_the_gradients_to_the_base():
     cfg = from_name("gpt-tiny", layers=2)
     params = sum(p.numel() for p in build_model(cfg).parameters())

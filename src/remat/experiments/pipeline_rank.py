@@ -84,7 +84,7 @@ def run(rank: int, cfg: ModelConfig, schedule: str, policies: list[str]) -> dict
     sched = cls(pipe[0], n, loss_fn=_loss) if issubclass(cls, PipelineScheduleSingle) else cls(pipe, n, loss_fn=_loss)
     args = (tokens,) if 0 in stages else ()
     start = time.perf_counter()
-    with PeakMemory("cpu", *mods, follow_modules=False) as mem:
+    with PeakMemory("cpu", *mods) as mem:
         sched.step(*args, target=targets if total - 1 in stages else None, return_outputs=False)
     wall = time.perf_counter() - start
     errors = [((p.grad - reference[names[id(p)]]).abs().max() / reference[names[id(p)]].abs().max().clamp_min(1e-30))
