@@ -69,6 +69,8 @@ CASES = [
     (["plan", "--model", "gpt3-175b", "--pp", "1", "--interleave", "2"], "--interleave"),
     (["plan", "--model", "gpt3-175b", "--dp", "4", "--global-batch", "6"], "--global-batch"),
     (["plan", "--model", "gpt3-175b", "--memory", "0"], "--memory"),
+    (["plan", "--model", "gpt3-175b", "--memory", "-5GiB"], "--memory: must not be negative, got '-5GiB'"),
+    (["plan", "--model", "gpt3-175b", "--memory", "80GiB", "--seq", "-1e3"], "'-1e3' is not an integer"),
     (["bandwidth", "--device", "tpu"], "--device"),
     (["bandwidth", "--min-size", "3KiB"], "--min-size"),
     (["bandwidth", "--max-size=-1GB"], "--max-size"),

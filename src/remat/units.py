@@ -20,7 +20,7 @@ _UNITS = {
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
 }
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+_SIZE = re.compile(r"^\s*(-?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
 
 def parse_bytes(text: str | int, field: str = "size") -> int:
@@ -40,7 +40,7 @@ def parse_bytes(text: str | int, field: str = "size") -> int:
     if unit not in _UNITS:
         raise UsageError(field, f"unknown unit {unit!r} (use B, KB/MB/GB/TB or KiB/MiB/GiB/TiB)")
     if value < 0:
-        raise UsageError(field, "must not be negative")
+        raise UsageError(field, f"must not be negative, got {text!r}")
     if not math.isfinite(value * _UNITS[unit]):
         raise UsageError(field, f"{text!r} is not a finite size")
     return int(round(value * _UNITS[unit]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 
 from remat.models.presets import PRESETS
 
@@ -13,7 +14,13 @@ EXIT_CODES = ("exit codes: 0 ok, 1 a check failed, 2 bad input (one line naming 
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr and exit 2 (no usage dump)."""
+    """argparse, but a usage error is one line on stderr and exit 2 (no usage dump), and a value that starts
+    with a minus and a digit (``--memory -5GiB``, ``--seq -1e3``) is a value, judged by its field's own check,
+    not a flag argparse would call missing."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\.?\d")   # argparse's own: plain negative numbers only
 
     def error(self, message: str):  # noqa: D401 - argparse API
         self.exit(2, f"{self.prog}: error: {message}\n")
