@@ -69,6 +69,9 @@ CASES = [
     (["plan", "--model", "gpt3-175b", "--pp", "1", "--interleave", "2"], "--interleave"),
     (["plan", "--model", "gpt3-175b", "--dp", "4", "--global-batch", "6"], "--global-batch"),
     (["plan", "--model", "gpt3-175b", "--memory", "0"], "--memory"),
+    (["plan", "--model", "gpt3-175b", "--memory", "80GiB", "--out", "{tmp}/missing/plan.md"],
+     "--out: folder {tmp}/missing does not exist"),
+    (["plan", "--model", "gpt3-175b", "--memory", "80GiB", "--out", "{tmp}"], "is a directory"),
     (["plan", "--model", "gpt3-175b", "--memory", "-5GiB"], "--memory: must not be negative, got '-5GiB'"),
     (["plan", "--model", "gpt3-175b", "--memory", "80GiB", "--seq", "-1e3"], "'-1e3' is not an integer"),
     (["bandwidth", "--device", "tpu"], "--device"),
@@ -118,8 +121,19 @@ def test_bad_input_one_line_exit_2_nothing_written(workdir, capsys, argv, field,
     assert code == 2, err
     assert len(err.splitlines()) == 1, err
     assert err.startswith("remat"), err
-    assert field in err, err
+    assert field.replace("{tmp}", str(workdir)) in err, err
     assert sorted(p.name for p in workdir.iterdir()) == before
+
+
+def test_plan_refuses_its_output_before_it_plans(tmp_path, capsys, monkeypatch):
+    import remat.planner
+
+    def planned(*args, **kwargs):
+        raise AssertionError("planned before --out was checked")
+
+    monkeypatch.setattr(remat.planner, "plan_model", planned)
+    code = main(["plan", "--model", "gpt3-175b", "--memory", "80GiB", "--out", str(tmp_path / "no" / "plan.md")])
+    assert code == 2 and "--out" in capsys.readouterr().err and not (tmp_path / "no").exists()
 
 
 def test_an_allocation_that_does_not_fit_is_one_line(monkeypatch, capsys):

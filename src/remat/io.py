@@ -60,6 +60,20 @@ def _umask() -> int:
     return mask
 
 
+def check_writable(path: str | os.PathLike, field: str = "--out") -> None:
+    """Refuse, before any work, an output path that ``atomic_path`` could not write or would write somewhere
+    unasked: a directory, a folder that does not exist (it is not created), a folder this user cannot write.
+    Raises UsageError(field)."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(field, f"{path} is a directory; give a file name")
+    folder = path.parent
+    if not folder.is_dir():
+        raise UsageError(field, f"folder {folder} does not exist (it is not created: make it first)")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(field, f"cannot write into folder {folder}")
+
+
 def write_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` to ``path`` atomically (UTF-8)."""
     with atomic_path(path) as tmp:

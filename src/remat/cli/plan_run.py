@@ -16,7 +16,7 @@ from remat.auto import ranks as auto_ranks
 from remat.auto.hf import available, build, config_dtype, config_of, context_length, per_layer_mask_terms
 from remat.auto.planning import kept_lines, shard_state
 from remat.errors import InfeasibleError, UsageError
-from remat.io import write_text
+from remat.io import check_writable, write_text
 from remat.models.hf_config import SUPPORTED, read_json_object
 from remat.models.presets import ModelConfig, from_name
 from remat.planner import pipeline_text
@@ -34,6 +34,8 @@ from remat.units import format_bytes, parse_bytes
 
 def run_plan(args) -> int:
     """`remat plan`: the plan printed (or written to --out); exit 1 when the exact search hits its memory guard."""
+    if args.out:
+        check_writable(args.out)
     if args.memory is not None and parse_bytes(args.memory, "--memory") <= 0:
         raise UsageError("--memory", f"must be a positive size, got {args.memory!r}")
     check_dp_zero(args.dp, args.zero, ("--dp", "--zero"))
