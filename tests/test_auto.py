@@ -399,6 +399,10 @@ def test_cli_plans_a_model_type_only_transformers_knows(capsys, tmp_path):
     assert code == 0, err
     plan = json.loads(out)
     assert plan["settings"]["cost_source"].startswith("measured per block") and plan["apply"]["layers"] == 3
+    assert plan["baselines"]                                             # uniform policies, by their names
+    code, out, err = run(capsys, "plan", "--model", write(tmp_path, FAMILIES["gemma"]), "--memory", "3GiB",
+                         "--seq", "64", "--format", "json", "--no-baselines")
+    assert code == 0 and json.loads(out)["baselines"] == {} and json.loads(out)["layers"] == plan["layers"], err
 
 
 @pytest.mark.parametrize("flag", [["--tp", "2"], ["--pp", "2"], ["--weight-bytes", "4"], ["--sp"], ["--zero", "3"]])

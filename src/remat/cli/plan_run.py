@@ -139,6 +139,8 @@ def _hf_plan_text(args) -> str:
         head = f"{exc}; s = {s}, b = {args.micro_batch or 1}; {exc.problem.meta['regime']}"
         raise InfeasibleError(". ".join([head, *_hf_fits(args, exc.problem, budget, choices, s)]),
                               exc.minimum_bytes) from None
+    if args.no_baselines:
+        result = dataclasses.replace(result, baselines={})
     meta = result.problem.meta
     extra = "".join(f", {k}={v}" for k, v in (("regime", f"resolve({args.regime!r}, {itemsize}"
                                                            f"{_overrides(args)})"),
