@@ -118,3 +118,16 @@ def test_the_strict_check_raises_at_the_first_mismatch_naming_region_and_op():
     with pytest.raises(RecomputeError, match=r"^layers\.2: recomputing aten\.mul \(op 2 of its forward\)"):
         with ValueCheck():
             m(torch.randn(4, 8)).sum().backward()
+
+
+def test_the_mismatch_names_the_part_of_the_checksum_that_differs_and_never_prints_two_values_alike():
+    from remat.policies.values import Mismatch
+    # a permutation: same sum and absolute sum, other strided sums
+    moved = Mismatch("blocks.0", "roll", 3, (6.0, 6.0, 1.0, 2.0), (6.0, 6.0, 3.0, 2.0))
+    assert "(sum of every 7th value from 2 1.0 vs 3.0)" in str(moved) and "op 4 of its forward" in str(moved)
+    # sums apart in the tenth digit: six significant digits would print both as 12.3457
+    close = Mismatch("blocks.1", "mul", 0, (12.345678901, 13.0, 1.0, 1.0), (12.345678902, 13.0, 1.0, 1.0))
+    assert "(sum 12.345678901 vs 12.345678902)" in str(close)
+    # NaN in both forward and recompute is not the difference
+    nan = Mismatch("b", "add", 0, (math.nan, 2.0, 1.0, 1.0), (math.nan, 5.0, 1.0, 1.0))
+    assert "(sum of absolute values 2.0 vs 5.0)" in str(nan)

@@ -63,9 +63,17 @@ class Mismatch:
     forward: tuple
     recompute: tuple
 
+    def differing(self) -> str:
+        """The first part of the checksum (``_checksum``) that differs, forward vs recompute, each float as Python
+        prints it (the shortest text that reads back as the same float: two different values never read equal)."""
+        names = ["sum", "sum of absolute values", *(f"sum of every {k}th value from {o}" for k, o in STRIDES)]
+        pairs = list(zip(names, self.forward, self.recompute))
+        name, f, r = next((p for p in pairs if p[1] != p[2] and not (p[1] != p[1] and p[2] != p[2])), pairs[0])
+        return f"{name} {f!r} vs {r!r}"
+
     def __str__(self) -> str:
         return (f"recomputing aten.{self.op} (op {self.index + 1} of its forward) gave other values than the "
-                f"forward (checksum {self.forward[0]:.6g} vs {self.recompute[0]:.6g}): the region reads state "
+                f"forward ({self.differing()}): the region reads state "
                 "that is not its inputs (an attribute a hook sets, a counter, FP8 scaling state in plain tensors, "
                 "random numbers from numpy or a generator it does not own) or runs under a context in forward that "
                 "backward lacks (fp8_autocast). Keep such state in buffers (register_buffer), re-enter the context "
