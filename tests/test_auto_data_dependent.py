@@ -75,7 +75,14 @@ def test_its_plan_fits_the_budget_on_that_batch_and_trains_bitwise(share):
 def test_without_values_it_is_one_error_naming_the_op_and_the_ways_out():
     with torch.device("meta"):
         meta = Stack(Routed, 4)
-    with pytest.raises(UsageError, match=r"aten\.nonzero.* needs tensor values.*pass real example inputs") as exc:
+    # real inputs, meta parameters: no real copy to measure on, so the advice is about the parameters
+    with pytest.raises(UsageError, match=r"aten\.nonzero.* needs tensor values.*parameters have none either.*"
+                                         r"build it with real parameters.*static shapes") as exc:
         auto.plan(meta, (X,), budget="1GiB")
-    assert exc.value.field == "model"
+    assert exc.value.field == "model" and "pass real example inputs" not in str(exc.value)
+    # real parameters, fake inputs: pass real inputs
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    fake = FakeTensorMode(allow_non_fake_inputs=True).from_tensor(X)
+    with pytest.raises(UsageError, match=r"aten\.nonzero.* needs tensor values.*pass real example inputs"):
+        auto.plan(Stack(Routed, 4), (fake,), budget="1GiB")
     assert copy.deepcopy(Stack(Routed, 4))(X).shape == X.shape            # the model itself runs eagerly

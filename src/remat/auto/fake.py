@@ -86,12 +86,14 @@ def _off_meta(model: nn.Module, mode: FakeTensorMode, device: torch.device) -> N
 class ValuesNeeded(UsageError):
     """An op needs tensor values that a fake tensor lacks (``values_needed``); ``op`` names it."""
 
-    def __init__(self, op):
+    def __init__(self, op, inputs_real: bool = False):
         self.op = op
+        way = ("the model's parameters have none either (meta device or fake), so there is no real copy to measure "
+               "on: build it with real parameters (a small instance: remat then measures on the inputs given)"
+               if inputs_real else "pass real example inputs (a small batch: remat then measures on them)")
         super().__init__("model", f"{op} needs tensor values (its output shape or value depends on them) and remat "
-                                  "measures the step under FakeTensorMode, where there are none: pass real example "
-                                  "inputs (a small batch: remat then measures on them), or give it static shapes "
-                                  "(torch.where or a mask multiply instead of indexing)")
+                                  f"measures the step under FakeTensorMode, where there are none: {way}, or give it "
+                                  "static shapes (torch.where or a mask multiply instead of indexing)")
 
 
 @contextmanager

@@ -147,9 +147,10 @@ def measure_model(model: nn.Module, args: tuple, kwargs: dict, blocks: Blocks, g
         try:
             return measure(real=False)
         except ValuesNeeded as needed:
-            values = [t for t in (*tree_flatten((args, kwargs))[0], *model.parameters()) if isinstance(t, torch.Tensor)]
-            if not all(is_real(t) for t in values):
-                raise
+            inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+            inputs_real = all(is_real(t) for t in inputs)
+            if not (inputs_real and all(is_real(t) for t in model.parameters())):
+                raise ValuesNeeded(needed.op, inputs_real) from None
             costs = measure(real=True)
             return replace(costs, notes=(*costs.notes, f"measured on a real copy with the example inputs, as "
                                          f"{needed.op} needs tensor values: the bytes and times are those of "
