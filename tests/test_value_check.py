@@ -131,3 +131,36 @@ def test_the_mismatch_names_the_part_of_the_checksum_that_differs_and_never_prin
     # NaN in both forward and recompute is not the difference
     nan = Mismatch("b", "add", 0, (math.nan, 2.0, 1.0, 1.0), (math.nan, 5.0, 1.0, 1.0))
     assert "(sum of absolute values 2.0 vs 5.0)" in str(nan)
+
+
+class ReadsParent(nn.Module):
+    """lin(x) · the parent's step buffer, which the parent bumps in place after the blocks ran."""
+
+    def __init__(self, parent_buffers):
+        super().__init__()
+        self.lin, self.outer = nn.Linear(8, 8), parent_buffers
+
+    def forward(self, x):
+        return torch.tanh(self.lin(x) * self.outer["step"])
+
+
+class Parent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("step", torch.ones(()))
+        self.layers = nn.ModuleList(ReadsParent(self._buffers) for _ in range(2))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        self.step.add_(1)
+        return x
+
+
+def test_state_in_a_parents_buffer_is_caught_and_the_advice_says_the_blocks_own_buffers():
+    torch.manual_seed(0)
+    model = Parent()
+    auto.apply(model, "full")
+    with pytest.raises(RecomputeError, match=r"a buffer of a module outside the block.*buffers of the block's own "
+                                             r"modules \(register_buffer on the block or a module inside it"):
+        model(torch.randn(4, 8)).sum().backward()

@@ -73,11 +73,13 @@ class Mismatch:
 
     def __str__(self) -> str:
         return (f"recomputing aten.{self.op} (op {self.index + 1} of its forward) gave other values than the "
-                f"forward ({self.differing()}): the region reads state "
-                "that is not its inputs (an attribute a hook sets, a counter, FP8 scaling state in plain tensors, "
-                "random numbers from numpy or a generator it does not own) or runs under a context in forward that "
-                "backward lacks (fp8_autocast). Keep such state in buffers (register_buffer), re-enter the context "
-                "in recompute (remat.policies.recompute_context), or give this block policy none or offload")
+                f"forward ({self.differing()}): the region reads state that is not its inputs (an attribute a "
+                "hook sets, a counter, FP8 scaling state in plain tensors or in a buffer of a module outside the "
+                "block, random numbers from numpy or a generator it does not own) or runs under a context in forward "
+                "that backward lacks (fp8_autocast). Keep such state in buffers of the block's own modules "
+                "(register_buffer on the block or a module inside it: those are restored for the recompute), "
+                "re-enter the context in recompute (remat.policies.recompute_context), or give this block policy "
+                "none or offload")
 
 
 class ValueCheck:
