@@ -391,3 +391,37 @@ def test_torch_s_checkpoint_error_in_a_recompute_names_the_block(policy):
                                                                      r"failed .*context of the forward") as caught:
         model(x).pow(2).sum().backward()
     assert caught.value.__cause__ is not None
+
+
+class OwnState(nn.Module):
+    """Draws noise from a generator it owns and keeps an FP8-style amax history in a dict of plain tensors, each
+    written in place by its forward; one large plain tensor too (over the snapshot size: not copied)."""
+
+    def __init__(self, large: bool = False):
+        super().__init__()
+        self.lin, self.gen = nn.Linear(8, 8), torch.Generator().manual_seed(7)
+        self.fp8 = {"amax": torch.zeros(4), "step": torch.zeros((), dtype=torch.int64)}
+        self.big = torch.zeros(70_000) if large else None           # 280 KB > 256 KiB
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.fp8["amax"][:] = torch.roll(self.fp8["amax"], 1)
+            self.fp8["amax"][0] = x.abs().max()
+            self.fp8["step"] += 1
+            if self.big is not None:
+                self.big += 1
+        return torch.tanh(self.lin(x) + 0.01 * torch.randn(x.shape, generator=self.gen))
+
+
+def test_explain_leaves_owned_generators_and_plain_tensor_state_as_it_found_them():
+    model = Stack(OwnState)
+    auto.apply(model, "none")
+    before = [(m.gen.get_state(), {k: v.clone() for k, v in m.fp8.items()}) for m in model.layers]
+    auto.explain(model, (torch.randn(4, 8),))
+    for m, (state, fp8) in zip(model.layers, before):
+        assert torch.equal(m.gen.get_state(), state)
+        assert all(torch.equal(m.fp8[k], v) for k, v in fp8.items())
+    large = Stack(lambda: OwnState(large=True), 1)
+    auto.apply(large, "none")
+    with pytest.warns(UserWarning, match=r"large plain tensor.*layers\.0\.big"):
+        auto.explain(large, (torch.randn(4, 8),))

@@ -1,7 +1,9 @@
 """What remat.auto.explain leaves as it found it: the model's buffers (BatchNorm running statistics), gradients,
-its modules' plain attributes (tensors, counters a hook keeps), and the RNG state; and the tensors a block keeps
-on itself. Parameters are not copied (that would double the model's memory): a forward that writes one in place
-(``nn.Embedding(max_norm=...)``) is warned about.
+its modules' plain attributes (tensors, counters a hook keeps) and the values of their plain tensors up to
+SNAPSHOT_BYTES each (FP8 scaling state in a dict), the states of the torch.Generator objects they hold, and the
+global RNG state; and the tensors a block keeps on itself. Parameters are not copied (that would double the
+model's memory): a forward that writes one in place (``nn.Embedding(max_norm=...)``), or a larger plain tensor,
+is warned about.
 
     with ModelState(model) as state:
         output = model(x)                    # one step, watched
@@ -23,7 +25,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
-from remat.policies.region import version_of
+from remat.policies.region import SNAPSHOT_BYTES, version_of
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ class ModelState:
             found = {k: v for k, v in vars(module).items() if k not in _INTERNAL}
             self.attributes[id(module)] = (module, {k: (v, _shallow(v)) for k, v in found.items()})
         self.versions = [(name, p, version_of(p)) for name, p in self.model.named_parameters()]
+        self.plain = _plain_state(self.model)
         self.hooks = {id(m): len(m._forward_hooks) + len(m._forward_pre_hooks) for m in self.model.modules()}
         self.rng = torch.random.fork_rng(devices=self._cuda_devices())
         self.rng.__enter__()
@@ -138,10 +141,12 @@ class ModelState:
                 _restore(module, attr, value, content)
         self.rng.__exit__(*exc)
         written = [name for name, p, version in self.versions if version_of(p) != version]
+        written += _restore_plain(self.plain)
         if written:
-            warnings.warn(f"remat.auto.explain: the model's forward wrote {len(written)} parameter(s) in place "
-                          f"({written[0]}; e.g. nn.Embedding(max_norm=...)); explain does not copy parameters "
-                          "to undo that", stacklevel=3)
+            warnings.warn(f"remat.auto.explain: the model's forward wrote {len(written)} parameter(s) or large "
+                          f"plain tensor(s) in place ({written[0]}; e.g. nn.Embedding(max_norm=...)); explain does "
+                          f"not copy parameters or plain tensors over {SNAPSHOT_BYTES} bytes to undo that",
+                          stacklevel=3)
 
 
 def _shallow(value):
@@ -156,3 +161,39 @@ def _restore(module: nn.Module, attr: str, value, content) -> None:
         value.clear()
         value.update(content)
     setattr(module, attr, value)
+
+
+def _plain_state(model: nn.Module) -> list:
+    """Each plain tensor of the modules' attributes (not a parameter or buffer; in a list, tuple or dict too) once:
+    (name, tensor, version, a copy of its values up to SNAPSHOT_BYTES else None); and each torch.Generator
+    there: (name, generator, its state)."""
+    owned = {id(t) for t in [*model.parameters(), *model.buffers()]}
+    found, seen = [], set(owned)
+    for where, module in model.named_modules():
+        for attr, value in vars(module).items():
+            if attr in _INTERNAL:
+                continue
+            for item in tree_flatten(value)[0]:
+                name = f"{where}.{attr}" if where else attr
+                if isinstance(item, torch.Generator) and id(item) not in seen:
+                    found.append((name, item, item.get_state()))
+                elif isinstance(item, torch.Tensor) and id(item) not in seen and not item.is_inference():
+                    small = item.untyped_storage().nbytes() <= SNAPSHOT_BYTES
+                    found.append((name, item, item._version, item.detach().clone() if small else None))
+                seen.add(id(item))
+    return found
+
+
+def _restore_plain(plain: list) -> list[str]:
+    """Put back what ``_plain_state`` copied; the names of larger tensors written in place (not restored)."""
+    lost = []
+    for name, item, *before in plain:
+        if isinstance(item, torch.Generator):
+            item.set_state(before[0])
+        elif item._version != before[0]:
+            if before[1] is None:
+                lost.append(name)
+                continue
+            with torch.no_grad():
+                item.copy_(before[1])
+    return lost
