@@ -123,11 +123,13 @@ def checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = 
     """
     tally = Tally()     # forwards that record a graph, recomputes checked: the value check samples by them
 
+    hooks = {} if selective is None else legacy_sac_hooks()   # read here, not where dynamo traces ``run``
+
     @functools.wraps(fn)
     def run(*args, **kwargs):
         if torch.compiler.is_compiling():   # torch's own region: the traced graph is recomputed as torch plans
             contexts = {} if selective is None else {"context_fn": functools.partial(selective, compiling=True),
-                                                     **legacy_sac_hooks()}
+                                                     **hooks}
             return checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True, **contexts, **kwargs)
         grad = torch.is_grad_enabled()
         if grad:
@@ -138,7 +140,7 @@ def checkpointed(fn: Callable, modules: Sequence[nn.Module], early_stop: bool = 
             out = checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True,
                              context_fn=functools.partial(_contexts, modules, selective, name,
                                                           tally if grad else None),
-                             early_stop=early_stop, **({} if selective is None else legacy_sac_hooks()), **kwargs)
+                             early_stop=early_stop, **hooks, **kwargs)
         except RecomputeError as error:   # raised in forward by the region's guard: name the region
             if error.block or not name:
                 raise
