@@ -49,4 +49,6 @@ def test_the_module_contract_lists_every_command_and_plan_format():
     assert [c for c in commands if f"    remat {c} " not in remat.cli.__doc__] == []
     assert "--format " + "|".join(plan.choices) in remat.cli.__doc__
     from remat.planner.trainers import FORMATS        # the registry; the CLI keeps its own torch-free copy
-    assert tuple(plan.choices) == ("md", "json", *FORMATS)
+    assert tuple(plan.choices) == ("md", "json", *FORMATS, "all")
+    from remat.cli.plan_out import FILES                # --format all writes each of the others to its own file
+    assert tuple(FILES) == ("md", "json", *FORMATS)

@@ -44,6 +44,19 @@ def test_markdown_and_out_file(capsys, tmp_path):
     assert "# Recompute plan: gpt-22b" in text and "| weights |" in text and "## Which layers and why" in text
 
 
+def test_format_all_writes_what_each_format_alone_prints(capsys, tmp_path):
+    # second method: each format planned and printed on its own
+    argv = ["--model", "gpt-22b", "--memory", "60GiB", "--tp", "8", "--no-baselines"]
+    code, out, err = run(capsys, *argv, "--format", "all", "--out", str(tmp_path))
+    assert code == 0 and out.startswith("remat plan: wrote plan.md, plan.json") and not err, err
+    files = {"md": "plan.md", "json": "plan.json", "hf": "hf.json", "nemo": "nemo.yaml",
+             "torchtitan": "torchtitan.toml", "sac": "sac.py"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(files.values())
+    for fmt, name in files.items():
+        code, alone, _ = run(capsys, *argv, "--format", fmt)
+        assert code == 0 and (tmp_path / name).read_text() == alone.removesuffix("\n"), fmt
+
+
 def test_gib_and_gb_are_different_budgets(capsys):
     docs = []
     for memory in ("80GiB", "80GB", str(80 * 2**30)):

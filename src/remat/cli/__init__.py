@@ -5,7 +5,7 @@ Contract (scripts, rules and reports depend on these names; tests/test_cli_help.
     remat account    --model M --mode none|selective|full [--tp T] [--sp] [--seq S] [--micro-batch B] [--json]
     remat measure    --model M --policy P --device cpu|cuda|fake [--layers N] [--seq S] [--micro-batch B] [--json]
     remat bandwidth  --device cpu|cuda [--json]
-    remat plan       --model M --memory 80GiB [...] [--format md|json|hf|nemo|torchtitan|sac] [--out FILE]
+    remat plan       --model M --memory 80GiB [...] [--format md|json|hf|nemo|torchtitan|sac|all] [--out FILE]
     remat explain    --model M [--checkpointing P] [--device fake|cpu] [--json]
     remat memplan    --net resnet|lstm [--depth N | --length T] [--strategy S ...] [--budget B] [--json]
     remat findings   NAME                              (pipeline rules: result tables -> results/findings/NAME.csv)

@@ -140,13 +140,17 @@ def _transformers_args(p) -> None:
 
 def _output_args(p) -> None:
     """`remat plan`'s arguments: the output."""
-    p.add_argument("--format", choices=["md", "json", "hf", "nemo", "torchtitan", "sac"], default="md",
+    p.add_argument("--format", choices=["md", "json", "hf", "nemo", "torchtitan", "sac", "all"], default="md",
                    help="md (default): a Markdown report with the per-layer table; json: the plan and its costs; "
                         "hf: transformers TrainingArguments (JSON); nemo: Megatron-Bridge / NeMo model overrides "
                         "(YAML); torchtitan: its [activation_checkpoint] section (TOML); sac: a torch-only Python "
                         "module (selective-checkpoint policy, POLICIES, apply(blocks)). A trainer that cannot "
-                        "run the optimal plan gets the nearest plan it can, with its peak and step time")
-    p.add_argument("--out", help="write the plan here (atomically) instead of printing it")
+                        "run the optimal plan gets the nearest plan it can, with its peak and step time; all: "
+                        "every format from one planning run, into the --out folder (plan.md, plan.json, hf.json, "
+                        "nemo.yaml, torchtitan.toml, sac.py; a format that cannot hold the plan is named, not "
+                        "written)")
+    p.add_argument("--out", help="write the plan here (atomically) instead of printing it; its folder must exist "
+                                 "(--format all: the folder)")
 
 
 def _run_plan(args) -> int:

@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 from remat import auto, planner  # planner.plan_model looked up when called: a test replaces it
+from remat.cli.plan_out import check_out as _check_out, emit as _emit, formats as _formats
 from remat.auto.check import check_small
 from remat.auto import ranks as auto_ranks
 from remat.auto.hf import available, build, config_dtype, config_of, context_length, per_layer_mask_terms
 from remat.auto.planning import kept_lines, shard_state
 from remat.errors import InfeasibleError, UsageError
-from remat.io import check_writable, write_text
 from remat.models.hf_config import SUPPORTED, read_json_object
 from remat.models.presets import ModelConfig, from_name
 from remat.planner import pipeline_text
@@ -34,12 +34,11 @@ from remat.units import format_bytes, parse_bytes
 
 def run_plan(args) -> int:
     """`remat plan`: the plan printed (or written to --out); exit 1 when the exact search hits its memory guard."""
-    if args.out:
-        check_writable(args.out)
+    _check_out(args)
     if args.memory is not None and parse_bytes(args.memory, "--memory") <= 0:
         raise UsageError("--memory", f"must be a positive size, got {args.memory!r}")
     check_dp_zero(args.dp, args.zero, ("--dp", "--zero"))
-    if args.check_small and args.format not in ("md", "json"):
+    if args.check_small and args.format not in ("md", "json", "all"):
         raise UsageError("--check-small", f"its section is Markdown or JSON and would break the {args.format} "
                                           "config: use --format md or json with --check-small")
     if _use_hf(args) and args.schedule is not None:
@@ -88,13 +87,6 @@ def run_plan(args) -> int:
     return 0
 
 
-def _emit(args, text: str) -> None:
-    if args.out:
-        write_text(args.out, text)
-    else:
-        print(text)
-
-
 def _use_hf(args) -> bool:
     """--hf, or a config.json whose model_type remat's reader does not cover (transformers then reads it)."""
     if args.hf:
@@ -128,9 +120,8 @@ def _hf_plan_text(args) -> str:
             raise UsageError(flag, "not available with a transformers model (remat.auto plans t = p = 1 on one "
                                    f"GPU, measures the bytes, prices time at the --gpu preset); drop {flag}")
     choices = _choices(args)
-    if args.granularity == "tensor" and args.format not in ("md", "json"):
-        raise UsageError("--format", f"{args.format} cannot say which op outputs a block keeps: a tensor plan is "
-                                     "written as md or json (its torch_policy: op -> CheckpointPolicy per block)")
+    if args.format != "all":
+        _tensor_format(args, args.format)
     budget = None if args.memory is None else parse_bytes(args.memory, "--memory")
     try:
         built, itemsize, result = _hf_run(args, budget, choices)
@@ -160,12 +151,21 @@ def _hf_plan_text(args) -> str:
                            f"result = auto.plan(model, (), batch, budget={result.problem.budget_bytes}, "
                            f'gpu="{args.gpu}"{extra})  # budget in bytes'])
     _warn_budget_above_gpu(args)
-    if args.format == "json":
-        return json.dumps(result.to_json(), indent=2, default=str)
-    text = planner.render_plan(result.problem, result.plan, result.baselines, args.format)
-    kept = kept_lines(result)
-    return text if not kept else "\n".join([text, "", "## Op outputs kept and offloaded per block (tensor plan)", "",
-                                             *[f"- {line}" for line in kept]])
+
+    def render(fmt: str) -> str:
+        _tensor_format(args, fmt)
+        if fmt == "json":
+            return json.dumps(result.to_json(), indent=2, default=str)
+        text, kept = planner.render_plan(result.problem, result.plan, result.baselines, fmt), kept_lines(result)
+        return text if not kept else "\n".join([text, "", "## Op outputs kept and offloaded per block (tensor plan)",
+                                                 "", *[f"- {line}" for line in kept]])
+    return _formats(args, render)
+
+
+def _tensor_format(args, fmt: str) -> None:
+    if args.granularity == "tensor" and fmt not in ("md", "json"):
+        raise UsageError("--format", f"{fmt} cannot say which op outputs a block keeps: a tensor plan is "
+                                     "written as md or json (its torch_policy: op -> CheckpointPolicy per block)")
 
 
 def _transformers_notes(built, itemsize: int) -> list[str]:
@@ -226,6 +226,9 @@ def _with_check(args, text: str) -> str:
         return text
     rows = check_small(args.model, layers=args.check_layers, seq=args.check_seq, gpu=args.gpu,
                        granularity=args.granularity, compiled=args.compiled)
+    if isinstance(text, dict):
+        return {**text, "md": text["md"] + _check_markdown(args, rows),
+                "json": json.dumps({**json.loads(text["json"]), "check": rows}, indent=2, default=str) + "\n"}
     if args.format == "json":
         return json.dumps({**json.loads(text), "check": rows}, indent=2, default=str) + "\n"
     return text + _check_markdown(args, rows)
@@ -322,21 +325,32 @@ def _schedule_text(args, cfg, gpu_overrides, hf: bool = False) -> str:
         built = build(args.model, "fake", layers=2, seq=cfg.seq, micro_batch=cfg.micro_batch)
         priced = auto_ranks.priced(built, settings, settings.gpu)
     plan = plan_pipeline(cfg, settings, args.schedule, priced=priced)
-    if args.format not in ("md", "json"):
-        return pipeline_text.trainer_text(cfg, settings, plan, args.format, priced)
-    if args.format == "json":
-        return json.dumps(pipeline_text.to_json(plan, cfg.name, args.gpu), indent=2, default=str)
-    return pipeline_text.to_markdown(plan, cfg.name, args.gpu)
+
+    def render(fmt: str) -> str:
+        if fmt not in ("md", "json"):
+            return pipeline_text.trainer_text(cfg, settings, plan, fmt, priced)
+        if fmt == "json":
+            return json.dumps(pipeline_text.to_json(plan, cfg.name, args.gpu), indent=2, default=str)
+        return pipeline_text.to_markdown(plan, cfg.name, args.gpu)
+    return _formats(args, render)
 
 
-def _plan_text(args, cfg, gpu_overrides) -> str:
-    return planner.plan_model(
-        cfg, gpu_name=args.gpu, gpu_overrides=gpu_overrides,
+def _plan_text(args, cfg, gpu_overrides):
+    """The plan in --format (every format, once solved, with --format all: ``_formats``)."""
+    if args.format == "all":
+        solved = planner.solve_model(cfg, **_plan_args(args, gpu_overrides))
+        return _formats(args, lambda fmt: planner.render_plan(*solved, fmt))
+    return planner.plan_model(cfg, fmt=args.format, **_plan_args(args, gpu_overrides))
+
+
+def _plan_args(args, gpu_overrides) -> dict:
+    return dict(
+        gpu_name=args.gpu, gpu_overrides=gpu_overrides,
         memory=None if args.memory is None else parse_bytes(args.memory, "--memory"),
         host_memory=None if args.host_memory is None else parse_bytes(args.host_memory, "--host-memory"),
         reserve=parse_bytes(args.reserve, "--reserve"), sp=args.sp, dp=args.dp, zero=args.zero,
         regime=args.regime, weight_bytes=args.weight_bytes, grad_bytes=args.grad_bytes,
         optimizer_bytes=args.optimizer_bytes,
         policies=_choices(args), calibrate=args.calibrate,
-        baselines=not args.no_baselines, sac_time_limit_s=args.sac_time_limit, fmt=args.format,
+        baselines=not args.no_baselines, sac_time_limit_s=args.sac_time_limit,
         given=tuple(k for k in ("seq", "micro_batch", "global_batch") if getattr(args, k) is not None))

@@ -32,7 +32,7 @@ from remat.planner.solve import minimum_budget, solve
 from remat.planner.suggest import suggest
 
 __all__ = ["POLICIES", "Layer", "Option", "Plan", "Problem", "evaluate", "plan_from_policies", "solve",
-           "minimum_budget", "make_problem", "plan_model", "render_plan", "shape_sources"]
+           "minimum_budget", "make_problem", "plan_model", "render_plan", "shape_sources", "solve_model"]
 
 
 def shape_sources(cfg: ModelConfig, given=()) -> dict[str, str]:
@@ -60,6 +60,13 @@ def plan_model(cfg: ModelConfig, baselines: bool = True, sac_time_limit_s: float
     ``problem_args`` go to ``make_problem``. Raises InfeasibleError (exit 3 in the CLI) with the smallest
     budget that works, the s and b used and what would make it fit (``remat.planner.suggest``), UsageError for
     bad input."""
+    return render_plan(*solve_model(cfg, baselines, sac_time_limit_s, given, **problem_args), fmt)
+
+
+def solve_model(cfg: ModelConfig, baselines: bool = True, sac_time_limit_s: float = SAC_TIME_LIMIT_S, given=(),
+                **problem_args) -> tuple[Problem, Plan, dict]:
+    """``plan_model`` before it renders: (problem, plan, baselines), for ``render_plan`` in as many formats as
+    wanted (``remat plan --format all``)."""
     if cfg.pp > 1 and "global_batch" not in given and cfg.source != "preset":
         cfg = dataclasses.replace(cfg, global_batch=default_global_batch(cfg, problem_args.get("dp", 1)))
     problem = make_problem(cfg, **problem_args)
@@ -70,8 +77,7 @@ def plan_model(cfg: ModelConfig, baselines: bool = True, sac_time_limit_s: float
     except InfeasibleError as exc:
         parts = [f"{exc}; {render.shape(problem.meta)}", *suggest(cfg, problem_args)]
         raise InfeasibleError(". ".join(parts), exc.minimum_bytes) from None
-    base = run_baselines(problem, sac_time_limit_s=sac_time_limit_s) if baselines else {}
-    return render_plan(problem, plan, base, fmt)
+    return problem, plan, run_baselines(problem, sac_time_limit_s=sac_time_limit_s) if baselines else {}
 
 
 def render_plan(problem: Problem, plan: Plan, base: dict, fmt: str) -> str:
