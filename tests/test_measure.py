@@ -99,10 +99,10 @@ def test_instrumentation_does_not_change_the_peak():
         assert measure(cfg, plan, "fake")["peak_bytes"] == plain.peak_bytes
 
 
-@pytest.mark.parametrize("plan", ["none", "selective", "full", "offload", "segments:2"])
+@pytest.mark.parametrize("plan", ["selective", "offload,full"])
 def test_following_modules_labels_bytes_without_changing_the_totals(plan):
     # the module tracker (off by default: it only labels) as the second method: same peak and live bytes
-    cfg = from_name("gpt-tiny", layers=3, seq=32)
+    cfg = from_name("gpt-tiny", layers=2, seq=16)
     seen = []
     for follow in (True, False):
         torch.manual_seed(0)
