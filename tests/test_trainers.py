@@ -79,6 +79,21 @@ def test_hf_every_n_layers_checkpoints_the_layers_transformers_does(tmp_path):
         assert got == cand.policies, cand.config
 
 
+def test_hf_model_call_checkpoints_the_same_layers_through_the_model_method():
+    """The hf output's second route (remat.model_call), run as written on a tiny Llama: the layers transformers
+    checkpoints are the plan's full layers, as through the Trainer (the test above)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=7,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=64)
+    for cand in trainers.family("hf", 7):
+        model = transformers.LlamaForCausalLM(config)
+        call = trainers.hf_model_call(cand.config)
+        if cand.config["activation_checkpointing"]:
+            exec(call, {"model": model})
+        got = tuple("full" if layer.gradient_checkpointing else "none" for layer in model.model.layers)
+        assert got == cand.policies, call
+
+
 def test_torchtitan_layer_option_counts_layers_from_one():
     # torchtitan's _apply_layer_sac: count += 1 per layer, checkpoint when count % N == 0 — with N = 3 over 7
     # layers, counts 3 and 6, i.e. layers 2 and 5
@@ -118,7 +133,7 @@ def test_every_format_parses(capsys, fmt):
 def test_the_cli_offers_every_trainer_format():
     sub = next(a for a in build_parser()._actions if a.choices and "plan" in a.choices).choices["plan"]
     action = next(a for a in sub._actions if "--format" in a.option_strings)
-    assert set(action.choices) == {"md", "json", *trainers.FORMATS}
+    assert set(action.choices) == {"md", "json", *trainers.FORMATS, "all"}
 
 
 def test_a_trainer_format_with_the_cpu_check_is_refused_and_nothing_written(capsys, tmp_path):

@@ -215,6 +215,17 @@ def _header(out: dict) -> list[str]:
     return lines
 
 
+def hf_model_call(config: dict) -> str:
+    """The same plan through transformers' model method instead of TrainingArguments + Trainer: ``every_n_layers``
+    is the method's own argument there (the Trainer pops it from the kwargs; the method would hand it, inside
+    ``activation_checkpointing_kwargs``, to every layer's forward, which drops it: every layer checkpointed)."""
+    if not config["activation_checkpointing"]:
+        return "no call: activation checkpointing off"
+    kwargs = dict(config["activation_checkpointing_kwargs"])
+    every = kwargs.pop("every_n_layers", 1)
+    return f"model.activation_checkpointing_enable(activation_checkpointing_kwargs={kwargs!r}, every_n_layers={every})"
+
+
 def render_config(out: dict) -> str:
     """The config of ``trainer_config``'s ``out`` as its tool reads it: JSON (hf: TrainingArguments keyword
     arguments, the remat summary under "remat"), YAML (nemo), TOML (torchtitan) or Python (sac: ``sac_module``),
@@ -223,7 +234,8 @@ def render_config(out: dict) -> str:
     if out["format"] == "sac":
         return sac_module(out["config"], header)
     if out["format"] == "hf":
-        summary = {k: v for k, v in out.items() if k != "config"} | {"summary": header}
+        summary = {k: v for k, v in out.items() if k != "config"} | {"summary": header,
+                                                                       "model_call": hf_model_call(out["config"])}
         return json.dumps({"training_arguments": out["config"], "remat": summary}, indent=2)
     comments = "".join(f"# {line}\n" for line in header)
     if out["format"] == "nemo":
