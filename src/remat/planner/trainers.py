@@ -67,7 +67,7 @@ from remat.planner.solve import minimum_budget, solve
 FORMATS = ("hf", "nemo", "torchtitan", "sac")
 TOOLS = {"hf": "HuggingFace transformers TrainingArguments (5.24)",
          "nemo": "Megatron-Bridge / NeMo 2 model overrides (Megatron-core TransformerConfig fields)",
-         "torchtitan": "torchtitan job config, [activation_checkpoint]",
+         "torchtitan": "torchtitan 0.2.x job config, [activation_checkpoint] (0.3 reads no TOML job config)",
          "sac": "torch.utils.checkpoint selective activation checkpointing (a torch-only module, no remat)"}
 
 
