@@ -43,16 +43,18 @@ def formats(args, render):
 
 
 def emit(args, text) -> None:
-    if isinstance(text, dict):
-        written = [f"{FILES[fmt]}" for fmt, one in text.items() if not isinstance(one, UsageError)]
-        for fmt in text:
-            if not isinstance(text[fmt], UsageError):
-                write_text(Path(args.out) / FILES[fmt], text[fmt])
-        print(f"remat plan: wrote {', '.join(written)} to {args.out}")
-        for fmt, one in text.items():
-            if isinstance(one, UsageError):
-                print(f"remat plan: not written: {FILES[fmt]} ({one})", file=sys.stderr)
-    elif args.out:
-        write_text(args.out, text)
-    else:
-        print(text)
+    """The plan printed, or written to --out; with --format all (``formats``' dict) each format's file into the
+    --out folder, and on stderr each format not written and why."""
+    if not isinstance(text, dict):
+        if args.out:
+            write_text(args.out, text)
+        else:
+            print(text)
+        return
+    done = {fmt: one for fmt, one in text.items() if not isinstance(one, UsageError)}
+    for fmt, one in done.items():
+        write_text(Path(args.out) / FILES[fmt], one)
+    print(f"remat plan: wrote {', '.join(FILES[fmt] for fmt in done)} to {args.out}")
+    for fmt, one in text.items():
+        if fmt not in done:
+            print(f"remat plan: not written: {FILES[fmt]} ({one})", file=sys.stderr)
