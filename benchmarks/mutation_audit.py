@@ -18,7 +18,9 @@ dtype gates and the recompute-safety code, some missed by the fast tier when pla
 note), each now caught by a fast test (tests/test_audit_h_*.py); J1–J36 a fifth reviewer's, in the value check
 (sampling, checksums, the cache watcher, what is skipped), side effects, autocast and data-dependent planning, the
 torch-version guard and the per-rank step time, 22 of 36 caught by the fast tier when planted, each now caught
-(tests/test_audit_j_*.py). Each is an exact, single-occurrence text
+(tests/test_audit_j_*.py); K1–K40 a sixth reviewer's, in the per-rank planner, the calibration gate, the value check,
+the recompute region's state and the side-effects trap, 31 of 40 caught by the fast tier when planted (25 of its first
+30, planted before any result), each now caught (tests/test_audit_k_*.py). Each is an exact, single-occurrence text
 replacement; a bug whose text no longer occurs is reported as stale (the code moved: update the entry, do not drop
 it).
 """
@@ -240,6 +242,101 @@ BUGS = {
     "J35": ("auto/tensors.py", "if \"_to_copy\" in (name, planned)", "if name == \"_to_copy\"",
            ("tests/test_tensor_plan_autocast.py", "tests/test_audit_j_plans.py")),
     "J36": ("policies/values.py", "        self.tally.checked += 1\n", "", ("tests/test_recompute_state.py",)),
+    "K1": ("planner/schedules.py", "                sent[i] += 1\n", "", ("tests/test_pp_schedules.py",)),
+    "K2": ("planner/schedules.py", '("G", stage + 1, j) if stage < last else ("F", stage, j)',
+           '("G", stage + 1, j) if stage < last - 1 else ("F", stage, j)', ("tests/test_pp_schedules.py",)),
+    "K3": ("planner/rank_costs.py", "((stage > 0) + (stage < last))",
+           "((stage > 0) + (stage <= last))", ("tests/test_pp_ranks.py",)),
+    "K4": ("planner/rank_costs.py",
+           "output = self.logits if stage == last else 0 if keeps_sends else self.boundary",
+           "output = self.logits if stage == last else self.boundary if keeps_sends else 0",
+           ("tests/test_pp_ranks.py",)),
+    "K5": ("planner/rank_costs.py", "dataclasses.replace(st, dp=max(1, st.dp // ep))",  # missed when planted
+           "st", ("tests/test_audit_k_rank_costs.py",)),
+    "K6": ("planner/rank_costs.py", "buffers = layers * self.layer_buffers",
+           "buffers = self.layer_buffers", ("tests/test_pp_ranks.py",)),
+    "K7": ("planner/rank_costs.py", "2 * s * b * (4 * h + (3 * h",
+           "2 * s * b * (3 * h + (3 * h", ("tests/test_pp_ranks.py",)),
+    "K8": ("planner/ranks.py", "kept = runtime and tl.keeps_sends",  # missed when planted
+           "kept = tl.keeps_sends", ("tests/test_audit_k_rank_costs.py",)),
+    "K9": ("planner/ranks.py", "last = tl.pp * len(tl.stages[0]) - 1", "last = tl.pp - 1", ("tests/test_pp_ranks.py",)),
+    "K10": ("planner/ranks.py", "sum(split) * per_stage * rank.split_grads",
+            "sum(split) * rank.split_grads", ("tests/test_pp_ranks.py",)),
+    "K11": ("planner/ranks.py", '(options[o]["retained"] + rank.split_grads)',  # missed when planted
+            'options[o]["retained"]', ("tests/test_audit_k_rank_costs.py",)),
+    "K12": ("planner/pipeline_text.py", "return plan.uniform_step_time_s / plan.step_time_s - 1",
+            "return plan.step_time_s / plan.uniform_step_time_s - 1", ("tests/test_pp_ranks.py",)),
+    "K13": ("experiments/planner.py", "for a, b in zip(RECOMPUTE, RECOMPUTE[1:])):",
+            "for a, b in zip(RECOMPUTE, RECOMPUTE[2:])):", ("tests/test_audit_h_calibration.py",)),
+    "K14": ("analysis/planner.py", "gates.negative_overhead(b / a - 1, 0,",
+            "gates.negative_overhead(a / b - 1, 0,", ("tests/test_planner_summary.py",)),
+    "K15": ("policies/region.py", "if isinstance(error, Exception) and not isinstance(error, _PASSED):",
+            "if isinstance(error, RuntimeError) and not isinstance(error, _PASSED):", ("tests/test_clear_errors.py",)),
+    "K16": ("policies/values.py", 'rtol = 0.0 if f.device.type == "cpu" else RTOL',
+            "rtol = RTOL", ("tests/test_value_check.py",)),
+    "K17": ("policies/values.py", "FIRST, EVERY = 2, 100", "FIRST, EVERY = 1, 100", ("tests/test_recompute_state.py",)),
+    "K18": ("policies/values.py", "flat = t.reshape(-1) if t.is_contiguous() else None",
+            "flat = t.reshape(-1) if not t.is_contiguous() else None", ("tests/test_recompute_state.py",)),
+    "K19": ("policies/values.py", "bad = (~same.all(1)).nonzero()",
+            "bad = (~same.any(1)).nonzero()", ("tests/test_recompute_state.py",)),
+    "K20": ("policies/values.py",
+            "{id(t) for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)}, self.count + 1",
+            "{id(t) for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)}, self.count",
+            ("tests/test_value_check.py",)),
+    "K21": ("policies/values.py", 'if mode == "every" or (mode == "sample" and',
+            'if (mode == "sample" and', ("tests/test_recompute_state.py",)),
+    "K22": ("policies/values.py", "    finally:\n        set_recompute_check(previous)",
+            "    finally:\n        pass", ("tests/test_recompute_state.py",)),
+    "K23": ("policies/region.py", "    random.setstate(state[0])\n    np.random.set_state(state[1])",
+            "    random.setstate(state[0])", ("tests/test_recompute_state.py",)),
+    "K24": ("policies/region.py",
+            "        self.host_rng = _host_rng()\n        _set_host_rng(watch.host_rng)",
+            "        _set_host_rng(watch.host_rng)\n        self.host_rng = _host_rng()",
+            ("tests/test_recompute_state.py",)),
+    "K25": ("policies/checkpoint.py", "forward.append(Record(sums, stats))",  # missed when planted
+            "forward.append(Record(sums))", ("tests/test_audit_k_value_check.py",)),
+    "K26": ("policies/checkpoint.py", '.split("+")[0].split(".")[:2])',
+            '.split("+")[0].split(".")[:3])', ("tests/test_torch_versions.py",)),
+    "K27": ("auto/measure.py", "inputs_real = all(is_real(t) for t in inputs)",
+            "inputs_real = any(is_real(t) for t in inputs)", ("tests/test_auto_data_dependent.py",)),
+    "K28": ("policies/values.py", "isinstance(args[0], torch.nn.Parameter)",
+            "isinstance(args[0], torch.Tensor)", ("tests/test_tensor_plan_autocast.py", "tests/test_audit_j_plans.py")),
+    "K29": ("drop_cheap.py", "KEPT_WATCHERS[-1](ctx.op_output)",  # missed when planted
+            "KEPT_WATCHERS[0](ctx.op_output)", ("tests/test_audit_k_value_check.py",)),
+    "K30": ("auto/tensors.py",
+            "            if j in keep:\n                waiting -= self.ops[j].nbytes\n"
+            "            peak = max(peak, full_stored + live + waiting)",
+            "            peak = max(peak, full_stored + live + waiting)\n"
+            "            if j in keep:\n                waiting -= self.ops[j].nbytes",
+            ("tests/test_tensor_plans.py",)),
+    "K31": ("auto/traps.py", "_side_effects(effects, set(names_of(checkpointed)))",
+            "_side_effects(effects, set(names_of(rows)))", ("tests/test_recompute_state.py",)),
+    "K32": ("policies/checkpoint.py", "not (self.once and self.entries > 1)",
+            "not (self.once and self.entries > 2)", ("tests/test_recompute_safety.py",)),
+    "K33": ("measure/peak.py", 'recompute_check("off")',
+            'recompute_check("sample")', ("tests/test_audit_j_sampling.py",)),
+    "K34": ("policies/region.py",  # when planted caught only through state another test file left in the worker
+            "        self._check()\n        self.stack = self._replayed()\n"
+            "        _state.depth = getattr(_state, \"depth\", 0) + 1\n",
+            "        self._check()\n        _state.depth = getattr(_state, \"depth\", 0) + 1\n"
+            "        self.stack = self._replayed()\n",
+            ("tests/test_audit_k_recompute_context.py",)),
+    "K35": ("auto/preserve.py",  # missed when planted
+            "return {(id(m), attr): value for block in modules for m in block.modules()",
+            "return {(id(m), attr): value for m in modules",
+            ("tests/test_audit_k_side_effects.py",)),
+    "K36": ("auto/measure.py", "if not (inputs_real and all(is_real(t) for t in model.parameters())):",
+            "if not inputs_real:", ("tests/test_auto_data_dependent.py",)),
+    "K37": ("policies/checkpoint.py", "    if version is None:\n        warnings.warn",  # missed when planted
+            "    if version is not None:\n        warnings.warn", ("tests/test_audit_k_torch_version.py",)),
+    "K38": ("auto/tensors.py", "        if counted(func, args):\n            self.live.append",
+            "        if counted(func):\n            self.live.append", ("tests/test_audit_j_plans.py",)),
+    "K39": ("auto/planning.py", "if sub and (m._forward_hooks or m._forward_pre_hooks)",  # missed when planted
+            "if (m._forward_hooks or m._forward_pre_hooks)", ("tests/test_audit_k_side_effects.py",)),
+    "K40": ("policies/region.py",  # missed when planted
+            "        except Exception as error:\n            stack.close()\n",
+            "        except Exception as error:\n",
+            ("tests/test_audit_k_recompute_context.py",)),
 }
 
 
