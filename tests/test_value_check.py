@@ -164,3 +164,29 @@ def test_state_in_a_parents_buffer_is_caught_and_the_advice_says_the_blocks_own_
     with pytest.raises(RecomputeError, match=r"a buffer of a module outside the block.*buffers of the block's own "
                                              r"modules \(register_buffer on the block or a module inside it"):
         model(torch.randn(4, 8)).sum().backward()
+
+
+class Fp8Round(nn.Module):
+    """Rounds its input through float8 (a straight-through estimate, as FP8 training recipes do)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x + (x.to(torch.float8_e4m3fn).to(x.dtype) - x).detach())
+
+
+def test_a_region_with_float8_tensors_is_checked_and_trains_as_unchecked():
+    from remat.policies import checkpointed, recompute_check
+    from remat.policies.values import _checksum
+    eight = torch.tensor([1.0, -2.0, 0.5, 3.0]).to(torch.float8_e4m3fn)
+    assert _checksum(eight)[:2].tolist() == [2.5, 6.5]             # sum and absolute sum, exact in float8
+    grads = []
+    for mode in ("every", "off"):
+        torch.manual_seed(0)
+        m, x = Fp8Round(), torch.randn(3, 4, requires_grad=True)
+        with recompute_check(mode):
+            checkpointed(m, [m], name="blk")(x).sum().backward()
+        grads.append((x.grad, m.lin.weight.grad))
+    assert all(torch.equal(a, b) for a, b in zip(*grads))

@@ -162,6 +162,8 @@ def _checksum(out) -> torch.Tensor | None:
         for t in tensors:
             t = t.detach() if t.is_floating_point() else torch.view_as_real(t) if t.is_complex() else t.to(
                 torch.float64)
+            if t.element_size() == 1 and t.is_floating_point():   # float8: torch sums none of them in float64
+                t = t.to(torch.float32)
             flat = t.reshape(-1) if t.is_contiguous() else None
             parts = [t.sum(dtype=torch.float64), torch.linalg.vector_norm(t, 1, dtype=torch.float64)]
             parts += [flat[offset::stride].sum(dtype=torch.float64) if flat is not None else parts[0]
@@ -196,7 +198,8 @@ def _first_difference(forward: list, recompute: list) -> int | None:
     if not forward:
         return None
     with _disable_current_modes():                    # as _checksum: no measuring mode sees these ops
-        f, r = torch.stack(forward), torch.stack(recompute)
+        home = forward[0].device                       # a region's ops may run on two devices (a CPU arange)
+        f, r = (torch.stack([c.to(home) for c in sums]) for sums in (forward, recompute))
         rtol = 0.0 if f.device.type == "cpu" else RTOL
         same = (f == r) | ((f - r).abs() <= rtol * f[:, 1:2].abs()) | (f.isnan() & r.isnan())   # ±inf equal too
         bad = (~same.all(1)).nonzero()
