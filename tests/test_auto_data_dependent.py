@@ -80,9 +80,20 @@ def test_without_values_it_is_one_error_naming_the_op_and_the_ways_out():
                                          r"build it with real parameters.*static shapes") as exc:
         auto.plan(meta, (X,), budget="1GiB")
     assert exc.value.field == "model" and "pass real example inputs" not in str(exc.value)
-    # real parameters, fake inputs: pass real inputs
+    # real parameters, one of two inputs fake: pass real inputs (all of them)
     from torch._subclasses.fake_tensor import FakeTensorMode
-    fake = FakeTensorMode(allow_non_fake_inputs=True).from_tensor(X)
+    fake = FakeTensorMode(allow_non_fake_inputs=True).from_tensor(X[:1])
     with pytest.raises(UsageError, match=r"aten\.nonzero.* needs tensor values.*pass real example inputs"):
-        auto.plan(Stack(Routed, 4), (fake,), budget="1GiB")
+        auto.plan(Shifted(), (X, fake), budget="1GiB")
+
+
+class Shifted(nn.Module):
+    """The routed stack's output plus a second input."""
+
+    def __init__(self):
+        super().__init__()
+        self.stack = Stack(Routed, 2)
+
+    def forward(self, x, shift):
+        return self.stack(x) + shift
     assert copy.deepcopy(Stack(Routed, 4))(X).shape == X.shape            # the model itself runs eagerly
