@@ -32,8 +32,10 @@ test-e2e: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@# a current pip installs ~10 s faster than Python 3.11's own 23.2 (measured back to back, fresh clones)
+	$(BIN)/python -m pip install --quiet --upgrade pip
 	@# --no-compile: pip would byte-compile all ~15,400 files one at a time; jobs compile what they import (above)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile -e '.[dev,hf]'
+	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev,hf]'
 	touch $@
 
 # The GPU half in one command (remat.gpu_run): on a GPU node with Python, torch (CUDA), numpy, pandas, scipy,
