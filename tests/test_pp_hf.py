@@ -51,3 +51,14 @@ def test_flags_the_transformers_path_cannot_honour_are_refused_by_name(capsys, c
     code = main(["plan", "--model", str(config), "--hf", "--pp", "2", "--schedule", "1F1B", "--tp", "2"])
     err = capsys.readouterr().err
     assert code == 2 and "--tp" in err and len(err.strip().splitlines()) == 1
+
+
+def test_every_format_of_a_transformers_models_per_rank_plan_is_written(capsys, config, tmp_path):
+    # the sac module's uniform plan is priced from the same measured block (it once re-planned remat's own layer)
+    code = main(["plan", "--model", str(config), "--hf", "--pp", "2", "--seq", "256", "--global-batch", "4",
+                 "--reserve", "0", "--schedule", "1F1B", "--memory", "40MiB", "--format", "all", "--out", str(tmp_path)])
+    out = capsys.readouterr()
+    assert code == 0 and not out.err, out.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["plan.md", "plan.json", "hf.json", "nemo.yaml", "torchtitan.toml", "sac.py"])
+    assert "POLICIES" in (tmp_path / "sac.py").read_text()

@@ -112,7 +112,7 @@ def trainer_text(cfg: ModelConfig, st: Settings, plan: PipelinePlan, fmt: str, p
     uses only the policies offered."""
     su = setup(cfg, st, plan.schedule, priced=priced)
     op_level = cfg.arch != "gpt"
-    cands = [_sac_uniform(cfg, st, plan, op_level)] if fmt == "sac" else family(fmt, su.per_stage * su.k, su.p,
+    cands = [_sac_uniform(cfg, st, plan, op_level, priced)] if fmt == "sac" else family(fmt, su.per_stage * su.k, su.p,
                                                                                    op_level)
     scored = [(c, ranks, step_seconds(su, ranks)) for c in cands
               if (ranks := evaluate(su, c.policies)) is not None]
@@ -131,11 +131,12 @@ def trainer_text(cfg: ModelConfig, st: Settings, plan: PipelinePlan, fmt: str, p
     return render_config(out)
 
 
-def _sac_uniform(cfg: ModelConfig, st: Settings, plan: PipelinePlan, op_level: bool):
-    """The sac module's candidate: the uniform plan over the policies it runs (``trainers.sac_policies``)."""
+def _sac_uniform(cfg: ModelConfig, st: Settings, plan: PipelinePlan, op_level: bool, priced=None):
+    """The sac module's candidate: the uniform plan over the policies it runs (``trainers.sac_policies``), priced as
+    ``plan`` was (``priced``: a transformers model's measured block)."""
     allowed = tuple(q for q in st.policies if q in sac_policies(op_level))
     try:
-        shared = plan_pipeline(cfg, dataclasses.replace(st, policies=allowed), plan.schedule)
+        shared = plan_pipeline(cfg, dataclasses.replace(st, policies=allowed), plan.schedule, priced=priced)
     except InfeasibleError:
         return sac_candidate(("full",) * len(plan.ranks[0].policies), op_level)
     return sac_candidate((shared.uniform or shared.ranks)[0].policies, op_level)
