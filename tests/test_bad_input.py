@@ -72,6 +72,7 @@ CASES = [
     (["plan", "--model", "gpt3-175b", "--memory", "80GiB", "--out", "{tmp}/missing/plan.md"],
      "--out: folder {tmp}/missing does not exist"),
     (["plan", "--model", "gpt3-175b", "--memory", "80GiB", "--out", "{tmp}"], "is a directory"),
+    (["plan", "--model", "gpt3-175b", "--memory", "80GiB", "--out", "/proc/plan.md"], "cannot write into folder /proc"),
     (["plan", "--model", "gpt3-175b", "--memory", "80GiB", "--format", "all"], "--out: --format all writes one file"),
     (["plan", "--model", "gpt3-175b", "--memory", "80GiB", "--format", "all", "--out", "{tmp}/t5.json"],
      "give an existing folder"),

@@ -70,8 +70,12 @@ def check_writable(path: str | os.PathLike, field: str = "--out") -> None:
     folder = path.parent
     if not folder.is_dir():
         raise UsageError(field, f"folder {folder} does not exist (it is not created: make it first)")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(field, f"cannot write into folder {folder}")
+    try:                                            # a trial file: os.access says yes to root on /proc
+        fd, trial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".check", dir=folder)
+    except OSError as exc:
+        raise UsageError(field, f"cannot write into folder {folder} ({exc.strerror})") from None
+    os.close(fd)
+    os.unlink(trial)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -22,8 +22,9 @@ def check_out(args) -> None:
             check_writable(args.out)
         return
     if not args.out or not Path(args.out).is_dir():
+        given = f", not {args.out!r}" if args.out else ""
         raise UsageError("--out", f"--format all writes one file per format ({', '.join(FILES.values())}): give an "
-                                  f"existing folder, got {args.out!r}")
+                                  f"existing folder{given}")
     for name in FILES.values():
         check_writable(Path(args.out) / name)
 
