@@ -329,3 +329,12 @@ def test_the_weight_op_outputs_of_a_mixture_layer_by_hand():
     cfg = from_name("llama-tiny", hidden=64, heads=4, kv_heads=2, ffn_hidden=32, experts=4, top_k=2, seq=16,
                     micro_batch=1, vocab=128, layers=1)
     assert weight_output_bytes(cfg) == 4 * 16 * (64 + 128 + 64 + 64 + 2 + 64)
+
+
+def test_a_one_setting_trainer_is_never_told_to_write_a_mixed_uniform_plan_it_cannot_express():
+    from remat.planner.pipeline_text import _write
+    mixed = {"write": "selective,full,full", "exact": False}
+    assert "`--format nemo` writes the nearest" in _write("megatron", mixed)
+    assert "`--format torchtitan` writes the nearest" in _write("torchtitan", mixed)
+    assert not _write("megatron", mixed).startswith("; write ")
+    assert _write("megatron", {"write": "full", "exact": True}) == "; write full"

@@ -66,13 +66,22 @@ def to_json(plan: PipelinePlan, model: str, gpu: str) -> dict:
             "apply": apply(plan), "not_counted": list(NOT_COUNTED)}
 
 
-def _write(how: dict) -> str:
-    """What a one-setting format should write (``apply``), as the end of its Markdown line."""
+FORMAT_OF = {"megatron": "nemo", "torchtitan": "torchtitan"}
+"""The --format that writes each one-setting trainer's nearest configuration."""
+
+
+def _write(name: str, how: dict) -> str:
+    """What a one-setting format should write (``apply``), as the end of its Markdown line: the per-rank plan where
+    every rank has the same, else the uniform plan (one choice per layer, the same on every stage), which such a
+    trainer may still not express layer by layer: its own format (``FORMAT_OF``) writes the nearest it can."""
     if "write" not in how:
         return ""
     if how["write"] is None:
         return "; no single setting fits every rank: only per-rank plans (remat) run within the budget"
-    return f"; write {how['write']}" + ("" if how["exact"] else " (the uniform plan: nearest it can express)")
+    if how["exact"]:
+        return f"; write {how['write']}"
+    return (f"; the uniform plan is {how['write']} (one choice per layer, the same on every stage); "
+            f"`--format {FORMAT_OF[name]}` writes the nearest setting this trainer can express")
 
 
 def _counts(policies) -> str:
@@ -97,7 +106,7 @@ def to_markdown(plan: PipelinePlan, model: str, gpu: str) -> str:
                                             f"are {100 * gain(plan):.2f} % faster.", ""]
     else:
         lines += ["No single plan fits every rank: only per-rank plans run within the budget.", ""]
-    lines += ["## How to apply", ""] + [f"- {fmt}: {v['expresses']}" + _write(v) for fmt, v in how.items()]
+    lines += ["## How to apply", ""] + [f"- {fmt}: {v['expresses']}" + _write(fmt, v) for fmt, v in how.items()]
     lines += ["", "Per rank, remat.policies specs: " + "; ".join(f"rank {r}: {s}" for r, s in
                                                                  enumerate(how["remat"]["per_rank"])), "",
               "Not counted yet: " + "; ".join(NOT_COUNTED) + "."]
