@@ -56,7 +56,8 @@ def test_flags_the_transformers_path_cannot_honour_are_refused_by_name(capsys, c
 def test_every_format_of_a_transformers_models_per_rank_plan_is_written(capsys, config, tmp_path):
     # the sac module's uniform plan is priced from the same measured block (it once re-planned remat's own layer)
     code = main(["plan", "--model", str(config), "--hf", "--pp", "2", "--seq", "256", "--global-batch", "4",
-                 "--reserve", "0", "--schedule", "1F1B", "--memory", "40MiB", "--format", "all", "--out", str(tmp_path)])
+                 "--reserve", "0", "--schedule", "1F1B", "--memory", "40MiB", "--format", "all",
+                 "--out", str(tmp_path)])
     out = capsys.readouterr()
     assert code == 0 and not out.err, out.err
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
