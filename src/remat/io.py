@@ -25,14 +25,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
     Raises UsageError("--out") when ``path`` is a directory or its folder cannot be written."""
     path = Path(path)
-    if path.is_dir():
-        raise UsageError("--out", f"{path} is a directory; give a file name")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise UsageError("--out", f"cannot write {path} ({exc.strerror})") from None
-    os.close(fd)
+    tmp = _temp_beside(path, "--out", ".tmp", make_folder=True)
     _PENDING.add(tmp)
     try:
         yield Path(tmp)
@@ -65,17 +58,24 @@ def check_writable(path: str | os.PathLike, field: str = "--out") -> None:
     unasked: a directory, a folder that does not exist (it is not created), a folder this user cannot write.
     Raises UsageError(field)."""
     path = Path(path)
+    if not path.is_dir() and not path.parent.is_dir():
+        raise UsageError(field, f"folder {path.parent} does not exist (it is not created: make it first)")
+    os.unlink(_temp_beside(path, field, ".check"))  # a trial file: os.access says yes to root on /proc
+
+
+def _temp_beside(path: Path, field: str, suffix: str, make_folder: bool = False) -> str:
+    """A new empty file in ``path``'s folder (made first with ``make_folder``), closed; its name. Raises
+    UsageError(field) when ``path`` is a directory or the folder cannot be written."""
     if path.is_dir():
         raise UsageError(field, f"{path} is a directory; give a file name")
-    folder = path.parent
-    if not folder.is_dir():
-        raise UsageError(field, f"folder {folder} does not exist (it is not created: make it first)")
-    try:                                            # a trial file: os.access says yes to root on /proc
-        fd, trial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".check", dir=folder)
+    try:
+        if make_folder:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     except OSError as exc:
-        raise UsageError(field, f"cannot write into folder {folder} ({exc.strerror})") from None
+        raise UsageError(field, f"cannot write into folder {path.parent} ({exc.strerror})") from None
     os.close(fd)
-    os.unlink(trial)
+    return tmp
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
